@@ -1,0 +1,248 @@
+//! Builders that write pages into caller-provided buffers.
+//!
+//! The caller computes the size first (`leaf_page_size`, `branch_page_size`,
+//! `freelist_page_size`), obtains a buffer of that many pages, then writes into it. Nothing
+//! here allocates. Misuse (a buffer too small, more pushes than announced) is a programmer
+//! error and panics; these functions never see bytes from disk.
+
+use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
+use crate::types::{
+    BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
+    PAGE_HEADER_SIZE, PGID_SIZE, PageKind, Pgid,
+};
+
+/// Bytes a leaf page needs for `count` entries whose keys and values total `kv_len` bytes.
+#[inline]
+pub const fn leaf_page_size(count: usize, kv_len: usize) -> usize {
+    PAGE_HEADER_SIZE + count * LEAF_ELEMENT_SIZE + kv_len
+}
+
+/// Bytes a branch page needs for `count` children whose keys total `key_len` bytes.
+#[inline]
+pub const fn branch_page_size(count: usize, key_len: usize) -> usize {
+    PAGE_HEADER_SIZE + count * BRANCH_ELEMENT_SIZE + key_len
+}
+
+/// Bytes a freelist page needs for `count` ids (one slot more from 0xFFFF ids on).
+#[inline]
+pub const fn freelist_page_size(count: usize) -> usize {
+    let slots = if count >= FREELIST_COUNT_OVERFLOW as usize {
+        count + 1
+    } else {
+        count
+    };
+    PAGE_HEADER_SIZE + slots * PGID_SIZE
+}
+
+/// Bytes of an inline bucket value whose leaf page needs `page_len` bytes.
+#[inline]
+pub const fn inline_bucket_size(page_len: usize) -> usize {
+    BUCKET_HEADER_SIZE + page_len
+}
+
+/// Number of pages of `page_size` bytes that `len` bytes occupy (at least one).
+#[inline]
+pub const fn pages_for(len: usize, page_size: usize) -> usize {
+    if len == 0 { 1 } else { len.div_ceil(page_size) }
+}
+
+/// Writes a leaf page, one entry at a time in key order.
+#[derive(Debug)]
+pub struct LeafBuilder<'b> {
+    buf: &'b mut [u8],
+    count: usize,
+    index: usize,
+    data: usize,
+}
+
+impl<'b> LeafBuilder<'b> {
+    /// Starts a leaf page with `count` entries in `buf` (its whole span), writing the header.
+    ///
+    /// # Panics
+    /// When `count` exceeds `u16::MAX` or the elements do not fit in `buf`.
+    pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> LeafBuilder<'b> {
+        let count16 = u16::try_from(count).expect("leaf page count exceeds u16::MAX");
+        let data = PAGE_HEADER_SIZE + count * LEAF_ELEMENT_SIZE;
+        assert!(data <= buf.len(), "leaf page buffer too small for its elements");
+        PageHeader::new(pgid, PageKind::Leaf, count16, overflow).write(buf);
+        LeafBuilder {
+            buf,
+            count,
+            index: 0,
+            data,
+        }
+    }
+
+    /// Appends the next entry (keys must come in ascending order).
+    ///
+    /// # Panics
+    /// When more entries are pushed than announced or they do not fit.
+    #[inline]
+    pub fn push(&mut self, flags: u32, key: &[u8], value: &[u8]) {
+        assert!(self.index < self.count, "more leaf entries than announced");
+        let elem_offset = PAGE_HEADER_SIZE + self.index * LEAF_ELEMENT_SIZE;
+        let elem = LeafElement {
+            flags,
+            pos: (self.data - elem_offset) as u32,
+            ksize: key.len() as u32,
+            vsize: value.len() as u32,
+        };
+        self.buf[elem_offset..elem_offset + LEAF_ELEMENT_SIZE]
+            .copy_from_slice(bytemuck::bytes_of(&elem));
+        let key_end = self.data + key.len();
+        self.buf[self.data..key_end].copy_from_slice(key);
+        let value_end = key_end + value.len();
+        self.buf[key_end..value_end].copy_from_slice(value);
+        self.data = value_end;
+        self.index += 1;
+    }
+
+    /// Reserves the next entry's value of `value_len` bytes and returns it to be filled in
+    /// (for bucket values, written in place).
+    #[inline]
+    pub fn push_with(&mut self, flags: u32, key: &[u8], value_len: usize) -> &mut [u8] {
+        assert!(self.index < self.count, "more leaf entries than announced");
+        let elem_offset = PAGE_HEADER_SIZE + self.index * LEAF_ELEMENT_SIZE;
+        let elem = LeafElement {
+            flags,
+            pos: (self.data - elem_offset) as u32,
+            ksize: key.len() as u32,
+            vsize: value_len as u32,
+        };
+        self.buf[elem_offset..elem_offset + LEAF_ELEMENT_SIZE]
+            .copy_from_slice(bytemuck::bytes_of(&elem));
+        let key_end = self.data + key.len();
+        self.buf[self.data..key_end].copy_from_slice(key);
+        let value_end = key_end + value_len;
+        self.data = value_end;
+        self.index += 1;
+        &mut self.buf[key_end..value_end]
+    }
+
+    /// Finishes the page and returns the number of bytes written.
+    pub fn finish(self) -> usize {
+        debug_assert_eq!(self.index, self.count, "fewer leaf entries than announced");
+        self.data
+    }
+}
+
+/// Writes a branch page, one child at a time in key order.
+#[derive(Debug)]
+pub struct BranchBuilder<'b> {
+    buf: &'b mut [u8],
+    count: usize,
+    index: usize,
+    data: usize,
+}
+
+impl<'b> BranchBuilder<'b> {
+    /// Starts a branch page with `count` children in `buf` (its whole span), writing the header.
+    ///
+    /// # Panics
+    /// When `count` exceeds `u16::MAX` or the elements do not fit in `buf`.
+    pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> BranchBuilder<'b> {
+        let count16 = u16::try_from(count).expect("branch page count exceeds u16::MAX");
+        let data = PAGE_HEADER_SIZE + count * BRANCH_ELEMENT_SIZE;
+        assert!(data <= buf.len(), "branch page buffer too small for its elements");
+        PageHeader::new(pgid, PageKind::Branch, count16, overflow).write(buf);
+        BranchBuilder {
+            buf,
+            count,
+            index: 0,
+            data,
+        }
+    }
+
+    /// Appends the next child with its separator key.
+    ///
+    /// # Panics
+    /// When more children are pushed than announced or they do not fit.
+    #[inline]
+    pub fn push(&mut self, key: &[u8], child: Pgid) {
+        assert!(self.index < self.count, "more branch children than announced");
+        let elem_offset = PAGE_HEADER_SIZE + self.index * BRANCH_ELEMENT_SIZE;
+        let elem = BranchElement {
+            pos: (self.data - elem_offset) as u32,
+            ksize: key.len() as u32,
+            pgid: child.0,
+        };
+        self.buf[elem_offset..elem_offset + BRANCH_ELEMENT_SIZE]
+            .copy_from_slice(bytemuck::bytes_of(&elem));
+        let key_end = self.data + key.len();
+        self.buf[self.data..key_end].copy_from_slice(key);
+        self.data = key_end;
+        self.index += 1;
+    }
+
+    /// Finishes the page and returns the number of bytes written.
+    pub fn finish(self) -> usize {
+        debug_assert_eq!(self.index, self.count, "fewer branch children than announced");
+        self.data
+    }
+}
+
+/// Writes a freelist page header for `count` ids and returns the id slots (exactly
+/// `count * 8` bytes) for the caller to fill in ascending order with `write_pgid`.
+///
+/// # Panics
+/// When the ids do not fit in `buf`.
+pub fn write_freelist_header(buf: &mut [u8], pgid: Pgid, count: usize, overflow: u32) -> &mut [u8] {
+    let size = freelist_page_size(count);
+    assert!(size <= buf.len(), "freelist page buffer too small");
+    let extended = count >= FREELIST_COUNT_OVERFLOW as usize;
+    let header_count = if extended {
+        FREELIST_COUNT_OVERFLOW
+    } else {
+        count as u16
+    };
+    PageHeader::new(pgid, PageKind::Freelist, header_count, overflow).write(buf);
+    let mut start = PAGE_HEADER_SIZE;
+    if extended {
+        buf[start..start + PGID_SIZE].copy_from_slice(&(count as u64).to_le_bytes());
+        start += PGID_SIZE;
+    }
+    &mut buf[start..size]
+}
+
+/// Writes `pgid` into slot `index` of the id slots `write_freelist_header` returned.
+#[inline]
+pub fn write_pgid(slots: &mut [u8], index: usize, pgid: Pgid) {
+    let start = index * PGID_SIZE;
+    slots[start..start + PGID_SIZE].copy_from_slice(&pgid.0.to_le_bytes());
+}
+
+/// Writes a whole freelist page of `ids` (ascending) and returns the bytes written.
+pub fn write_freelist(
+    buf: &mut [u8],
+    pgid: Pgid,
+    overflow: u32,
+    ids: impl ExactSizeIterator<Item = Pgid>,
+) -> usize {
+    let count = ids.len();
+    let slots = write_freelist_header(buf, pgid, count, overflow);
+    let mut written = 0;
+    for (index, id) in ids.enumerate() {
+        write_pgid(slots, index, id);
+        written += 1;
+    }
+    assert_eq!(written, count, "freelist iterator lied about its length");
+    freelist_page_size(count)
+}
+
+/// Writes a meta page for `meta` into `buf` (at least 80 bytes): the header with id
+/// `txid % 2`, and the meta with its checksum computed. Returns the meta as written.
+pub fn write_meta(buf: &mut [u8], meta: &Meta) -> Meta {
+    let mut meta = *meta;
+    meta.checksum = meta.compute_checksum();
+    PageHeader::new(Pgid(meta.txid % 2), PageKind::Meta, 0, 0).write(buf);
+    buf[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + crate::META_SIZE]
+        .copy_from_slice(bytemuck::bytes_of(&meta));
+    meta
+}
+
+/// Writes the header of a bucket value; an inline page, if any, goes after it at
+/// `BUCKET_HEADER_SIZE`.
+#[inline]
+pub fn write_bucket_header(buf: &mut [u8], header: BucketHeader) {
+    header.write(buf);
+}

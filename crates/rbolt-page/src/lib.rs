@@ -1,0 +1,54 @@
+//! bbolt's on-disk page format, version 2: typed views over page bytes and builders that write
+//! pages into caller-provided buffers.
+//!
+//! This crate owns the byte layout of every page kind (branch, leaf, meta, freelist, overflow
+//! spans and inline bucket pages), the meta checksum, and binary search over sorted keys. It
+//! does no I/O, knows nothing of transactions or files, and allocates nothing. Every decode of
+//! bytes from disk is bounds-checked and returns [`Corruption`] naming the page; no input makes
+//! it panic or read out of bounds. It contains no `unsafe`: bytemuck does the casts.
+//!
+//! ```
+//! use rbolt_page::{LeafBuilder, LeafPage, Pgid, leaf_page_size};
+//!
+//! let entries: [(&[u8], &[u8]); 2] = [(b"apple", b"red"), (b"pear", b"green")];
+//! let kv_len: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+//! let mut page = vec![0u8; 4096];
+//! assert!(leaf_page_size(entries.len(), kv_len) <= page.len());
+//! let mut builder = LeafBuilder::new(&mut page, Pgid(7), entries.len(), 0);
+//! for (key, value) in entries {
+//!     builder.push(0, key, value);
+//! }
+//! builder.finish();
+//!
+//! let leaf = LeafPage::new(&page, Pgid(7)).unwrap();
+//! assert_eq!(leaf.search(b"pear").unwrap(), Ok(1));
+//! assert_eq!(leaf.value(1).unwrap(), b"green");
+//! assert!(LeafPage::new(&page, Pgid(8)).is_err()); // the header names page 7
+//! ```
+#![forbid(unsafe_code)]
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("rbolt reads and writes bbolt's little-endian format and supports little-endian hosts only");
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("rbolt supports 64-bit hosts only");
+
+mod build;
+mod error;
+mod layout;
+mod search;
+mod types;
+mod view;
+
+pub use build::{
+    BranchBuilder, LeafBuilder, branch_page_size, freelist_page_size, inline_bucket_size,
+    leaf_page_size, pages_for, write_bucket_header, write_freelist, write_freelist_header,
+    write_meta, write_pgid,
+};
+pub use error::{Corruption, Reason, Result};
+pub use layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader, fnv1a64};
+pub use search::{KeySource, child_index, lower_bound, search};
+pub use types::*;
+pub use view::{
+    BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, PageRef, check_overflow,
+    check_pgid, read_meta, span_len,
+};

@@ -1,0 +1,148 @@
+//! Binary search over sorted keys, with no closure per comparison.
+//!
+//! The keys come from anything that can hand out key `i`: a leaf or branch page, or an array
+//! in memory. Results match `slice::binary_search_by` and `slice::partition_point` on sorted
+//! keys without duplicates (the only keys a valid tree holds).
+
+use crate::error::Result;
+use crate::view::{BranchPage, LeafPage};
+use core::cmp::Ordering;
+
+/// Something that holds sorted keys, addressable by index.
+pub trait KeySource {
+    /// Number of keys.
+    fn key_count(&self) -> usize;
+    /// Key `index` (`index < key_count()`).
+    fn key_at(&self, index: usize) -> Result<&[u8]>;
+}
+
+impl KeySource for LeafPage<'_> {
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn key_at(&self, index: usize) -> Result<&[u8]> {
+        self.key(index)
+    }
+}
+
+impl KeySource for BranchPage<'_> {
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn key_at(&self, index: usize) -> Result<&[u8]> {
+        self.key(index)
+    }
+}
+
+impl<T: AsRef<[u8]>> KeySource for [T] {
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn key_at(&self, index: usize) -> Result<&[u8]> {
+        match self.get(index) {
+            Some(key) => Ok(key.as_ref()),
+            None => Err(crate::Corruption::new(
+                crate::Pgid(0),
+                crate::Reason::Other("key index out of range"),
+            )),
+        }
+    }
+}
+
+/// Exact-match search that stops at the first equal key: `Ok(Ok(index))` when `key` is there,
+/// `Ok(Err(index))` with the index it would be inserted at otherwise.
+#[inline]
+pub fn search<K: KeySource + ?Sized>(keys: &K, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
+    let mut low = 0;
+    let mut high = keys.key_count();
+    while low < high {
+        let mid = low + (high - low) / 2;
+        match keys.key_at(mid)?.cmp(key) {
+            Ordering::Less => low = mid + 1,
+            Ordering::Greater => high = mid,
+            Ordering::Equal => return Ok(Ok(mid)),
+        }
+    }
+    Ok(Err(low))
+}
+
+/// The index of the first key not less than `key` (`key_count()` when all are less).
+#[inline]
+pub fn lower_bound<K: KeySource + ?Sized>(keys: &K, key: &[u8]) -> Result<usize> {
+    let mut low = 0;
+    let mut high = keys.key_count();
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if keys.key_at(mid)? < key {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    Ok(low)
+}
+
+/// In a branch, the index of the child whose subtree would hold `key`: the last separator not
+/// greater than `key`, or the first child when `key` sorts before every separator.
+#[inline]
+pub fn child_index<K: KeySource + ?Sized>(keys: &K, key: &[u8]) -> Result<usize> {
+    Ok(match search(keys, key)? {
+        Ok(index) => index,
+        Err(index) => index.saturating_sub(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::quickcheck;
+
+    fn sorted_unique(mut keys: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    quickcheck! {
+        fn search_matches_std(keys: Vec<Vec<u8>>, probe: Vec<u8>) -> bool {
+            let keys = sorted_unique(keys);
+            let ours = search(keys.as_slice(), &probe).unwrap();
+            let std = keys.binary_search_by(|k| k.as_slice().cmp(&probe));
+            ours == std
+        }
+
+        fn search_finds_every_present_key(keys: Vec<Vec<u8>>) -> bool {
+            let keys = sorted_unique(keys);
+            keys.iter().enumerate().all(|(i, k)| search(keys.as_slice(), k).unwrap() == Ok(i))
+        }
+
+        fn lower_bound_matches_partition_point(keys: Vec<Vec<u8>>, probe: Vec<u8>) -> bool {
+            let keys = sorted_unique(keys);
+            lower_bound(keys.as_slice(), &probe).unwrap()
+                == keys.partition_point(|k| k.as_slice() < probe.as_slice())
+        }
+
+        fn child_index_is_last_not_greater(keys: Vec<Vec<u8>>, probe: Vec<u8>) -> bool {
+            let keys = sorted_unique(keys);
+            let expected = keys
+                .iter()
+                .rposition(|k| k.as_slice() <= probe.as_slice())
+                .unwrap_or(0);
+            child_index(keys.as_slice(), &probe).unwrap() == expected
+        }
+    }
+
+    #[test]
+    fn empty_arrays() {
+        let keys: [&[u8]; 0] = [];
+        assert_eq!(search(&keys[..], b"a").unwrap(), Err(0));
+        assert_eq!(lower_bound(&keys[..], b"a").unwrap(), 0);
+        assert_eq!(child_index(&keys[..], b"a").unwrap(), 0);
+    }
+}

@@ -1,0 +1,682 @@
+//! Typed, bounds-checked views over page bytes read from disk.
+//!
+//! A view borrows the bytes of a page's whole span (the page and its overflow pages). Making a
+//! view checks the header; reading an element checks that element. Nothing here trusts a byte
+//! it has not checked, and nothing panics on any input.
+
+use crate::error::{Corruption, Reason, Result};
+use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
+use crate::types::{
+    BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
+    LEAF_FLAG_BUCKET, MAGIC, META_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN,
+    PGID_NO_FREELIST, PGID_SIZE, PageKind, Pgid, VERSION,
+};
+
+/// The number of bytes of a page with `overflow` extra pages, or `None` past `usize`.
+#[inline]
+pub fn span_len(page_size: usize, overflow: u32) -> Option<usize> {
+    page_size.checked_mul(overflow as usize + 1)
+}
+
+/// Checks that `pgid` is a page a tree or the freelist may point at: not a meta page, and
+/// below the high-water mark.
+#[inline]
+pub fn check_pgid(what: &'static str, owner: Pgid, pgid: Pgid, high_water: Pgid) -> Result<()> {
+    if pgid.0 < 2 || pgid.0 >= high_water.0 {
+        return Err(Corruption::new(
+            owner,
+            Reason::PgidOutOfBounds {
+                what,
+                pgid: pgid.0,
+                high_water: high_water.0,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a page at `pgid` with `overflow` extra pages ends below the high-water mark.
+#[inline]
+pub fn check_overflow(pgid: Pgid, overflow: u32, high_water: Pgid) -> Result<()> {
+    match pgid.0.checked_add(u64::from(overflow)) {
+        Some(last) if last < high_water.0 => Ok(()),
+        _ => Err(Corruption::new(pgid, Reason::OverflowOutOfBounds { overflow })),
+    }
+}
+
+#[cold]
+fn truncated(pgid: Pgid, what: &'static str, need: u64, have: usize) -> Corruption {
+    Corruption::new(
+        pgid,
+        Reason::Truncated {
+            what,
+            need,
+            have: have as u64,
+        },
+    )
+}
+
+/// Any page: its header, checked against the id it was read as, and the bytes of its span.
+#[derive(Clone, Copy, Debug)]
+pub struct PageRef<'a> {
+    bytes: &'a [u8],
+    header: PageHeader,
+    pgid: Pgid,
+}
+
+impl<'a> PageRef<'a> {
+    /// The page read as `pgid` from `bytes` (its span, or at least its header). The header must
+    /// name `pgid`.
+    pub fn new(bytes: &'a [u8], pgid: Pgid) -> Result<PageRef<'a>> {
+        let header = PageHeader::read(bytes)
+            .ok_or_else(|| truncated(pgid, "page header", PAGE_HEADER_SIZE as u64, bytes.len()))?;
+        if header.id != pgid.0 {
+            return Err(Corruption::new(pgid, Reason::IdMismatch { found: header.id }));
+        }
+        Ok(PageRef {
+            bytes,
+            header,
+            pgid,
+        })
+    }
+
+    /// The page's header.
+    #[inline]
+    pub fn header(&self) -> PageHeader {
+        self.header
+    }
+
+    /// The id the page was read as.
+    #[inline]
+    pub fn pgid(&self) -> Pgid {
+        self.pgid
+    }
+
+    /// The bytes given for the page.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The page's kind, or `UnknownFlags`.
+    pub fn kind(&self) -> Result<PageKind> {
+        self.header
+            .kind()
+            .ok_or_else(|| Corruption::new(self.pgid, Reason::UnknownFlags(self.header.flags)))
+    }
+
+    /// The page as a leaf.
+    pub fn leaf(&self) -> Result<LeafPage<'a>> {
+        LeafPage::from_header(self.bytes, self.pgid, self.header)
+    }
+
+    /// The page as a branch.
+    pub fn branch(&self) -> Result<BranchPage<'a>> {
+        BranchPage::from_header(self.bytes, self.pgid, self.header)
+    }
+
+    /// The page as a freelist.
+    pub fn freelist(&self) -> Result<FreelistPage<'a>> {
+        FreelistPage::from_header(self.bytes, self.pgid, self.header)
+    }
+
+    /// The page as a meta page: checks magic, version and checksum.
+    pub fn meta(&self) -> Result<Meta> {
+        expect_kind(self.pgid, self.header, PageKind::Meta)?;
+        read_meta_record(self.bytes, self.pgid)
+    }
+}
+
+#[inline]
+fn expect_kind(pgid: Pgid, header: PageHeader, expected: PageKind) -> Result<()> {
+    if header.flags != expected.flags() {
+        return Err(Corruption::new(
+            pgid,
+            Reason::WrongKind {
+                expected,
+                flags: header.flags,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Splits off the element array of a branch or leaf page, checking the count fits.
+#[inline]
+fn element_array(bytes: &[u8], pgid: Pgid, count: u16) -> Result<&[[u8; 16]]> {
+    let count = usize::from(count);
+    let elements = bytes.get(PAGE_HEADER_SIZE..).unwrap_or_default();
+    let (chunks, _) = elements.as_chunks::<16>();
+    chunks.get(..count).ok_or_else(|| {
+        Corruption::new(
+            pgid,
+            Reason::CountTooLarge {
+                count: count as u64,
+                capacity: chunks.len() as u64,
+            },
+        )
+    })
+}
+
+/// A leaf page: sorted keys with their values (or bucket values).
+#[derive(Clone, Copy, Debug)]
+pub struct LeafPage<'a> {
+    pgid: Pgid,
+    bytes: &'a [u8],
+    elems: &'a [[u8; LEAF_ELEMENT_SIZE]],
+}
+
+/// One entry of a leaf page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafEntry<'a> {
+    /// 0, or `LEAF_FLAG_BUCKET`.
+    pub flags: u32,
+    /// The key.
+    pub key: &'a [u8],
+    /// The value (a bucket value when `flags` has `LEAF_FLAG_BUCKET`).
+    pub value: &'a [u8],
+}
+
+impl LeafEntry<'_> {
+    /// Whether the value is a bucket.
+    #[inline]
+    pub fn is_bucket(&self) -> bool {
+        self.flags & LEAF_FLAG_BUCKET != 0
+    }
+}
+
+impl<'a> LeafPage<'a> {
+    /// The leaf page read as `pgid` from the bytes of its span.
+    pub fn new(bytes: &'a [u8], pgid: Pgid) -> Result<LeafPage<'a>> {
+        PageRef::new(bytes, pgid)?.leaf()
+    }
+
+    /// The leaf page stored inline in a bucket value (its header id is not checked).
+    /// `owner` names the page holding the value, for errors.
+    pub fn inline(bytes: &'a [u8], owner: Pgid) -> Result<LeafPage<'a>> {
+        let header = PageHeader::read(bytes).ok_or_else(|| {
+            truncated(owner, "inline page header", PAGE_HEADER_SIZE as u64, bytes.len())
+        })?;
+        LeafPage::from_header(bytes, owner, header)
+    }
+
+    #[inline]
+    fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<LeafPage<'a>> {
+        expect_kind(pgid, header, PageKind::Leaf)?;
+        let elems = element_array(bytes, pgid, header.count)?;
+        Ok(LeafPage { pgid, bytes, elems })
+    }
+
+    /// The page id it was read as (or the owner, for an inline page).
+    #[inline]
+    pub fn pgid(&self) -> Pgid {
+        self.pgid
+    }
+
+    /// The bytes of the page's span.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.elems.len()
+    }
+
+    /// Whether there are no entries.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.elems.is_empty()
+    }
+
+    /// The raw element `index`.
+    #[inline]
+    pub fn element(&self, index: usize) -> Option<LeafElement> {
+        self.elems.get(index).map(|raw| bytemuck::cast(*raw))
+    }
+
+    #[inline]
+    fn element_or_err(&self, index: usize) -> Result<LeafElement> {
+        self.element(index)
+            .ok_or_else(|| Corruption::new(self.pgid, Reason::Other("leaf element index out of range")))
+    }
+
+    #[cold]
+    fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
+        Corruption::new(
+            self.pgid,
+            Reason::ElementOutOfBounds {
+                index,
+                end: end as u64,
+                span: self.bytes.len() as u64,
+            },
+        )
+    }
+
+    /// The key of entry `index`.
+    #[inline]
+    pub fn key(&self, index: usize) -> Result<&'a [u8]> {
+        let elem = self.element_or_err(index)?;
+        let start = PAGE_HEADER_SIZE + index * LEAF_ELEMENT_SIZE + elem.pos as usize;
+        let end = start + elem.ksize as usize;
+        self.bytes
+            .get(start..end)
+            .ok_or_else(|| self.out_of_bounds(index, end))
+    }
+
+    /// The value of entry `index`.
+    #[inline]
+    pub fn value(&self, index: usize) -> Result<&'a [u8]> {
+        let elem = self.element_or_err(index)?;
+        let start =
+            PAGE_HEADER_SIZE + index * LEAF_ELEMENT_SIZE + elem.pos as usize + elem.ksize as usize;
+        let end = start + elem.vsize as usize;
+        self.bytes
+            .get(start..end)
+            .ok_or_else(|| self.out_of_bounds(index, end))
+    }
+
+    /// Entry `index`: flags, key and value.
+    #[inline]
+    pub fn entry(&self, index: usize) -> Result<LeafEntry<'a>> {
+        let elem = self.element_or_err(index)?;
+        let key_start = PAGE_HEADER_SIZE + index * LEAF_ELEMENT_SIZE + elem.pos as usize;
+        let key_end = key_start + elem.ksize as usize;
+        let value_end = key_end + elem.vsize as usize;
+        let kv = self
+            .bytes
+            .get(key_start..value_end)
+            .ok_or_else(|| self.out_of_bounds(index, value_end))?;
+        let (key, value) = kv.split_at(elem.ksize as usize);
+        Ok(LeafEntry {
+            flags: elem.flags,
+            key,
+            value,
+        })
+    }
+
+    /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
+    #[inline]
+    pub fn search(&self, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
+        crate::search::search(self, key)
+    }
+
+    /// Checks every entry: within the span, known flags, keys strictly ascending, bucket values
+    /// well formed. Reading does not need this; `check` and tests do.
+    pub fn validate(&self) -> Result<()> {
+        let mut previous: Option<&[u8]> = None;
+        for index in 0..self.len() {
+            let entry = self.entry(index)?;
+            if entry.flags & !LEAF_FLAG_BUCKET != 0 {
+                return Err(Corruption::new(
+                    self.pgid,
+                    Reason::UnknownElementFlags {
+                        index,
+                        flags: entry.flags,
+                    },
+                ));
+            }
+            if previous.is_some_and(|prev| prev >= entry.key) {
+                return Err(Corruption::new(self.pgid, Reason::KeyOrder { index }));
+            }
+            if entry.is_bucket() {
+                BucketValue::parse(entry.value, self.pgid)?;
+            }
+            previous = Some(entry.key);
+        }
+        Ok(())
+    }
+
+    /// Number of bytes the page uses: header, elements, keys and values.
+    pub fn payload_len(&self) -> Result<usize> {
+        let mut end = PAGE_HEADER_SIZE + self.len() * LEAF_ELEMENT_SIZE;
+        for index in 0..self.len() {
+            let elem = self.element_or_err(index)?;
+            let value_end = PAGE_HEADER_SIZE
+                + index * LEAF_ELEMENT_SIZE
+                + elem.pos as usize
+                + elem.ksize as usize
+                + elem.vsize as usize;
+            end = end.max(value_end);
+        }
+        Ok(end)
+    }
+}
+
+/// A branch page: sorted separator keys with their child pages.
+#[derive(Clone, Copy, Debug)]
+pub struct BranchPage<'a> {
+    pgid: Pgid,
+    bytes: &'a [u8],
+    elems: &'a [[u8; BRANCH_ELEMENT_SIZE]],
+}
+
+impl<'a> BranchPage<'a> {
+    /// The branch page read as `pgid` from the bytes of its span.
+    pub fn new(bytes: &'a [u8], pgid: Pgid) -> Result<BranchPage<'a>> {
+        PageRef::new(bytes, pgid)?.branch()
+    }
+
+    #[inline]
+    fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<BranchPage<'a>> {
+        expect_kind(pgid, header, PageKind::Branch)?;
+        let elems = element_array(bytes, pgid, header.count)?;
+        Ok(BranchPage { pgid, bytes, elems })
+    }
+
+    /// The page id it was read as.
+    #[inline]
+    pub fn pgid(&self) -> Pgid {
+        self.pgid
+    }
+
+    /// The bytes of the page's span.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Number of children.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.elems.len()
+    }
+
+    /// Whether there are no children.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.elems.is_empty()
+    }
+
+    /// The raw element `index`.
+    #[inline]
+    pub fn element(&self, index: usize) -> Option<BranchElement> {
+        self.elems.get(index).map(|raw| bytemuck::cast(*raw))
+    }
+
+    #[inline]
+    fn element_or_err(&self, index: usize) -> Result<BranchElement> {
+        self.element(index).ok_or_else(|| {
+            Corruption::new(self.pgid, Reason::Other("branch element index out of range"))
+        })
+    }
+
+    /// The separator key of child `index`: the smallest key in that child's subtree.
+    #[inline]
+    pub fn key(&self, index: usize) -> Result<&'a [u8]> {
+        let elem = self.element_or_err(index)?;
+        let start = PAGE_HEADER_SIZE + index * BRANCH_ELEMENT_SIZE + elem.pos as usize;
+        let end = start + elem.ksize as usize;
+        self.bytes.get(start..end).ok_or_else(|| {
+            Corruption::new(
+                self.pgid,
+                Reason::ElementOutOfBounds {
+                    index,
+                    end: end as u64,
+                    span: self.bytes.len() as u64,
+                },
+            )
+        })
+    }
+
+    /// The page id of child `index` (unchecked against the high-water mark: see `check_pgid`).
+    #[inline]
+    pub fn child(&self, index: usize) -> Result<Pgid> {
+        Ok(Pgid(self.element_or_err(index)?.pgid))
+    }
+
+    /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
+    #[inline]
+    pub fn search(&self, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
+        crate::search::search(self, key)
+    }
+
+    /// The child whose subtree would hold `key`.
+    #[inline]
+    pub fn child_index(&self, key: &[u8]) -> Result<usize> {
+        crate::search::child_index(self, key)
+    }
+
+    /// Checks every element: keys within the span and strictly ascending, children not meta
+    /// pages and below `high_water`.
+    pub fn validate(&self, high_water: Pgid) -> Result<()> {
+        if self.is_empty() {
+            return Err(Corruption::new(self.pgid, Reason::Other("branch page has no children")));
+        }
+        let mut previous: Option<&[u8]> = None;
+        for index in 0..self.len() {
+            let key = self.key(index)?;
+            if previous.is_some_and(|prev| prev >= key) {
+                return Err(Corruption::new(self.pgid, Reason::KeyOrder { index }));
+            }
+            check_pgid("child", self.pgid, self.child(index)?, high_water)?;
+            previous = Some(key);
+        }
+        Ok(())
+    }
+
+    /// Number of bytes the page uses: header, elements and keys.
+    pub fn payload_len(&self) -> Result<usize> {
+        let mut end = PAGE_HEADER_SIZE + self.len() * BRANCH_ELEMENT_SIZE;
+        for index in 0..self.len() {
+            let elem = self.element_or_err(index)?;
+            let key_end = PAGE_HEADER_SIZE
+                + index * BRANCH_ELEMENT_SIZE
+                + elem.pos as usize
+                + elem.ksize as usize;
+            end = end.max(key_end);
+        }
+        Ok(end)
+    }
+}
+
+/// A freelist page: a sorted list of page ids that are free (or pending) at the time it was
+/// written.
+#[derive(Clone, Copy, Debug)]
+pub struct FreelistPage<'a> {
+    pgid: Pgid,
+    ids: &'a [[u8; PGID_SIZE]],
+    extended_count: bool,
+}
+
+impl<'a> FreelistPage<'a> {
+    /// The freelist page read as `pgid` from the bytes of its span.
+    pub fn new(bytes: &'a [u8], pgid: Pgid) -> Result<FreelistPage<'a>> {
+        PageRef::new(bytes, pgid)?.freelist()
+    }
+
+    fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<FreelistPage<'a>> {
+        expect_kind(pgid, header, PageKind::Freelist)?;
+        let body = bytes.get(PAGE_HEADER_SIZE..).unwrap_or_default();
+        let (slots, _) = body.as_chunks::<PGID_SIZE>();
+        let (count, first, extended_count) = if header.count == FREELIST_COUNT_OVERFLOW {
+            let Some(first) = slots.first() else {
+                return Err(truncated(
+                    pgid,
+                    "freelist count",
+                    (PAGE_HEADER_SIZE + PGID_SIZE) as u64,
+                    bytes.len(),
+                ));
+            };
+            (u64::from_le_bytes(*first), 1, true)
+        } else {
+            (u64::from(header.count), 0, false)
+        };
+        let capacity = (slots.len() - first) as u64;
+        if count > capacity {
+            return Err(Corruption::new(pgid, Reason::CountTooLarge { count, capacity }));
+        }
+        let ids = &slots[first..first + count as usize];
+        Ok(FreelistPage {
+            pgid,
+            ids,
+            extended_count,
+        })
+    }
+
+    /// The page id it was read as.
+    #[inline]
+    pub fn pgid(&self) -> Pgid {
+        self.pgid
+    }
+
+    /// Number of ids.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether there are no ids.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Whether the count is stored in the first id slot (the count reached 0xFFFF).
+    #[inline]
+    pub fn has_extended_count(&self) -> bool {
+        self.extended_count
+    }
+
+    /// Id `index`.
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<Pgid> {
+        self.ids.get(index).map(|raw| Pgid(u64::from_le_bytes(*raw)))
+    }
+
+    /// The ids in page order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Pgid> + ExactSizeIterator + 'a {
+        self.ids.iter().map(|raw| Pgid(u64::from_le_bytes(*raw)))
+    }
+
+    /// Number of bytes the page uses.
+    pub fn payload_len(&self) -> usize {
+        crate::build::freelist_page_size(self.len())
+    }
+
+    /// Checks the ids: strictly ascending, none a meta page, all below `high_water`.
+    pub fn validate(&self, high_water: Pgid) -> Result<()> {
+        let mut previous = Pgid(1);
+        for (index, id) in self.iter().enumerate() {
+            check_pgid("free", self.pgid, id, high_water)?;
+            if id <= previous && index > 0 {
+                return Err(Corruption::new(
+                    self.pgid,
+                    Reason::Other("freelist ids are not strictly ascending"),
+                ));
+            }
+            previous = id;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the meta record of page `pgid` (0 or 1) from the page's bytes and checks its magic,
+/// version and checksum. Does not check the fields against each other: see `Meta::validate_fields`.
+pub fn read_meta(bytes: &[u8], pgid: Pgid) -> Result<Meta> {
+    PageRef::new(bytes, pgid)?.meta()
+}
+
+fn read_meta_record(bytes: &[u8], pgid: Pgid) -> Result<Meta> {
+    let raw: &[u8; META_SIZE] = bytes
+        .get(PAGE_HEADER_SIZE..)
+        .and_then(|rest| rest.first_chunk())
+        .ok_or_else(|| truncated(pgid, "meta", (PAGE_HEADER_SIZE + META_SIZE) as u64, bytes.len()))?;
+    let meta: Meta = bytemuck::cast(*raw);
+    meta.validate(pgid)?;
+    Ok(meta)
+}
+
+impl Meta {
+    /// Reads the meta record after the page header in `bytes` without checking anything but
+    /// the length: for tools that show broken metas.
+    pub fn read_unchecked(bytes: &[u8]) -> Option<Meta> {
+        let raw: &[u8; META_SIZE] = bytes.get(PAGE_HEADER_SIZE..)?.first_chunk()?;
+        Some(bytemuck::cast(*raw))
+    }
+
+    /// Checks magic, version and checksum, in that order (bbolt's order).
+    pub fn validate(&self, pgid: Pgid) -> Result<()> {
+        if self.magic != MAGIC {
+            return Err(Corruption::new(pgid, Reason::BadMagic(self.magic)));
+        }
+        if self.version != VERSION {
+            return Err(Corruption::new(pgid, Reason::BadVersion(self.version)));
+        }
+        let computed = self.compute_checksum();
+        if self.checksum != computed {
+            return Err(Corruption::new(
+                pgid,
+                Reason::BadChecksum {
+                    stored: self.checksum,
+                    computed,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the fields against each other and the file: the page size is a power of two in
+    /// bounds, the root and freelist pages lie between the metas and the high-water mark, and
+    /// the high-water mark lies within a file of `file_len` bytes.
+    pub fn validate_fields(&self, pgid: Pgid, file_len: u64) -> Result<()> {
+        let page_size = self.page_size;
+        if !page_size.is_power_of_two() || !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) {
+            return Err(Corruption::new(pgid, Reason::BadPageSize(page_size)));
+        }
+        let high_water = self.high_water();
+        check_pgid("root", pgid, self.root_pgid(), high_water)?;
+        if self.freelist != PGID_NO_FREELIST.0 {
+            check_pgid("freelist", pgid, self.freelist_pgid(), high_water)?;
+        }
+        let needed = u128::from(self.pgid) * u128::from(page_size);
+        if needed > u128::from(file_len) {
+            return Err(Corruption::new(
+                pgid,
+                Reason::HighWaterPastEnd {
+                    high_water: self.pgid,
+                    file_len,
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A bucket value: its header and, for an inline bucket, the leaf page that follows it.
+#[derive(Clone, Copy, Debug)]
+pub struct BucketValue<'a> {
+    /// The header.
+    pub header: BucketHeader,
+    /// The inline root page, when `header.root` is 0.
+    pub inline: Option<LeafPage<'a>>,
+}
+
+impl<'a> BucketValue<'a> {
+    /// Parses a bucket value stored in page `owner`.
+    pub fn parse(value: &'a [u8], owner: Pgid) -> Result<BucketValue<'a>> {
+        let header = BucketHeader::read(value).ok_or_else(|| {
+            truncated(owner, "bucket header", BUCKET_HEADER_SIZE as u64, value.len())
+        })?;
+        let rest = &value[BUCKET_HEADER_SIZE..];
+        if header.root == 0 {
+            let inline = LeafPage::inline(rest, owner)?;
+            Ok(BucketValue {
+                header,
+                inline: Some(inline),
+            })
+        } else if !rest.is_empty() {
+            Err(Corruption::new(
+                owner,
+                Reason::Other("bucket value with a root page has trailing bytes"),
+            ))
+        } else {
+            Ok(BucketValue {
+                header,
+                inline: None,
+            })
+        }
+    }
+}
