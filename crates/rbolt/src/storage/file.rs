@@ -1,0 +1,330 @@
+//! [`FileStorage`]: the database file on disk, locked for the life of the handle.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use memmap2::MmapOptions;
+use rustix::fs::{FallocateFlags, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::{Mapping, Storage, fdio, read_only_error};
+
+/// How long [`FileStorage::open`] sleeps between attempts to take a contended lock.
+const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How [`FileStorage::open`] opens and locks the file.
+///
+/// The default opens read-write, creates a missing file with mode `0o600`, and waits for the
+/// lock as long as it takes.
+///
+/// ```
+/// use std::time::Duration;
+/// use rbolt::storage::FileOptions;
+///
+/// let options = FileOptions::new().read_only(true).lock_timeout(Some(Duration::from_secs(1)));
+/// assert!(options.is_read_only());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileOptions {
+    read_only: bool,
+    create: bool,
+    mode: u32,
+    lock_timeout: Option<Duration>,
+}
+
+impl FileOptions {
+    /// Read-write, create with mode `0o600`, wait for the lock forever.
+    pub const fn new() -> FileOptions {
+        FileOptions {
+            read_only: false,
+            create: true,
+            mode: 0o600,
+            lock_timeout: None,
+        }
+    }
+
+    /// Open read-only and take a shared lock instead of an exclusive one. A read-only open
+    /// never creates the file, whatever [`create`](FileOptions::create) says.
+    pub const fn read_only(mut self, read_only: bool) -> FileOptions {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Create the file if it does not exist (read-write opens only).
+    pub const fn create(mut self, create: bool) -> FileOptions {
+        self.create = create;
+        self
+    }
+
+    /// The permission bits of a newly created file, before the umask.
+    pub const fn mode(mut self, mode: u32) -> FileOptions {
+        self.mode = mode;
+        self
+    }
+
+    /// How long to wait for a lock another process (or another open file in this process)
+    /// holds: `None` waits forever, `Some(Duration::ZERO)` tries once.
+    pub const fn lock_timeout(mut self, lock_timeout: Option<Duration>) -> FileOptions {
+        self.lock_timeout = lock_timeout;
+        self
+    }
+
+    /// Whether the file is opened read-only.
+    pub const fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+impl Default for FileOptions {
+    fn default() -> FileOptions {
+        FileOptions::new()
+    }
+}
+
+/// Why [`FileStorage::open`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The file could not be opened (or created).
+    #[error("cannot open {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What `open` reported.
+        #[source]
+        source: io::Error,
+    },
+    /// Taking the lock failed for a reason other than contention.
+    #[error("cannot lock {}", path.display())]
+    Lock {
+        /// The file.
+        path: PathBuf,
+        /// What `flock` reported.
+        #[source]
+        source: io::Error,
+    },
+    /// Another holder kept the lock for longer than the lock timeout.
+    #[error("timed out after {timeout:?} waiting for the lock on {}", path.display())]
+    LockTimeout {
+        /// The file.
+        path: PathBuf,
+        /// The timeout that ran out.
+        timeout: Duration,
+    },
+}
+
+impl OpenError {
+    /// Whether this is [`OpenError::LockTimeout`]: the file is in use elsewhere.
+    pub fn is_lock_timeout(&self) -> bool {
+        matches!(self, OpenError::LockTimeout { .. })
+    }
+}
+
+impl From<OpenError> for io::Error {
+    /// Keeps the original error kind, and reports a lock timeout as
+    /// [`io::ErrorKind::TimedOut`].
+    fn from(error: OpenError) -> io::Error {
+        let kind = match &error {
+            OpenError::Open { source, .. } | OpenError::Lock { source, .. } => source.kind(),
+            OpenError::LockTimeout { .. } => io::ErrorKind::TimedOut,
+        };
+        io::Error::new(kind, error)
+    }
+}
+
+/// The database file on disk: the production [`Storage`].
+///
+/// The file carries an advisory `flock` for as long as the `FileStorage` lives: exclusive for
+/// read-write, shared for read-only, so one process writes and any number read, as long as
+/// every process cooperates by taking the lock.
+#[derive(Debug)]
+pub struct FileStorage {
+    file: File,
+    path: PathBuf,
+    read_only: bool,
+    /// Serialises [`grow`](Storage::grow): between reading the length and extending the file,
+    /// another grow to a larger length must not run, or the `ftruncate` fallback could shrink
+    /// the file back.
+    grow_lock: Mutex<()>,
+}
+
+impl FileStorage {
+    /// Opens (creating if asked) and locks the file at `path`.
+    ///
+    /// Waits for a contended lock as [`FileOptions::lock_timeout`] says, retrying every 50 ms,
+    /// and returns [`OpenError::LockTimeout`] when the wait runs out.
+    pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileStorage, OpenError> {
+        let path = path.as_ref();
+        // CLOEXEC: a child process must not inherit the descriptor, or it would keep the lock
+        // (and the file) alive after this handle is dropped.
+        let mut flags = OFlags::CLOEXEC;
+        if options.read_only {
+            flags |= OFlags::RDONLY;
+        } else {
+            flags |= OFlags::RDWR;
+            if options.create {
+                flags |= OFlags::CREATE;
+            }
+        }
+        let fd = fdio::retry_on_interrupt(|| {
+            rustix::fs::open(path, flags, Mode::from_raw_mode(options.mode))
+        })
+        .map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let file = File::from(fd);
+        lock(&file, path, !options.read_only, options.lock_timeout)?;
+        Ok(FileStorage {
+            file,
+            path: path.to_owned(),
+            read_only: options.read_only,
+            grow_lock: Mutex::new(()),
+        })
+    }
+
+    /// Whether the file was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn check_writable(&self, op: &str) -> io::Result<()> {
+        if self.read_only {
+            Err(read_only_error(op))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Takes the advisory lock on `file`, waiting as `timeout` says.
+fn lock(
+    file: &File,
+    path: &Path,
+    exclusive: bool,
+    timeout: Option<Duration>,
+) -> Result<(), OpenError> {
+    let lock_error = |source: io::Error| OpenError::Lock {
+        path: path.to_owned(),
+        source,
+    };
+    let Some(timeout) = timeout else {
+        // Waiting forever: let the kernel wake us when the lock is released rather than poll.
+        let operation = if exclusive {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::LockShared
+        };
+        return fdio::retry_on_interrupt(|| rustix::fs::flock(file, operation)).map_err(lock_error);
+    };
+    let operation = if exclusive {
+        FlockOperation::NonBlockingLockExclusive
+    } else {
+        FlockOperation::NonBlockingLockShared
+    };
+    let start = Instant::now();
+    loop {
+        match fdio::retry_on_interrupt(|| rustix::fs::flock(file, operation)) {
+            Ok(()) => return Ok(()),
+            Err(error) if error.raw_os_error() == Some(Errno::WOULDBLOCK.raw_os_error()) => {}
+            Err(error) => return Err(lock_error(error)),
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(OpenError::LockTimeout {
+                path: path.to_owned(),
+                timeout,
+            });
+        }
+        // The last sleep is cut short so that the final attempt happens at the deadline.
+        thread::sleep(LOCK_RETRY_INTERVAL.min(timeout - waited));
+    }
+}
+
+impl Storage for FileStorage {
+    fn len(&self) -> io::Result<u64> {
+        fdio::len(self.file.as_fd())
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        fdio::read_exact_at(self.file.as_fd(), buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check_writable("write")?;
+        fdio::write_all_at(self.file.as_fd(), buf, offset)
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.check_writable("write")?;
+        fdio::write_vectored_at(self.file.as_fd(), bufs, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.check_writable("sync")?;
+        fdio::sync_data(self.file.as_fd())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.check_writable("sync")?;
+        fdio::sync_all(self.file.as_fd())
+    }
+
+    fn grow(&self, len: u64) -> io::Result<()> {
+        self.check_writable("grow")?;
+        let _serialised = self
+            .grow_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if fdio::len(self.file.as_fd())? >= len {
+            return Ok(());
+        }
+        // From offset 0, not from the old end: that also backs any holes left below the old
+        // end (by an earlier ftruncate or a write past the end), and costs little for ranges
+        // that are already allocated.
+        match fdio::retry_on_interrupt(|| {
+            rustix::fs::fallocate(&self.file, FallocateFlags::empty(), 0, len)
+        }) {
+            Ok(()) => Ok(()),
+            Err(error) if error.raw_os_error() == Some(Errno::OPNOTSUPP.raw_os_error()) => {
+                // Some filesystems (and tmpfs on old kernels) cannot preallocate; a sparse
+                // extension still gives the right length, only without the ENOSPC guarantee.
+                fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, len))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    fn map(&self, len: usize) -> io::Result<Mapping> {
+        // SAFETY: memmap2 requires that the mapped file is not modified or truncated in ways
+        // that break the `&[u8]` the mapping hands out, for as long as the mapping lives.
+        // - Truncation: this FileStorage holds an flock (exclusive for the writer, shared for
+        //   readers) for its whole life, so no cooperating process changes the file, and the
+        //   database only ever grows it (`grow` never shrinks); no byte that was inside the
+        //   file when mapped leaves it while the mapping exists.
+        // - Bytes past the end: `len` may reach past the end of the file (reserved address
+        //   space). The database only reads bytes below its high-water mark, which is within
+        //   the file, so it never touches a page past the end, which would raise SIGBUS.
+        // - Changes to the contents: the only writer is the database, through this storage,
+        //   and it never rewrites a page that a live transaction can read (copy-on-write; a
+        //   page is reused only after every reader that could see it has ended), so the bytes
+        //   a reader reads do not change under it. The `&[u8]` over the whole mapping does
+        //   span pages the writer is rewriting (freed pages, the metas) without reading them;
+        //   like every mmap-backed store, we rely on a change to bytes that are never loaded
+        //   being unobservable, even though they sit behind a shared slice.
+        // Caveat: advisory locks bind only processes that take them. A process that ignores
+        // the lock and truncates or rewrites the file can still make readers see torn data or
+        // be killed by SIGBUS; no mapping-based store can prevent that.
+        let mmap = unsafe { MmapOptions::new().len(len).map(&self.file)? };
+        Ok(Mapping::new(mmap))
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}

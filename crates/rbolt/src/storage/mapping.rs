@@ -1,0 +1,92 @@
+//! [`Mapping`]: a read-only shared memory mapping of the database file.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::io;
+use std::ops::Deref;
+
+use memmap2::{Advice, Mmap};
+
+/// A read-only, shared memory mapping of the first [`len`](Mapping::len) bytes of a
+/// [`Storage`](super::Storage)'s file, made by [`Storage::map`](super::Storage::map).
+///
+/// The mapping may be longer than the file (address space reserved for growth). Bytes written
+/// through the storage after mapping show up in it. It is immutable, so it can be shared
+/// between threads and reference-counted by the transactions that read through it; dropping
+/// it unmaps it.
+pub struct Mapping {
+    mmap: Mmap,
+}
+
+impl Mapping {
+    pub(super) fn new(mmap: Mmap) -> Mapping {
+        Mapping { mmap }
+    }
+
+    /// The length of the mapping in bytes, which may exceed the file's.
+    pub fn len(&self) -> usize {
+        self.mmap.len()
+    }
+
+    /// Whether the mapping is zero bytes long.
+    pub fn is_empty(&self) -> bool {
+        self.mmap.is_empty()
+    }
+
+    /// Locks the first `len` bytes of the mapping into RAM (`mlock`; bbolt's `Mlock` option).
+    ///
+    /// `len` is clamped to the mapping's length. It should not exceed the file's length: the
+    /// kernel faults every locked page in, and a page past the end of the file cannot be, so
+    /// the call fails with `ENOMEM`. Fails with `EPERM` or `ENOMEM` when `RLIMIT_MEMLOCK` is
+    /// too small.
+    pub fn lock(&self, len: usize) -> io::Result<()> {
+        let len = len.min(self.mmap.len());
+        if len == 0 {
+            return Ok(());
+        }
+        let ptr = self.mmap.as_ptr().cast::<c_void>().cast_mut();
+        // SAFETY: rustix requires the page-rounded range [ptr, ptr + len) to be valid to read
+        // with ptr's provenance. ptr is the start of this live mapping (it stays mapped while
+        // `self` is borrowed), the mapping starts on a page boundary, and len is clamped to the
+        // mapping's length, whose pages are all part of it. mlock only pins those pages; it
+        // neither reads nor writes through the pointer, so no Rust reference is affected.
+        // memmap2 can only lock a whole mapping, which fails once it reaches past the file.
+        unsafe { rustix::mm::mlock(ptr, len)? };
+        Ok(())
+    }
+
+    /// Unlocks the whole mapping (`munlock`); pages that were never locked are unaffected.
+    pub fn unlock(&self) -> io::Result<()> {
+        self.mmap.unlock()
+    }
+
+    /// Tells the kernel that access will be random (`MADV_RANDOM`), as bbolt does, so it does
+    /// not read ahead around each page fault: B+tree lookups jump between pages.
+    pub fn advise_random(&self) -> io::Result<()> {
+        self.mmap.advise(Advice::Random)
+    }
+}
+
+impl Deref for Mapping {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.mmap
+    }
+}
+
+impl AsRef<[u8]> for Mapping {
+    fn as_ref(&self) -> &[u8] {
+        &self.mmap
+    }
+}
+
+impl fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The contents can be gigabytes; the address and length identify the mapping.
+        f.debug_struct("Mapping")
+            .field("ptr", &self.mmap.as_ptr())
+            .field("len", &self.mmap.len())
+            .finish()
+    }
+}

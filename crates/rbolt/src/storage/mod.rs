@@ -1,0 +1,100 @@
+//! The storage seam: every write, sync, length change and length query the database makes, and
+//! the memory mapping it reads through, go through the [`Storage`] trait.
+//!
+//! Production uses [`FileStorage`], a locked file on disk. The reliability tests use
+//! [`SimFile`], an in-memory file whose mapping is a real `mmap` and which also records what has
+//! been synced, so it can produce the images a power loss could leave behind ([`CrashProfile`])
+//! and fail or "crash" at a chosen operation ([`FaultPlan`]).
+//!
+//! Nothing above this module opens files, maps memory or takes file locks.
+
+mod fdio;
+mod file;
+mod mapping;
+mod sim;
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+pub use file::{FileOptions, FileStorage, OpenError};
+pub use mapping::Mapping;
+pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE, SimFile};
+
+/// The most buffers one `pwritev` takes on Linux (`UIO_MAXIOV`);
+/// [`Storage::write_vectored_at`] splits longer lists into several calls.
+pub const IOV_MAX: usize = 1024;
+
+/// The file the database lives in: positioned reads and writes, syncs, growth and a read-only
+/// mapping.
+///
+/// Implementations are shared between the writer and any number of readers, so every method
+/// takes `&self`. The trait is object safe; the database holds a `Box<dyn Storage>` or an
+/// `Arc<dyn Storage>`.
+///
+/// Errors are plain [`io::Error`]s. A read-only storage answers every method that would change
+/// or persist the file with an [`io::ErrorKind::PermissionDenied`] error, without touching it.
+pub trait Storage: fmt::Debug + Send + Sync + 'static {
+    /// The file's current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Whether the file is empty, as a new database file is before it is initialised.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Fills `buf` from the file at `offset`.
+    ///
+    /// Used at open, before a mapping exists, to read the metas. Reading past the end of the
+    /// file is an [`io::ErrorKind::UnexpectedEof`] error.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Writes all of `buf` at `offset`, looping on short writes; extends the file if the write
+    /// ends past its end.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Writes `bufs` back to back from `offset`, as if they were one concatenated buffer.
+    ///
+    /// This is how a contiguous run of dirty pages is written in one system call (`pwritev`);
+    /// lists longer than [`IOV_MAX`] take several calls, and short writes are continued.
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()>;
+
+    /// Makes the data written so far durable (`fdatasync`), including any length change
+    /// needed to read it back.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// Makes the data and all metadata durable (`fsync`); used after growing the file unless
+    /// the user asked for `no_grow_sync`.
+    fn sync_all(&self) -> io::Result<()>;
+
+    /// Makes the file at least `len` bytes long; never shrinks it.
+    ///
+    /// The space is allocated, not just promised (`fallocate` where the filesystem supports
+    /// it), so later writes below `len` cannot fail with `ENOSPC`.
+    fn grow(&self, len: u64) -> io::Result<()>;
+
+    /// Maps the first `len` bytes of the file read-only and shared.
+    ///
+    /// `len` may exceed the file's length: the extra address space is reserved so the file can
+    /// grow into it. Bytes written after mapping, through this storage, show in the mapping.
+    ///
+    /// The mapping's soundness rests on two promises from the caller (the database):
+    /// - it reads only bytes that lie within the file (below its high-water mark); a page
+    ///   wholly past the end raises `SIGBUS` when touched;
+    /// - it never reads a page through the mapping while that page may be written through this
+    ///   storage: pages are rewritten only after every reader that could reach them has ended,
+    ///   and the metas are read with [`read_exact_at`](Storage::read_exact_at) at open and
+    ///   then kept in memory.
+    fn map(&self, len: usize) -> io::Result<Mapping>;
+
+    /// The file's path, for error messages; `None` for storage that has no path.
+    fn path(&self) -> Option<&Path>;
+}
+
+/// The error a read-only storage returns for `op` instead of touching the file.
+fn read_only_error(op: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("cannot {op}: the storage was opened read-only"),
+    )
+}

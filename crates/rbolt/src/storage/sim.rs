@@ -1,0 +1,826 @@
+//! [`SimFile`]: a test tool. An in-memory file that the database uses like a real one, and that
+//! models durability so tests can produce the images a power loss could leave behind.
+
+use std::fmt;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use memmap2::MmapOptions;
+use rustix::fs::MemfdFlags;
+use rustix::io::Errno;
+
+use super::{Mapping, Storage, fdio};
+
+/// The unit a simulated disk writes atomically: a crash keeps or loses each 512-byte sector of
+/// an unsynced write as a whole. Sectors are aligned to file offsets, not to the write.
+pub const SECTOR_SIZE: u64 = 512;
+
+/// A simulated database file, for tests. **Not for production use.**
+///
+/// It behaves like a real file for the database: contents live in a `memfd`, so
+/// [`map`](Storage::map) is a real shared `mmap` and bytes written after mapping show in it. In
+/// addition it models durability, fault injection and crashes:
+///
+/// - **Durability.** It records every write and length change since the last
+///   [`sync_data`](Storage::sync_data) or [`sync_all`](Storage::sync_all); a sync makes them
+///   durable. The *durable image* is the file as of the last sync; the *live image* is what
+///   reads and the mapping see.
+/// - **Crash images.** [`crash_image`](SimFile::crash_image) returns a file a power loss could
+///   leave: the durable image plus some of the pending operations, each kept, dropped, torn at
+///   sector granularity or partly overwritten with garbage, as a [`CrashProfile`] and a seed
+///   choose. [`SimFile::from_image`] reopens such an image (and can crash again during
+///   recovery).
+/// - **Faults and crash points.** Every storage call is an operation numbered from 0
+///   ([`op_count`](SimFile::op_count)); a [`FaultPlan`] makes chosen operations fail, write
+///   short, or crash the file: the crashing operation and every later one fail, and crash
+///   images then reflect exactly the operations before it.
+///
+/// `SimFile` is a shared handle: clones see the same file, so a test keeps one while the
+/// database owns another.
+///
+/// ```
+/// use rbolt::storage::{CrashProfile, SimFile, Storage};
+///
+/// let sim = SimFile::new().unwrap();
+/// sim.write_all_at(b"durable", 0).unwrap();
+/// sim.sync_data().unwrap();
+/// sim.write_all_at(b"pending", 0).unwrap();
+/// assert_eq!(sim.crash_image(CrashProfile::DropAll, 0), b"durable");
+/// assert_eq!(sim.crash_image(CrashProfile::KeepAll, 0), b"pending");
+/// ```
+#[derive(Clone)]
+pub struct SimFile {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The live contents. Only this module holds the descriptor (it is close-on-exec and never
+    /// handed out), so nothing but `SimFile` ever changes or shrinks the file.
+    memfd: OwnedFd,
+    /// Held for the whole of each operation, so the live contents, the pending list and the
+    /// counters always agree.
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The file as of the last sync; its length is the durable length.
+    durable: Vec<u8>,
+    /// Writes and length changes since the last sync, oldest first.
+    pending: Vec<Pending>,
+    /// The kind of every operation so far; its length is the operation count.
+    log: Vec<OpKind>,
+    counts: OpCounts,
+    plan: FaultPlan,
+    /// The operation that crashed the file, if one did.
+    crashed_at: Option<u64>,
+}
+
+enum Pending {
+    Write { offset: u64, bytes: Vec<u8> },
+    Grow { len: u64 },
+}
+
+/// The kinds of [`Storage`] calls a [`SimFile`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OpKind {
+    /// [`Storage::len`].
+    Len,
+    /// [`Storage::read_exact_at`].
+    Read,
+    /// [`Storage::write_all_at`].
+    Write,
+    /// [`Storage::write_vectored_at`].
+    WriteVectored,
+    /// [`Storage::sync_data`].
+    SyncData,
+    /// [`Storage::sync_all`].
+    SyncAll,
+    /// [`Storage::grow`].
+    Grow,
+    /// [`Storage::map`].
+    Map,
+}
+
+impl OpKind {
+    fn is_write(self) -> bool {
+        matches!(self, OpKind::Write | OpKind::WriteVectored)
+    }
+}
+
+/// How many calls of each kind a [`SimFile`] has seen, failed ones included.
+///
+/// Take two snapshots and subtract with [`since`](OpCounts::since) to count what one step did,
+/// e.g. that a durable commit makes exactly two `fdatasync`s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpCounts {
+    /// [`Storage::len`] calls.
+    pub len: u64,
+    /// [`Storage::read_exact_at`] calls.
+    pub read: u64,
+    /// [`Storage::write_all_at`] calls.
+    pub write: u64,
+    /// [`Storage::write_vectored_at`] calls.
+    pub write_vectored: u64,
+    /// [`Storage::sync_data`] calls.
+    pub sync_data: u64,
+    /// [`Storage::sync_all`] calls.
+    pub sync_all: u64,
+    /// [`Storage::grow`] calls.
+    pub grow: u64,
+    /// [`Storage::map`] calls.
+    pub map: u64,
+}
+
+impl OpCounts {
+    /// The calls made since `earlier`, a snapshot of the same file.
+    pub fn since(&self, earlier: OpCounts) -> OpCounts {
+        OpCounts {
+            len: self.len - earlier.len,
+            read: self.read - earlier.read,
+            write: self.write - earlier.write,
+            write_vectored: self.write_vectored - earlier.write_vectored,
+            sync_data: self.sync_data - earlier.sync_data,
+            sync_all: self.sync_all - earlier.sync_all,
+            grow: self.grow - earlier.grow,
+            map: self.map - earlier.map,
+        }
+    }
+
+    /// Write calls of either kind.
+    pub fn writes(&self) -> u64 {
+        self.write + self.write_vectored
+    }
+
+    /// Sync calls of either kind.
+    pub fn syncs(&self) -> u64 {
+        self.sync_data + self.sync_all
+    }
+
+    /// All calls.
+    pub fn total(&self) -> u64 {
+        self.len + self.read + self.writes() + self.syncs() + self.grow + self.map
+    }
+
+    fn count(&mut self, kind: OpKind) {
+        let counter = match kind {
+            OpKind::Len => &mut self.len,
+            OpKind::Read => &mut self.read,
+            OpKind::Write => &mut self.write,
+            OpKind::WriteVectored => &mut self.write_vectored,
+            OpKind::SyncData => &mut self.sync_data,
+            OpKind::SyncAll => &mut self.sync_all,
+            OpKind::Grow => &mut self.grow,
+            OpKind::Map => &mut self.map,
+        };
+        *counter += 1;
+    }
+}
+
+/// The error an injected fault returns; it converts into the [`io::Error`] the real system call
+/// would give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// `ENOSPC`: the device is full.
+    NoSpace,
+    /// `EIO`: the device failed.
+    Io,
+}
+
+impl From<FaultError> for io::Error {
+    fn from(error: FaultError) -> io::Error {
+        let errno = match error {
+            FaultError::NoSpace => Errno::NOSPC,
+            FaultError::Io => Errno::IO,
+        };
+        io::Error::from(errno)
+    }
+}
+
+/// Which operations of a [`SimFile`] fail, and how.
+///
+/// Operations are numbered from 0 in call order across all kinds (see
+/// [`SimFile::op_count`]): with `n = sim.op_count()`, operation `n` is the next call. When
+/// several rules match one operation, a crash wins, then the rule added first.
+///
+/// ```
+/// use rbolt::storage::{FaultError, FaultPlan, SimFile, Storage};
+///
+/// let sim = SimFile::new().unwrap();
+/// sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count() + 1, FaultError::NoSpace));
+/// sim.write_all_at(b"a", 0).unwrap();
+/// let error = sim.write_all_at(b"b", 1).unwrap_err();
+/// assert_eq!(error.raw_os_error(), Some(28)); // ENOSPC
+/// sim.write_all_at(b"c", 2).unwrap();
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan {
+    rules: Vec<Rule>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Rule {
+    /// The operations the rule applies to.
+    ops: RuleOps,
+    action: Action,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RuleOps {
+    At(u64),
+    From(u64),
+}
+
+impl RuleOps {
+    fn contains(self, op: u64) -> bool {
+        match self {
+            RuleOps::At(at) => op == at,
+            RuleOps::From(from) => op >= from,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    Fail(FaultError),
+    ShortWrite { len: usize, error: FaultError },
+    Crash,
+}
+
+impl FaultPlan {
+    /// A plan with no faults.
+    pub fn new() -> FaultPlan {
+        FaultPlan::default()
+    }
+
+    /// Operation `op` fails with `error` without doing anything.
+    pub fn fail_at(mut self, op: u64, error: FaultError) -> FaultPlan {
+        self.rules.push(Rule {
+            ops: RuleOps::At(op),
+            action: Action::Fail(error),
+        });
+        self
+    }
+
+    /// Operation `op` and every later one fail with `error` without doing anything.
+    pub fn fail_from(mut self, op: u64, error: FaultError) -> FaultPlan {
+        self.rules.push(Rule {
+            ops: RuleOps::From(op),
+            action: Action::Fail(error),
+        });
+        self
+    }
+
+    /// If operation `op` is a write, it writes only its first `len` bytes (at most all of
+    /// them), which become pending like any write, and then fails with `error`. Any other
+    /// operation fails as with [`fail_at`](FaultPlan::fail_at).
+    pub fn short_write_at(mut self, op: u64, len: usize, error: FaultError) -> FaultPlan {
+        self.rules.push(Rule {
+            ops: RuleOps::At(op),
+            action: Action::ShortWrite { len, error },
+        });
+        self
+    }
+
+    /// The file crashes at operation `op`: it and every later operation fail without doing
+    /// anything, and [`SimFile::crash_image`] reflects exactly the operations before it.
+    pub fn crash_at(mut self, op: u64) -> FaultPlan {
+        self.rules.push(Rule {
+            ops: RuleOps::At(op),
+            action: Action::Crash,
+        });
+        self
+    }
+
+    fn action_for(&self, op: u64) -> Option<Action> {
+        let mut matching = self.rules.iter().filter(|rule| rule.ops.contains(op));
+        if matching
+            .clone()
+            .any(|rule| matches!(rule.action, Action::Crash))
+        {
+            return Some(Action::Crash);
+        }
+        matching.next().map(|rule| rule.action)
+    }
+}
+
+/// Which unsynced operations survive in a [`SimFile::crash_image`].
+///
+/// Pending operations are decided one by one, oldest first, with a seeded RNG, and the
+/// survivors are applied to the durable image in their original order. A write that survives
+/// at all (even with no sector kept) extends the image to its end, as if the file's size had
+/// reached the disk before its data; the sectors it did not keep read as the durable image had
+/// them, or as zeros past the durable end. A surviving growth extends the image to its length;
+/// a dropped one leaves the file shorter than later metadata may expect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CrashProfile {
+    /// Every pending operation survives: the image is the live file, as if it had been synced.
+    KeepAll,
+    /// No pending operation survives: the image is the durable file.
+    DropAll,
+    /// Each pending operation survives whole or is dropped whole, with even odds.
+    Random,
+    /// Each pending write is kept, dropped, torn to a prefix of its sectors, or torn to a
+    /// random subset of its sectors, with even odds; each growth is kept or dropped.
+    Torn,
+    /// As [`Torn`](CrashProfile::Torn), and in addition half of the writes have some of their
+    /// sectors filled with random bytes, as a device losing power mid-sector can leave them.
+    Garbage,
+}
+
+impl CrashProfile {
+    /// Every profile, for tests that loop over all of them.
+    pub const ALL: [CrashProfile; 5] = [
+        CrashProfile::KeepAll,
+        CrashProfile::DropAll,
+        CrashProfile::Random,
+        CrashProfile::Torn,
+        CrashProfile::Garbage,
+    ];
+}
+
+/// What a crash does to one pending write.
+enum WriteFate {
+    Keep,
+    Drop,
+    /// Some sectors are kept, some dropped (`false`), some replaced by garbage (`None`).
+    Sectors(Vec<Option<bool>>),
+}
+
+impl SimFile {
+    /// An empty simulated file.
+    pub fn new() -> io::Result<SimFile> {
+        SimFile::from_image(Vec::new())
+    }
+
+    /// A simulated file whose durable and live contents are `image`, e.g. one returned by
+    /// [`crash_image`](SimFile::crash_image), to reopen the database after a crash.
+    pub fn from_image(image: impl Into<Vec<u8>>) -> io::Result<SimFile> {
+        let image = image.into();
+        let memfd = rustix::fs::memfd_create("rbolt-simfile", MemfdFlags::CLOEXEC)?;
+        fdio::write_all_at(memfd.as_fd(), &image, 0)?;
+        let state = State {
+            durable: image,
+            pending: Vec::new(),
+            log: Vec::new(),
+            counts: OpCounts::default(),
+            plan: FaultPlan::new(),
+            crashed_at: None,
+        };
+        Ok(SimFile {
+            shared: Arc::new(Shared {
+                memfd,
+                state: Mutex::new(state),
+            }),
+        })
+    }
+
+    /// The number of storage operations so far, failed ones included; the next operation has
+    /// this number.
+    pub fn op_count(&self) -> u64 {
+        self.state().log.len() as u64
+    }
+
+    /// The kind of every operation so far, indexed by operation number: to find, say, the
+    /// number of the last sync before some event, and crash there.
+    pub fn op_log(&self) -> Vec<OpKind> {
+        self.state().log.clone()
+    }
+
+    /// Calls made so far, per kind.
+    pub fn counts(&self) -> OpCounts {
+        self.state().counts
+    }
+
+    /// Replaces the fault plan. Operation numbers in it are absolute (compare with
+    /// [`op_count`](SimFile::op_count)). A crash that already happened stays.
+    pub fn set_fault_plan(&self, plan: FaultPlan) {
+        self.state().plan = plan;
+    }
+
+    /// Crashes the file now: every later operation fails, as with a
+    /// [`FaultPlan::crash_at`] the next operation.
+    pub fn crash(&self) {
+        let mut state = self.state();
+        let next = state.log.len() as u64;
+        state.crashed_at.get_or_insert(next);
+    }
+
+    /// The operation at which the file crashed, if it did.
+    pub fn crashed_at(&self) -> Option<u64> {
+        self.state().crashed_at
+    }
+
+    /// The file as of the last sync (not an operation: never fails and is not counted).
+    pub fn durable_image(&self) -> Vec<u8> {
+        self.state().durable.clone()
+    }
+
+    /// The file as reads and the mapping see it (not an operation: never fails and is not
+    /// counted, even after a crash).
+    pub fn live_image(&self) -> io::Result<Vec<u8>> {
+        let _state = self.state();
+        let fd = self.shared.memfd.as_fd();
+        let mut image = vec![0; usize::try_from(fdio::len(fd)?).map_err(io::Error::other)?];
+        fdio::read_exact_at(fd, &mut image, 0)?;
+        Ok(image)
+    }
+
+    /// Whether there are writes or length changes that no sync has made durable.
+    pub fn has_pending(&self) -> bool {
+        !self.state().pending.is_empty()
+    }
+
+    /// A file image a power loss now could leave behind: the durable image plus the pending
+    /// operations that survive under `profile`, decided by a RNG seeded with `seed`.
+    ///
+    /// The same pending operations, profile and seed always give the same image. After a
+    /// crash, the image reflects the operations before the crash only.
+    pub fn crash_image(&self, profile: CrashProfile, seed: u64) -> Vec<u8> {
+        let state = self.state();
+        let mut rng = SplitMix64::new(seed);
+        let mut image = state.durable.clone();
+        for op in &state.pending {
+            match op {
+                Pending::Grow { len } => {
+                    let keep = match profile {
+                        CrashProfile::KeepAll => true,
+                        CrashProfile::DropAll => false,
+                        CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => {
+                            rng.coin()
+                        }
+                    };
+                    if keep {
+                        extend(&mut image, *len);
+                    }
+                }
+                Pending::Write { offset, bytes } => {
+                    let end = *offset + bytes.len() as u64;
+                    let n_sectors = (end.div_ceil(SECTOR_SIZE) - offset / SECTOR_SIZE) as usize;
+                    match write_fate(profile, n_sectors, &mut rng) {
+                        WriteFate::Drop => {}
+                        WriteFate::Keep => apply_write(&mut image, *offset, bytes),
+                        WriteFate::Sectors(fates) => {
+                            extend(&mut image, *offset + bytes.len() as u64);
+                            debug_assert_eq!(fates.len(), n_sectors, "one fate per sector");
+                            for (range, fate) in sectors(*offset, bytes.len()).zip(fates) {
+                                let target = &mut image[range.start as usize..range.end as usize];
+                                match fate {
+                                    Some(true) => {
+                                        let start = (range.start - offset) as usize;
+                                        target.copy_from_slice(&bytes[start..start + target.len()]);
+                                    }
+                                    Some(false) => {}
+                                    None => rng.fill(target),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        image
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A test that panicked mid-operation leaves the state as consistent as the operation
+        // got; other handles may still want to inspect it.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Numbers and counts an operation of `kind` and decides its fault. `Ok(None)`: run it
+    /// normally; `Ok(Some(..))`: a write that must stop after `len` bytes and then fail.
+    fn begin(&self, state: &mut State, kind: OpKind) -> io::Result<Option<(usize, FaultError)>> {
+        let op = state.log.len() as u64;
+        state.log.push(kind);
+        state.counts.count(kind);
+        if let Some(crashed_at) = state.crashed_at {
+            return Err(crashed(op, crashed_at));
+        }
+        match state.plan.action_for(op) {
+            None => Ok(None),
+            Some(Action::Crash) => {
+                state.crashed_at = Some(op);
+                Err(crashed(op, op))
+            }
+            Some(Action::Fail(error)) => Err(error.into()),
+            Some(Action::ShortWrite { len, error }) if kind.is_write() => Ok(Some((len, error))),
+            Some(Action::ShortWrite { error, .. }) => Err(error.into()),
+        }
+    }
+
+    /// Writes `bytes` at `offset` to the live file and records it as pending.
+    fn write(&self, state: &mut State, bytes: &[u8], offset: u64) -> io::Result<()> {
+        fdio::write_all_at(self.shared.memfd.as_fd(), bytes, offset)?;
+        if !bytes.is_empty() {
+            state.pending.push(Pending::Write {
+                offset,
+                bytes: bytes.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    fn sync(&self, kind: OpKind) -> io::Result<()> {
+        let mut state = self.state();
+        self.begin(&mut state, kind)?;
+        let State {
+            durable, pending, ..
+        } = &mut *state;
+        for op in pending.drain(..) {
+            match op {
+                Pending::Write { offset, bytes } => apply_write(durable, offset, &bytes),
+                Pending::Grow { len } => extend(durable, len),
+            }
+        }
+        debug_assert_eq!(
+            Some(durable.len() as u64),
+            fdio::len(self.shared.memfd.as_fd()).ok(),
+            "after a sync the durable image must be the live file"
+        );
+        Ok(())
+    }
+}
+
+impl Storage for SimFile {
+    fn len(&self) -> io::Result<u64> {
+        let mut state = self.state();
+        self.begin(&mut state, OpKind::Len)?;
+        fdio::len(self.shared.memfd.as_fd())
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut state = self.state();
+        self.begin(&mut state, OpKind::Read)?;
+        fdio::read_exact_at(self.shared.memfd.as_fd(), buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut state = self.state();
+        match self.begin(&mut state, OpKind::Write)? {
+            None => self.write(&mut state, buf, offset),
+            Some((len, error)) => {
+                self.write(&mut state, &buf[..len.min(buf.len())], offset)?;
+                Err(error.into())
+            }
+        }
+    }
+
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut state = self.state();
+        let short = self.begin(&mut state, OpKind::WriteVectored)?;
+        // Recorded as one pending write: it is one call, and a crash tears it by sector anyway.
+        let bytes = bufs.concat();
+        match short {
+            None => {
+                // The live file takes the same pwritev path as FileStorage.
+                fdio::write_vectored_at(self.shared.memfd.as_fd(), bufs, offset)?;
+                if !bytes.is_empty() {
+                    state.pending.push(Pending::Write { offset, bytes });
+                }
+                Ok(())
+            }
+            Some((len, error)) => {
+                self.write(&mut state, &bytes[..len.min(bytes.len())], offset)?;
+                Err(error.into())
+            }
+        }
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.sync(OpKind::SyncData)
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.sync(OpKind::SyncAll)
+    }
+
+    fn grow(&self, len: u64) -> io::Result<()> {
+        let mut state = self.state();
+        self.begin(&mut state, OpKind::Grow)?;
+        let fd = self.shared.memfd.as_fd();
+        if fdio::len(fd)? < len {
+            fdio::retry_on_interrupt(|| rustix::fs::ftruncate(fd, len))?;
+            state.pending.push(Pending::Grow { len });
+        }
+        Ok(())
+    }
+
+    fn map(&self, len: usize) -> io::Result<Mapping> {
+        let mut state = self.state();
+        self.begin(&mut state, OpKind::Map)?;
+        // SAFETY: memmap2 requires that the mapped file is not truncated or changed in ways
+        // that break the `&[u8]` it hands out while the mapping lives. The memfd is private to
+        // this SimFile: it is created close-on-exec, never handed out, and only this module
+        // changes it, by writes on behalf of the database and by `grow`, which only extends
+        // it; nothing shrinks it, and a crash or `from_image` leaves it alone (a new image gets
+        // a new memfd). So no byte within the file when mapped ever leaves it. As with
+        // FileStorage, `len` may reach past the end of the file, and the database reads only
+        // below its high-water mark, within the file, so it never touches a page past the end
+        // (SIGBUS); and it never rewrites a page a live reader can see.
+        let mmap = unsafe { MmapOptions::new().len(len).map(&self.shared.memfd)? };
+        Ok(Mapping::new(mmap))
+    }
+
+    fn path(&self) -> Option<&Path> {
+        None
+    }
+}
+
+impl fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("SimFile")
+            .field("durable_len", &state.durable.len())
+            .field("pending", &state.pending.len())
+            .field("op_count", &state.log.len())
+            .field("crashed_at", &state.crashed_at)
+            .finish_non_exhaustive()
+    }
+}
+
+fn crashed(op: u64, crashed_at: u64) -> io::Error {
+    io::Error::other(format!(
+        "SimFile: operation {op} failed: the file crashed at operation {crashed_at}"
+    ))
+}
+
+/// Decides what a crash under `profile` does to a pending write covering `n_sectors` sectors.
+fn write_fate(profile: CrashProfile, n_sectors: usize, rng: &mut SplitMix64) -> WriteFate {
+    let torn = |rng: &mut SplitMix64| -> WriteFate {
+        match rng.below(4) {
+            0 => WriteFate::Keep,
+            1 => WriteFate::Drop,
+            2 => {
+                // A prefix of the sectors reached the disk: a write cut off in the middle.
+                let kept = rng.below(n_sectors as u64) as usize;
+                WriteFate::Sectors((0..n_sectors).map(|sector| Some(sector < kept)).collect())
+            }
+            _ => WriteFate::Sectors((0..n_sectors).map(|_| Some(rng.coin())).collect()),
+        }
+    };
+    match profile {
+        CrashProfile::KeepAll => WriteFate::Keep,
+        CrashProfile::DropAll => WriteFate::Drop,
+        CrashProfile::Random => {
+            if rng.coin() {
+                WriteFate::Keep
+            } else {
+                WriteFate::Drop
+            }
+        }
+        CrashProfile::Torn => torn(rng),
+        CrashProfile::Garbage => {
+            let fate = torn(rng);
+            if !rng.coin() {
+                return fate;
+            }
+            let mut sectors = match fate {
+                WriteFate::Keep => vec![Some(true); n_sectors],
+                WriteFate::Drop => vec![Some(false); n_sectors],
+                WriteFate::Sectors(sectors) => sectors,
+            };
+            // At least one sector is garbage, so a garbage write never looks clean.
+            let first = rng.below(n_sectors as u64) as usize;
+            sectors[first] = None;
+            for sector in &mut sectors {
+                if rng.below(4) == 0 {
+                    *sector = None;
+                }
+            }
+            WriteFate::Sectors(sectors)
+        }
+    }
+}
+
+/// The sector-aligned pieces of the write `[offset, offset + len)`: whole sectors, except where
+/// the write starts or ends inside one.
+fn sectors(offset: u64, len: usize) -> impl Iterator<Item = Range<u64>> {
+    let end = offset + len as u64;
+    let first_sector = offset / SECTOR_SIZE;
+    let end_sector = end.div_ceil(SECTOR_SIZE);
+    (first_sector..end_sector).map(move |sector| {
+        (sector * SECTOR_SIZE).max(offset)..((sector + 1) * SECTOR_SIZE).min(end)
+    })
+}
+
+/// Extends `image` with zeros to at least `len` bytes; never shrinks it.
+fn extend(image: &mut Vec<u8>, len: u64) {
+    let len = len as usize;
+    if image.len() < len {
+        image.resize(len, 0);
+    }
+}
+
+fn apply_write(image: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let start = offset as usize;
+    extend(image, (start + bytes.len()) as u64);
+    image[start..start + bytes.len()].copy_from_slice(bytes);
+}
+
+/// SplitMix64 (Steele, Lea and Flood): a tiny, well-mixed generator; crash images only need
+/// reproducible choices, not cryptographic ones.
+struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`; the modulo bias is irrelevant for the small `n` used here.
+    fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0, "below(0) has no possible result");
+        self.next_u64() % n
+    }
+
+    fn coin(&mut self) -> bool {
+        self.next_u64() & 1 == 1
+    }
+
+    fn fill(&mut self, bytes: &mut [u8]) {
+        for chunk in bytes.chunks_mut(8) {
+            let random = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&random[..chunk.len()]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sectors_split_at_absolute_sector_boundaries() {
+        let check = |offset: u64, len: usize, expected: &[(u64, u64)]| {
+            let actual: Vec<(u64, u64)> = sectors(offset, len).map(|r| (r.start, r.end)).collect();
+            assert_eq!(actual, expected, "offset {offset}, len {len}");
+        };
+        check(0, 0, &[]);
+        check(0, 512, &[(0, 512)]);
+        check(0, 1024, &[(0, 512), (512, 1024)]);
+        check(100, 10, &[(100, 110)]);
+        check(500, 600, &[(500, 512), (512, 1024), (1024, 1100)]);
+        check(
+            4096,
+            4096,
+            &(8..16)
+                .map(|s| (s * 512, (s + 1) * 512))
+                .collect::<Vec<_>>(),
+        );
+    }
+
+    #[test]
+    fn splitmix_is_reproducible_and_spread() {
+        let mut a = SplitMix64::new(42);
+        let mut b = SplitMix64::new(42);
+        let from_a: Vec<u64> = (0..100).map(|_| a.next_u64()).collect();
+        let from_b: Vec<u64> = (0..100).map(|_| b.next_u64()).collect();
+        assert_eq!(from_a, from_b);
+        let mut rng = SplitMix64::new(7);
+        let mut seen = [0u32; 4];
+        for _ in 0..4000 {
+            seen[rng.below(4) as usize] += 1;
+        }
+        assert!(
+            seen.iter().all(|&n| (800..1200).contains(&n)),
+            "uneven draws: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn fault_plan_prefers_crash_then_first_rule() {
+        let plan = FaultPlan::new()
+            .fail_from(3, FaultError::Io)
+            .fail_at(5, FaultError::NoSpace)
+            .crash_at(7);
+        assert!(plan.action_for(2).is_none());
+        assert!(matches!(
+            plan.action_for(5),
+            Some(Action::Fail(FaultError::Io))
+        ));
+        assert!(matches!(plan.action_for(7), Some(Action::Crash)));
+        assert!(matches!(
+            plan.action_for(8),
+            Some(Action::Fail(FaultError::Io))
+        ));
+    }
+}

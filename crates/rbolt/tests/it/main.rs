@@ -1,0 +1,3 @@
+//! rbolt's integration tests: one binary, one module per area.
+
+mod storage;
