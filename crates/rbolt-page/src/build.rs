@@ -63,7 +63,10 @@ impl<'b> LeafBuilder<'b> {
     pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> LeafBuilder<'b> {
         let count16 = u16::try_from(count).expect("leaf page count exceeds u16::MAX");
         let data = PAGE_HEADER_SIZE + count * LEAF_ELEMENT_SIZE;
-        assert!(data <= buf.len(), "leaf page buffer too small for its elements");
+        assert!(
+            data <= buf.len(),
+            "leaf page buffer too small for its elements"
+        );
         PageHeader::new(pgid, PageKind::Leaf, count16, overflow).write(buf);
         LeafBuilder {
             buf,
@@ -143,7 +146,10 @@ impl<'b> BranchBuilder<'b> {
     pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> BranchBuilder<'b> {
         let count16 = u16::try_from(count).expect("branch page count exceeds u16::MAX");
         let data = PAGE_HEADER_SIZE + count * BRANCH_ELEMENT_SIZE;
-        assert!(data <= buf.len(), "branch page buffer too small for its elements");
+        assert!(
+            data <= buf.len(),
+            "branch page buffer too small for its elements"
+        );
         PageHeader::new(pgid, PageKind::Branch, count16, overflow).write(buf);
         BranchBuilder {
             buf,
@@ -159,7 +165,10 @@ impl<'b> BranchBuilder<'b> {
     /// When more children are pushed than announced or they do not fit.
     #[inline]
     pub fn push(&mut self, key: &[u8], child: Pgid) {
-        assert!(self.index < self.count, "more branch children than announced");
+        assert!(
+            self.index < self.count,
+            "more branch children than announced"
+        );
         let elem_offset = PAGE_HEADER_SIZE + self.index * BRANCH_ELEMENT_SIZE;
         let elem = BranchElement {
             pos: (self.data - elem_offset) as u32,
@@ -176,7 +185,10 @@ impl<'b> BranchBuilder<'b> {
 
     /// Finishes the page and returns the number of bytes written.
     pub fn finish(self) -> usize {
-        debug_assert_eq!(self.index, self.count, "fewer branch children than announced");
+        debug_assert_eq!(
+            self.index, self.count,
+            "fewer branch children than announced"
+        );
         self.data
     }
 }

@@ -140,7 +140,10 @@ impl fmt::Display for Reason {
                 "element {index} ends at byte {end}, past the page's {span} bytes"
             ),
             Reason::OverflowOutOfBounds { overflow } => {
-                write!(f, "overflow of {overflow} pages runs past the high-water mark")
+                write!(
+                    f,
+                    "overflow of {overflow} pages runs past the high-water mark"
+                )
             }
             Reason::PgidOutOfBounds {
                 what,

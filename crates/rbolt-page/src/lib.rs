@@ -28,7 +28,9 @@
 #![forbid(unsafe_code)]
 
 #[cfg(not(target_endian = "little"))]
-compile_error!("rbolt reads and writes bbolt's little-endian format and supports little-endian hosts only");
+compile_error!(
+    "rbolt reads and writes bbolt's little-endian format and supports little-endian hosts only"
+);
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("rbolt supports 64-bit hosts only");
 

@@ -58,7 +58,10 @@ impl<T: AsRef<[u8]>> KeySource for [T] {
 /// Exact-match search that stops at the first equal key: `Ok(Ok(index))` when `key` is there,
 /// `Ok(Err(index))` with the index it would be inserted at otherwise.
 #[inline]
-pub fn search<K: KeySource + ?Sized>(keys: &K, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
+pub fn search<K: KeySource + ?Sized>(
+    keys: &K,
+    key: &[u8],
+) -> Result<core::result::Result<usize, usize>> {
     let mut low = 0;
     let mut high = keys.key_count();
     while low < high {

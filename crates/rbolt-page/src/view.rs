@@ -40,7 +40,10 @@ pub fn check_pgid(what: &'static str, owner: Pgid, pgid: Pgid, high_water: Pgid)
 pub fn check_overflow(pgid: Pgid, overflow: u32, high_water: Pgid) -> Result<()> {
     match pgid.0.checked_add(u64::from(overflow)) {
         Some(last) if last < high_water.0 => Ok(()),
-        _ => Err(Corruption::new(pgid, Reason::OverflowOutOfBounds { overflow })),
+        _ => Err(Corruption::new(
+            pgid,
+            Reason::OverflowOutOfBounds { overflow },
+        )),
     }
 }
 
@@ -71,7 +74,10 @@ impl<'a> PageRef<'a> {
         let header = PageHeader::read(bytes)
             .ok_or_else(|| truncated(pgid, "page header", PAGE_HEADER_SIZE as u64, bytes.len()))?;
         if header.id != pgid.0 {
-            return Err(Corruption::new(pgid, Reason::IdMismatch { found: header.id }));
+            return Err(Corruption::new(
+                pgid,
+                Reason::IdMismatch { found: header.id },
+            ));
         }
         Ok(PageRef {
             bytes,
@@ -195,7 +201,12 @@ impl<'a> LeafPage<'a> {
     /// `owner` names the page holding the value, for errors.
     pub fn inline(bytes: &'a [u8], owner: Pgid) -> Result<LeafPage<'a>> {
         let header = PageHeader::read(bytes).ok_or_else(|| {
-            truncated(owner, "inline page header", PAGE_HEADER_SIZE as u64, bytes.len())
+            truncated(
+                owner,
+                "inline page header",
+                PAGE_HEADER_SIZE as u64,
+                bytes.len(),
+            )
         })?;
         LeafPage::from_header(bytes, owner, header)
     }
@@ -239,8 +250,9 @@ impl<'a> LeafPage<'a> {
 
     #[inline]
     fn element_or_err(&self, index: usize) -> Result<LeafElement> {
-        self.element(index)
-            .ok_or_else(|| Corruption::new(self.pgid, Reason::Other("leaf element index out of range")))
+        self.element(index).ok_or_else(|| {
+            Corruption::new(self.pgid, Reason::Other("leaf element index out of range"))
+        })
     }
 
     #[cold]
@@ -295,6 +307,14 @@ impl<'a> LeafPage<'a> {
             key,
             value,
         })
+    }
+
+    /// The entries in page order, each read as by `entry`.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Result<LeafEntry<'a>>> + ExactSizeIterator + 'a {
+        let page = *self;
+        (0..self.len()).map(move |index| page.entry(index))
     }
 
     /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
@@ -399,7 +419,10 @@ impl<'a> BranchPage<'a> {
     #[inline]
     fn element_or_err(&self, index: usize) -> Result<BranchElement> {
         self.element(index).ok_or_else(|| {
-            Corruption::new(self.pgid, Reason::Other("branch element index out of range"))
+            Corruption::new(
+                self.pgid,
+                Reason::Other("branch element index out of range"),
+            )
         })
     }
 
@@ -427,6 +450,14 @@ impl<'a> BranchPage<'a> {
         Ok(Pgid(self.element_or_err(index)?.pgid))
     }
 
+    /// The separator keys and child pages in page order, each read as by `key` and `child`.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Result<(&'a [u8], Pgid)>> + ExactSizeIterator + 'a {
+        let page = *self;
+        (0..self.len()).map(move |index| Ok((page.key(index)?, page.child(index)?)))
+    }
+
     /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
     #[inline]
     pub fn search(&self, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
@@ -443,7 +474,10 @@ impl<'a> BranchPage<'a> {
     /// pages and below `high_water`.
     pub fn validate(&self, high_water: Pgid) -> Result<()> {
         if self.is_empty() {
-            return Err(Corruption::new(self.pgid, Reason::Other("branch page has no children")));
+            return Err(Corruption::new(
+                self.pgid,
+                Reason::Other("branch page has no children"),
+            ));
         }
         let mut previous: Option<&[u8]> = None;
         for index in 0..self.len() {
@@ -506,7 +540,10 @@ impl<'a> FreelistPage<'a> {
         };
         let capacity = (slots.len() - first) as u64;
         if count > capacity {
-            return Err(Corruption::new(pgid, Reason::CountTooLarge { count, capacity }));
+            return Err(Corruption::new(
+                pgid,
+                Reason::CountTooLarge { count, capacity },
+            ));
         }
         let ids = &slots[first..first + count as usize];
         Ok(FreelistPage {
@@ -543,7 +580,9 @@ impl<'a> FreelistPage<'a> {
     /// Id `index`.
     #[inline]
     pub fn get(&self, index: usize) -> Option<Pgid> {
-        self.ids.get(index).map(|raw| Pgid(u64::from_le_bytes(*raw)))
+        self.ids
+            .get(index)
+            .map(|raw| Pgid(u64::from_le_bytes(*raw)))
     }
 
     /// The ids in page order.
@@ -551,9 +590,10 @@ impl<'a> FreelistPage<'a> {
         self.ids.iter().map(|raw| Pgid(u64::from_le_bytes(*raw)))
     }
 
-    /// Number of bytes the page uses.
+    /// Number of bytes the page uses: the header, the count slot when the count is stored
+    /// there, and the ids.
     pub fn payload_len(&self) -> usize {
-        crate::build::freelist_page_size(self.len())
+        PAGE_HEADER_SIZE + (self.len() + usize::from(self.extended_count)) * PGID_SIZE
     }
 
     /// Checks the ids: strictly ascending, none a meta page, all below `high_water`.
@@ -583,7 +623,14 @@ fn read_meta_record(bytes: &[u8], pgid: Pgid) -> Result<Meta> {
     let raw: &[u8; META_SIZE] = bytes
         .get(PAGE_HEADER_SIZE..)
         .and_then(|rest| rest.first_chunk())
-        .ok_or_else(|| truncated(pgid, "meta", (PAGE_HEADER_SIZE + META_SIZE) as u64, bytes.len()))?;
+        .ok_or_else(|| {
+            truncated(
+                pgid,
+                "meta",
+                (PAGE_HEADER_SIZE + META_SIZE) as u64,
+                bytes.len(),
+            )
+        })?;
     let meta: Meta = bytemuck::cast(*raw);
     meta.validate(pgid)?;
     Ok(meta)
@@ -658,7 +705,12 @@ impl<'a> BucketValue<'a> {
     /// Parses a bucket value stored in page `owner`.
     pub fn parse(value: &'a [u8], owner: Pgid) -> Result<BucketValue<'a>> {
         let header = BucketHeader::read(value).ok_or_else(|| {
-            truncated(owner, "bucket header", BUCKET_HEADER_SIZE as u64, value.len())
+            truncated(
+                owner,
+                "bucket header",
+                BUCKET_HEADER_SIZE as u64,
+                value.len(),
+            )
         })?;
         let rest = &value[BUCKET_HEADER_SIZE..];
         if header.root == 0 {
