@@ -1,0 +1,472 @@
+//! Reading a tree: point lookups and cursors over committed pages and edited nodes alike.
+
+use crate::DEPTH_MAX;
+use crate::arena::Arena;
+use crate::node::{Child, Inodes, Node, NodeId, NodeKeys};
+use crate::pages::Pages;
+use rbolt_page::{
+    BranchPage, Corruption, LeafPage, PageKind, PageRef, Pgid, Reason, Result, child_index,
+    lower_bound, search,
+};
+use smallvec::SmallVec;
+
+/// An arena with nothing in it, for views of committed pages only.
+static EMPTY_ARENA: Arena = Arena::empty();
+
+/// Where a tree's root is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RootRef<'a> {
+    /// A committed page.
+    Page(Pgid),
+    /// The page stored inline in a bucket value.
+    Inline(&'a [u8]),
+    /// A node of the tree being edited.
+    Node(NodeId),
+}
+
+/// One key/value pair of a leaf, borrowed from the pages or the transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// The key.
+    pub key: &'a [u8],
+    /// The value; for a bucket, the bucket value (header and maybe an inline page).
+    pub value: &'a [u8],
+    /// 0, or `LEAF_FLAG_BUCKET`.
+    pub flags: u32,
+}
+
+impl Entry<'_> {
+    /// Whether the value is a bucket.
+    #[inline]
+    pub fn is_bucket(&self) -> bool {
+        self.flags & rbolt_page::LEAF_FLAG_BUCKET != 0
+    }
+}
+
+/// A read-only view of one tree: committed pages, plus the nodes a write transaction edited.
+#[derive(Clone, Copy, Debug)]
+pub struct TreeView<'a> {
+    pub(crate) pages: Pages<'a>,
+    pub(crate) arena: &'a Arena,
+    pub(crate) nodes: &'a [Node],
+    pub(crate) root: RootRef<'a>,
+}
+
+/// A frame of a cursor's stack: a page or a node.
+#[derive(Clone, Copy, Debug)]
+enum Frame<'a> {
+    Leaf(LeafPage<'a>),
+    Branch(BranchPage<'a>),
+    Node(NodeId),
+}
+
+/// A position on a cursor's path: a page or node, and the index of an element in it.
+#[derive(Clone, Copy, Debug)]
+pub struct ElemRef<'a> {
+    frame: Frame<'a>,
+    index: usize,
+}
+
+impl<'a> TreeView<'a> {
+    /// The tree whose root is committed page `root`.
+    pub fn from_page(pages: Pages<'a>, root: Pgid) -> TreeView<'a> {
+        TreeView {
+            pages,
+            arena: &EMPTY_ARENA,
+            nodes: &[],
+            root: RootRef::Page(root),
+        }
+    }
+
+    /// The tree stored inline in a bucket value (`page` is the bytes after the bucket header).
+    pub fn from_inline(pages: Pages<'a>, page: &'a [u8]) -> TreeView<'a> {
+        TreeView {
+            pages,
+            arena: &EMPTY_ARENA,
+            nodes: &[],
+            root: RootRef::Inline(page),
+        }
+    }
+
+    /// The pages the view reads.
+    pub fn pages(&self) -> Pages<'a> {
+        self.pages
+    }
+
+    /// Reads committed page `pgid` (a child of `owner`) as a leaf or branch frame.
+    #[inline]
+    fn load(&self, owner: Pgid, pgid: Pgid) -> Result<Frame<'a>> {
+        let bytes = self.pages.page(owner, pgid)?;
+        let page = PageRef::new(bytes, pgid)?;
+        match page.header().kind() {
+            Some(PageKind::Leaf) => Ok(Frame::Leaf(page.leaf()?)),
+            Some(PageKind::Branch) => Ok(Frame::Branch(page.branch()?)),
+            _ => Err(Corruption::new(
+                pgid,
+                Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
+            )),
+        }
+    }
+
+    #[inline]
+    fn root_frame(&self) -> Result<Frame<'a>> {
+        match self.root {
+            RootRef::Page(pgid) => self.load(Pgid(0), pgid),
+            RootRef::Inline(bytes) => Ok(Frame::Leaf(LeafPage::inline(bytes, Pgid(0))?)),
+            RootRef::Node(id) => Ok(Frame::Node(id)),
+        }
+    }
+
+    /// The child `index` of a branch frame.
+    #[inline]
+    fn child(&self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
+        match frame {
+            Frame::Branch(page) => self.load(page.pgid(), page.child(index)?),
+            Frame::Node(id) => match &self.nodes[id as usize].inodes {
+                Inodes::Branch(inodes) => match inodes[index].child {
+                    Child::Page(pgid) => self.load(self.nodes[id as usize].pgid, pgid),
+                    Child::Node(child) => Ok(Frame::Node(child)),
+                },
+                Inodes::Leaf(_) => unreachable!("child of a leaf node"),
+            },
+            Frame::Leaf(_) => unreachable!("child of a leaf page"),
+        }
+    }
+
+    #[inline]
+    fn is_leaf(&self, frame: Frame<'a>) -> bool {
+        match frame {
+            Frame::Leaf(_) => true,
+            Frame::Branch(_) => false,
+            Frame::Node(id) => self.nodes[id as usize].is_leaf(),
+        }
+    }
+
+    #[inline]
+    fn count(&self, frame: Frame<'a>) -> usize {
+        match frame {
+            Frame::Leaf(page) => page.len(),
+            Frame::Branch(page) => page.len(),
+            Frame::Node(id) => self.nodes[id as usize].len(),
+        }
+    }
+
+    #[inline]
+    fn node_keys(&self, id: NodeId) -> NodeKeys<'a> {
+        NodeKeys {
+            node: &self.nodes[id as usize],
+            data: self.pages.data(),
+            arena: self.arena,
+        }
+    }
+
+    /// The entry at `index` of a leaf frame.
+    #[inline]
+    fn entry(&self, frame: Frame<'a>, index: usize) -> Result<Entry<'a>> {
+        match frame {
+            Frame::Leaf(page) => {
+                let entry = page.entry(index)?;
+                Ok(Entry {
+                    key: entry.key,
+                    value: entry.value,
+                    flags: entry.flags,
+                })
+            }
+            Frame::Node(id) => match &self.nodes[id as usize].inodes {
+                Inodes::Leaf(inodes) => {
+                    let inode = &inodes[index];
+                    let data = self.pages.data();
+                    Ok(Entry {
+                        key: inode.key(data, self.arena),
+                        value: inode.value(data, self.arena),
+                        flags: inode.flags,
+                    })
+                }
+                Inodes::Branch(_) => unreachable!("entry of a branch node"),
+            },
+            Frame::Branch(_) => unreachable!("entry of a branch page"),
+        }
+    }
+
+    /// Looks `key` up: the entry holding exactly `key`, if any. Allocates nothing.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Entry<'a>>> {
+        let mut frame = self.root_frame()?;
+        for _ in 0..DEPTH_MAX {
+            match frame {
+                Frame::Leaf(page) => {
+                    return match page.search(key)? {
+                        Ok(index) => self.entry(frame, index).map(Some),
+                        Err(_) => Ok(None),
+                    };
+                }
+                Frame::Branch(page) => {
+                    let index = page.child_index(key)?;
+                    frame = self.load(page.pgid(), page.child(index)?)?;
+                }
+                Frame::Node(id) => {
+                    let keys = self.node_keys(id);
+                    if keys.node.is_leaf() {
+                        return match search(&keys, key)? {
+                            Ok(index) => self.entry(frame, index).map(Some),
+                            Err(_) => Ok(None),
+                        };
+                    }
+                    if keys.node.len() == 0 {
+                        return Ok(None);
+                    }
+                    let index = child_index(&keys, key)?;
+                    frame = self.child(frame, index)?;
+                }
+            }
+        }
+        Err(too_deep())
+    }
+
+    /// A cursor over this tree, not yet positioned.
+    pub fn cursor(&self) -> Cursor<'a> {
+        Cursor {
+            view: *self,
+            stack: SmallVec::new(),
+            state: State::Unpositioned,
+        }
+    }
+}
+
+#[cold]
+fn too_deep() -> Corruption {
+    Corruption::new(
+        Pgid(0),
+        Reason::TooDeep {
+            depth_max: DEPTH_MAX,
+        },
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Unpositioned,
+    At,
+    BeforeStart,
+    AfterEnd,
+}
+
+/// A position in a tree that moves in key order.
+///
+/// The path from the root to the current leaf lives in a `SmallVec` of 16 frames: moving
+/// allocates nothing for trees up to 16 levels deep. A cursor that ran off either end returns
+/// `None` and stays usable: from past the end, `prev` gives the last entry; from before the
+/// start, `next` gives the first.
+#[derive(Clone, Debug)]
+pub struct Cursor<'a> {
+    view: TreeView<'a>,
+    stack: SmallVec<[ElemRef<'a>; 16]>,
+    state: State,
+}
+
+impl<'a> Cursor<'a> {
+    /// The view this cursor reads.
+    pub fn view(&self) -> &TreeView<'a> {
+        &self.view
+    }
+
+    /// Moves to the first entry.
+    pub fn first(&mut self) -> Result<Option<Entry<'a>>> {
+        self.stack.clear();
+        let root = self.view.root_frame()?;
+        self.stack.push(ElemRef {
+            frame: root,
+            index: 0,
+        });
+        self.descend_first()?;
+        self.settle_forward()
+    }
+
+    /// Moves to the last entry.
+    pub fn last(&mut self) -> Result<Option<Entry<'a>>> {
+        self.stack.clear();
+        let root = self.view.root_frame()?;
+        let count = self.view.count(root);
+        self.stack.push(ElemRef {
+            frame: root,
+            index: count.saturating_sub(1),
+        });
+        self.descend_last()?;
+        self.settle_backward()
+    }
+
+    /// Moves to the first entry whose key is not less than `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
+        self.stack.clear();
+        let mut frame = self.view.root_frame()?;
+        loop {
+            if self.stack.len() >= DEPTH_MAX {
+                return Err(too_deep());
+            }
+            if self.view.is_leaf(frame) {
+                let index = match frame {
+                    Frame::Leaf(page) => lower_bound(&page, key)?,
+                    Frame::Node(id) => lower_bound(&self.view.node_keys(id), key)?,
+                    Frame::Branch(_) => unreachable!(),
+                };
+                self.stack.push(ElemRef { frame, index });
+                break;
+            }
+            let index = match frame {
+                Frame::Branch(page) => child_index(&page, key)?,
+                Frame::Node(id) => child_index(&self.view.node_keys(id), key)?,
+                Frame::Leaf(_) => unreachable!(),
+            };
+            self.stack.push(ElemRef { frame, index });
+            if self.view.count(frame) == 0 {
+                break;
+            }
+            frame = self.view.child(frame, index)?;
+        }
+        self.settle_forward()
+    }
+
+    /// Moves to the next entry.
+    #[allow(clippy::should_implement_trait)] // fallible, and a Cursor also moves backwards
+    pub fn next(&mut self) -> Result<Option<Entry<'a>>> {
+        match self.state {
+            State::Unpositioned | State::BeforeStart => self.first(),
+            State::AfterEnd => Ok(None),
+            State::At => {
+                if let Some(top) = self.stack.last_mut() {
+                    top.index += 1;
+                }
+                self.settle_forward()
+            }
+        }
+    }
+
+    /// Moves to the previous entry.
+    pub fn prev(&mut self) -> Result<Option<Entry<'a>>> {
+        match self.state {
+            State::Unpositioned | State::AfterEnd => self.last(),
+            State::BeforeStart => Ok(None),
+            State::At => self.step_back(),
+        }
+    }
+
+    /// The entry the cursor is on.
+    pub fn current(&self) -> Result<Option<Entry<'a>>> {
+        if self.state != State::At {
+            return Ok(None);
+        }
+        let top = self.stack[self.stack.len() - 1];
+        self.view.entry(top.frame, top.index).map(Some)
+    }
+
+    /// The cursor's path from the root, for callers that edit what it points at.
+    pub fn path(&self) -> &[ElemRef<'a>] {
+        &self.stack
+    }
+
+    /// From a leaf index that may be past its leaf's end (or on an empty leaf), moves forward
+    /// to the first real entry, or past the end.
+    fn settle_forward(&mut self) -> Result<Option<Entry<'a>>> {
+        loop {
+            let top = self.stack[self.stack.len() - 1];
+            if top.index < self.view.count(top.frame) && self.view.is_leaf(top.frame) {
+                self.state = State::At;
+                return self.view.entry(top.frame, top.index).map(Some);
+            }
+            // Climb to the deepest frame with a next element.
+            loop {
+                self.stack.pop();
+                let Some(parent) = self.stack.last_mut() else {
+                    self.state = State::AfterEnd;
+                    return Ok(None);
+                };
+                if parent.index + 1 < self.view.count(parent.frame) {
+                    parent.index += 1;
+                    break;
+                }
+            }
+            self.descend_first()?;
+        }
+    }
+
+    /// From the current element, moves back to the previous real entry, or before the start.
+    fn step_back(&mut self) -> Result<Option<Entry<'a>>> {
+        loop {
+            // Climb to the deepest frame with a previous element.
+            loop {
+                let Some(top) = self.stack.last_mut() else {
+                    self.state = State::BeforeStart;
+                    return Ok(None);
+                };
+                if top.index > 0 {
+                    top.index -= 1;
+                    break;
+                }
+                self.stack.pop();
+            }
+            self.descend_last()?;
+            if let Some(entry) = self.settle_backward_once()? {
+                return Ok(Some(entry));
+            }
+        }
+    }
+
+    /// After descending to a last element: the entry there, or keep stepping back over empty
+    /// leaves.
+    fn settle_backward(&mut self) -> Result<Option<Entry<'a>>> {
+        if let Some(entry) = self.settle_backward_once()? {
+            return Ok(Some(entry));
+        }
+        self.step_back()
+    }
+
+    fn settle_backward_once(&mut self) -> Result<Option<Entry<'a>>> {
+        let top = self.stack[self.stack.len() - 1];
+        if top.index < self.view.count(top.frame) && self.view.is_leaf(top.frame) {
+            self.state = State::At;
+            return self.view.entry(top.frame, top.index).map(Some);
+        }
+        // An empty leaf (or empty branch): step back from it.
+        if let Some(top) = self.stack.last_mut() {
+            top.index = 0;
+        }
+        self.state = State::BeforeStart;
+        Ok(None)
+    }
+
+    /// Descends from the top frame's current element to the first leaf element below it.
+    fn descend_first(&mut self) -> Result<()> {
+        loop {
+            let top = self.stack[self.stack.len() - 1];
+            if self.view.is_leaf(top.frame) || self.view.count(top.frame) == 0 {
+                return Ok(());
+            }
+            if self.stack.len() >= DEPTH_MAX {
+                return Err(too_deep());
+            }
+            let child = self.view.child(top.frame, top.index)?;
+            self.stack.push(ElemRef {
+                frame: child,
+                index: 0,
+            });
+        }
+    }
+
+    /// Descends from the top frame's current element to the last leaf element below it.
+    fn descend_last(&mut self) -> Result<()> {
+        loop {
+            let top = self.stack[self.stack.len() - 1];
+            if self.view.is_leaf(top.frame) || self.view.count(top.frame) == 0 {
+                return Ok(());
+            }
+            if self.stack.len() >= DEPTH_MAX {
+                return Err(too_deep());
+            }
+            let child = self.view.child(top.frame, top.index)?;
+            let count = self.view.count(child);
+            self.stack.push(ElemRef {
+                frame: child,
+                index: count.saturating_sub(1),
+            });
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! The tree against a `BTreeMap`: random puts, deletes, seeks and scans in both directions,
+//! with spill-and-reload through pages in between.
+
+use crate::support::walk;
+use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+use rbolt_btree::{Arena, MemStore, Tree};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(Vec<u8>, usize),
+    Delete(Vec<u8>),
+    DeleteExisting(usize),
+    Seek(Vec<u8>),
+    ScanForward,
+    ScanBackward,
+    Walk {
+        from: Vec<u8>,
+        steps: u8,
+        forward: bool,
+    },
+    Commit,
+    Rollback,
+}
+
+/// Keys from a small space (so deletes and overwrites hit), sometimes long.
+fn key(g: &mut Gen) -> Vec<u8> {
+    let choice = u8::arbitrary(g) % 100;
+    let base = u16::arbitrary(g) % 2000;
+    let mut key = base.to_be_bytes().to_vec();
+    if choice < 3 {
+        // Up to MaxKeySize.
+        let len = usize::arbitrary(g) % 32768 + 1;
+        key.resize(len.max(2), b'k');
+        key.truncate(32768);
+    } else if choice < 20 {
+        let len = usize::arbitrary(g) % 300;
+        key.extend(std::iter::repeat_n(b'x', len));
+    } else if choice < 25 {
+        key.truncate(1);
+    }
+    key
+}
+
+fn value_len(g: &mut Gen) -> usize {
+    match u8::arbitrary(g) % 100 {
+        0 => usize::arbitrary(g) % 100_001,
+        1..=5 => usize::arbitrary(g) % 5000,
+        6..=10 => 0,
+        _ => usize::arbitrary(g) % 120,
+    }
+}
+
+impl Arbitrary for Op {
+    fn arbitrary(g: &mut Gen) -> Op {
+        match u8::arbitrary(g) % 100 {
+            0..=54 => Op::Put(key(g), value_len(g)),
+            55..=64 => Op::Delete(key(g)),
+            65..=79 => Op::DeleteExisting(usize::arbitrary(g)),
+            80..=85 => Op::Seek(key(g)),
+            86 => Op::ScanForward,
+            87 => Op::ScanBackward,
+            88..=93 => Op::Walk {
+                from: key(g),
+                steps: u8::arbitrary(g) % 40,
+                forward: bool::arbitrary(g),
+            },
+            94..=97 => Op::Commit,
+            _ => Op::Rollback,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    page_size: usize,
+    fill_percent: f64,
+    ops: Vec<Op>,
+}
+
+impl Arbitrary for Case {
+    fn arbitrary(g: &mut Gen) -> Case {
+        let page_size = *g.choose(&[512, 1024, 4096]).unwrap();
+        let fill_percent = *g.choose(&[0.1, 0.5, 1.0]).unwrap();
+        let n = usize::arbitrary(g) % (g.size() * 20 + 1);
+        let ops = (0..n).map(|_| Op::arbitrary(g)).collect();
+        Case {
+            page_size,
+            fill_percent,
+            ops,
+        }
+    }
+
+    fn shrink(&self) -> Box<dyn Iterator<Item = Case>> {
+        let this = self.clone();
+        Box::new(self.ops.shrink().map(move |ops| Case {
+            ops,
+            ..this.clone()
+        }))
+    }
+}
+
+fn value_for(key: &[u8], len: usize, salt: u64) -> Vec<u8> {
+    let mut state = salt
+        ^ key.iter().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+        });
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Runs a case: the tree and the model must agree after every step.
+fn run(case: Case) -> TestResult {
+    let mut store = MemStore::new(case.page_size, true);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    tree.set_fill_percent(case.fill_percent);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut committed_model = model.clone();
+    let mut committed_root = None;
+    let mut salt = 0u64;
+
+    for op in &case.ops {
+        salt += 1;
+        let pages = store.pages();
+        match op {
+            Op::Put(key, len) => {
+                let value = value_for(key, *len, salt);
+                let replaced = tree.put(pages, &mut arena, key, &value, 0).unwrap();
+                assert_eq!(replaced.is_some(), model.contains_key(key));
+                model.insert(key.clone(), value);
+            }
+            Op::Delete(key) => {
+                let deleted = tree.delete(pages, &arena, key).unwrap();
+                assert_eq!(deleted.is_some(), model.remove(key).is_some());
+            }
+            Op::DeleteExisting(n) => {
+                if let Some(key) = model.keys().nth(n % model.len().max(1)).cloned() {
+                    assert_eq!(tree.delete(pages, &arena, &key).unwrap(), Some(0));
+                    model.remove(&key);
+                }
+            }
+            Op::Seek(key) => {
+                let mut cursor = tree.view(pages, &arena).cursor();
+                let got = cursor
+                    .seek(key)
+                    .unwrap()
+                    .map(|e| (e.key.to_vec(), e.value.to_vec()));
+                let want = model
+                    .range::<[u8], _>((Bound::Included(&key[..]), Bound::Unbounded))
+                    .next()
+                    .map(|(k, v)| (k.clone(), v.clone()));
+                assert_eq!(got, want, "seek {key:?}");
+                // Exact lookups agree too.
+                let got = tree
+                    .get(pages, &arena, key)
+                    .unwrap()
+                    .map(|e| e.value.to_vec());
+                assert_eq!(got.as_ref(), model.get(key));
+            }
+            Op::ScanForward => {
+                let mut cursor = tree.view(pages, &arena).cursor();
+                let mut got = Vec::new();
+                let mut entry = cursor.first().unwrap();
+                while let Some(e) = entry {
+                    got.push((e.key.to_vec(), e.value.to_vec()));
+                    entry = cursor.next().unwrap();
+                }
+                assert!(
+                    cursor.next().unwrap().is_none(),
+                    "past the end stays past the end"
+                );
+                let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(got, want);
+                // From past the end, prev gives the last entry.
+                let last = cursor.prev().unwrap().map(|e| e.key.to_vec());
+                assert_eq!(last.as_ref(), model.keys().next_back());
+            }
+            Op::ScanBackward => {
+                let mut cursor = tree.view(pages, &arena).cursor();
+                let mut got = Vec::new();
+                let mut entry = cursor.last().unwrap();
+                while let Some(e) = entry {
+                    got.push(e.key.to_vec());
+                    entry = cursor.prev().unwrap();
+                }
+                assert!(
+                    cursor.prev().unwrap().is_none(),
+                    "before the start stays there"
+                );
+                let want: Vec<_> = model.keys().rev().cloned().collect();
+                assert_eq!(got, want);
+                let first = cursor.next().unwrap().map(|e| e.key.to_vec());
+                assert_eq!(first.as_ref(), model.keys().next());
+            }
+            Op::Walk {
+                from,
+                steps,
+                forward,
+            } => {
+                let mut cursor = tree.view(pages, &arena).cursor();
+                let mut got = vec![cursor.seek(from).unwrap().map(|e| e.key.to_vec())];
+                for _ in 0..*steps {
+                    let entry = if *forward {
+                        cursor.next()
+                    } else {
+                        cursor.prev()
+                    };
+                    got.push(entry.unwrap().map(|e| e.key.to_vec()));
+                }
+                // The model: position at the first key >= from, then step.
+                let keys: Vec<&Vec<u8>> = model.keys().collect();
+                let start = keys.partition_point(|k| k.as_slice() < from.as_slice());
+                let mut want = vec![keys.get(start).map(|k| (*k).clone())];
+                let mut pos = start as i64; // may be keys.len() (past the end)
+                for _ in 0..*steps {
+                    let n = keys.len() as i64;
+                    pos = if *forward {
+                        if pos >= n { n } else { pos + 1 }
+                    } else if pos >= n {
+                        n - 1 // from past the end, prev gives the last
+                    } else {
+                        pos - 1
+                    };
+                    if pos < -1 {
+                        pos = -1;
+                    }
+                    let item = if (0..n).contains(&pos) {
+                        Some(keys[pos as usize].clone())
+                    } else {
+                        None
+                    };
+                    want.push(item);
+                    if !*forward && pos == -1 {
+                        // Before the start stays there for prev.
+                    }
+                }
+                assert_eq!(got, want, "walk from {from:?}");
+            }
+            Op::Commit => {
+                let (pages, alloc) = store.parts();
+                tree.rebalance(pages, alloc).unwrap();
+                let root = tree.spill(pages, &arena, alloc).unwrap();
+                store.commit();
+                arena.clear();
+                let fill = tree.fill_percent();
+                tree = Tree::from_page(root);
+                tree.set_fill_percent(fill);
+                committed_root = Some(root);
+                committed_model = model.clone();
+                check_committed(&store, root, &model);
+            }
+            Op::Rollback => {
+                store.rollback();
+                arena.clear();
+                let fill = tree.fill_percent();
+                tree = match committed_root {
+                    Some(root) => Tree::from_page(root),
+                    None => Tree::new(),
+                };
+                tree.set_fill_percent(fill);
+                model = committed_model.clone();
+            }
+        }
+    }
+    TestResult::passed()
+}
+
+/// The committed tree read through pages only equals the model, and its pages are sound and
+/// disjoint from the free pages.
+fn check_committed(store: &MemStore, root: rbolt_page::Pgid, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let pages = store.pages();
+    let found = walk(pages, root);
+    let want: Vec<Vec<u8>> = model.keys().cloned().collect();
+    assert_eq!(found.keys, want, "keys read back through pages");
+    let free: &BTreeSet<_> = store.free_pages();
+    assert!(found.pages.is_disjoint(free), "a reachable page is free");
+    let view = rbolt_btree::TreeView::from_page(pages, root);
+    for (key, value) in model {
+        assert_eq!(view.get(key).unwrap().map(|e| e.value), Some(&value[..]));
+    }
+    // Every page below the high-water mark is reachable or free (nothing leaks), pages 0-1 aside.
+    let leaked: Vec<_> = (2..store.high_water().0)
+        .map(rbolt_page::Pgid)
+        .filter(|p| !found.pages.contains(p) && !free.contains(p))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "pages neither reachable nor free: {leaked:?}"
+    );
+}
+
+#[test]
+fn tree_matches_btreemap() {
+    QuickCheck::new()
+        .tests(150)
+        .max_tests(300)
+        .quickcheck(run as fn(Case) -> TestResult);
+}
+
+#[test]
+fn deleting_everything_leaves_an_empty_leaf_and_frees_the_rest() {
+    let mut store = MemStore::new(512, true);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    for i in 0..5000u32 {
+        tree.put(store.pages(), &mut arena, &i.to_be_bytes(), &[7; 20], 0)
+            .unwrap();
+    }
+    let (pages, alloc) = store.parts();
+    tree.rebalance(pages, alloc).unwrap();
+    let root = tree.spill(pages, &arena, alloc).unwrap();
+    store.commit();
+    arena.clear();
+    assert!(walk(store.pages(), root).depth >= 3);
+    let mut tree = Tree::from_page(root);
+    for i in 0..5000u32 {
+        assert!(
+            tree.delete(store.pages(), &arena, &i.to_be_bytes())
+                .unwrap()
+                .is_some()
+        );
+    }
+    let (pages, alloc) = store.parts();
+    tree.rebalance(pages, alloc).unwrap();
+    let root = tree.spill(pages, &arena, alloc).unwrap();
+    store.commit();
+    let found = walk(store.pages(), root);
+    assert!(found.keys.is_empty());
+    assert_eq!(found.pages.len(), 1, "an empty tree is one empty leaf");
+    assert_eq!(store.free_pages().len() as u64, store.high_water().0 - 3);
+}
+
+#[test]
+fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
+    // Without splitting inside the transaction the root leaf would hold all 200,000 entries.
+    let mut store = MemStore::new(4096, false);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut model = BTreeSet::new();
+    for _ in 0..200_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let key = state.to_be_bytes();
+        tree.put(store.pages(), &mut arena, &key, &[1; 24], 0)
+            .unwrap();
+        model.insert(key.to_vec());
+    }
+    let largest = tree.largest_node_len();
+    assert!(
+        largest <= rbolt_btree::SPLIT_IN_TX_PAGES * 4096 + 64,
+        "largest edited node is {largest} bytes"
+    );
+    let (pages, alloc) = store.parts();
+    tree.rebalance(pages, alloc).unwrap();
+    let root = tree.spill(pages, &arena, alloc).unwrap();
+    store.commit();
+    let found = walk(store.pages(), root);
+    assert_eq!(found.keys, model.into_iter().collect::<Vec<_>>());
+}
