@@ -774,3 +774,22 @@ fn a_cycle_between_pages_ends_in_an_error() {
         },
     );
 }
+
+#[test]
+fn the_leaf_layout_in_the_format_document() {
+    // docs/file-format.md, "Leaf page": a leaf holding a -> xy and b -> z.
+    let mut page = vec![0u8; 64];
+    let mut builder = LeafBuilder::new(&mut page, Pgid(3), 2, 0);
+    builder.push(0, b"a", b"xy");
+    builder.push(0, b"b", b"z");
+    assert_eq!(builder.finish(), 53);
+    let leaf = LeafPage::new(&page, Pgid(3)).expect("leaf");
+    let fields = |index| {
+        leaf.element(index)
+            .map(|e| (e.flags, e.pos, e.ksize, e.vsize))
+    };
+    assert_eq!(fields(0), Some((0, 32, 1, 2)));
+    assert_eq!(fields(1), Some((0, 19, 1, 1)));
+    assert_eq!(&page[48..53], b"axybz");
+    assert_eq!(leaf.payload_len(), Ok(53));
+}
