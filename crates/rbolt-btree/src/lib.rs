@@ -20,8 +20,8 @@ pub use cursor::{Cursor, ElemRef, Entry, TreeView};
 pub use mem::{MemAlloc, MemStore};
 pub use pages::{MemPages, PageSource, Pages};
 pub use tree::{
-    FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, PAGE_COUNT_MAX,
-    PageAlloc, SPLIT_IN_TX_PAGES, Tree, ValueRef,
+    Delete, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE,
+    PAGE_COUNT_MAX, PageAlloc, Put, SPLIT_IN_TX_PAGES, Tree, ValueRef,
 };
 
 /// The deepest a tree may be. A descent that goes further is reading a cycle in a corrupt

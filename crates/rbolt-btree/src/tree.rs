@@ -6,8 +6,8 @@ use crate::cursor::{Entry, RootRef, TreeView};
 use crate::node::{BranchInode, Child, Inodes, LeafInode, Node, NodeId, NodeKeys};
 use crate::pages::Pages;
 use rbolt_page::{
-    BranchBuilder, BucketHeader, Corruption, LeafBuilder, LeafPage, PAGE_HEADER_SIZE, PageKind,
-    PageRef, Pgid, Reason, Result, child_index, pages_for, search,
+    BranchBuilder, BucketHeader, Corruption, LEAF_FLAG_BUCKET, LeafBuilder, LeafPage,
+    PAGE_HEADER_SIZE, PageKind, PageRef, Pgid, Reason, Result, child_index, pages_for, search,
 };
 use smallvec::SmallVec;
 
@@ -48,6 +48,41 @@ enum Root {
     Inline { pos: u64, len: u32 },
     /// A node of this tree.
     Node(NodeId),
+}
+
+/// What [`Tree::put`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Put {
+    /// The key was new.
+    Inserted,
+    /// The key held an entry of the same kind, now replaced; its flags.
+    Replaced {
+        /// Flags of the replaced entry.
+        flags: u32,
+    },
+    /// The key holds an entry of the other kind (a bucket where a value was put, or the other
+    /// way round); nothing changed.
+    KindConflict {
+        /// Flags of the entry found.
+        flags: u32,
+    },
+}
+
+/// What [`Tree::delete`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delete {
+    /// The entry was deleted; its flags.
+    Deleted {
+        /// Flags of the deleted entry.
+        flags: u32,
+    },
+    /// No entry holds the key.
+    NotFound,
+    /// The key holds an entry of the other kind; nothing changed.
+    KindConflict {
+        /// Flags of the entry found.
+        flags: u32,
+    },
 }
 
 /// Where a value is, for reopening a bucket from it without copying.
@@ -313,8 +348,9 @@ impl Tree {
         }
     }
 
-    /// Inserts or replaces `key` with `value` (`flags`: 0, or `LEAF_FLAG_BUCKET`). Returns the
-    /// flags of the entry it replaced.
+    /// Inserts `key` with `value` (`flags`: 0, or `LEAF_FLAG_BUCKET`), or replaces the entry
+    /// holding `key` if it is of the same kind (value or bucket). An entry of the other kind is
+    /// left alone and reported as [`Put::KindConflict`].
     pub fn put(
         &mut self,
         pages: Pages<'_>,
@@ -322,7 +358,7 @@ impl Tree {
         key: &[u8],
         value: &[u8],
         flags: u32,
-    ) -> Result<Option<u32>> {
+    ) -> Result<Put> {
         debug_assert!(!key.is_empty(), "empty key");
         let (path, leaf) = self.descend_mut(pages, arena, key)?;
         let index = {
@@ -333,6 +369,15 @@ impl Tree {
             };
             search(&keys, key)?
         };
+        if let Ok(index) = index {
+            let Inodes::Leaf(inodes) = &self.nodes[leaf as usize].inodes else {
+                unreachable!("descend_mut ends at a leaf");
+            };
+            let old_flags = inodes[index].flags;
+            if (old_flags ^ flags) & LEAF_FLAG_BUCKET != 0 {
+                return Ok(Put::KindConflict { flags: old_flags });
+            }
+        }
         let pos = arena.push(&[key, value]);
         let inode = LeafInode {
             pos,
@@ -344,28 +389,38 @@ impl Tree {
         let Inodes::Leaf(inodes) = &mut node.inodes else {
             unreachable!("descend_mut ends at a leaf");
         };
-        let replaced = match index {
+        let outcome = match index {
             Ok(index) => {
                 let old = std::mem::replace(&mut inodes[index], inode);
                 node.size = node.size - old.page_len() + inode.page_len();
-                Some(old.flags)
+                Put::Replaced { flags: old.flags }
             }
             Err(index) => {
                 inodes.insert(index, inode);
                 node.size += inode.page_len();
-                None
+                Put::Inserted
             }
         };
         if node.size > SPLIT_IN_TX_PAGES * pages.page_size() && node.len() > MIN_KEYS_PER_PAGE * 2 {
             self.split_up(pages.page_size(), &path, leaf);
         }
-        Ok(replaced)
+        Ok(outcome)
     }
 
-    /// Deletes `key`. Returns the flags of the entry it deleted, or `None` if there was none.
-    pub fn delete(&mut self, pages: Pages<'_>, arena: &Arena, key: &[u8]) -> Result<Option<u32>> {
-        if self.get(pages, arena, key)?.is_none() {
-            return Ok(None);
+    /// Deletes the entry holding `key` if it is of the kind `flags` says (value or bucket).
+    pub fn delete(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &Arena,
+        key: &[u8],
+        flags: u32,
+    ) -> Result<Delete> {
+        match self.get(pages, arena, key)? {
+            None => return Ok(Delete::NotFound),
+            Some(entry) if (entry.flags ^ flags) & LEAF_FLAG_BUCKET != 0 => {
+                return Ok(Delete::KindConflict { flags: entry.flags });
+            }
+            Some(_) => {}
         }
         let (_, leaf) = self.descend_mut(pages, arena, key)?;
         let index = {
@@ -377,7 +432,7 @@ impl Tree {
             search(&keys, key)?
         };
         let Ok(index) = index else {
-            return Ok(None);
+            return Ok(Delete::NotFound);
         };
         let node = &mut self.nodes[leaf as usize];
         let Inodes::Leaf(inodes) = &mut node.inodes else {
@@ -386,7 +441,7 @@ impl Tree {
         let old = inodes.remove(index);
         node.size -= old.page_len();
         node.unbalanced = true;
-        Ok(Some(old.flags))
+        Ok(Delete::Deleted { flags: old.flags })
     }
 
     /// Splits an oversized node in two, and its parents as they overflow in turn.

@@ -3,7 +3,7 @@
 
 use crate::support::walk;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use rbolt_btree::{Arena, MemStore, Tree};
+use rbolt_btree::{Arena, Delete, MemStore, Put, Tree};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -133,17 +133,30 @@ fn run(case: Case) -> TestResult {
         match op {
             Op::Put(key, len) => {
                 let value = value_for(key, *len, salt);
-                let replaced = tree.put(pages, &mut arena, key, &value, 0).unwrap();
-                assert_eq!(replaced.is_some(), model.contains_key(key));
+                let outcome = tree.put(pages, &mut arena, key, &value, 0).unwrap();
+                let want = if model.contains_key(key) {
+                    Put::Replaced { flags: 0 }
+                } else {
+                    Put::Inserted
+                };
+                assert_eq!(outcome, want);
                 model.insert(key.clone(), value);
             }
             Op::Delete(key) => {
-                let deleted = tree.delete(pages, &arena, key).unwrap();
-                assert_eq!(deleted.is_some(), model.remove(key).is_some());
+                let deleted = tree.delete(pages, &arena, key, 0).unwrap();
+                let want = if model.remove(key).is_some() {
+                    Delete::Deleted { flags: 0 }
+                } else {
+                    Delete::NotFound
+                };
+                assert_eq!(deleted, want);
             }
             Op::DeleteExisting(n) => {
                 if let Some(key) = model.keys().nth(n % model.len().max(1)).cloned() {
-                    assert_eq!(tree.delete(pages, &arena, &key).unwrap(), Some(0));
+                    assert_eq!(
+                        tree.delete(pages, &arena, &key, 0).unwrap(),
+                        Delete::Deleted { flags: 0 }
+                    );
                     model.remove(&key);
                 }
             }
@@ -322,11 +335,10 @@ fn deleting_everything_leaves_an_empty_leaf_and_frees_the_rest() {
     assert!(walk(store.pages(), root).depth >= 3);
     let mut tree = Tree::from_page(root);
     for i in 0..5000u32 {
-        assert!(
-            tree.delete(store.pages(), &arena, &i.to_be_bytes())
-                .unwrap()
-                .is_some()
-        );
+        let deleted = tree
+            .delete(store.pages(), &arena, &i.to_be_bytes(), 0)
+            .unwrap();
+        assert_eq!(deleted, Delete::Deleted { flags: 0 });
     }
     let (pages, alloc) = store.parts();
     tree.rebalance(pages, alloc).unwrap();
