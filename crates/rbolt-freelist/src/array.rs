@@ -1,0 +1,116 @@
+//! The free set as one sorted array of ids (bbolt's "array" freelist).
+//!
+//! The ids are kept in *descending* order. First fit always takes the lowest ids, and with
+//! the lowest ids at the end of the vector a one-page allocation is a `pop` and a longer one
+//! moves only the ids below the run it takes; bbolt gets the same effect by re-slicing.
+
+use crate::FreelistKind;
+use crate::free_set::{FreeIds, FreeIdsInner, FreeSet};
+use crate::runs::Run;
+use rbolt_page::Pgid;
+use std::iter::Rev;
+use std::slice;
+
+/// Free ids, descending, no duplicates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ArrayIds {
+    ids: Vec<Pgid>,
+}
+
+impl FreeSet for ArrayIds {
+    const KIND: FreelistKind = FreelistKind::Array;
+
+    type Iter<'a> = std::iter::Copied<Rev<slice::Iter<'a, Pgid>>>;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    #[inline]
+    fn iter(&self) -> Self::Iter<'_> {
+        self.ids.iter().rev().copied()
+    }
+
+    fn free_ids(&self) -> FreeIds<'_> {
+        FreeIds(FreeIdsInner::Array(self.ids.iter().rev()))
+    }
+
+    fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
+        // The ids above `last` come first in descending order; the next one is the largest id
+        // <= last. Binary search that, then walk down to the lowest id still >= first.
+        let from = self.ids.partition_point(|&id| id > last);
+        let to = self.ids.partition_point(|&id| id >= first);
+        (from < to).then(|| self.ids[to - 1])
+    }
+
+    fn allocate(&mut self, n_pages: u64) -> Option<Pgid> {
+        debug_assert!(n_pages > 0, "allocate of no pages");
+        if n_pages == 1 {
+            return self.ids.pop();
+        }
+        let n = usize::try_from(n_pages).ok()?;
+        if n > self.ids.len() {
+            return None;
+        }
+        // A window of n descending ids is one contiguous run exactly when its ends differ by
+        // n - 1. Searching from the back finds the lowest such window, and the lowest window
+        // always starts a maximal run (a lower neighbour would have made an earlier window).
+        let idx = self
+            .ids
+            .windows(n)
+            .rposition(|window| window[0].0 - window[n - 1].0 == n_pages - 1)?;
+        let start = self.ids[idx + n - 1];
+        self.ids.drain(idx..idx + n);
+        Some(start)
+    }
+
+    fn insert_runs(&mut self, runs: &[Run]) {
+        let added: u64 = runs.iter().map(|run| run.n_pages).sum();
+        if added == 0 {
+            return;
+        }
+        // Merge in place from the back: the vector grows at its low end, and we fill the new
+        // slots with the smallest ids first, moving each block of old ids that lies below the
+        // next new id with one `copy_within`. No second array is allocated.
+        let old_len = self.ids.len();
+        self.ids.resize(old_len + added as usize, Pgid(0));
+        let mut write = self.ids.len(); // ids[write..] are final
+        let mut read = old_len; // ids[..read] are the old ids not yet moved
+        for run in runs {
+            for id in (run.start.0..run.end()).map(Pgid) {
+                if read > 0 && self.ids[read - 1] < id {
+                    let below = self.ids[..read].partition_point(|&old| old > id);
+                    let moved = read - below;
+                    self.ids.copy_within(below..read, write - moved);
+                    write -= moved;
+                    read = below;
+                }
+                debug_assert!(
+                    read == 0 || self.ids[read - 1] != id,
+                    "page {id} inserted while already free"
+                );
+                write -= 1;
+                self.ids[write] = id;
+            }
+        }
+        debug_assert_eq!(write, read, "array merge out of step");
+    }
+
+    fn assign(&mut self, mut ids: Vec<Pgid>) {
+        ids.reverse();
+        self.ids = ids;
+    }
+
+    #[cfg(test)]
+    fn check(&self) {
+        assert!(
+            self.ids.windows(2).all(|pair| pair[0] > pair[1]),
+            "array ids not strictly descending"
+        );
+        assert!(
+            self.ids.last().is_none_or(|id| id.0 >= 2),
+            "meta page in the array"
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! The freelist logic both representations share: pending pages, allocation records,
+//! release, rollback, and reading and writing pages. Only the free set itself differs between
+//! the array and the span freelist; it is the type parameter.
+
+use crate::error::FreelistError;
+use crate::free_set::FreeSet;
+use crate::merge::merge_pgids;
+use crate::pending::{FreedSpan, Pending, TXID_UNKNOWN};
+use crate::runs::Run;
+use rbolt_page::{FreelistPage, Pgid, Txid, freelist_page_size, write_freelist_header};
+use std::collections::BTreeMap;
+use std::mem;
+
+/// A run a transaction allocated, remembered until it commits so that rollback can give it
+/// back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct UndoAlloc {
+    n_pages: u64,
+    /// The allocation record of the run's start that this allocation overwrote. Only a caller
+    /// that freed part of an earlier run leaves one behind, but rollback must restore even
+    /// that to be exact.
+    replaced: Option<Txid>,
+}
+
+/// A freelist over the free-set representation `S`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Core<S> {
+    pub(crate) free: S,
+    pub(crate) pending: Pending,
+    /// The transaction that allocated each run still in use, by the run's start: bbolt's
+    /// `allocs`. A freed span records it, and `release_range` uses it to free pages that no
+    /// open reader can see even though older readers exist. Pages taken from the high-water
+    /// mark have no record.
+    allocs: BTreeMap<Pgid, Txid>,
+    /// The runs each not-yet-committed transaction allocated, by start. With one writer at a
+    /// time this holds at most one transaction; it makes rollback proportional to what the
+    /// transaction did and lets `free` reject a page the freeing transaction allocated.
+    undo: BTreeMap<Txid, BTreeMap<Pgid, UndoAlloc>>,
+    /// Runs on their way from pending to free; kept to reuse its memory. Empty between calls.
+    scratch: Vec<Run>,
+}
+
+impl<S: FreeSet> Core<S> {
+    /// One writer at a time: a transaction that allocates or frees while another still has an
+    /// undo record means the caller forgot to commit or roll back the other.
+    #[inline]
+    fn debug_assert_one_writer(&self, txid: Txid) {
+        debug_assert!(
+            self.undo.keys().all(|&open| open == txid),
+            "transaction {txid} writes while {:?} neither committed nor rolled back",
+            self.undo.keys().collect::<Vec<_>>()
+        );
+    }
+
+    pub(crate) fn read(
+        &mut self,
+        page: &FreelistPage<'_>,
+        high_water: Pgid,
+    ) -> Result<(), FreelistError> {
+        page.validate(high_water)?;
+        let ids = page.iter().collect();
+        *self = Core::default();
+        self.free.assign(ids);
+        Ok(())
+    }
+
+    pub(crate) fn reload(
+        &mut self,
+        page: &FreelistPage<'_>,
+        high_water: Pgid,
+    ) -> Result<(), FreelistError> {
+        page.validate(high_water)?;
+        let mut ids = page.iter().collect();
+        self.retain_not_pending(&mut ids);
+        self.free.assign(ids);
+        Ok(())
+    }
+
+    pub(crate) fn rebuild(&mut self, ids: &[Pgid]) -> Result<(), FreelistError> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        if let Some(&pgid) = sorted.first()
+            && pgid.0 < 2
+        {
+            return Err(FreelistError::MetaPage { pgid });
+        }
+        if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(FreelistError::Duplicate { pgid: pair[0] });
+        }
+        self.retain_not_pending(&mut sorted);
+        self.free.assign(sorted);
+        Ok(())
+    }
+
+    /// Drops the pending ids from `ids` (ascending), walking both lists once.
+    fn retain_not_pending(&self, ids: &mut Vec<Pgid>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut pending = self.pending.ids().peekable();
+        ids.retain(|&id| {
+            while pending.next_if(|&pending_id| pending_id < id).is_some() {}
+            pending.peek() != Some(&id)
+        });
+    }
+
+    pub(crate) fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
+        self.debug_assert_one_writer(txid);
+        if n_pages == 0 {
+            return None;
+        }
+        let n_pages = n_pages as u64;
+        let start = self.free.allocate(n_pages)?;
+        let replaced = self.allocs.insert(start, txid);
+        self.undo
+            .entry(txid)
+            .or_default()
+            .insert(start, UndoAlloc { n_pages, replaced });
+        Some(start)
+    }
+
+    pub(crate) fn free(
+        &mut self,
+        txid: Txid,
+        pgid: Pgid,
+        overflow: u32,
+    ) -> Result<(), FreelistError> {
+        self.debug_assert_one_writer(txid);
+        if pgid.0 < 2 {
+            return Err(FreelistError::MetaPage { pgid });
+        }
+        let last = pgid
+            .0
+            .checked_add(u64::from(overflow))
+            .map(Pgid)
+            .ok_or(FreelistError::SpanTooLong { pgid, overflow })?;
+        let allocated_by = self.allocs.get(&pgid).copied();
+        let own = allocated_by == Some(txid)
+            || self.undo.get(&txid).is_some_and(|runs| {
+                runs.range(..=last)
+                    .next_back()
+                    .is_some_and(|(start, alloc)| start.0 + alloc.n_pages > pgid.0)
+            });
+        if own {
+            return Err(FreelistError::OwnAllocation { txid, pgid });
+        }
+        let taken = [
+            self.free.first_in(pgid, last),
+            self.pending.first_in(pgid, last),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(taken) = taken {
+            return Err(FreelistError::AlreadyFreed { pgid: taken });
+        }
+        if allocated_by.is_some() {
+            self.allocs.remove(&pgid);
+        }
+        let run = Run {
+            start: pgid,
+            n_pages: u64::from(overflow) + 1,
+        };
+        self.pending.insert(txid, FreedSpan { run, allocated_by });
+        Ok(())
+    }
+
+    pub(crate) fn release(&mut self, up_to: Txid) {
+        let kept = match up_to.0.checked_add(1) {
+            Some(next) => self.pending.by_tx.split_off(&Txid(next)),
+            None => BTreeMap::new(),
+        };
+        let released = mem::replace(&mut self.pending.by_tx, kept);
+        let mut runs = mem::take(&mut self.scratch);
+        for tx in released.into_values() {
+            runs.extend(tx.spans.iter().map(|span| span.run));
+        }
+        self.free_pending_runs(runs);
+    }
+
+    pub(crate) fn release_range(&mut self, begin: Txid, end: Txid) {
+        if begin > end {
+            return;
+        }
+        let mut runs = mem::take(&mut self.scratch);
+        let mut emptied = false;
+        for tx in self.pending.by_tx.range_mut(begin..=end).map(|(_, tx)| tx) {
+            if tx.last_release_begin == Some(begin) {
+                continue;
+            }
+            tx.spans.retain(|span| {
+                let allocated_by = span.allocated_by.unwrap_or(TXID_UNKNOWN);
+                let release = (begin..=end).contains(&allocated_by);
+                if release {
+                    runs.push(span.run);
+                }
+                !release
+            });
+            tx.last_release_begin = Some(begin);
+            emptied |= tx.spans.is_empty();
+        }
+        if emptied {
+            self.pending.by_tx.retain(|_, tx| !tx.spans.is_empty());
+        }
+        self.free_pending_runs(runs);
+    }
+
+    /// Moves `runs` (removed from their transactions already) from pending to free.
+    fn free_pending_runs(&mut self, mut runs: Vec<Run>) {
+        for &run in &runs {
+            self.pending.unindex(run);
+        }
+        runs.sort_unstable_by_key(|run| run.start);
+        self.free.insert_runs(&runs);
+        runs.clear();
+        self.scratch = runs;
+    }
+
+    pub(crate) fn release_pending(&mut self, open_readers: &[Txid]) {
+        let mut readers = open_readers.to_vec();
+        readers.sort_unstable();
+        readers.dedup();
+        // Nothing at or after the oldest reader's snapshot may be released wholesale...
+        let oldest = readers.first().copied().unwrap_or(Txid(u64::MAX));
+        if let Some(before) = oldest.0.checked_sub(1) {
+            self.release(Txid(before));
+        }
+        // ...but a page both allocated and freed between two readers' snapshots (or after the
+        // newest) was never visible to any open reader.
+        let mut begin = oldest;
+        for reader in readers {
+            if let Some(end) = reader.0.checked_sub(1) {
+                self.release_range(begin, Txid(end));
+            }
+            match reader.0.checked_add(1) {
+                Some(next) => begin = Txid(next),
+                None => return,
+            }
+        }
+        self.release_range(begin, Txid(u64::MAX));
+    }
+
+    pub(crate) fn rollback(&mut self, txid: Txid) {
+        if let Some(tx) = self.pending.by_tx.remove(&txid) {
+            for span in tx.spans {
+                self.pending.unindex(span.run);
+                if let Some(allocated_by) = span.allocated_by {
+                    self.allocs.insert(span.run.start, allocated_by);
+                }
+            }
+        }
+        if let Some(allocated) = self.undo.remove(&txid) {
+            let mut runs = mem::take(&mut self.scratch);
+            for (start, alloc) in allocated {
+                let removed = match alloc.replaced {
+                    Some(previous) => self.allocs.insert(start, previous),
+                    None => self.allocs.remove(&start),
+                };
+                debug_assert_eq!(removed, Some(txid), "allocation record of {start} lost");
+                runs.push(Run {
+                    start,
+                    n_pages: alloc.n_pages,
+                });
+            }
+            // The undo map is ordered by start, so the runs are sorted already.
+            self.free.insert_runs(&runs);
+            runs.clear();
+            self.scratch = runs;
+        }
+    }
+
+    pub(crate) fn commit(&mut self, txid: Txid) {
+        self.undo.retain(|&open, _| open > txid);
+    }
+
+    #[inline]
+    pub(crate) fn count(&self) -> usize {
+        self.free.len() + self.pending.len()
+    }
+
+    #[inline]
+    pub(crate) fn is_freed(&self, pgid: Pgid) -> bool {
+        self.free.first_in(pgid, pgid).is_some() || self.pending.first_in(pgid, pgid).is_some()
+    }
+
+    pub(crate) fn write_into(&self, buf: &mut [u8], pgid: Pgid, overflow: u32) -> usize {
+        let count = self.count();
+        let slots = write_freelist_header(buf, pgid, count, overflow);
+        let written = merge_pgids(slots, self.free.iter(), self.pending.ids());
+        assert_eq!(written, count, "freelist count out of step with its ids");
+        freelist_page_size(count)
+    }
+
+    /// Panics when the bookkeeping is inconsistent (tests only; O(size)).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        self.free.check();
+        let mut len = 0;
+        for (txid, tx) in &self.pending.by_tx {
+            assert!(!tx.spans.is_empty(), "empty pending entry for {txid}");
+            for span in &tx.spans {
+                let indexed = self.pending.by_start[&span.run.start];
+                assert_eq!(indexed.n_pages, span.run.n_pages, "pending index length");
+                assert_eq!(indexed.freed_by, *txid, "pending index txid");
+                len += span.run.n_pages as usize;
+            }
+        }
+        assert_eq!(len, self.pending.len, "pending count");
+        let spans: usize = self.pending.by_tx.values().map(|tx| tx.spans.len()).sum();
+        assert_eq!(
+            spans,
+            self.pending.by_start.len(),
+            "pending index has extra spans"
+        );
+        let mut previous_end = 2;
+        for (start, span) in &self.pending.by_start {
+            assert!(start.0 >= previous_end, "pending spans overlap at {start}");
+            previous_end = start.0 + span.n_pages;
+        }
+        let mut pending = self.pending.ids().peekable();
+        for id in self.free.iter() {
+            while pending.next_if(|&pending_id| pending_id < id).is_some() {}
+            assert_ne!(pending.peek(), Some(&id), "page {id} both free and pending");
+        }
+        assert!(self.undo.len() <= 1, "more than one open writer");
+        for (txid, runs) in &self.undo {
+            for start in runs.keys() {
+                assert_eq!(
+                    self.allocs.get(start),
+                    Some(txid),
+                    "undo run without record"
+                );
+            }
+        }
+        assert!(self.scratch.is_empty(), "scratch left behind");
+    }
+}

@@ -1,0 +1,380 @@
+//! The free page ids of an rbolt database file, and the ids that write transactions freed but
+//! readers may still see ("pending"), with bbolt's semantics and bbolt's freelist page format.
+//!
+//! This crate owns which pages are free: `free` makes a page pending at its transaction,
+//! `release*` turns pending pages free once no open reader can see them, `allocate` hands out
+//! contiguous runs first fit, `rollback` undoes a transaction exactly, and `write_into` writes
+//! the freelist page straight into the caller's buffer. There are two representations of the
+//! free set behind one trait, [`Freelist`]: [`ArrayFreelist`] (a sorted array, bbolt's
+//! "array") and [`SpanFreelist`] (runs indexed by start and by length, bbolt's "hashmap"). They
+//! choose the same pages and write byte-identical pages. [`AnyFreelist`] picks one at run time.
+//!
+//! It must not do I/O or know about files, mappings or the high-water mark beyond checking ids
+//! against it: the caller reads and writes the page bytes and extends the file when
+//! `allocate` finds no run. It contains no `unsafe`. Writing a page allocates nothing, and no
+//! operation costs time in proportion to the whole freelist except reading, rebuilding and
+//! writing it (and inserting into the array, which moves ids as any sorted array must).
+//!
+//! ```
+//! use rbolt_freelist::{AnyFreelist, Freelist, FreelistKind};
+//! use rbolt_page::{FreelistPage, Pgid, Txid};
+//!
+//! let mut freelist = AnyFreelist::new(FreelistKind::Span);
+//! freelist.rebuild(&[Pgid(5), Pgid(6), Pgid(7), Pgid(10)]).unwrap();
+//! assert_eq!(freelist.allocate(Txid(3), 2), Some(Pgid(5))); // first fit
+//! freelist.free(Txid(3), Pgid(12), 1).unwrap(); // pages 12 and 13, pending at tx 3
+//! freelist.commit(Txid(3));
+//! assert_eq!(freelist.free_ids().collect::<Vec<_>>(), [Pgid(7), Pgid(10)]);
+//!
+//! let mut page = vec![0u8; freelist.write_size()];
+//! freelist.write_into(&mut page, Pgid(20), 0);
+//! let read = FreelistPage::new(&page, Pgid(20)).unwrap();
+//! assert_eq!(read.iter().collect::<Vec<_>>(), [Pgid(7), Pgid(10), Pgid(12), Pgid(13)]);
+//!
+//! freelist.release_pending(&[]); // no reader is open: pending pages become free
+//! assert_eq!(freelist.free_count(), 4);
+//! ```
+#![forbid(unsafe_code)]
+
+mod array;
+mod core;
+mod error;
+mod free_set;
+mod merge;
+mod pending;
+mod runs;
+mod span;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::FreelistError;
+pub use free_set::FreeIds;
+pub use merge::merge_pgids;
+pub use pending::{Pending, PendingIds, PendingPage, TXID_UNKNOWN};
+
+use crate::array::ArrayIds;
+use crate::core::Core;
+use crate::free_set::FreeSet;
+use crate::span::SpanIds;
+use rbolt_page::{FreelistPage, Pgid, Txid, freelist_page_size};
+
+/// Which representation of the free set a freelist uses (bbolt's `FreelistType`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FreelistKind {
+    /// One sorted array of ids: compact, and fastest to read and write; inserting moves ids.
+    #[default]
+    Array,
+    /// Maximal runs of ids indexed by start and by length: allocation and release stay
+    /// logarithmic however large and fragmented the freelist grows.
+    Span,
+}
+
+/// The operations of a freelist. Both implementations behave identically: same ids
+/// allocated, same errors, same pages written.
+///
+/// Transaction protocol: one write transaction at a time calls `allocate` and `free` with its
+/// txid, then either `commit` or `rollback` with it. `release*` run between write
+/// transactions (bbolt runs them when a write transaction begins). Write transaction ids are
+/// at least 1; [`TXID_UNKNOWN`] (0) means "unknown".
+pub trait Freelist {
+    /// Which representation this is.
+    fn kind(&self) -> FreelistKind;
+
+    /// Replaces the whole state with the ids of `page` as the free set: nothing pending,
+    /// nothing allocated (as when a file is opened). The ids must be strictly ascending, none
+    /// a meta page, all below `high_water`; otherwise returns
+    /// [`FreelistError::Corruption`] and changes nothing.
+    fn read(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError>;
+
+    /// Makes the ids of `page` that are not pending the free set, keeping pending pages and
+    /// allocation records (bbolt's `Reload`). Validates like [`Freelist::read`].
+    fn reload(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError>;
+
+    /// Makes `ids` (any order) minus the pending ids the free set, for files whose freelist is
+    /// not persisted (bbolt's `NoSyncReload`). A meta page or a repeated id is an error and
+    /// changes nothing.
+    fn rebuild(&mut self, ids: &[Pgid]) -> Result<(), FreelistError>;
+
+    /// Takes the lowest run of `n_pages` contiguous free ids for transaction `txid` and
+    /// returns its first id, or `None` when there is no such run (the caller then takes pages
+    /// from the high-water mark). `n_pages == 0` gives `None`.
+    fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid>;
+
+    /// Makes page `pgid` and its `overflow` following pages pending at transaction `txid`.
+    /// Freeing a meta page, a page already free or pending, or a page `txid` allocated itself
+    /// is an error and changes nothing.
+    fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError>;
+
+    /// Makes every page pending at a transaction `<= up_to` free.
+    fn release(&mut self, up_to: Txid);
+
+    /// Makes free every page pending at a transaction in `begin..=end` that was also
+    /// allocated by a transaction in `begin..=end`: no reader outside that range saw it, so
+    /// when no reader is open inside it, nobody can (bbolt's `releaseRange`).
+    fn release_range(&mut self, begin: Txid, end: Txid);
+
+    /// Releases everything no open reader can see, given the txids of the open read
+    /// transactions in any order (bbolt's `ReleasePendingPages`): `release` before the oldest
+    /// reader, `release_range` between readers and after the newest.
+    fn release_pending(&mut self, open_readers: &[Txid]);
+
+    /// Undoes everything transaction `txid` did: its pending pages are in use again and the
+    /// runs it allocated are free again, exactly as before it began. Costs in proportion to
+    /// what the transaction did.
+    fn rollback(&mut self, txid: Txid);
+
+    /// Transaction `txid` (and any older one) committed: forget what `rollback` would need.
+    fn commit(&mut self, txid: Txid);
+
+    /// Number of free ids.
+    fn free_count(&self) -> usize;
+
+    /// Number of pending ids.
+    fn pending_count(&self) -> usize;
+
+    /// Number of free and pending ids: the ids the freelist page holds.
+    #[inline]
+    fn count(&self) -> usize {
+        self.free_count() + self.pending_count()
+    }
+
+    /// Whether `pgid` is free or pending.
+    fn is_freed(&self, pgid: Pgid) -> bool;
+
+    /// The free ids, ascending.
+    fn free_ids(&self) -> FreeIds<'_>;
+
+    /// The pending pages, for tools and tests.
+    fn pending(&self) -> &Pending;
+
+    /// Bytes the freelist page needs (header, count slot if any, and every id).
+    #[inline]
+    fn write_size(&self) -> usize {
+        freelist_page_size(self.count())
+    }
+
+    /// Writes the freelist page (header for `pgid` with `overflow`, then the free and pending
+    /// ids merged ascending) into `buf` and returns the bytes written, `write_size()`.
+    /// Allocates nothing.
+    ///
+    /// # Panics
+    /// When `buf` is shorter than `write_size()`.
+    fn write_into(&self, buf: &mut [u8], pgid: Pgid, overflow: u32) -> usize;
+}
+
+/// Implements [`Freelist`] for a newtype over `Core<S>` by forwarding.
+macro_rules! forward_to_core {
+    ($name:ident, $set:ty) => {
+        impl $name {
+            /// An empty freelist.
+            pub fn new() -> $name {
+                $name(Core::<$set>::default())
+            }
+        }
+
+        impl Freelist for $name {
+            #[inline]
+            fn kind(&self) -> FreelistKind {
+                <$set as FreeSet>::KIND
+            }
+            fn read(
+                &mut self,
+                page: &FreelistPage<'_>,
+                high_water: Pgid,
+            ) -> Result<(), FreelistError> {
+                self.0.read(page, high_water)
+            }
+            fn reload(
+                &mut self,
+                page: &FreelistPage<'_>,
+                high_water: Pgid,
+            ) -> Result<(), FreelistError> {
+                self.0.reload(page, high_water)
+            }
+            fn rebuild(&mut self, ids: &[Pgid]) -> Result<(), FreelistError> {
+                self.0.rebuild(ids)
+            }
+            #[inline]
+            fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
+                self.0.allocate(txid, n_pages)
+            }
+            #[inline]
+            fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {
+                self.0.free(txid, pgid, overflow)
+            }
+            fn release(&mut self, up_to: Txid) {
+                self.0.release(up_to)
+            }
+            fn release_range(&mut self, begin: Txid, end: Txid) {
+                self.0.release_range(begin, end)
+            }
+            fn release_pending(&mut self, open_readers: &[Txid]) {
+                self.0.release_pending(open_readers)
+            }
+            fn rollback(&mut self, txid: Txid) {
+                self.0.rollback(txid)
+            }
+            fn commit(&mut self, txid: Txid) {
+                self.0.commit(txid)
+            }
+            #[inline]
+            fn free_count(&self) -> usize {
+                self.0.free.len()
+            }
+            #[inline]
+            fn pending_count(&self) -> usize {
+                self.0.pending.len()
+            }
+            #[inline]
+            fn is_freed(&self, pgid: Pgid) -> bool {
+                self.0.is_freed(pgid)
+            }
+            fn free_ids(&self) -> FreeIds<'_> {
+                self.0.free.free_ids()
+            }
+            fn pending(&self) -> &Pending {
+                &self.0.pending
+            }
+            fn write_into(&self, buf: &mut [u8], pgid: Pgid, overflow: u32) -> usize {
+                self.0.write_into(buf, pgid, overflow)
+            }
+        }
+    };
+}
+
+/// A freelist whose free ids are one sorted array (bbolt's "array" freelist). Compact and
+/// fast to read and write; allocating a run of more than one page scans from the lowest id,
+/// and releasing pages moves the ids below them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ArrayFreelist(Core<ArrayIds>);
+
+/// A freelist whose free ids are maximal runs indexed by start and by length (bbolt's
+/// "hashmap" freelist, with ordered maps so that it picks the same runs as the array).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpanFreelist(Core<SpanIds>);
+
+forward_to_core!(ArrayFreelist, ArrayIds);
+forward_to_core!(SpanFreelist, SpanIds);
+
+/// Either freelist, chosen at run time from an option, dispatched with a `match` (no
+/// virtual calls on the hot path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnyFreelist {
+    /// An [`ArrayFreelist`].
+    Array(ArrayFreelist),
+    /// A [`SpanFreelist`].
+    Span(SpanFreelist),
+}
+
+impl AnyFreelist {
+    /// An empty freelist of `kind`.
+    pub fn new(kind: FreelistKind) -> AnyFreelist {
+        match kind {
+            FreelistKind::Array => AnyFreelist::Array(ArrayFreelist::new()),
+            FreelistKind::Span => AnyFreelist::Span(SpanFreelist::new()),
+        }
+    }
+}
+
+impl Default for AnyFreelist {
+    fn default() -> AnyFreelist {
+        AnyFreelist::new(FreelistKind::default())
+    }
+}
+
+impl From<ArrayFreelist> for AnyFreelist {
+    fn from(freelist: ArrayFreelist) -> AnyFreelist {
+        AnyFreelist::Array(freelist)
+    }
+}
+
+impl From<SpanFreelist> for AnyFreelist {
+    fn from(freelist: SpanFreelist) -> AnyFreelist {
+        AnyFreelist::Span(freelist)
+    }
+}
+
+/// Calls `$call` on whichever freelist `$self` holds.
+macro_rules! dispatch {
+    ($self:expr, $freelist:ident => $call:expr) => {
+        match $self {
+            AnyFreelist::Array($freelist) => $call,
+            AnyFreelist::Span($freelist) => $call,
+        }
+    };
+}
+
+impl Freelist for AnyFreelist {
+    #[inline]
+    fn kind(&self) -> FreelistKind {
+        dispatch!(self, f => f.kind())
+    }
+    fn read(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError> {
+        dispatch!(self, f => f.read(page, high_water))
+    }
+    fn reload(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError> {
+        dispatch!(self, f => f.reload(page, high_water))
+    }
+    fn rebuild(&mut self, ids: &[Pgid]) -> Result<(), FreelistError> {
+        dispatch!(self, f => f.rebuild(ids))
+    }
+    #[inline]
+    fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
+        dispatch!(self, f => f.allocate(txid, n_pages))
+    }
+    #[inline]
+    fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {
+        dispatch!(self, f => f.free(txid, pgid, overflow))
+    }
+    fn release(&mut self, up_to: Txid) {
+        dispatch!(self, f => f.release(up_to))
+    }
+    fn release_range(&mut self, begin: Txid, end: Txid) {
+        dispatch!(self, f => f.release_range(begin, end))
+    }
+    fn release_pending(&mut self, open_readers: &[Txid]) {
+        dispatch!(self, f => f.release_pending(open_readers))
+    }
+    fn rollback(&mut self, txid: Txid) {
+        dispatch!(self, f => f.rollback(txid))
+    }
+    fn commit(&mut self, txid: Txid) {
+        dispatch!(self, f => f.commit(txid))
+    }
+    #[inline]
+    fn free_count(&self) -> usize {
+        dispatch!(self, f => f.free_count())
+    }
+    #[inline]
+    fn pending_count(&self) -> usize {
+        dispatch!(self, f => f.pending_count())
+    }
+    #[inline]
+    fn is_freed(&self, pgid: Pgid) -> bool {
+        dispatch!(self, f => f.is_freed(pgid))
+    }
+    fn free_ids(&self) -> FreeIds<'_> {
+        dispatch!(self, f => f.free_ids())
+    }
+    fn pending(&self) -> &Pending {
+        dispatch!(self, f => f.pending())
+    }
+    fn write_into(&self, buf: &mut [u8], pgid: Pgid, overflow: u32) -> usize {
+        dispatch!(self, f => f.write_into(buf, pgid, overflow))
+    }
+}
+
+#[cfg(test)]
+impl ArrayFreelist {
+    pub(crate) fn core(&self) -> &Core<ArrayIds> {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+impl SpanFreelist {
+    pub(crate) fn core(&self) -> &Core<SpanIds> {
+        &self.0
+    }
+}

@@ -1,0 +1,216 @@
+//! The free set as maximal runs of free ids (bbolt's "hashmap" freelist, made deterministic).
+//!
+//! bbolt indexes its runs in three hash maps: by start, by end and by length. Here runs are
+//! ordered maps instead, so the choice of run is deterministic (first fit, the same as the
+//! array) and the map by start also answers "which run ends just before this id": its
+//! predecessor. That makes bbolt's map by end redundant, so there is none.
+
+use crate::FreelistKind;
+use crate::free_set::{FreeIds, FreeIdsInner, FreeSet};
+use crate::runs::{Run, RunIds};
+use rbolt_page::Pgid;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Free ids as maximal runs: no two runs touch, so the representation of a set is unique.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SpanIds {
+    /// Run start → run length.
+    by_start: BTreeMap<Pgid, u64>,
+    /// (run length, run start): the lowest start of each length class is its first entry.
+    by_len: BTreeSet<(u64, Pgid)>,
+    /// Number of free ids (the sum of the run lengths).
+    len: usize,
+}
+
+impl SpanIds {
+    fn add(&mut self, run: Run) {
+        debug_assert!(run.n_pages > 0, "empty run at {}", run.start);
+        self.by_start.insert(run.start, run.n_pages);
+        self.by_len.insert((run.n_pages, run.start));
+        self.len += run.n_pages as usize;
+    }
+
+    fn remove(&mut self, run: Run) {
+        let removed = self.by_start.remove(&run.start);
+        debug_assert_eq!(
+            removed,
+            Some(run.n_pages),
+            "span index out of step at {}",
+            run.start
+        );
+        let removed = self.by_len.remove(&(run.n_pages, run.start));
+        debug_assert!(removed, "length index out of step at {}", run.start);
+        self.len -= run.n_pages as usize;
+    }
+
+    /// The lowest-starting run of at least `n_pages` ids. Looks at the lowest start of each
+    /// length class from `n_pages` up: one map lookup per distinct run length of at least
+    /// `n_pages`, few even in very fragmented freelists (a set of `n` ids has fewer than
+    /// `sqrt(2n)` distinct run lengths).
+    fn first_fit(&self, n_pages: u64) -> Option<Run> {
+        let lowest = self
+            .by_start
+            .first_key_value()
+            .map(|(&start, &n)| Run { start, n_pages: n })?;
+        if lowest.n_pages >= n_pages {
+            return Some(lowest);
+        }
+        let mut best: Option<Run> = None;
+        let mut class = n_pages;
+        while let Some(&(len, start)) = self.by_len.range((class, Pgid(0))..).next() {
+            if best.is_none_or(|run| start < run.start) {
+                best = Some(Run {
+                    start,
+                    n_pages: len,
+                });
+            }
+            class = match len.checked_add(1) {
+                Some(next) => next,
+                None => break,
+            };
+        }
+        best
+    }
+
+    /// Adds `run`, merging it with the runs that end just before it and start just after it.
+    fn insert_merged(&mut self, run: Run) {
+        let mut merged = run;
+        if let Some((&start, &n_pages)) = self.by_start.range(..run.start).next_back() {
+            debug_assert!(
+                start.0 + n_pages <= run.start.0,
+                "run at {} overlaps free ids",
+                run.start
+            );
+            if start.0 + n_pages == run.start.0 {
+                self.remove(Run { start, n_pages });
+                merged = Run {
+                    start,
+                    n_pages: n_pages + merged.n_pages,
+                };
+            }
+        }
+        let next = Pgid(run.end());
+        if let Some(&n_pages) = self.by_start.get(&next) {
+            self.remove(Run {
+                start: next,
+                n_pages,
+            });
+            merged.n_pages += n_pages;
+        }
+        debug_assert!(
+            self.by_start
+                .range(run.start..Pgid(run.end()))
+                .next()
+                .is_none(),
+            "run at {} overlaps free ids",
+            run.start
+        );
+        self.add(merged);
+    }
+}
+
+impl FreeSet for SpanIds {
+    const KIND: FreelistKind = FreelistKind::Span;
+
+    type Iter<'a> = RunIds<'a, u64>;
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn iter(&self) -> Self::Iter<'_> {
+        RunIds::new(self.by_start.iter(), self.len)
+    }
+
+    fn free_ids(&self) -> FreeIds<'_> {
+        FreeIds(FreeIdsInner::Span(self.iter()))
+    }
+
+    fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
+        // Either the run that starts at or before `first` covers it, or the lowest id is the
+        // start of the first run inside the range.
+        if let Some((&start, &n_pages)) = self.by_start.range(..=first).next_back()
+            && start.0 + n_pages > first.0
+        {
+            return Some(first);
+        }
+        let (&start, _) = self.by_start.range(first..=last).next()?;
+        Some(start)
+    }
+
+    fn allocate(&mut self, n_pages: u64) -> Option<Pgid> {
+        debug_assert!(n_pages > 0, "allocate of no pages");
+        let run = self.first_fit(n_pages)?;
+        self.remove(run);
+        if run.n_pages > n_pages {
+            self.add(Run {
+                start: run.start.add(n_pages),
+                n_pages: run.n_pages - n_pages,
+            });
+        }
+        Some(run.start)
+    }
+
+    fn insert_runs(&mut self, runs: &[Run]) {
+        let mut runs = runs.iter().copied();
+        let Some(mut pending) = runs.next() else {
+            return;
+        };
+        // Coalesce adjacent input runs first (spans freed by different transactions often
+        // touch), so each maximal run costs one merge.
+        for run in runs {
+            debug_assert!(run.start.0 >= pending.end(), "runs to insert not sorted");
+            if run.start.0 == pending.end() {
+                pending.n_pages += run.n_pages;
+            } else {
+                self.insert_merged(pending);
+                pending = run;
+            }
+        }
+        self.insert_merged(pending);
+    }
+
+    fn assign(&mut self, ids: Vec<Pgid>) {
+        let mut runs: Vec<(Pgid, u64)> = Vec::new();
+        for id in ids {
+            match runs.last_mut() {
+                Some((start, n_pages)) if start.0 + *n_pages == id.0 => *n_pages += 1,
+                _ => runs.push((id, 1)),
+            }
+        }
+        self.len = runs.iter().map(|&(_, n_pages)| n_pages as usize).sum();
+        self.by_len = runs
+            .iter()
+            .map(|&(start, n_pages)| (n_pages, start))
+            .collect();
+        self.by_start = runs.into_iter().collect();
+    }
+
+    #[cfg(test)]
+    fn check(&self) {
+        let mut previous_end: Option<u64> = None;
+        let mut len = 0;
+        for (&start, &n_pages) in &self.by_start {
+            assert!(n_pages > 0, "empty run at {start}");
+            assert!(start.0 >= 2, "meta page in a run");
+            assert!(
+                previous_end.is_none_or(|end| start.0 > end),
+                "runs at {start} touch or overlap"
+            );
+            assert!(
+                self.by_len.contains(&(n_pages, start)),
+                "run at {start} missing by length"
+            );
+            previous_end = Some(start.0 + n_pages);
+            len += n_pages as usize;
+        }
+        assert_eq!(
+            self.by_len.len(),
+            self.by_start.len(),
+            "length index has extra runs"
+        );
+        assert_eq!(self.len, len, "free count out of step");
+    }
+}
