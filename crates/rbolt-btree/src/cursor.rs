@@ -93,6 +93,22 @@ impl<'a> TreeView<'a> {
         self.pages
     }
 
+    /// The root's inline page, when the tree is stored inline in its bucket value.
+    pub fn root_inline(&self) -> Option<&'a [u8]> {
+        match self.root {
+            RootRef::Inline(bytes) => Some(bytes),
+            RootRef::Page(_) | RootRef::Node(_) => None,
+        }
+    }
+
+    /// The root page, when the root is a committed page (not inline, not edited).
+    pub fn root_pgid(&self) -> Option<Pgid> {
+        match self.root {
+            RootRef::Page(pgid) => Some(pgid),
+            RootRef::Inline(_) | RootRef::Node(_) => None,
+        }
+    }
+
     /// Reads committed page `pgid` (a child of `owner`) as a leaf or branch frame.
     #[inline]
     fn load(&self, owner: Pgid, pgid: Pgid) -> Result<Frame<'a>> {

@@ -1,7 +1,62 @@
-//! rbolt, the facade crate: the database handle, transactions and buckets built on
-//! rbolt-page, rbolt-freelist and rbolt-btree, and the only crate that touches files, the
-//! memory mapping and file locks. All of that I/O goes through the [`storage::Storage`]
-//! trait, so the same database code runs on a real file or on a simulated one that can
-//! produce crash images.
+//! rbolt: an embedded key/value store in one file, in Go bbolt's on-disk format.
+//!
+//! A memory-mapped, copy-on-write B+tree. One writer at a time and any number of readers,
+//! none of which ever waits for another; nested buckets; cursors; ACID transactions made
+//! durable with two `fdatasync`s per commit. Files written by Go bbolt open here and the other
+//! way round.
+//!
+//! This crate is the facade: [`Db`], [`ReadTx`], [`WriteTx`], [`Bucket`], [`BucketMut`],
+//! [`Cursor`]. It wires the page, freelist and B+tree crates to a file, and it is the only
+//! crate that touches files, the memory mapping and file locks — all through the
+//! [`storage::Storage`] trait, so the same code runs on a real file or on a simulated one
+//! that can produce crash images.
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! use rbolt::Db;
+//!
+//! let db = Db::open(dir.path().join("app.db"))?;
+//! db.update(|tx| {
+//!     let mut users = tx.create_bucket_if_not_exists(b"users")?;
+//!     users.put(b"alice", b"admin")?;
+//!     users.put(b"bob", b"guest")?;
+//!     Ok(())
+//! })?;
+//! db.view(|tx| {
+//!     let users = tx.bucket(b"users")?.expect("created above");
+//!     for entry in users.range(&b"b"[..]..) {
+//!         let entry = entry?;
+//!         assert_eq!(entry.key(), b"bob");
+//!     }
+//!     Ok(())
+//! })?;
+//! # Ok::<(), rbolt::Error>(())
+//! ```
 
+mod alloc;
+mod batch;
+mod bucket;
+mod check;
+mod db;
+mod error;
+mod iter;
+mod options;
+mod readers;
+mod stats;
 pub mod storage;
+mod tx;
+mod walk;
+
+pub use bucket::{BUCKET_DEPTH_MAX, Bucket, BucketMut};
+pub use check::CheckError;
+pub use db::Db;
+pub use error::{Error, Result};
+pub use iter::{Cursor, CursorMut, Entry, Iter};
+pub use options::{
+    ALLOC_SIZE_DEFAULT, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options, PAGE_SIZE_DEFAULT,
+};
+pub use rbolt_freelist::FreelistKind;
+pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
+pub use readers::READER_SLOTS;
+pub use stats::{BucketStats, DbStats, TxStats};
+pub use tx::{ReadTx, WriteTx};

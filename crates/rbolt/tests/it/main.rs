@@ -1,3 +1,6 @@
 //! rbolt's integration tests: one binary, one module per area.
 
+mod basics;
+mod fixtures;
 mod storage;
+mod support;

@@ -1,0 +1,207 @@
+//! Pages for a committing transaction: ids from the freelist or the high-water mark, buffers
+//! from a pool, and the writes that put them in the file.
+
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use rbolt_btree::PageAlloc;
+use rbolt_freelist::{AnyFreelist, Freelist};
+use rbolt_page::{Pgid, Txid};
+use std::sync::Arc;
+
+/// Dirty pages are written out once they hold this many bytes, so a huge commit needs little
+/// memory for page buffers.
+pub(crate) const DIRTY_FLUSH_BYTES: usize = 8 * 1024 * 1024;
+/// Single-page buffers kept for the next commit.
+const POOL_PAGES_MAX: usize = 1024;
+
+/// A page buffer being filled: its first page and bytes (a whole number of pages).
+#[derive(Debug)]
+struct Dirty {
+    pgid: Pgid,
+    buf: Box<[u8]>,
+}
+
+/// What the write transaction allocates with, and where its pages go.
+#[derive(Debug)]
+pub(crate) struct TxAlloc {
+    pub(crate) txid: Txid,
+    pub(crate) page_size: usize,
+    pub(crate) freelist: AnyFreelist,
+    /// One past the last page allocated: the new high-water mark.
+    pub(crate) next: Pgid,
+    dirty: Vec<Dirty>,
+    dirty_bytes: usize,
+    pub(crate) pool: Vec<Box<[u8]>>,
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) file_len: u64,
+    pub(crate) max_size: u64,
+    pub(crate) alloc_size: u64,
+    pub(crate) no_grow_sync: bool,
+    /// Pages allocated and bytes written, for the transaction's stats.
+    pub(crate) pages_allocated: u64,
+    pub(crate) writes: u64,
+}
+
+impl TxAlloc {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        txid: Txid,
+        page_size: usize,
+        freelist: AnyFreelist,
+        next: Pgid,
+        pool: Vec<Box<[u8]>>,
+        storage: Arc<dyn Storage>,
+        file_len: u64,
+        options: &crate::Options,
+    ) -> TxAlloc {
+        TxAlloc {
+            txid,
+            page_size,
+            freelist,
+            next,
+            dirty: Vec::new(),
+            dirty_bytes: 0,
+            pool,
+            storage,
+            file_len,
+            max_size: options.max_size,
+            alloc_size: options.alloc_size.max(page_size as u64),
+            no_grow_sync: options.no_grow_sync,
+            pages_allocated: 0,
+            writes: 0,
+        }
+    }
+
+    fn io(&self, error: std::io::Error) -> Error {
+        Error::io(self.storage.path(), error)
+    }
+
+    /// Takes `n_pages` contiguous page ids: the lowest free run, or the high-water mark.
+    pub(crate) fn allocate_ids(&mut self, n_pages: usize) -> Result<Pgid> {
+        self.pages_allocated += n_pages as u64;
+        if let Some(pgid) = self.freelist.allocate(self.txid, n_pages) {
+            return Ok(pgid);
+        }
+        let pgid = self.next;
+        let end = pgid.0 + n_pages as u64;
+        if self.max_size > 0 && end.saturating_mul(self.page_size as u64) > self.max_size {
+            return Err(Error::MaxSizeReached {
+                max_size: self.max_size,
+            });
+        }
+        self.next = Pgid(end);
+        Ok(pgid)
+    }
+
+    /// A buffer for `n_pages` pages: pooled for one page, fresh for more.
+    fn buffer(&mut self, n_pages: usize) -> Box<[u8]> {
+        if n_pages == 1
+            && let Some(buf) = self.pool.pop()
+        {
+            return buf;
+        }
+        vec![0u8; n_pages * self.page_size].into_boxed_slice()
+    }
+
+    /// Queues `buf` to be written at `pgid`.
+    pub(crate) fn push(&mut self, pgid: Pgid, buf: Box<[u8]>) {
+        self.dirty_bytes += buf.len();
+        self.dirty.push(Dirty { pgid, buf });
+    }
+
+    /// Allocates `n_pages` and returns them with a buffer to fill; queue it with `push`.
+    pub(crate) fn allocate_buffer(&mut self, n_pages: usize) -> Result<(Pgid, Box<[u8]>)> {
+        let pgid = self.allocate_ids(n_pages)?;
+        Ok((pgid, self.buffer(n_pages)))
+    }
+
+    /// Grows the file to hold `len` bytes: to the next power of two while small, then in
+    /// `alloc_size` steps; fsyncs after growing unless told not to.
+    pub(crate) fn ensure_file_len(&mut self, len: u64) -> Result<()> {
+        if len <= self.file_len {
+            return Ok(());
+        }
+        let page_size = self.page_size as u64;
+        let mut target = if len <= self.alloc_size {
+            len.next_power_of_two().max(32 * 1024)
+        } else {
+            len + self.alloc_size
+        };
+        target = target.div_ceil(page_size) * page_size;
+        if self.max_size > 0 {
+            target = target.min(self.max_size).max(len);
+        }
+        self.storage.grow(target).map_err(|e| self.io(e))?;
+        if !self.no_grow_sync {
+            self.storage.sync_all().map_err(|e| self.io(e))?;
+        }
+        self.file_len = target;
+        Ok(())
+    }
+
+    /// Writes every queued page, in page order, each contiguous run with one vectored write,
+    /// and returns single-page buffers to the pool.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        self.dirty.sort_unstable_by_key(|d| d.pgid);
+        let page_size = self.page_size as u64;
+        let last = self.dirty.last().expect("not empty");
+        let end = last.pgid.0 * page_size + last.buf.len() as u64;
+        self.ensure_file_len(end)?;
+        let mut run: Vec<&[u8]> = Vec::new();
+        let mut start = 0;
+        while start < self.dirty.len() {
+            let first = self.dirty[start].pgid;
+            let mut next_pgid = first.0 + (self.dirty[start].buf.len() as u64 / page_size);
+            run.clear();
+            run.push(&self.dirty[start].buf);
+            let mut end = start + 1;
+            while end < self.dirty.len() && self.dirty[end].pgid.0 == next_pgid {
+                run.push(&self.dirty[end].buf);
+                next_pgid += self.dirty[end].buf.len() as u64 / page_size;
+                end += 1;
+            }
+            self.storage
+                .write_vectored_at(&run, first.0 * page_size)
+                .map_err(|e| Error::io(self.storage.path(), e))?;
+            self.writes += 1;
+            start = end;
+        }
+        drop(run);
+        self.recycle();
+        Ok(())
+    }
+
+    /// Drops queued pages without writing them (rollback), keeping their buffers.
+    pub(crate) fn recycle(&mut self) {
+        for dirty in self.dirty.drain(..) {
+            if dirty.buf.len() == self.page_size && self.pool.len() < POOL_PAGES_MAX {
+                self.pool.push(dirty.buf);
+            }
+        }
+        self.dirty_bytes = 0;
+    }
+}
+
+impl PageAlloc for TxAlloc {
+    type Error = Error;
+
+    fn allocate(&mut self, n_pages: usize) -> Result<(Pgid, &mut [u8])> {
+        // Every buffer handed out before this one is complete: write them out when many.
+        if self.dirty_bytes >= DIRTY_FLUSH_BYTES {
+            self.flush()?;
+        }
+        let (pgid, buf) = self.allocate_buffer(n_pages)?;
+        self.push(pgid, buf);
+        let last = self.dirty.last_mut().expect("just pushed");
+        Ok((pgid, &mut last.buf))
+    }
+
+    fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<()> {
+        self.freelist
+            .free(self.txid, pgid, overflow)
+            .map_err(Error::from)
+    }
+}

@@ -1,0 +1,152 @@
+//! The one error type of the database.
+
+use rbolt_freelist::FreelistError;
+use rbolt_page::{Corruption, Reason};
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// What went wrong. Every fallible call of this crate returns it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A key must be at least one byte long.
+    #[error("key required")]
+    KeyRequired,
+    /// A key is longer than `KEY_SIZE_MAX` (32,768 bytes).
+    #[error("key too large: {len} bytes, at most {max}", max = rbolt_page::KEY_SIZE_MAX)]
+    KeyTooLarge {
+        /// The key's length.
+        len: usize,
+    },
+    /// A value is longer than `VALUE_SIZE_MAX` (2^31 - 2 bytes).
+    #[error("value too large: {len} bytes, at most {max}", max = rbolt_page::VALUE_SIZE_MAX)]
+    ValueTooLarge {
+        /// The value's length.
+        len: usize,
+    },
+    /// A bucket of that name already exists.
+    #[error("bucket already exists")]
+    BucketExists,
+    /// No bucket of that name exists.
+    #[error("bucket not found")]
+    BucketNotFound,
+    /// A bucket name must be at least one byte long.
+    #[error("bucket name required")]
+    BucketNameRequired,
+    /// The key holds a bucket where a value was expected, or a value where a bucket was.
+    #[error(
+        "incompatible value: the key holds a bucket where a value was expected or the other way round"
+    )]
+    IncompatibleValue,
+    /// A bucket move whose source and destination are the same bucket.
+    #[error("the source and destination are the same bucket")]
+    SameBuckets,
+    /// A bucket move into the bucket itself or a bucket nested inside it.
+    #[error("a bucket cannot be moved into itself or into a bucket nested inside it")]
+    MoveIntoSelf,
+    /// The database was opened read-only.
+    #[error("database is read-only")]
+    DatabaseReadOnly,
+    /// The file lock was not obtained within the timeout.
+    #[error("timed out waiting for the file lock on {}", DisplayPath(.path))]
+    Timeout {
+        /// The file.
+        path: Option<PathBuf>,
+    },
+    /// The file is not a bbolt database (bad magic), or too short to be one.
+    #[error("invalid database {}: {reason}", DisplayPath(.path))]
+    Invalid {
+        /// The file.
+        path: Option<PathBuf>,
+        /// What makes it invalid.
+        reason: String,
+    },
+    /// The file is a bbolt database of another format version.
+    #[error("version mismatch: {}: {reason}", DisplayPath(.path))]
+    VersionMismatch {
+        /// The file.
+        path: Option<PathBuf>,
+        /// The version found.
+        reason: String,
+    },
+    /// Both metas fail their checksum.
+    #[error("checksum error in {}: {reason}", DisplayPath(.path))]
+    Checksum {
+        /// The file.
+        path: Option<PathBuf>,
+        /// Which meta and which checksums.
+        reason: String,
+    },
+    /// The database would grow past `Options::max_size`.
+    #[error("database reached its maximum size of {max_size} bytes")]
+    MaxSizeReached {
+        /// The limit.
+        max_size: u64,
+    },
+    /// Bytes in the file do not form what they should.
+    #[error("corrupt database: {0}")]
+    Corruption(#[from] Corruption),
+    /// The freelist refused an operation (a double free, which means a corrupt file).
+    #[error("freelist: {0}")]
+    Freelist(FreelistError),
+    /// An I/O error on the database file.
+    #[error("I/O error on {}", DisplayPath(.path))]
+    Io {
+        /// The file.
+        path: Option<PathBuf>,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// An earlier commit failed at or after a sync, so what is on disk is uncertain: the
+    /// handle refuses everything until the database is reopened.
+    #[error("the database handle is poisoned by a failed commit; reopen the database")]
+    Poisoned,
+}
+
+impl From<FreelistError> for Error {
+    fn from(error: FreelistError) -> Error {
+        match error {
+            FreelistError::Corruption(corruption) => Error::Corruption(corruption),
+            other => Error::Freelist(other),
+        }
+    }
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: Option<&std::path::Path>, source: io::Error) -> Error {
+        Error::Io {
+            path: path.map(PathBuf::from),
+            source,
+        }
+    }
+
+    /// The error for a meta that failed validation, by bbolt's classes.
+    pub(crate) fn from_meta(path: Option<&std::path::Path>, corruption: Corruption) -> Error {
+        let path = path.map(PathBuf::from);
+        let reason = corruption.to_string();
+        match corruption.reason {
+            Reason::BadMagic(_) | Reason::Truncated { .. } => Error::Invalid { path, reason },
+            Reason::BadVersion(_) => Error::VersionMismatch { path, reason },
+            Reason::BadChecksum { .. } => Error::Checksum { path, reason },
+            _ => Error::Corruption(corruption),
+        }
+    }
+}
+
+/// Shows an optional path, or that the storage has none.
+struct DisplayPath<'a>(&'a Option<PathBuf>);
+
+impl fmt::Display for DisplayPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(path) => write!(f, "{}", path.display()),
+            None => f.write_str("<in-memory storage>"),
+        }
+    }
+}
+
+/// The result of every fallible call of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,124 @@
+//! How a database is opened.
+
+use rbolt_freelist::FreelistKind;
+use std::time::Duration;
+
+/// The page size of new files when none is given: the usual OS page size.
+pub const PAGE_SIZE_DEFAULT: usize = 4096;
+/// Batches run once they hold this many calls...
+pub const MAX_BATCH_SIZE_DEFAULT: usize = 1000;
+/// ...or once the first call has waited this long.
+pub const MAX_BATCH_DELAY_DEFAULT: Duration = Duration::from_millis(10);
+/// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
+pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
+
+/// Options for [`Db::open_with`](crate::Db::open_with). `Options::default()` gives bbolt's
+/// defaults; the methods set one field each and chain.
+///
+/// ```
+/// use rbolt::{FreelistKind, Options};
+/// use std::time::Duration;
+///
+/// let options = Options::default()
+///     .lock_timeout(Some(Duration::from_secs(1)))
+///     .freelist(FreelistKind::Span)
+///     .no_grow_sync(true);
+/// assert!(!options.read_only);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long to wait for the file lock: `None` waits for ever (bbolt's timeout 0),
+    /// `Some(Duration::ZERO)` tries once, `Some(d)` gives up after `d` with `Error::Timeout`.
+    pub lock_timeout: Option<Duration>,
+    /// Open read-only with a shared lock: other read-only openers may share the file.
+    pub read_only: bool,
+    /// Skip the two fdatasyncs of a commit: fast, and a crash may lose or corrupt recent
+    /// commits. For bulk loads that can be redone.
+    pub no_sync: bool,
+    /// Skip the fsync after the file grows.
+    pub no_grow_sync: bool,
+    /// Do not write the freelist at commit; it is rebuilt by scanning the file at open.
+    /// Commits write less; opens take longer.
+    pub no_freelist_sync: bool,
+    /// Which freelist representation to use in memory (the page written is the same).
+    pub freelist: FreelistKind,
+    /// Page size of a new file (0: `PAGE_SIZE_DEFAULT`). An existing file keeps its own.
+    pub page_size: usize,
+    /// Initial size of the memory mapping, so that early growth remaps less (0: the file size).
+    pub initial_mmap_size: usize,
+    /// The largest the file may grow, in bytes (0: no limit). A commit that would pass it
+    /// fails with `Error::MaxSizeReached`.
+    pub max_size: u64,
+    /// Lock the mapped file in memory (mlock).
+    pub mlock: bool,
+    /// The most calls one batch runs.
+    pub max_batch_size: usize,
+    /// The longest the first call of a batch waits for others.
+    pub max_batch_delay: Duration,
+    /// Past this size the file grows in steps of this many bytes.
+    pub alloc_size: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            lock_timeout: None,
+            read_only: false,
+            no_sync: false,
+            no_grow_sync: false,
+            no_freelist_sync: false,
+            freelist: FreelistKind::Array,
+            page_size: 0,
+            initial_mmap_size: 0,
+            max_size: 0,
+            mlock: false,
+            max_batch_size: MAX_BATCH_SIZE_DEFAULT,
+            max_batch_delay: MAX_BATCH_DELAY_DEFAULT,
+            alloc_size: ALLOC_SIZE_DEFAULT,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        impl Options {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $name(mut self, $name: $ty) -> Options {
+                    self.$name = $name;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Sets `lock_timeout`.
+    lock_timeout: Option<Duration>,
+    /// Sets `read_only`.
+    read_only: bool,
+    /// Sets `no_sync`.
+    no_sync: bool,
+    /// Sets `no_grow_sync`.
+    no_grow_sync: bool,
+    /// Sets `no_freelist_sync`.
+    no_freelist_sync: bool,
+    /// Sets `freelist`.
+    freelist: FreelistKind,
+    /// Sets `page_size`.
+    page_size: usize,
+    /// Sets `initial_mmap_size`.
+    initial_mmap_size: usize,
+    /// Sets `max_size`.
+    max_size: u64,
+    /// Sets `mlock`.
+    mlock: bool,
+    /// Sets `max_batch_size`.
+    max_batch_size: usize,
+    /// Sets `max_batch_delay`.
+    max_batch_delay: Duration,
+    /// Sets `alloc_size`.
+    alloc_size: u64,
+}

@@ -1,0 +1,254 @@
+//! The API's everyday behaviour.
+
+use crate::support::assert_clean;
+use rbolt::{Db, Error, Options};
+
+fn temp_db() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+#[test]
+fn put_get_delete_and_iterate() {
+    let (_dir, db) = temp_db();
+    db.update(|tx| {
+        let mut b = tx.create_bucket(b"b")?;
+        for i in 0..1000u32 {
+            b.put(&i.to_be_bytes(), &(i * 2).to_le_bytes())?;
+        }
+        assert!(b.delete(&7u32.to_be_bytes())?);
+        assert!(!b.delete(&7u32.to_be_bytes())?);
+        Ok(())
+    })
+    .unwrap();
+    db.view(|tx| {
+        let b = tx.bucket(b"b")?.unwrap();
+        assert_eq!(b.get(&8u32.to_be_bytes())?, Some(&16u32.to_le_bytes()[..]));
+        assert_eq!(b.get(&7u32.to_be_bytes())?, None);
+        assert_eq!(b.iter().count(), 999);
+        let back: Vec<_> = b
+            .iter()
+            .rev()
+            .take(2)
+            .map(|e| e.unwrap().key().to_vec())
+            .collect();
+        assert_eq!(
+            back,
+            [999u32.to_be_bytes().to_vec(), 998u32.to_be_bytes().to_vec()]
+        );
+        let lo = 10u32.to_be_bytes();
+        let hi = 20u32.to_be_bytes();
+        assert_eq!(b.range(&lo[..]..&hi[..]).count(), 10);
+        assert_eq!(b.range(&lo[..]..=&hi[..]).count(), 11);
+        assert_eq!(b.range(&lo[..]..&hi[..]).rev().count(), 10);
+        // Meeting in the middle: front and back together yield each entry once.
+        let mut iter = b.range(&lo[..]..&hi[..]);
+        let mut seen = 0;
+        loop {
+            let front = iter.next();
+            let back = iter.next_back();
+            seen += usize::from(front.is_some()) + usize::from(back.is_some());
+            if front.is_none() && back.is_none() {
+                break;
+            }
+        }
+        assert_eq!(seen, 10);
+        Ok(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
+
+#[test]
+fn nested_buckets_sequences_and_rollback() {
+    let (_dir, db) = temp_db();
+    db.update(|tx| {
+        let mut a = tx.create_bucket(b"a")?;
+        let mut b = a.create_bucket(b"b")?;
+        let mut c = b.create_bucket(b"c")?;
+        c.put(b"k", b"v")?;
+        assert_eq!(c.next_sequence()?, 1);
+        assert_eq!(c.next_sequence()?, 2);
+        Ok(())
+    })
+    .unwrap();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_bucket(b"gone").unwrap();
+    tx.bucket_path_mut(&[b"a", b"b", b"c"])
+        .unwrap()
+        .unwrap()
+        .put(b"k", b"changed")
+        .unwrap();
+    tx.rollback();
+    db.view(|tx| {
+        assert!(tx.bucket(b"gone")?.is_none());
+        let c = tx
+            .bucket(b"a")?
+            .unwrap()
+            .bucket(b"b")?
+            .unwrap()
+            .bucket(b"c")?
+            .unwrap();
+        assert_eq!(c.get(b"k")?, Some(&b"v"[..]));
+        assert_eq!(c.sequence(), 2);
+        Ok(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
+
+#[test]
+fn error_cases_leave_the_transaction_usable() {
+    let (_dir, db) = temp_db();
+    let mut tx = db.begin_write().unwrap();
+    assert!(matches!(
+        tx.create_bucket(b""),
+        Err(Error::BucketNameRequired)
+    ));
+    let mut b = tx.create_bucket(b"b").unwrap();
+    assert!(matches!(b.put(b"", b"v"), Err(Error::KeyRequired)));
+    assert!(matches!(
+        b.put(&[1u8; 32769], b"v"),
+        Err(Error::KeyTooLarge { len: 32769 })
+    ));
+    b.put(&[1u8; 32768], b"max key").unwrap();
+    b.create_bucket(b"child").unwrap();
+    assert!(matches!(
+        b.put(b"child", b"v"),
+        Err(Error::IncompatibleValue)
+    ));
+    assert!(matches!(b.delete(b"child"), Err(Error::IncompatibleValue)));
+    assert!(matches!(
+        b.create_bucket(b"child"),
+        Err(Error::BucketExists)
+    ));
+    b.put(b"value", b"v").unwrap();
+    assert!(matches!(
+        b.create_bucket(b"value"),
+        Err(Error::IncompatibleValue)
+    ));
+    assert!(matches!(
+        b.delete_bucket(b"value"),
+        Err(Error::IncompatibleValue)
+    ));
+    assert!(matches!(
+        b.delete_bucket(b"nothing"),
+        Err(Error::BucketNotFound)
+    ));
+    assert!(matches!(
+        b.bucket_mut(b"value"),
+        Err(Error::IncompatibleValue)
+    ));
+    assert!(b.bucket_mut(b"nothing").unwrap().is_none());
+    assert!(matches!(tx.create_bucket(b"b"), Err(Error::BucketExists)));
+    assert!(matches!(tx.delete_bucket(b"x"), Err(Error::BucketNotFound)));
+    // Still usable after every error.
+    tx.bucket_mut(b"b")
+        .unwrap()
+        .unwrap()
+        .put(b"after", b"errors")
+        .unwrap();
+    tx.commit().unwrap();
+    db.view(|tx| {
+        let b = tx.bucket(b"b")?.unwrap();
+        assert_eq!(b.get(b"after")?, Some(&b"errors"[..]));
+        assert_eq!(b.get(&[1u8; 32768])?, Some(&b"max key"[..]));
+        assert_eq!(b.get(b"child")?, None, "a bucket has no value");
+        Ok(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
+
+#[test]
+fn read_only_handles_refuse_writes() {
+    let (dir, db) = temp_db();
+    db.update(|tx| tx.create_bucket(b"b").map(|_| ())).unwrap();
+    drop(db);
+    let db = Db::open_with(dir.path().join("db"), Options::default().read_only(true)).unwrap();
+    assert!(matches!(db.begin_write(), Err(Error::DatabaseReadOnly)));
+    assert!(db.view(|tx| Ok(tx.bucket(b"b")?.is_some())).unwrap());
+    // Another read-only handle can share the file.
+    let other = Db::open_with(dir.path().join("db"), Options::default().read_only(true)).unwrap();
+    drop(other);
+}
+
+#[test]
+fn empty_files_are_initialised_read_write_and_refused_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty");
+    std::fs::write(&path, b"").unwrap();
+    let error = Db::open_with(&path, Options::default().read_only(true)).unwrap_err();
+    assert!(matches!(error, Error::Invalid { .. }), "{error}");
+    let db = Db::open(&path).unwrap();
+    assert_clean(&db);
+    assert_eq!(db.file_len().unwrap(), 4 * 4096);
+}
+
+#[test]
+fn moving_buckets() {
+    let (_dir, db) = temp_db();
+    db.update(|tx| {
+        tx.create_bucket(b"src")?
+            .create_bucket(b"child")?
+            .put(b"k", b"v")?;
+        tx.create_bucket(b"dst")?;
+        Ok(())
+    })
+    .unwrap();
+    db.update(|tx| {
+        assert!(matches!(
+            tx.move_bucket(&[b"src"], &[b"src", b"x"]),
+            Err(Error::MoveIntoSelf)
+        ));
+        assert!(matches!(
+            tx.move_bucket(&[b"src", b"child"], &[b"src", b"child"]),
+            Err(Error::SameBuckets)
+        ));
+        tx.move_bucket(&[b"src", b"child"], &[b"dst", b"renamed"])
+    })
+    .unwrap();
+    db.view(|tx| {
+        assert!(tx.bucket(b"src")?.unwrap().bucket(b"child")?.is_none());
+        let moved = tx.bucket(b"dst")?.unwrap().bucket(b"renamed")?.unwrap();
+        assert_eq!(moved.get(b"k")?, Some(&b"v"[..]));
+        Ok(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
+
+#[test]
+fn cursor_mut_deletes_while_iterating() {
+    let (_dir, db) = temp_db();
+    db.update(|tx| {
+        let mut b = tx.create_bucket(b"b")?;
+        for i in 0..2000u32 {
+            b.put(&i.to_be_bytes(), b"v")?;
+        }
+        let mut cursor = b.cursor_mut();
+        let mut entry = cursor.first()?.map(|e| e.key().to_vec());
+        while let Some(key) = entry {
+            let n = u32::from_be_bytes(key.try_into().unwrap());
+            if n % 3 != 0 {
+                assert!(cursor.delete()?);
+            }
+            entry = cursor.next()?.map(|e| e.key().to_vec());
+        }
+        Ok(())
+    })
+    .unwrap();
+    db.view(|tx| {
+        let keys: Vec<u32> = tx
+            .bucket(b"b")?
+            .unwrap()
+            .iter()
+            .map(|e| u32::from_be_bytes(e.unwrap().key().try_into().unwrap()))
+            .collect();
+        assert_eq!(keys, (0..2000).filter(|n| n % 3 == 0).collect::<Vec<_>>());
+        Ok(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
