@@ -131,6 +131,7 @@ impl TxAlloc {
         if self.max_size > 0 {
             target = target.min(self.max_size).max(len);
         }
+        failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
         if !self.no_grow_sync {
             self.storage.sync_all().map_err(|e| self.io(e))?;
@@ -168,6 +169,7 @@ impl TxAlloc {
                 .map_err(|e| Error::io(self.storage.path(), e))?;
             self.writes += 1;
             start = end;
+            failpoint!("commit::after-first-data-write");
         }
         drop(run);
         self.recycle();

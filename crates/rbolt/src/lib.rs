@@ -33,7 +33,31 @@
 //! # Ok::<(), rbolt::Error>(())
 //! ```
 
+/// A named point in the commit path where tests (feature `failpoints`) inject an error or
+/// a panic. `poison` marks points past the first sync, where an injected error must poison
+/// the handle as a real one would. Without the feature it compiles to nothing.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| Err($crate::error::Error::io(
+            None,
+            std::io::Error::other(concat!("failpoint ", $name))
+        )));
+    };
+    ($name:literal, poison $db:expr) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name, |_| {
+            $db.poison();
+            Err($crate::error::Error::io(
+                None,
+                std::io::Error::other(concat!("failpoint ", $name)),
+            ))
+        });
+    };
+}
+
 mod alloc;
+mod backup;
 mod batch;
 mod bucket;
 mod check;
@@ -47,6 +71,7 @@ pub mod storage;
 mod tx;
 mod walk;
 
+pub use backup::compact;
 pub use bucket::{BUCKET_DEPTH_MAX, Bucket, BucketMut};
 pub use check::CheckError;
 pub use db::Db;

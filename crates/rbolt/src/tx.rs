@@ -413,6 +413,7 @@ impl<'db> WriteTx<'db> {
         rebalance_all(&mut self.core, &mut self.root, 0)?;
         self.stats.rebalance_time = rebalance_started.elapsed();
         let spill_started = Instant::now();
+        failpoint!("commit::before-spill");
         spill_children(&mut self.core, &mut self.root, 0)?;
         let root_pgid = match self.root.tree.root_pgid() {
             Some(pgid) if !self.root.tree.is_dirty() => pgid,
@@ -431,6 +432,7 @@ impl<'db> WriteTx<'db> {
         };
 
         // The old freelist page is freed; a new one is written unless the user opted out.
+        failpoint!("commit::before-freelist");
         let alloc = &mut self.core.alloc;
         if self.base.freelist != PGID_NO_FREELIST.0 {
             let old = self.base.freelist_pgid();
@@ -457,6 +459,7 @@ impl<'db> WriteTx<'db> {
         // failure still rolls back cleanly.
         let needed = meta.pgid * page_size as u64;
         let new_map = if needed > self.core.map.len() as u64 {
+            failpoint!("commit::remap");
             let map = db
                 .storage
                 .map(map_size(needed, page_size))
@@ -469,8 +472,11 @@ impl<'db> WriteTx<'db> {
 
         // Data pages, then the first sync.
         let write_started = Instant::now();
+        failpoint!("commit::before-grow");
         alloc.ensure_file_len(needed)?;
+        failpoint!("commit::before-write");
         alloc.flush()?;
+        failpoint!("commit::before-data-sync");
         if !db.options.no_sync {
             db.storage.sync_data().map_err(|e| {
                 db.poison();
@@ -481,18 +487,21 @@ impl<'db> WriteTx<'db> {
         let mut meta_page = vec![0u8; page_size];
         let meta = write_meta(&mut meta_page, &meta);
         let meta_offset = (meta.txid % 2) * page_size as u64;
+        failpoint!("commit::before-meta");
         db.storage
             .write_all_at(&meta_page, meta_offset)
             .map_err(|e| {
                 db.poison();
                 Error::io(db.storage.path(), e)
             })?;
+        failpoint!("commit::before-meta-sync", poison db);
         if !db.options.no_sync {
             db.storage.sync_data().map_err(|e| {
                 db.poison();
                 Error::io(db.storage.path(), e)
             })?;
         }
+        failpoint!("commit::after-meta-sync", poison db);
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = alloc.writes + 1;
 
@@ -503,13 +512,17 @@ impl<'db> WriteTx<'db> {
             let _ = map.lock(alloc.file_len as usize);
         }
         self.writer.file_len = alloc.file_len;
-        {
+        let old = {
             let mut current = db
                 .current
                 .write()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *current = Snapshot { meta, map };
-        }
+            std::mem::replace(&mut *current, Snapshot { meta, map })
+        };
+        // The writer's reference to the old mapping goes here; readers still holding it keep
+        // it mapped until they end.
+        failpoint!("commit::unmap", poison db);
+        drop(old);
         self.give_back();
         Ok(())
     }

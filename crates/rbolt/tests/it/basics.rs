@@ -252,3 +252,36 @@ fn cursor_mut_deletes_while_iterating() {
     .unwrap();
     assert_clean(&db);
 }
+
+#[test]
+fn hot_backup_and_compaction_copy_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = rbolt_fixtures::write_db("small", dir.path());
+    let db = Db::open(&path).unwrap();
+    let content = crate::support::read_all(&db).unwrap();
+    // A backup taken while a writer changes the file holds the snapshot's content.
+    let backup = dir.path().join("backup.db");
+    let tx = db.begin_read().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            db.update(|tx| {
+                let mut b = tx.create_bucket_if_not_exists(b"noise")?;
+                for i in 0..3000u32 {
+                    b.put(&i.to_be_bytes(), &[1; 100])?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        });
+    });
+    tx.copy_file(&backup).unwrap();
+    drop(tx);
+    let copy = Db::open(&backup).unwrap();
+    assert!(crate::support::read_all(&copy).unwrap() == content);
+    assert_clean(&copy);
+    // Compaction into a fresh file.
+    let compacted = Db::open(dir.path().join("compacted.db")).unwrap();
+    rbolt::compact(&compacted, &copy, 4096).unwrap();
+    assert!(crate::support::read_all(&compacted).unwrap() == content);
+    assert_clean(&compacted);
+}

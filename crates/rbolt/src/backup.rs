@@ -1,0 +1,168 @@
+//! Hot backup and compaction.
+
+use crate::bucket::Bucket;
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::tx::{ReadTx, WriteTx};
+use rbolt_page::{Meta, write_meta};
+use std::io::Write;
+use std::path::Path;
+
+/// Bytes copied from the file per read while streaming a backup.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+impl ReadTx<'_> {
+    /// Writes a consistent copy of this snapshot to `w` while writers go on: both metas
+    /// (this snapshot's meta, and the same with the previous txid), then every page up to the
+    /// high-water mark, read from the file. Returns the bytes written.
+    pub fn write_to(&self, mut w: impl Write) -> Result<u64> {
+        let db = self.db();
+        let page_size = db.page_size();
+        let meta = *self.meta();
+        let io_out = |e: std::io::Error| Error::io(None, e);
+        // Page txid % 2 gets this meta, the other page the same with the txid before it, so
+        // each meta page's header names its own page.
+        let mut metas = [vec![0u8; page_size], vec![0u8; page_size]];
+        for txid in [meta.txid, meta.txid.saturating_sub(1)] {
+            let m = Meta { txid, ..meta };
+            write_meta(&mut metas[(txid % 2) as usize], &m);
+        }
+        for page in &metas {
+            w.write_all(page).map_err(io_out)?;
+        }
+        let total = meta.pgid * page_size as u64;
+        let mut offset = 2 * page_size as u64;
+        let mut chunk = vec![0u8; COPY_CHUNK_BYTES.max(page_size)];
+        while offset < total {
+            let len = ((total - offset) as usize).min(chunk.len());
+            db.storage
+                .read_exact_at(&mut chunk[..len], offset)
+                .map_err(|e| Error::io(db.path(), e))?;
+            w.write_all(&chunk[..len]).map_err(io_out)?;
+            offset += len as u64;
+        }
+        w.flush().map_err(io_out)?;
+        Ok(total)
+    }
+
+    /// Writes a consistent copy of this snapshot to a new file at `path` (replacing any file
+    /// there) and syncs it.
+    pub fn copy_file(&self, path: impl AsRef<Path>) -> Result<u64> {
+        let path = path.as_ref();
+        let io = |e| Error::io(Some(path), e);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io)?;
+        let mut writer = std::io::BufWriter::new(file);
+        let written = self.write_to(&mut writer)?;
+        let file = writer.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(written)
+    }
+}
+
+/// Copies every bucket, key and sequence of `src` into `dst`, packing pages full; commits
+/// every `tx_max_size` bytes of keys and values (0: one transaction). The copy drops what the
+/// source no longer uses, leaked pages included. `dst` should be empty.
+pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
+    let src_tx = src.begin_read()?;
+    let mut state = Compactor {
+        dst,
+        tx: Some(dst.begin_write()?),
+        size: 0,
+        tx_max_size,
+    };
+    let mut path: Vec<Vec<u8>> = Vec::new();
+    let root = src_tx.root();
+    for entry in root.iter() {
+        let entry = entry?;
+        let Some(bucket) = root.bucket(entry.key())? else {
+            continue;
+        };
+        path.push(entry.key().to_vec());
+        state.bucket(&path, bucket.sequence())?;
+        copy_bucket(&mut state, &mut path, &bucket, 0)?;
+        path.pop();
+    }
+    state.tx.take().expect("a transaction is open").commit()
+}
+
+struct Compactor<'db> {
+    dst: &'db Db,
+    tx: Option<WriteTx<'db>>,
+    size: u64,
+    tx_max_size: u64,
+}
+
+impl<'db> Compactor<'db> {
+    fn account(&mut self, bytes: u64) -> Result<()> {
+        if self.tx_max_size != 0 && self.size + bytes > self.tx_max_size {
+            self.tx.take().expect("a transaction is open").commit()?;
+            self.tx = Some(self.dst.begin_write()?);
+            self.size = 0;
+        }
+        self.size += bytes;
+        Ok(())
+    }
+
+    fn tx(&mut self) -> &mut WriteTx<'db> {
+        self.tx.as_mut().expect("a transaction is open")
+    }
+
+    /// Creates the bucket at `path` with `sequence`.
+    fn bucket(&mut self, path: &[Vec<u8>], sequence: u64) -> Result<()> {
+        self.account(path.last().map_or(0, |k| k.len() as u64))?;
+        let (name, parent) = path.split_last().expect("a bucket path is not empty");
+        let parent: Vec<&[u8]> = parent.iter().map(Vec::as_slice).collect();
+        let tx = self.tx();
+        let mut bucket = if parent.is_empty() {
+            tx.create_bucket(name)?
+        } else {
+            let mut parent = tx.bucket_path_mut(&parent)?.ok_or(Error::BucketNotFound)?;
+            parent.set_fill_percent(1.0);
+            let mut child = parent.create_bucket(name)?;
+            child.set_sequence(sequence)?;
+            return Ok(());
+        };
+        bucket.set_sequence(sequence)
+    }
+
+    fn put(&mut self, path: &[Vec<u8>], key: &[u8], value: &[u8]) -> Result<()> {
+        self.account((key.len() + value.len()) as u64)?;
+        let path: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
+        let mut bucket = self
+            .tx()
+            .bucket_path_mut(&path)?
+            .ok_or(Error::BucketNotFound)?;
+        bucket.set_fill_percent(1.0);
+        bucket.put(key, value)
+    }
+}
+
+fn copy_bucket(
+    state: &mut Compactor<'_>,
+    path: &mut Vec<Vec<u8>>,
+    bucket: &Bucket<'_>,
+    depth: usize,
+) -> Result<()> {
+    if depth >= crate::BUCKET_DEPTH_MAX {
+        return Err(crate::bucket::bucket_too_deep());
+    }
+    for entry in bucket.iter() {
+        let entry = entry?;
+        match entry.value() {
+            Some(value) => state.put(path, entry.key(), value)?,
+            None => {
+                let child = bucket.bucket(entry.key())?.ok_or(Error::BucketNotFound)?;
+                path.push(entry.key().to_vec());
+                state.bucket(path, child.sequence())?;
+                copy_bucket(state, path, &child, depth + 1)?;
+                path.pop();
+            }
+        }
+    }
+    Ok(())
+}
