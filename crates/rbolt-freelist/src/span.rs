@@ -7,9 +7,14 @@
 
 use crate::FreelistKind;
 use crate::free_set::{FreeIds, FreeIdsInner, FreeSet};
+use crate::merge::merge_runs;
+use crate::pending::Pending;
 use crate::runs::{Run, RunIds};
 use rbolt_page::Pgid;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Runs that first fit tries in id order before it looks up the length classes.
+const FIRST_FIT_SCAN_RUNS: usize = 16;
 
 /// Free ids as maximal runs: no two runs touch, so the representation of a set is unique.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,18 +48,27 @@ impl SpanIds {
         self.len -= run.n_pages as usize;
     }
 
-    /// The lowest-starting run of at least `n_pages` ids. Looks at the lowest start of each
-    /// length class from `n_pages` up: one map lookup per distinct run length of at least
-    /// `n_pages`, few even in very fragmented freelists (a set of `n` ids has fewer than
-    /// `sqrt(2n)` distinct run lengths).
+    /// The lowest-starting run of at least `n_pages` ids.
+    ///
+    /// First the lowest few runs are tried in order: in a typical freelist one of them fits,
+    /// and walking a few map entries is cheaper than a lookup per length class. Otherwise the
+    /// lowest start of each length class from `n_pages` up is looked up: one lookup per
+    /// distinct run length of at least `n_pages`, few even in very fragmented freelists (a set
+    /// of `n` ids has fewer than `sqrt(2n)` distinct run lengths).
     fn first_fit(&self, n_pages: u64) -> Option<Run> {
-        let lowest = self
-            .by_start
-            .first_key_value()
-            .map(|(&start, &n)| Run { start, n_pages: n })?;
-        if lowest.n_pages >= n_pages {
-            return Some(lowest);
+        for (&start, &len) in self.by_start.iter().take(FIRST_FIT_SCAN_RUNS) {
+            if len >= n_pages {
+                return Some(Run {
+                    start,
+                    n_pages: len,
+                });
+            }
         }
+        self.first_fit_by_length(n_pages)
+    }
+
+    /// The lowest-starting run of at least `n_pages` ids, found through the length index.
+    fn first_fit_by_length(&self, n_pages: u64) -> Option<Run> {
         let mut best: Option<Run> = None;
         let mut class = n_pages;
         while let Some(&(len, start)) = self.by_len.range((class, Pgid(0))..).next() {
@@ -126,6 +140,14 @@ impl FreeSet for SpanIds {
 
     fn free_ids(&self) -> FreeIds<'_> {
         FreeIds(FreeIdsInner::Span(self.iter()))
+    }
+
+    fn write_merged(&self, slots: &mut [u8], pending: &Pending) -> usize {
+        let free = self
+            .by_start
+            .iter()
+            .map(|(&start, &n_pages)| Run { start, n_pages });
+        merge_runs(slots, free, pending.runs())
     }
 
     fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
@@ -212,5 +234,38 @@ impl FreeSet for SpanIds {
             "length index has extra runs"
         );
         assert_eq!(self.len, len, "free count out of step");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quickcheck::quickcheck;
+
+    /// The free set holding the ids in `bits` (bit i set: page i + 2 is free).
+    fn set_of(bits: &[bool]) -> SpanIds {
+        let mut set = SpanIds::default();
+        let ids = (0..bits.len())
+            .filter(|&i| bits[i])
+            .map(|i| Pgid(i as u64 + 2))
+            .collect();
+        set.assign(ids);
+        set
+    }
+
+    quickcheck! {
+        /// The length index finds what a walk over every run finds (the fast path only walks a
+        /// few runs, so small tests would not reach the index otherwise).
+        fn length_index_is_first_fit(bits: Vec<bool>, n_pages: u8) -> bool {
+            let set = set_of(&bits);
+            let n_pages = u64::from(n_pages % 8) + 1;
+            let walked = set
+                .by_start
+                .iter()
+                .find(|&(_, &len)| len >= n_pages)
+                .map(|(&start, &len)| Run { start, n_pages: len });
+            set.check();
+            set.first_fit_by_length(n_pages) == walked && set.first_fit(n_pages) == walked
+        }
     }
 }
