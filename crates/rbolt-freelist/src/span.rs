@@ -11,6 +11,7 @@ use crate::merge::merge_runs;
 use crate::pending::Pending;
 use crate::runs::{Run, RunIds};
 use rbolt_page::Pgid;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs that first fit tries in id order before it looks up the length classes.
@@ -21,8 +22,11 @@ const FIRST_FIT_SCAN_RUNS: usize = 16;
 pub(crate) struct SpanIds {
     /// Run start → run length.
     by_start: BTreeMap<Pgid, u64>,
-    /// (run length, run start): the lowest start of each length class is its first entry.
-    by_len: BTreeSet<(u64, Pgid)>,
+    /// Run length → starts of the runs of that length. The classes are few (a set of `n` ids
+    /// has fewer than `sqrt(2n)` distinct run lengths), so walking them is cheap, and the
+    /// lowest start of a class is the left edge of its set, which repeated allocation keeps
+    /// in cache.
+    by_len: BTreeMap<u64, BTreeSet<Pgid>>,
     /// Number of free ids (the sum of the run lengths).
     len: usize,
 }
@@ -31,7 +35,10 @@ impl SpanIds {
     fn add(&mut self, run: Run) {
         debug_assert!(run.n_pages > 0, "empty run at {}", run.start);
         self.by_start.insert(run.start, run.n_pages);
-        self.by_len.insert((run.n_pages, run.start));
+        self.by_len
+            .entry(run.n_pages)
+            .or_default()
+            .insert(run.start);
         self.len += run.n_pages as usize;
     }
 
@@ -43,18 +50,24 @@ impl SpanIds {
             "span index out of step at {}",
             run.start
         );
-        let removed = self.by_len.remove(&(run.n_pages, run.start));
+        let removed = match self.by_len.entry(run.n_pages) {
+            Entry::Occupied(mut class) => {
+                let removed = class.get_mut().remove(&run.start);
+                if class.get().is_empty() {
+                    class.remove();
+                }
+                removed
+            }
+            Entry::Vacant(_) => false,
+        };
         debug_assert!(removed, "length index out of step at {}", run.start);
         self.len -= run.n_pages as usize;
     }
 
     /// The lowest-starting run of at least `n_pages` ids.
     ///
-    /// First the lowest few runs are tried in order: in a typical freelist one of them fits,
-    /// and walking a few map entries is cheaper than a lookup per length class. Otherwise the
-    /// lowest start of each length class from `n_pages` up is looked up: one lookup per
-    /// distinct run length of at least `n_pages`, few even in very fragmented freelists (a set
-    /// of `n` ids has fewer than `sqrt(2n)` distinct run lengths).
+    /// First the lowest few runs are tried in order: in a typical freelist one of them fits.
+    /// Otherwise the lowest start of each length class from `n_pages` up is compared.
     fn first_fit(&self, n_pages: u64) -> Option<Run> {
         for (&start, &len) in self.by_start.iter().take(FIRST_FIT_SCAN_RUNS) {
             if len >= n_pages {
@@ -69,21 +82,15 @@ impl SpanIds {
 
     /// The lowest-starting run of at least `n_pages` ids, found through the length index.
     fn first_fit_by_length(&self, n_pages: u64) -> Option<Run> {
-        let mut best: Option<Run> = None;
-        let mut class = n_pages;
-        while let Some(&(len, start)) = self.by_len.range((class, Pgid(0))..).next() {
-            if best.is_none_or(|run| start < run.start) {
-                best = Some(Run {
+        self.by_len
+            .range(n_pages..)
+            .filter_map(|(&len, starts)| {
+                starts.first().map(|&start| Run {
                     start,
                     n_pages: len,
-                });
-            }
-            class = match len.checked_add(1) {
-                Some(next) => next,
-                None => break,
-            };
-        }
-        best
+                })
+            })
+            .min_by_key(|run| run.start)
     }
 
     /// Adds `run`, merging it with the runs that end just before it and start just after it.
@@ -203,9 +210,14 @@ impl FreeSet for SpanIds {
             }
         }
         self.len = runs.iter().map(|&(_, n_pages)| n_pages as usize).sum();
-        self.by_len = runs
-            .iter()
-            .map(|&(start, n_pages)| (n_pages, start))
+        let mut classes: BTreeMap<u64, Vec<Pgid>> = BTreeMap::new();
+        for &(start, n_pages) in &runs {
+            classes.entry(n_pages).or_default().push(start);
+        }
+        // Each class's starts are ascending already, which makes building its set linear.
+        self.by_len = classes
+            .into_iter()
+            .map(|(n_pages, starts)| (n_pages, starts.into_iter().collect()))
             .collect();
         self.by_start = runs.into_iter().collect();
     }
@@ -222,14 +234,20 @@ impl FreeSet for SpanIds {
                 "runs at {start} touch or overlap"
             );
             assert!(
-                self.by_len.contains(&(n_pages, start)),
+                self.by_len
+                    .get(&n_pages)
+                    .is_some_and(|starts| starts.contains(&start)),
                 "run at {start} missing by length"
             );
             previous_end = Some(start.0 + n_pages);
             len += n_pages as usize;
         }
+        assert!(
+            self.by_len.values().all(|starts| !starts.is_empty()),
+            "empty length class"
+        );
         assert_eq!(
-            self.by_len.len(),
+            self.by_len.values().map(BTreeSet::len).sum::<usize>(),
             self.by_start.len(),
             "length index has extra runs"
         );
