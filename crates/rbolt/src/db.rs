@@ -418,6 +418,13 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
     };
     let Some(page_size) = page_size else {
         let error = meta0.expect_err("meta 0 is invalid when no page size was found");
+        if Meta::read_unchecked(&first).is_none_or(|m| m.magic != MAGIC) {
+            // Not even the magic number: not a bbolt file at all, whatever else is wrong.
+            return Err(Error::Invalid {
+                path: path.map(PathBuf::from),
+                reason: format!("not a bbolt database ({error})"),
+            });
+        }
         return Err(Error::from_meta(path, error));
     };
     let mut best: Option<Meta> = None;

@@ -1,6 +1,10 @@
 //! rbolt's integration tests: one binary, one module per area.
 
 mod basics;
+mod commit;
+mod concurrency;
 mod fixtures;
+mod model;
+mod open;
 mod storage;
 mod support;

@@ -1,0 +1,222 @@
+//! The commit protocol as the storage sees it, and what failures leave behind.
+
+use crate::support::{assert_clean, read_all};
+use rbolt::storage::{FaultError, FaultPlan, SimFile};
+use rbolt::{Db, Error, Options};
+use std::sync::Arc;
+
+fn sim_db(options: Options) -> (SimFile, Db) {
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), options).unwrap();
+    (sim, db)
+}
+
+fn fill(db: &Db, bucket: &[u8], range: std::ops::Range<u32>, value_len: usize) {
+    db.update(|tx| {
+        let mut b = tx.create_bucket_if_not_exists(bucket)?;
+        for i in range {
+            b.put(&i.to_be_bytes(), &vec![i as u8; value_len])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_durable_commit_syncs_data_exactly_twice_and_writes_meta_once() {
+    let (sim, db) = sim_db(Options::default());
+    fill(&db, b"b", 0..100, 10);
+    // A small change, no growth: one run of data pages, one meta, two fdatasyncs.
+    let before = sim.counts();
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
+        .unwrap();
+    let ops = sim.counts().since(before);
+    assert_eq!(ops.sync_data, 2, "{ops:?}");
+    assert_eq!(ops.sync_all, 0, "{ops:?}");
+    assert_eq!(ops.write, 1, "the meta page: {ops:?}");
+    assert!(
+        ops.write_vectored >= 1 && ops.write_vectored <= 2,
+        "{ops:?}"
+    );
+}
+
+#[test]
+fn a_commit_with_nothing_changed_writes_nothing() {
+    let (sim, db) = sim_db(Options::default());
+    fill(&db, b"b", 0..10, 10);
+    let before = sim.counts();
+    db.update(|tx| {
+        let b = tx.bucket(b"b")?.unwrap();
+        assert_eq!(b.iter().count(), 10);
+        Ok(())
+    })
+    .unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.commit().unwrap();
+    let ops = sim.counts().since(before);
+    assert_eq!(ops.writes() + ops.syncs() + ops.grow, 0, "{ops:?}");
+}
+
+#[test]
+fn no_sync_skips_every_sync() {
+    let (sim, db) = sim_db(Options::default().no_sync(true).no_grow_sync(true));
+    let before = sim.counts();
+    fill(&db, b"b", 0..20_000, 100);
+    let ops = sim.counts().since(before);
+    assert_eq!(ops.syncs(), 0, "{ops:?}");
+    assert!(ops.grow > 0, "the file grew: {ops:?}");
+}
+
+#[test]
+fn growth_syncs_the_file_once_unless_told_not_to() {
+    let (sim, db) = sim_db(Options::default());
+    let before = sim.counts();
+    fill(&db, b"b", 0..20_000, 100);
+    let ops = sim.counts().since(before);
+    assert_eq!(ops.sync_data, 2, "{ops:?}");
+    assert!(ops.sync_all >= 1 && ops.sync_all == ops.grow, "{ops:?}");
+}
+
+#[test]
+fn dirty_pages_go_out_in_coalesced_runs() {
+    let (sim, db) = sim_db(Options::default());
+    let before = sim.counts();
+    // A fresh bucket of a few hundred pages, allocated at the end of the file: one run.
+    fill(&db, b"b", 0..10_000, 100);
+    let ops = sim.counts().since(before);
+    assert_eq!(ops.write_vectored, 1, "{ops:?}");
+}
+
+/// Fails storage operation `n` (counted from now) of the next commit.
+fn fail_next_commit_at(sim: &SimFile, n: u64, error: FaultError) {
+    sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count() + n, error));
+}
+
+#[test]
+fn a_failed_data_write_rolls_back_and_the_database_stays_usable() {
+    let (sim, db) = sim_db(Options::default());
+    fill(&db, b"b", 0..2000, 100);
+    // An empty write transaction releases what no reader sees, as the failing one will.
+    db.begin_write().unwrap().rollback();
+    let content = read_all(&db).unwrap();
+    let stats = db.stats();
+    // The commit's first storage call is the vectored data write.
+    fail_next_commit_at(&sim, 0, FaultError::NoSpace);
+    let error = db
+        .update(|tx| {
+            let mut b = tx.bucket_mut(b"b")?.unwrap();
+            for i in 0..2000u32 {
+                b.delete(&i.to_be_bytes())?;
+            }
+            b.put(b"new", b"value")
+        })
+        .unwrap_err();
+    assert!(matches!(error, Error::Io { .. }), "{error}");
+    let after = db.stats();
+    assert_eq!(
+        (after.free_page_n, after.pending_page_n),
+        (stats.free_page_n, stats.pending_page_n)
+    );
+    assert!(read_all(&db).unwrap() == content);
+    // Usable: the same commit succeeds now.
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"new", b"value"))
+        .unwrap();
+    assert_clean(&db);
+    // And a reopen sees the acknowledged state.
+    drop(db);
+    let db = Db::open_storage(
+        Arc::new(SimFile::from_image(sim.live_image().unwrap()).unwrap()),
+        Options::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        db.view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"new")?.map(<[u8]>::to_vec)))
+            .unwrap()
+            .as_deref(),
+        Some(&b"value"[..])
+    );
+    assert_clean(&db);
+}
+
+#[test]
+fn a_failure_before_the_first_sync_rolls_back_and_at_or_after_it_poisons() {
+    // Fail each storage call of one commit in turn, on a fresh database each time.
+    let mut seen_sync = false;
+    for n in 0..12 {
+        let (sim, db) = sim_db(Options::default());
+        fill(&db, b"b", 0..100, 10);
+        let content = read_all(&db).unwrap();
+        let start = sim.op_count();
+        fail_next_commit_at(&sim, n, FaultError::Io);
+        let result = db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"));
+        let log = sim.op_log();
+        if sim.op_count() <= start + n {
+            // The commit needed fewer calls than n: it must have succeeded.
+            assert!(result.is_ok(), "op {n}");
+            assert!(seen_sync, "a commit syncs");
+            break;
+        }
+        let failed_kind = log[(start + n) as usize];
+        seen_sync |= failed_kind == rbolt::storage::OpKind::SyncData;
+        let error = result.unwrap_err();
+        assert!(matches!(error, Error::Io { .. }), "op {n}: {error}");
+        let synced_before =
+            log[start as usize..=(start + n) as usize].contains(&rbolt::storage::OpKind::SyncData);
+        if synced_before {
+            assert!(
+                matches!(db.begin_read(), Err(Error::Poisoned)),
+                "op {n} ({failed_kind:?})"
+            );
+            assert!(matches!(db.begin_write(), Err(Error::Poisoned)), "op {n}");
+        } else {
+            assert!(read_all(&db).unwrap() == content, "op {n}");
+            db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
+                .unwrap();
+        }
+        drop(db);
+        // Whatever happened, a reopen sees a clean file holding a committed state.
+        let db = Db::open_storage(
+            Arc::new(SimFile::from_image(sim.live_image().unwrap()).unwrap()),
+            Options::default(),
+        )
+        .unwrap();
+        assert_clean(&db);
+        let got = db
+            .view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec)))
+            .unwrap();
+        if !synced_before {
+            assert_eq!(
+                got.as_deref(),
+                Some(&b"v"[..]),
+                "op {n}: the retried commit"
+            );
+        }
+    }
+    assert!(seen_sync, "some failure hit an fdatasync");
+}
+
+#[test]
+fn max_size_stops_growth_with_a_typed_error() {
+    let (_sim, db) = sim_db(Options::default().max_size(1 << 20));
+    let error = db
+        .update(|tx| {
+            let mut b = tx.create_bucket(b"b")?;
+            for i in 0..20_000u32 {
+                b.put(&i.to_be_bytes(), &[0u8; 100])?;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::MaxSizeReached {
+                max_size: 1_048_576
+            }
+        ),
+        "{error}"
+    );
+    // Still usable for what fits.
+    fill(&db, b"small", 0..10, 10);
+    assert_clean(&db);
+}

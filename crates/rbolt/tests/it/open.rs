@@ -1,0 +1,126 @@
+//! Opening: meta selection, recovery of a damaged meta, rejection of impossible ones.
+
+use crate::support::{assert_clean, read_all};
+use rbolt::{Db, Error, Options};
+
+fn two_states(
+    dir: &std::path::Path,
+    page_size: usize,
+) -> (
+    std::path::PathBuf,
+    rbolt_fixtures::Bucket,
+    rbolt_fixtures::Bucket,
+) {
+    let path = dir.join("db");
+    let db = Db::open_with(&path, Options::default().page_size(page_size)).unwrap();
+    db.update(|tx| tx.create_bucket(b"b")?.put(b"k", b"old"))
+        .unwrap();
+    let old = read_all(&db).unwrap();
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"new"))
+        .unwrap();
+    let new = read_all(&db).unwrap();
+    (path, old, new)
+}
+
+fn newest_meta_page(path: &std::path::Path, page_size: usize) -> usize {
+    let bytes = std::fs::read(path).unwrap();
+    let txid = |page: usize| {
+        let meta = rbolt_page::Meta::read_unchecked(&bytes[page * page_size..]).unwrap();
+        meta.txid
+    };
+    if txid(0) > txid(1) { 0 } else { 1 }
+}
+
+#[test]
+fn a_damaged_newest_meta_falls_back_to_the_other() {
+    for page_size in [4096, 16384] {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, old, new) = two_states(dir.path(), page_size);
+        assert!(read_all(&Db::open(&path).unwrap()).unwrap() == new);
+        let newest = newest_meta_page(&path, page_size);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[newest * page_size + 16 + 40] ^= 0x01; // a bit of the freelist id: checksum fails
+        std::fs::write(&path, &bytes).unwrap();
+        let db = Db::open(&path).unwrap();
+        assert!(read_all(&db).unwrap() == old, "page size {page_size}");
+        assert_clean(&db);
+    }
+}
+
+#[test]
+fn a_damaged_meta_0_is_found_past_by_probing_for_meta_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _old, new) = two_states(dir.path(), 16384);
+    let mut bytes = std::fs::read(&path).unwrap();
+    if newest_meta_page(&path, 16384) == 0 {
+        // Make meta 1 the newest by committing once more.
+        let db = Db::open(&path).unwrap();
+        db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"new"))
+            .unwrap();
+        drop(db);
+        bytes = std::fs::read(&path).unwrap();
+    }
+    bytes[..80].fill(0xFF);
+    std::fs::write(&path, &bytes).unwrap();
+    let db = Db::open_with(&path, Options::default().read_only(true)).unwrap();
+    assert_eq!(db.page_size(), 16384);
+    assert!(read_all(&db).unwrap() == new);
+}
+
+#[test]
+fn metas_past_the_end_of_the_file_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _, _) = two_states(dir.path(), 4096);
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(4 * 4096).unwrap();
+    drop(file);
+    let error = Db::open(&path).unwrap_err();
+    assert!(matches!(error, Error::Corruption(_)), "{error}");
+    assert!(error.to_string().contains("past the end"), "{error}");
+}
+
+#[test]
+fn not_a_database_and_other_versions_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("text");
+    std::fs::write(&path, vec![b'x'; 64 * 1024]).unwrap();
+    let error = Db::open(&path).unwrap_err();
+    assert!(matches!(error, Error::Invalid { .. }), "{error}");
+    let path = dir.path().join("short");
+    std::fs::write(&path, b"bolt").unwrap();
+    let error = Db::open(&path).unwrap_err();
+    assert!(matches!(error, Error::Invalid { .. }), "{error}");
+    // Version 1 in both metas, checksums fixed up.
+    let (path, _, _) = two_states(dir.path(), 4096);
+    let mut bytes = std::fs::read(&path).unwrap();
+    for page in 0..2 {
+        let start = page * 4096;
+        let mut meta = rbolt_page::Meta::read_unchecked(&bytes[start..]).unwrap();
+        meta.version = 1;
+        rbolt_page::write_meta(
+            &mut bytes[start..start + 4096],
+            &rbolt_page::Meta {
+                txid: meta.txid,
+                ..meta
+            },
+        );
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        Db::open(&path),
+        Err(Error::VersionMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_locked_file_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let _held = Db::open(&path).unwrap();
+    let error = Db::open_with(
+        &path,
+        Options::default().lock_timeout(Some(std::time::Duration::from_millis(50))),
+    )
+    .unwrap_err();
+    assert!(matches!(error, Error::Timeout { .. }), "{error}");
+}
