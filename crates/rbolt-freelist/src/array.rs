@@ -6,8 +6,6 @@
 
 use crate::FreelistKind;
 use crate::free_set::{FreeIds, FreeIdsInner, FreeSet};
-use crate::merge::merge_pgids;
-use crate::pending::Pending;
 use crate::runs::Run;
 use rbolt_page::Pgid;
 use std::iter::Rev;
@@ -36,10 +34,6 @@ impl FreeSet for ArrayIds {
 
     fn free_ids(&self) -> FreeIds<'_> {
         FreeIds(FreeIdsInner::Array(self.ids.iter().rev()))
-    }
-
-    fn write_merged(&self, slots: &mut [u8], pending: &Pending) -> usize {
-        merge_pgids(slots, self.iter(), pending.ids())
     }
 
     fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {

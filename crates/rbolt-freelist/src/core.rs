@@ -4,6 +4,7 @@
 
 use crate::error::FreelistError;
 use crate::free_set::FreeSet;
+use crate::merge::merge_pgids;
 use crate::pending::{FreedSpan, Pending, TXID_UNKNOWN};
 use crate::runs::Run;
 use rbolt_page::{FreelistPage, Pgid, Txid, freelist_page_size, write_freelist_header};
@@ -285,7 +286,7 @@ impl<S: FreeSet> Core<S> {
     pub(crate) fn write_into(&self, buf: &mut [u8], pgid: Pgid, overflow: u32) -> usize {
         let count = self.count();
         let slots = write_freelist_header(buf, pgid, count, overflow);
-        let written = self.free.write_merged(slots, &self.pending);
+        let written = merge_pgids(slots, self.free.iter(), self.pending.ids());
         assert_eq!(written, count, "freelist count out of step with its ids");
         freelist_page_size(count)
     }

@@ -1,7 +1,6 @@
 //! What the two free-set representations have in common, and the iterator over either.
 
 use crate::FreelistKind;
-use crate::pending::Pending;
 use crate::runs::{Run, RunIds};
 use rbolt_page::Pgid;
 use std::fmt;
@@ -27,10 +26,6 @@ pub(crate) trait FreeSet: Clone + Default + fmt::Debug + PartialEq + Eq {
 
     /// The ids, ascending, as the public iterator.
     fn free_ids(&self) -> FreeIds<'_>;
-
-    /// Writes the free ids merged with the `pending` ids into the id slots of a freelist page,
-    /// ascending, without allocating; returns how many it wrote.
-    fn write_merged(&self, slots: &mut [u8], pending: &Pending) -> usize;
 
     /// The lowest free id in `first..=last`.
     fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid>;

@@ -1,6 +1,5 @@
 //! Merging two ascending id sources straight into a freelist page's id slots.
 
-use crate::runs::Run;
 use rbolt_page::{PGID_SIZE, Pgid};
 
 /// Writes the ids of `a` and `b`, two ascending sources with no id in common, into the id slots
@@ -58,54 +57,4 @@ pub fn merge_pgids(
         written += 1;
     }
     written
-}
-
-/// Like [`merge_pgids`] for two ascending sources of runs with no id in common: a run of one
-/// source never contains an id of the other, so whole runs are written at a time, in a loop
-/// the compiler can unroll.
-pub(crate) fn merge_runs(
-    dst: &mut [u8],
-    a: impl IntoIterator<Item = Run>,
-    b: impl IntoIterator<Item = Run>,
-) -> usize {
-    let mut a = a.into_iter().fuse();
-    let mut b = b.into_iter().fuse();
-    let mut next_a = a.next();
-    let mut next_b = b.next();
-    let mut written = 0;
-    loop {
-        let run = match (next_a, next_b) {
-            (Some(run_a), Some(run_b)) if run_a.start < run_b.start => {
-                debug_assert!(
-                    run_a.end() <= run_b.start.0,
-                    "runs overlap at {}",
-                    run_b.start
-                );
-                next_a = a.next();
-                run_a
-            }
-            (_, Some(run_b)) => {
-                debug_assert!(
-                    next_a.is_none_or(|run_a| run_b.end() <= run_a.start.0),
-                    "runs overlap at {}",
-                    run_b.start
-                );
-                next_b = b.next();
-                run_b
-            }
-            (Some(run_a), None) => {
-                next_a = a.next();
-                run_a
-            }
-            (None, None) => return written,
-        };
-        let end = written + run.n_pages as usize;
-        let slots = dst
-            .get_mut(written * PGID_SIZE..end * PGID_SIZE)
-            .expect("merge_runs: more ids than slots");
-        for (slot, id) in slots.chunks_exact_mut(PGID_SIZE).zip(run.start.0..) {
-            slot.copy_from_slice(&id.to_le_bytes());
-        }
-        written = end;
-    }
 }

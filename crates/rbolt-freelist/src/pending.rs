@@ -80,14 +80,6 @@ impl Pending {
         PendingIds(RunIds::new(self.by_start.iter(), self.len))
     }
 
-    /// The pending spans, ascending.
-    pub(crate) fn runs(&self) -> impl Iterator<Item = Run> + '_ {
-        self.by_start.iter().map(|(&start, span)| Run {
-            start,
-            n_pages: span.n_pages,
-        })
-    }
-
     /// The transactions that have pending pages, ascending.
     pub fn txids(&self) -> impl DoubleEndedIterator<Item = Txid> + ExactSizeIterator + '_ {
         self.by_tx.keys().copied()

@@ -7,8 +7,6 @@
 
 use crate::FreelistKind;
 use crate::free_set::{FreeIds, FreeIdsInner, FreeSet};
-use crate::merge::merge_runs;
-use crate::pending::Pending;
 use crate::runs::{Run, RunIds};
 use rbolt_page::Pgid;
 use std::collections::btree_map::Entry;
@@ -147,14 +145,6 @@ impl FreeSet for SpanIds {
 
     fn free_ids(&self) -> FreeIds<'_> {
         FreeIds(FreeIdsInner::Span(self.iter()))
-    }
-
-    fn write_merged(&self, slots: &mut [u8], pending: &Pending) -> usize {
-        let free = self
-            .by_start
-            .iter()
-            .map(|(&start, &n_pages)| Run { start, n_pages });
-        merge_runs(slots, free, pending.runs())
     }
 
     fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
