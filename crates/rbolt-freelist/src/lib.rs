@@ -62,11 +62,14 @@ use rbolt_page::{FreelistPage, Pgid, Txid, freelist_page_size};
 /// Which representation of the free set a freelist uses (bbolt's `FreelistType`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FreelistKind {
-    /// One sorted array of ids: compact, and fastest to read and write; inserting moves ids.
+    /// One sorted array of ids: compact, the fastest to read, write and allocate single
+    /// pages from; but releasing pages moves the ids below them, and a multi-page allocation
+    /// scans from the lowest id for a fitting run.
     #[default]
     Array,
-    /// Maximal runs of ids indexed by start and by length: allocation and release stay
-    /// logarithmic however large and fragmented the freelist grows.
+    /// Maximal runs of ids indexed by start and by length: allocating and releasing never
+    /// move or scan the whole set (an allocation costs at most one map lookup per distinct
+    /// run length), at the price of more memory and slower reads and writes of the page.
     Span,
 }
 
@@ -88,12 +91,14 @@ pub trait Freelist {
     fn read(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError>;
 
     /// Makes the ids of `page` that are not pending the free set, keeping pending pages and
-    /// allocation records (bbolt's `Reload`). Validates like [`Freelist::read`].
+    /// allocation records (bbolt's `Reload`). Validates like [`Freelist::read`]. Call it
+    /// between write transactions: the ids of an open transaction's allocations would be
+    /// free twice after its rollback.
     fn reload(&mut self, page: &FreelistPage<'_>, high_water: Pgid) -> Result<(), FreelistError>;
 
     /// Makes `ids` (any order) minus the pending ids the free set, for files whose freelist is
     /// not persisted (bbolt's `NoSyncReload`). A meta page or a repeated id is an error and
-    /// changes nothing.
+    /// changes nothing. Call it between write transactions, like [`Freelist::reload`].
     fn rebuild(&mut self, ids: &[Pgid]) -> Result<(), FreelistError>;
 
     /// Takes the lowest run of `n_pages` contiguous free ids for transaction `txid` and
