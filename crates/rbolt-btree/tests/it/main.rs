@@ -2,6 +2,7 @@
 //! read through the cursor, and allocation counts of the read path.
 
 mod alloc_count;
+mod corrupt;
 mod fixtures;
 mod model;
 mod support;
