@@ -2,11 +2,11 @@
 
 use crate::DEPTH_MAX;
 use crate::arena::Arena;
-use crate::node::{Child, Inodes, Node, NodeId, NodeKeys};
+use crate::node::{Child, Inodes, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
     BranchPage, Corruption, LeafPage, PageKind, PageRef, Pgid, Reason, Result, child_index,
-    lower_bound, search,
+    lower_bound,
 };
 use smallvec::SmallVec;
 
@@ -168,12 +168,8 @@ impl<'a> TreeView<'a> {
     }
 
     #[inline]
-    fn node_keys(&self, id: NodeId) -> NodeKeys<'a> {
-        NodeKeys {
-            node: &self.nodes[id as usize],
-            data: self.pages.data(),
-            arena: self.arena,
-        }
+    fn node(&self, id: NodeId) -> &'a Node {
+        &self.nodes[id as usize]
     }
 
     /// The entry at `index` of a leaf frame.
@@ -220,17 +216,18 @@ impl<'a> TreeView<'a> {
                     frame = self.load(page.pgid(), page.child(index)?)?;
                 }
                 Frame::Node(id) => {
-                    let keys = self.node_keys(id);
-                    if keys.node.is_leaf() {
-                        return match search(&keys, key)? {
+                    let node = self.node(id);
+                    let data = self.pages.data();
+                    if node.is_leaf() {
+                        return match node.search(key, data, self.arena) {
                             Ok(index) => self.entry(frame, index).map(Some),
                             Err(_) => Ok(None),
                         };
                     }
-                    if keys.node.len() == 0 {
+                    if node.len() == 0 {
                         return Ok(None);
                     }
-                    let index = child_index(&keys, key)?;
+                    let index = node.child_index(key, data, self.arena);
                     frame = self.child(frame, index)?;
                 }
             }
@@ -321,7 +318,11 @@ impl<'a> Cursor<'a> {
             if self.view.is_leaf(frame) {
                 let index = match frame {
                     Frame::Leaf(page) => lower_bound(&page, key)?,
-                    Frame::Node(id) => lower_bound(&self.view.node_keys(id), key)?,
+                    Frame::Node(id) => {
+                        self.view
+                            .node(id)
+                            .lower_bound(key, self.view.pages.data(), self.view.arena)
+                    }
                     Frame::Branch(_) => unreachable!(),
                 };
                 self.stack.push(ElemRef { frame, index });
@@ -329,7 +330,11 @@ impl<'a> Cursor<'a> {
             }
             let index = match frame {
                 Frame::Branch(page) => child_index(&page, key)?,
-                Frame::Node(id) => child_index(&self.view.node_keys(id), key)?,
+                Frame::Node(id) => {
+                    self.view
+                        .node(id)
+                        .child_index(key, self.view.pages.data(), self.view.arena)
+                }
                 Frame::Leaf(_) => unreachable!(),
             };
             self.stack.push(ElemRef { frame, index });

@@ -5,17 +5,20 @@
 
 use crate::arena::{Arena, resolve};
 use rbolt_page::{
-    BRANCH_ELEMENT_SIZE, BranchPage, KeySource, LEAF_ELEMENT_SIZE, LEAF_FLAG_BUCKET, LeafPage,
-    PAGE_HEADER_SIZE, Pgid, Result,
+    BRANCH_ELEMENT_SIZE, BranchPage, LEAF_ELEMENT_SIZE, LEAF_FLAG_BUCKET, LeafPage,
+    PAGE_HEADER_SIZE, Pgid, Result, compare_keys, key_prefix,
 };
+use std::cmp::Ordering;
 
 /// Index of a node in its tree.
 pub(crate) type NodeId = u32;
 
-/// A leaf entry: the key at `pos`, the value right after it.
+/// A leaf entry: the key at `pos`, the value right after it. `prefix` holds the key's first
+/// eight bytes so that most comparisons never touch the key's bytes (a cache miss each).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LeafInode {
     pub pos: u64,
+    pub prefix: u64,
     pub ksize: u32,
     pub vsize: u32,
     pub flags: u32,
@@ -51,10 +54,11 @@ pub(crate) enum Child {
     Node(NodeId),
 }
 
-/// A branch entry: the separator key at `pos` and the child.
+/// A branch entry: the separator key at `pos` (first eight bytes in `prefix`) and the child.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BranchInode {
     pub pos: u64,
+    pub prefix: u64,
     pub ksize: u32,
     pub child: Child,
 }
@@ -126,6 +130,7 @@ impl Node {
             let offset = entry.key.as_ptr() as usize - bytes_start;
             let inode = LeafInode {
                 pos: base + offset as u64,
+                prefix: key_prefix(entry.key),
                 ksize: entry.key.len() as u32,
                 vsize: entry.value.len() as u32,
                 flags: entry.flags,
@@ -152,6 +157,7 @@ impl Node {
             let offset = key.as_ptr() as usize - bytes_start;
             let inode = BranchInode {
                 pos: base + offset as u64,
+                prefix: key_prefix(key),
                 ksize: key.len() as u32,
                 child: Child::Page(page.child(index)?),
             };
@@ -180,15 +186,6 @@ impl Node {
         }
     }
 
-    /// Key `index`.
-    #[inline]
-    pub fn key<'a>(&'a self, index: usize, data: &'a [u8], arena: &'a Arena) -> &'a [u8] {
-        match &self.inodes {
-            Inodes::Leaf(inodes) => inodes[index].key(data, arena),
-            Inodes::Branch(inodes) => inodes[index].key(data, arena),
-        }
-    }
-
     /// The fewest entries a node keeps before it is merged.
     #[inline]
     pub fn min_keys(&self) -> usize {
@@ -204,21 +201,68 @@ impl Node {
     }
 }
 
-/// The keys of a node, for binary search.
-pub(crate) struct NodeKeys<'a> {
-    pub node: &'a Node,
-    pub data: &'a [u8],
-    pub arena: &'a Arena,
+/// Binary search over `count` entries by `order(index)` (the entry's order relative to the
+/// key sought), stopping at the first equal entry.
+#[inline]
+fn search_by(
+    count: usize,
+    mut order: impl FnMut(usize) -> Ordering,
+) -> core::result::Result<usize, usize> {
+    let (mut low, mut high) = (0, count);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        match order(mid) {
+            Ordering::Less => low = mid + 1,
+            Ordering::Greater => high = mid,
+            Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(low)
 }
 
-impl KeySource for NodeKeys<'_> {
+impl Node {
+    /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would go. Compares
+    /// prefixes first and reads key bytes only when they tie.
     #[inline]
-    fn key_count(&self) -> usize {
-        self.node.len()
+    pub fn search(
+        &self,
+        key: &[u8],
+        data: &[u8],
+        arena: &Arena,
+    ) -> core::result::Result<usize, usize> {
+        let prefix = key_prefix(key);
+        match &self.inodes {
+            Inodes::Leaf(inodes) => search_by(inodes.len(), |index| {
+                let inode = &inodes[index];
+                inode
+                    .prefix
+                    .cmp(&prefix)
+                    .then_with(|| compare_keys(inode.key(data, arena), key))
+            }),
+            Inodes::Branch(inodes) => search_by(inodes.len(), |index| {
+                let inode = &inodes[index];
+                inode
+                    .prefix
+                    .cmp(&prefix)
+                    .then_with(|| compare_keys(inode.key(data, arena), key))
+            }),
+        }
     }
 
+    /// The index of the first key not less than `key`.
     #[inline]
-    fn key_at(&self, index: usize) -> Result<&[u8]> {
-        Ok(self.node.key(index, self.data, self.arena))
+    pub fn lower_bound(&self, key: &[u8], data: &[u8], arena: &Arena) -> usize {
+        match self.search(key, data, arena) {
+            Ok(index) | Err(index) => index,
+        }
+    }
+
+    /// In a branch, the child whose subtree would hold `key`.
+    #[inline]
+    pub fn child_index(&self, key: &[u8], data: &[u8], arena: &Arena) -> usize {
+        match self.search(key, data, arena) {
+            Ok(index) => index,
+            Err(index) => index.saturating_sub(1),
+        }
     }
 }

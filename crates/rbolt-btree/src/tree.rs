@@ -3,11 +3,11 @@
 use crate::DEPTH_MAX;
 use crate::arena::{Arena, resolve};
 use crate::cursor::{Entry, RootRef, TreeView};
-use crate::node::{BranchInode, Child, Inodes, LeafInode, Node, NodeId, NodeKeys};
+use crate::node::{BranchInode, Child, Inodes, LeafInode, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
     BranchBuilder, BucketHeader, Corruption, LEAF_FLAG_BUCKET, LeafBuilder, LeafPage,
-    PAGE_HEADER_SIZE, PageKind, PageRef, Pgid, Reason, Result, child_index, pages_for, search,
+    PAGE_HEADER_SIZE, PageKind, PageRef, Pgid, Reason, Result, pages_for,
 };
 use smallvec::SmallVec;
 
@@ -113,6 +113,7 @@ type Path = SmallVec<[(NodeId, usize); 16]>;
 #[derive(Clone, Copy, Debug)]
 struct Piece {
     key_pos: u64,
+    key_prefix: u64,
     key_len: u32,
     pgid: Pgid,
 }
@@ -336,12 +337,7 @@ impl Tree {
             if path.len() >= DEPTH_MAX {
                 return Err(too_deep());
             }
-            let keys = NodeKeys {
-                node,
-                data: pages.data(),
-                arena,
-            };
-            let index = child_index(&keys, key)?;
+            let index = node.child_index(key, pages.data(), arena);
             let child = self.child_node(pages, id, index)?;
             path.push((id, index));
             id = child;
@@ -361,14 +357,7 @@ impl Tree {
     ) -> Result<Put> {
         debug_assert!(!key.is_empty(), "empty key");
         let (path, leaf) = self.descend_mut(pages, arena, key)?;
-        let index = {
-            let keys = NodeKeys {
-                node: &self.nodes[leaf as usize],
-                data: pages.data(),
-                arena,
-            };
-            search(&keys, key)?
-        };
+        let index = self.nodes[leaf as usize].search(key, pages.data(), arena);
         if let Ok(index) = index {
             let Inodes::Leaf(inodes) = &self.nodes[leaf as usize].inodes else {
                 unreachable!("descend_mut ends at a leaf");
@@ -381,6 +370,7 @@ impl Tree {
         let pos = arena.push(&[key, value]);
         let inode = LeafInode {
             pos,
+            prefix: rbolt_page::key_prefix(key),
             ksize: key.len() as u32,
             vsize: value.len() as u32,
             flags,
@@ -423,14 +413,7 @@ impl Tree {
             Some(_) => {}
         }
         let (_, leaf) = self.descend_mut(pages, arena, key)?;
-        let index = {
-            let keys = NodeKeys {
-                node: &self.nodes[leaf as usize],
-                data: pages.data(),
-                arena,
-            };
-            search(&keys, key)?
-        };
+        let index = self.nodes[leaf as usize].search(key, pages.data(), arena);
         let Ok(index) = index else {
             return Ok(Delete::NotFound);
         };
@@ -458,7 +441,7 @@ impl Tree {
                 Inodes::Leaf(inodes) => {
                     let mid = split_at_half(inodes.iter().map(LeafInode::page_len), half);
                     let right: Vec<LeafInode> = inodes.split_off(mid);
-                    let key = (right[0].pos, right[0].ksize);
+                    let key = (right[0].pos, right[0].ksize, right[0].prefix);
                     let size =
                         PAGE_HEADER_SIZE + right.iter().map(LeafInode::page_len).sum::<usize>();
                     node.size -= size - PAGE_HEADER_SIZE;
@@ -476,7 +459,7 @@ impl Tree {
                 Inodes::Branch(inodes) => {
                     let mid = split_at_half(inodes.iter().map(BranchInode::page_len), half);
                     let right: Vec<BranchInode> = inodes.split_off(mid);
-                    let key = (right[0].pos, right[0].ksize);
+                    let key = (right[0].pos, right[0].ksize, right[0].prefix);
                     let right = Node::new_branch(right);
                     node.size -= right.size - PAGE_HEADER_SIZE;
                     (right, key)
@@ -485,19 +468,21 @@ impl Tree {
             let left_key = {
                 let node = &self.nodes[id as usize];
                 match &node.inodes {
-                    Inodes::Leaf(inodes) => (inodes[0].pos, inodes[0].ksize),
-                    Inodes::Branch(inodes) => (inodes[0].pos, inodes[0].ksize),
+                    Inodes::Leaf(inodes) => (inodes[0].pos, inodes[0].ksize, inodes[0].prefix),
+                    Inodes::Branch(inodes) => (inodes[0].pos, inodes[0].ksize, inodes[0].prefix),
                 }
             };
             let right_id = self.push_node(right);
             let right_inode = BranchInode {
                 pos: right_key.0,
+                prefix: right_key.2,
                 ksize: right_key.1,
                 child: Child::Node(right_id),
             };
             if level == 0 {
                 let left_inode = BranchInode {
                     pos: left_key.0,
+                    prefix: left_key.2,
                     ksize: left_key.1,
                     child: Child::Node(id),
                 };
@@ -677,6 +662,7 @@ impl Tree {
                 .iter()
                 .map(|piece| BranchInode {
                     pos: piece.key_pos,
+                    prefix: piece.key_prefix,
                     ksize: piece.key_len,
                     child: Child::Page(piece.pgid),
                 })
@@ -717,6 +703,7 @@ impl Tree {
                             self.spill_node(pages, arena, alloc, child, false, depth + 1)?;
                         new.extend(pieces.iter().map(|piece| BranchInode {
                             pos: piece.key_pos,
+                            prefix: piece.key_prefix,
                             ksize: piece.key_len,
                             child: Child::Page(piece.pgid),
                         }));
@@ -748,7 +735,7 @@ impl Tree {
         let mut pieces = SmallVec::new();
         let data = pages.data();
         for (start, end) in ranges {
-            let (pgid, key_pos, key_len) = match &node.inodes {
+            let (pgid, key_pos, key_len, key_prefix) = match &node.inodes {
                 Inodes::Leaf(inodes) => {
                     let slice = &inodes[start..end];
                     let size =
@@ -770,8 +757,10 @@ impl Tree {
                         LeafPage::new(buf, pgid).and_then(|p| p.validate()).is_ok(),
                         "spill wrote an invalid leaf page"
                     );
-                    let (key_pos, key_len) = slice.first().map_or((0, 0), |i| (i.pos, i.ksize));
-                    (pgid, key_pos, key_len)
+                    let (key_pos, key_len, key_prefix) = slice
+                        .first()
+                        .map_or((0, 0, 0), |i| (i.pos, i.ksize, i.prefix));
+                    (pgid, key_pos, key_len, key_prefix)
                 }
                 Inodes::Branch(inodes) => {
                     let slice = &inodes[start..end];
@@ -789,11 +778,12 @@ impl Tree {
                     }
                     let used = builder.finish();
                     buf[used..].fill(0);
-                    (pgid, slice[0].pos, slice[0].ksize)
+                    (pgid, slice[0].pos, slice[0].ksize, slice[0].prefix)
                 }
             };
             pieces.push(Piece {
                 key_pos,
+                key_prefix,
                 key_len,
                 pgid,
             });

@@ -48,7 +48,7 @@ pub use build::{
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader, fnv1a64};
-pub use search::{KeySource, child_index, lower_bound, search};
+pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
 pub use view::{
     BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, PageRef, check_overflow,

@@ -1,0 +1,233 @@
+//! Criterion benchmarks of the database, named after the bbolt benchmarks they mirror.
+//!
+//! - `DBBatchAutomatic`, `DBBatchSingle`, `DBBatchManual10x100`: bbolt's batch benchmarks,
+//!   1,000 inserts per iteration on a durable database (bbolt uses 1,000 goroutines; here
+//!   1,000 threads, whose start-up is part of the figure).
+//! - `Get1M`: a random point lookup in a read transaction on 1,000,000 keys.
+//! - `BulkLoad1M`: 1,000,000 random 16-byte keys with 100-byte values in one durable
+//!   transaction into a new file.
+//! - `DurableCommit`: one single-key durable commit.
+//!
+//! Allocations per `Get1M` lookup are counted with a counting allocator outside the timing
+//! loop and printed; the benchmark fails if a lookup allocates.
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use rbolt::{Db, Options};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+struct Counting;
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+// SAFETY: forwards every call to the system allocator unchanged; counting only touches
+// atomics, which do not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract, which we pass on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `realloc`'s contract, which we pass on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Deterministic 16-byte keys.
+fn keys(n: usize, seed: u64) -> Vec<[u8; 16]> {
+    let mut state = seed | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&state.to_be_bytes());
+            key[8..].copy_from_slice(&state.rotate_left(29).to_le_bytes());
+            key
+        })
+        .collect()
+}
+
+fn fnv32a(id: u32) -> [u8; 4] {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in id.to_le_bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash.to_be_bytes()
+}
+
+fn bench_db() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("bench.db")).unwrap();
+    db.update(|tx| tx.create_bucket(b"bench").map(|_| ()))
+        .unwrap();
+    (dir, db)
+}
+
+fn batch(c: &mut Criterion) {
+    let mut group = c.benchmark_group("batch");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    group.throughput(Throughput::Elements(1000));
+    group.bench_function("DBBatchAutomatic", |b| {
+        let (_dir, db) = bench_db();
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for round in 0..1000u32 {
+                    let db = &db;
+                    s.spawn(move || {
+                        let key = fnv32a(round);
+                        db.batch(move |tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                            .unwrap();
+                    });
+                }
+            });
+        });
+    });
+    group.bench_function("DBBatchSingle", |b| {
+        let (_dir, db) = bench_db();
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for round in 0..1000u32 {
+                    let db = &db;
+                    s.spawn(move || {
+                        let key = fnv32a(round);
+                        db.update(|tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                            .unwrap();
+                    });
+                }
+            });
+        });
+    });
+    group.bench_function("DBBatchManual10x100", |b| {
+        let (_dir, db) = bench_db();
+        b.iter(|| {
+            std::thread::scope(|s| {
+                for major in 0..10u32 {
+                    let db = &db;
+                    s.spawn(move || {
+                        db.update(|tx| {
+                            let mut bucket = tx.bucket_mut(b"bench")?.unwrap();
+                            for minor in 0..100u32 {
+                                bucket.put(&fnv32a(major << 16 | minor), b"filler")?;
+                            }
+                            Ok(())
+                        })
+                        .unwrap();
+                    });
+                }
+            });
+        });
+    });
+    group.finish();
+}
+
+fn get(c: &mut Criterion) {
+    const N: usize = 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("get.db"), Options::default().no_sync(true)).unwrap();
+    let keys = keys(N, 42);
+    db.update(|tx| {
+        let mut bucket = tx.create_bucket(b"bench")?;
+        for key in &keys {
+            bucket.put(key, &[0x5a; 100])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let tx = db.begin_read().unwrap();
+    let bucket = tx.bucket(b"bench").unwrap().unwrap();
+
+    // Allocations per lookup, once the transaction is open.
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for key in keys.iter().take(100_000) {
+        black_box(bucket.get(key).unwrap());
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let per_get = ALLOCATIONS.load(Ordering::Relaxed) as f64 / 100_000.0;
+    eprintln!("allocs/op Get1M: {per_get:.3}");
+    assert_eq!(per_get, 0.0, "a lookup allocated");
+
+    let mut group = c.benchmark_group("get");
+    group.throughput(Throughput::Elements(1));
+    let mut index = 0usize;
+    group.bench_function("Get1M", |b| {
+        b.iter(|| {
+            index = (index + 7919) % N;
+            let value = bucket.get(&keys[index]).unwrap().unwrap();
+            assert_eq!(value.len(), 100);
+            black_box(value)
+        });
+    });
+    group.finish();
+}
+
+fn load(c: &mut Criterion) {
+    const N: usize = 1_000_000;
+    let keys = keys(N, 7);
+    let mut group = c.benchmark_group("load");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(60));
+    group.throughput(Throughput::Elements(N as u64));
+    group.bench_function("BulkLoad1M", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().unwrap(),
+            |dir| {
+                let db = Db::open(dir.path().join("load.db")).unwrap();
+                db.update(|tx| {
+                    let mut bucket = tx.create_bucket(b"bench")?;
+                    for key in &keys {
+                        bucket.put(key, &[0x5a; 100])?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                dir
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
+fn commit(c: &mut Criterion) {
+    let (_dir, db) = bench_db();
+    let mut group = c.benchmark_group("commit");
+    group.sample_size(50);
+    let mut n = 0u64;
+    group.bench_function("DurableCommit", |b| {
+        b.iter(|| {
+            n += 1;
+            db.update(|tx| {
+                tx.bucket_mut(b"bench")?
+                    .unwrap()
+                    .put(&n.to_be_bytes(), b"value")
+            })
+            .unwrap();
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, get, batch, commit, load);
+criterion_main!(benches);
