@@ -11,7 +11,7 @@
 //! operation (printed to stderr as `allocs/op <Name>: <n>`); the read paths (get, seek, scan)
 //! must allocate nothing, and the benchmark binary panics if they do.
 //!
-//! `cargo bench -p rbolt-btree` takes about two minutes on two cores.
+//! `cargo bench -p rbolt-btree` takes about a minute and a half on two cores.
 
 use criterion::measurement::WallTime;
 use criterion::{
@@ -365,7 +365,7 @@ fn bulk_insert_random_1m(c: &mut Criterion) {
     group.sample_size(10);
     group.sampling_mode(SamplingMode::Flat);
     group.warm_up_time(Duration::from_secs(1));
-    group.measurement_time(Duration::from_secs(15));
+    group.measurement_time(Duration::from_secs(25));
     group.throughput(Throughput::Elements(BULK_KEY_COUNT as u64));
     group.bench_function("rbolt", |b| {
         b.iter_batched(|| (), |()| load(), BatchSize::PerIteration);
