@@ -6,9 +6,10 @@ use crate::node::{Child, Inodes, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
     BranchPage, Corruption, LeafPage, PageKind, PageRef, Pgid, Reason, Result, child_index,
-    lower_bound,
+    compare_keys, lower_bound,
 };
 use smallvec::SmallVec;
+use std::cmp::Ordering;
 
 /// An arena with nothing in it, for views of committed pages only.
 static EMPTY_ARENA: Arena = Arena::empty();
@@ -116,7 +117,16 @@ impl<'a> TreeView<'a> {
         let page = PageRef::new(bytes, pgid)?;
         match page.header().kind() {
             Some(PageKind::Leaf) => Ok(Frame::Leaf(page.leaf()?)),
-            Some(PageKind::Branch) => Ok(Frame::Branch(page.branch()?)),
+            Some(PageKind::Branch) => {
+                let branch = page.branch()?;
+                if branch.is_empty() {
+                    return Err(Corruption::new(
+                        pgid,
+                        Reason::Other("branch page has no children"),
+                    ));
+                }
+                Ok(Frame::Branch(branch))
+            }
             _ => Err(Corruption::new(
                 pgid,
                 Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
@@ -241,6 +251,7 @@ impl<'a> TreeView<'a> {
             view: *self,
             stack: SmallVec::new(),
             state: State::Unpositioned,
+            last_key: None,
         }
     }
 }
@@ -274,6 +285,9 @@ pub struct Cursor<'a> {
     view: TreeView<'a>,
     stack: SmallVec<[ElemRef<'a>; 16]>,
     state: State,
+    /// The key returned last, to catch a corrupt file that leads a scan back to keys it
+    /// already passed (two branches sharing a child, a cycle off the descent path).
+    last_key: Option<&'a [u8]>,
 }
 
 impl<'a> Cursor<'a> {
@@ -284,6 +298,70 @@ impl<'a> Cursor<'a> {
 
     /// Moves to the first entry.
     pub fn first(&mut self) -> Result<Option<Entry<'a>>> {
+        self.last_key = None;
+        let moved = self.first_inner();
+        self.settled(moved, None)
+    }
+
+    /// Moves to the last entry.
+    pub fn last(&mut self) -> Result<Option<Entry<'a>>> {
+        self.last_key = None;
+        let moved = self.last_inner();
+        self.settled(moved, None)
+    }
+
+    /// Moves to the first entry whose key is not less than `key`.
+    pub fn seek(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
+        self.last_key = None;
+        let moved = self.seek_inner(key);
+        self.settled(moved, None)
+    }
+
+    /// Moves to the next entry.
+    #[allow(clippy::should_implement_trait)] // fallible, and a Cursor also moves backwards
+    pub fn next(&mut self) -> Result<Option<Entry<'a>>> {
+        let moved = self.next_inner();
+        self.settled(moved, Some(Ordering::Greater))
+    }
+
+    /// Moves to the previous entry.
+    pub fn prev(&mut self) -> Result<Option<Entry<'a>>> {
+        let moved = self.prev_inner();
+        self.settled(moved, Some(Ordering::Less))
+    }
+
+    /// Checks a move: a step must go strictly past the key returned before it (in a corrupt
+    /// file it may not), and after any error the cursor starts over rather than sit on a
+    /// half-built path.
+    #[inline]
+    fn settled(
+        &mut self,
+        moved: Result<Option<Entry<'a>>>,
+        direction: Option<Ordering>,
+    ) -> Result<Option<Entry<'a>>> {
+        let checked = match (moved, direction, self.last_key) {
+            (Ok(Some(entry)), Some(direction), Some(last))
+                if compare_keys(entry.key, last) != direction =>
+            {
+                // Keys out of order across pages: shared or cyclic pages in a corrupt file.
+                Err(Corruption::new(Pgid(0), Reason::KeyOrder { index: 0 }))
+            }
+            (moved, _, _) => moved,
+        };
+        match &checked {
+            Ok(Some(entry)) => self.last_key = Some(entry.key),
+            // Off an end: the next move starts over from that end.
+            Ok(None) => self.last_key = None,
+            Err(_) => {
+                self.stack.clear();
+                self.state = State::Unpositioned;
+                self.last_key = None;
+            }
+        }
+        checked
+    }
+
+    fn first_inner(&mut self) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
         let root = self.view.root_frame()?;
         self.stack.push(ElemRef {
@@ -295,7 +373,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the last entry.
-    pub fn last(&mut self) -> Result<Option<Entry<'a>>> {
+    fn last_inner(&mut self) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
         let root = self.view.root_frame()?;
         let count = self.view.count(root);
@@ -308,7 +386,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the first entry whose key is not less than `key`.
-    pub fn seek(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
+    fn seek_inner(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
         let mut frame = self.view.root_frame()?;
         loop {
@@ -347,10 +425,9 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the next entry.
-    #[allow(clippy::should_implement_trait)] // fallible, and a Cursor also moves backwards
-    pub fn next(&mut self) -> Result<Option<Entry<'a>>> {
+    fn next_inner(&mut self) -> Result<Option<Entry<'a>>> {
         match self.state {
-            State::Unpositioned | State::BeforeStart => self.first(),
+            State::Unpositioned | State::BeforeStart => self.first_inner(),
             State::AfterEnd => Ok(None),
             State::At => {
                 if let Some(top) = self.stack.last_mut() {
@@ -362,9 +439,9 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the previous entry.
-    pub fn prev(&mut self) -> Result<Option<Entry<'a>>> {
+    fn prev_inner(&mut self) -> Result<Option<Entry<'a>>> {
         match self.state {
-            State::Unpositioned | State::AfterEnd => self.last(),
+            State::Unpositioned | State::AfterEnd => self.last_inner(),
             State::BeforeStart => Ok(None),
             State::At => self.step_back(),
         }

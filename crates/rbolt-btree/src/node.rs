@@ -123,7 +123,8 @@ impl Node {
     /// A node reading a leaf page whose first byte sits at tagged position `base`.
     pub fn from_leaf(page: &LeafPage<'_>, base: u64, pgid: Pgid, overflow: u32) -> Result<Node> {
         let bytes_start = page.bytes().as_ptr() as usize;
-        let mut inodes = Vec::with_capacity(page.len());
+        // One spare slot: a node is made from a page to be edited, usually by an insert.
+        let mut inodes = Vec::with_capacity(page.len() + 1);
         let mut size = PAGE_HEADER_SIZE;
         for index in 0..page.len() {
             let entry = page.entry(index)?;

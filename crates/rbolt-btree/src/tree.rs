@@ -282,7 +282,16 @@ impl Tree {
         let overflow = page.header().overflow;
         let node = match page.header().kind() {
             Some(PageKind::Leaf) => Node::from_leaf(&page.leaf()?, base, pgid, overflow)?,
-            Some(PageKind::Branch) => Node::from_branch(&page.branch()?, base, overflow)?,
+            Some(PageKind::Branch) => {
+                let branch = page.branch()?;
+                if branch.is_empty() {
+                    return Err(Corruption::new(
+                        pgid,
+                        Reason::Other("branch page has no children"),
+                    ));
+                }
+                Node::from_branch(&branch, base, overflow)?
+            }
             _ => {
                 return Err(Corruption::new(
                     pgid,
@@ -334,7 +343,7 @@ impl Tree {
                 node.size = PAGE_HEADER_SIZE;
                 return Ok((path, id));
             }
-            if path.len() >= DEPTH_MAX {
+            if path.len() + 1 >= DEPTH_MAX {
                 return Err(too_deep());
             }
             let index = node.child_index(key, pages.data(), arena);
@@ -515,7 +524,8 @@ impl Tree {
         let fill = self.fill_percent.clamp(FILL_PERCENT_MIN, FILL_PERCENT_MAX);
         let threshold = (pages.page_size() as f64 * fill) as usize / 2;
         self.rebalance_below(pages, alloc, root, threshold, 0)?;
-        loop {
+        // Collapsing a one-child root repeatedly: at most once per level of a valid tree.
+        for _ in 0..=DEPTH_MAX {
             let node = &self.nodes[root as usize];
             match &node.inodes {
                 Inodes::Branch(inodes) if inodes.len() == 1 => {
@@ -537,6 +547,7 @@ impl Tree {
                 _ => return Ok(()),
             }
         }
+        Err(too_deep().into())
     }
 
     fn rebalance_below<A: PageAlloc>(
@@ -715,6 +726,7 @@ impl Tree {
             node.inodes = Inodes::Branch(new);
         }
         let node = &mut self.nodes[id as usize];
+        let source = node.pgid;
         if node.pgid.0 != 0 {
             let (pgid, overflow) = (node.pgid, node.overflow);
             node.pgid = Pgid(0);
@@ -753,10 +765,11 @@ impl Tree {
                     }
                     let used = builder.finish();
                     buf[used..].fill(0);
-                    debug_assert!(
-                        LeafPage::new(buf, pgid).and_then(|p| p.validate()).is_ok(),
-                        "spill wrote an invalid leaf page"
-                    );
+                    // Entries read from a corrupt page (unknown flags, keys out of order, a bad
+                    // bucket value) must not be written back as if they were sound.
+                    if let Err(error) = LeafPage::new(buf, pgid).and_then(|p| p.validate()) {
+                        return Err(Corruption::new(source, error.reason).into());
+                    }
                     let (key_pos, key_len, key_prefix) = slice
                         .first()
                         .map_or((0, 0, 0), |i| (i.pos, i.ksize, i.prefix));
@@ -830,10 +843,13 @@ impl Tree {
         pages: Pages<'_>,
         alloc: &mut A,
     ) -> Result<(), A::Error> {
+        // A sound tree has fewer pages than the high-water mark; more means pages reached
+        // along several paths, which would otherwise make this exponential.
+        let mut budget = pages.high_water().0;
         match self.root {
-            Root::Page(pgid) => free_page_tree(pages, alloc, Pgid(0), pgid, 0),
+            Root::Page(pgid) => free_page_tree(pages, alloc, Pgid(0), pgid, 0, &mut budget),
             Root::Inline { .. } => Ok(()),
-            Root::Node(id) => self.free_node_tree(pages, alloc, id, 0),
+            Root::Node(id) => self.free_node_tree(pages, alloc, id, 0, &mut budget),
         }
     }
 
@@ -843,6 +859,7 @@ impl Tree {
         alloc: &mut A,
         id: NodeId,
         depth: usize,
+        budget: &mut u64,
     ) -> Result<(), A::Error> {
         if depth >= DEPTH_MAX {
             return Err(too_deep().into());
@@ -860,8 +877,12 @@ impl Tree {
         };
         for child in children {
             match child {
-                Child::Page(pgid) => free_page_tree(pages, alloc, owner, pgid, depth + 1)?,
-                Child::Node(child) => self.free_node_tree(pages, alloc, child, depth + 1)?,
+                Child::Page(pgid) => {
+                    free_page_tree(pages, alloc, owner, pgid, depth + 1, budget)?;
+                }
+                Child::Node(child) => {
+                    self.free_node_tree(pages, alloc, child, depth + 1, budget)?
+                }
             }
         }
         Ok(())
@@ -880,17 +901,34 @@ fn free_page_tree<A: PageAlloc>(
     owner: Pgid,
     pgid: Pgid,
     depth: usize,
+    budget: &mut u64,
 ) -> Result<(), A::Error> {
     if depth >= DEPTH_MAX {
         return Err(too_deep().into());
     }
     let bytes = pages.page(owner, pgid)?;
     let page = PageRef::new(bytes, pgid)?;
-    alloc.free(pgid, page.header().overflow)?;
-    if page.header().kind() == Some(PageKind::Branch) {
-        let branch = page.branch()?;
-        for index in 0..branch.len() {
-            free_page_tree(pages, alloc, pgid, branch.child(index)?, depth + 1)?;
+    let overflow = page.header().overflow;
+    let span = u64::from(overflow) + 1;
+    if *budget < span {
+        return Err(Corruption::new(pgid, Reason::Other("a tree reaches pages twice")).into());
+    }
+    *budget -= span;
+    match page.header().kind() {
+        Some(PageKind::Leaf) => alloc.free(pgid, overflow)?,
+        Some(PageKind::Branch) => {
+            let branch = page.branch()?;
+            alloc.free(pgid, overflow)?;
+            for index in 0..branch.len() {
+                free_page_tree(pages, alloc, pgid, branch.child(index)?, depth + 1, budget)?;
+            }
+        }
+        _ => {
+            return Err(Corruption::new(
+                pgid,
+                Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
+            )
+            .into());
         }
     }
     Ok(())
