@@ -21,7 +21,7 @@ pub use mem::{MemAlloc, MemStore};
 pub use pages::{MemPages, PageSource, Pages};
 pub use tree::{
     Delete, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE,
-    PAGE_COUNT_MAX, PageAlloc, Put, SPLIT_IN_TX_PAGES, Tree, ValueRef,
+    PAGE_COUNT_MAX, PageAlloc, Put, SPLIT_IN_TX_PAGES, Tree, TreeStats, ValueRef,
 };
 
 /// The deepest a tree may be. A descent that goes further is reading a cycle in a corrupt

@@ -104,6 +104,30 @@ pub struct Tree {
     root: Root,
     nodes: Vec<Node>,
     fill_percent: f64,
+    stats: TreeStats,
+}
+
+/// What a tree did in a transaction (bbolt's per-transaction node counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeStats {
+    /// Nodes made from pages (or inline pages) to be edited.
+    pub node_count: u64,
+    /// Nodes split, inside the transaction or at spill.
+    pub split: u64,
+    /// Nodes merged into a sibling or removed by rebalancing.
+    pub rebalance: u64,
+    /// Pages (or runs of pages) written by spill.
+    pub spill: u64,
+}
+
+impl TreeStats {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &TreeStats) {
+        self.node_count += other.node_count;
+        self.split += other.split;
+        self.rebalance += other.rebalance;
+        self.spill += other.spill;
+    }
 }
 
 /// The branch nodes from the root down to a leaf, each with the index of the child taken.
@@ -135,6 +159,7 @@ impl Tree {
             root: Root::Node(0),
             nodes: vec![Node::new_leaf()],
             fill_percent: FILL_PERCENT_DEFAULT,
+            stats: TreeStats::default(),
         }
     }
 
@@ -144,6 +169,7 @@ impl Tree {
             root: Root::Page(root),
             nodes: Vec::new(),
             fill_percent: FILL_PERCENT_DEFAULT,
+            stats: TreeStats::default(),
         }
     }
 
@@ -168,9 +194,15 @@ impl Tree {
                 root,
                 nodes: Vec::new(),
                 fill_percent: FILL_PERCENT_DEFAULT,
+                stats: TreeStats::default(),
             },
             parsed.header,
         ))
+    }
+
+    /// What the tree did so far.
+    pub fn stats(&self) -> TreeStats {
+        self.stats
     }
 
     /// How full split pages are made (clamped to 0.1..=1.0 when used).
@@ -263,6 +295,7 @@ impl Tree {
                 let bytes = resolve(pos, len as usize, pages.data(), arena);
                 let page = LeafPage::inline(bytes, Pgid(0))?;
                 let node = Node::from_leaf(&page, pos, Pgid(0), 0)?;
+                self.stats.node_count += 1;
                 let id = self.push_node(node);
                 self.root = Root::Node(id);
                 Ok(id)
@@ -276,6 +309,7 @@ impl Tree {
     }
 
     fn materialize_page(&mut self, pages: Pages<'_>, owner: Pgid, pgid: Pgid) -> Result<NodeId> {
+        self.stats.node_count += 1;
         let bytes = pages.page(owner, pgid)?;
         let page = PageRef::new(bytes, pgid)?;
         let base = pgid.0 * pages.page_size() as u64;
@@ -481,6 +515,7 @@ impl Tree {
                     Inodes::Branch(inodes) => (inodes[0].pos, inodes[0].ksize, inodes[0].prefix),
                 }
             };
+            self.stats.split += 1;
             let right_id = self.push_node(right);
             let right_inode = BranchInode {
                 pos: right_key.0,
@@ -601,6 +636,7 @@ impl Tree {
                 let (pgid, overflow) = (child_node.pgid, child_node.overflow);
                 child_node.pgid = Pgid(0);
                 self.remove_child(id, index);
+                self.stats.rebalance += 1;
                 if pgid.0 != 0 {
                     alloc.free(pgid, overflow)?;
                 }
@@ -633,6 +669,7 @@ impl Tree {
                 _ => unreachable!("kinds checked above"),
             }
             self.remove_child(id, right_index);
+            self.stats.rebalance += 1;
             if right_node.pgid.0 != 0 {
                 alloc.free(right_node.pgid, right_node.overflow)?;
             }
@@ -794,6 +831,7 @@ impl Tree {
                     (pgid, slice[0].pos, slice[0].ksize, slice[0].prefix)
                 }
             };
+            self.stats.spill += 1;
             pieces.push(Piece {
                 key_pos,
                 key_prefix,
@@ -801,6 +839,7 @@ impl Tree {
                 pgid,
             });
         }
+        self.stats.split += (pieces.len() as u64).saturating_sub(1);
         Ok(pieces)
     }
 

@@ -48,6 +48,14 @@ impl BucketState {
         }
     }
 
+    /// Adds the counters of this bucket's tree and every open bucket below it.
+    pub(crate) fn add_tree_stats(&self, stats: &mut rbolt_btree::TreeStats) {
+        stats.add(&self.tree.stats());
+        for child in self.children.values() {
+            child.add_tree_stats(stats);
+        }
+    }
+
     /// Whether anything in this bucket or below was edited.
     pub(crate) fn is_changed(&self) -> bool {
         self.tree.is_dirty() || self.children.values().any(BucketState::is_changed)

@@ -11,11 +11,22 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// What a write transaction did (bbolt's `TxStats`, for the fields rbolt tracks).
+/// What a write transaction did (bbolt's `TxStats`). bbolt's `NodeDeref` has no counterpart:
+/// rbolt's nodes never copy keys out of the mapping, so there is nothing to dereference.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
     /// Pages allocated.
     pub page_count: u64,
+    /// Bytes of the pages allocated.
+    pub page_alloc: u64,
+    /// Nodes made from pages to be edited.
+    pub node_count: u64,
+    /// Nodes split (inside the transaction or at commit).
+    pub split: u64,
+    /// Nodes merged or removed by rebalancing.
+    pub rebalance: u64,
+    /// Pages written by spill.
+    pub spill: u64,
     /// Vectored writes of data pages, plus the meta write.
     pub writes: u64,
     /// Time spent rebalancing.
@@ -31,6 +42,11 @@ pub struct TxStats {
 impl TxStats {
     fn add(&mut self, other: &TxStats) {
         self.page_count += other.page_count;
+        self.page_alloc += other.page_alloc;
+        self.node_count += other.node_count;
+        self.split += other.split;
+        self.rebalance += other.rebalance;
+        self.spill += other.spill;
         self.writes += other.writes;
         self.rebalance_time += other.rebalance_time;
         self.spill_time += other.spill_time;

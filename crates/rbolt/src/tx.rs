@@ -367,6 +367,13 @@ impl<'db> WriteTx<'db> {
     pub fn stats(&self) -> TxStats {
         let mut stats = self.stats.clone();
         stats.page_count = self.core.alloc.pages_allocated;
+        stats.page_alloc = self.core.alloc.pages_allocated * self.db.page_size as u64;
+        let mut trees = rbolt_btree::TreeStats::default();
+        self.root.add_tree_stats(&mut trees);
+        stats.node_count += trees.node_count;
+        stats.split += trees.split;
+        stats.rebalance += trees.rebalance;
+        stats.spill += trees.spill;
         stats
     }
 
@@ -523,6 +530,8 @@ impl<'db> WriteTx<'db> {
         // it mapped until they end.
         failpoint!("commit::unmap", poison db);
         drop(old);
+        // Keep the trees' counters: give_back drops the trees.
+        self.stats = self.stats();
         self.give_back();
         Ok(())
     }

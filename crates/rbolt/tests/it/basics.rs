@@ -285,3 +285,55 @@ fn hot_backup_and_compaction_copy_everything() {
     assert!(crate::support::read_all(&compacted).unwrap() == content);
     assert_clean(&compacted);
 }
+
+#[test]
+fn transaction_stats_count_what_a_commit_did() {
+    let (_dir, db) = temp_db();
+    let mut tx = db.begin_write().unwrap();
+    let mut b = tx.create_bucket(b"b").unwrap();
+    for i in 0..5000u32 {
+        b.put(&i.to_be_bytes(), &[0; 100]).unwrap();
+    }
+    let before = tx.stats();
+    assert!(before.split > 0, "a node grew past a page: {before:?}");
+    tx.commit().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.write_tx_n, 1);
+    assert!(stats.tx_stats.page_count > 100, "{stats:?}");
+    assert_eq!(stats.tx_stats.page_alloc, stats.tx_stats.page_count * 4096);
+    assert!(
+        stats.tx_stats.spill >= stats.tx_stats.page_count - 1,
+        "{stats:?}"
+    );
+    db.update(|tx| {
+        let mut b = tx.bucket_mut(b"b")?.unwrap();
+        for i in 0..4990u32 {
+            b.delete(&i.to_be_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let after = db.stats();
+    assert!(after.tx_stats.rebalance > 0, "{after:?}");
+    assert!(after.tx_stats.node_count > 0, "{after:?}");
+}
+
+#[test]
+fn oversized_values_are_refused_without_touching_the_tree() {
+    let (_dir, db) = temp_db();
+    // calloc'd and never touched: no real memory behind it.
+    let huge = vec![0u8; rbolt::VALUE_SIZE_MAX + 1];
+    db.update(|tx| {
+        let mut b = tx.create_bucket(b"b")?;
+        let error = b.put(b"k", &huge).unwrap_err();
+        assert!(matches!(error, Error::ValueTooLarge { len } if len == rbolt::VALUE_SIZE_MAX + 1));
+        b.put(b"k", b"fine")
+    })
+    .unwrap();
+    assert_eq!(
+        db.view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec)))
+            .unwrap()
+            .as_deref(),
+        Some(&b"fine"[..])
+    );
+}
