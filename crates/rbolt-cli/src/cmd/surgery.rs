@@ -1,0 +1,691 @@
+//! `rbolt surgery ...`: repairs on the raw file, bbolt's set. Each reads the source (under a
+//! shared lock while copying it), writes the repaired copy to a temporary file next to
+//! `--output`, and renames it into place only when everything succeeded: the source is never
+//! written, and a failed repair leaves no half-made output behind.
+
+use crate::open::{LockArgs, check_exists};
+use crate::progress::Unit;
+use crate::raw::{META_PAGE_BYTES, RawFile};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use rbolt::{Db, Options};
+use rbolt_page::{
+    BranchBuilder, LeafBuilder, Meta, PageHeader, PageKind, PageRef, Pgid, branch_page_size,
+    leaf_page_size, pages_for,
+};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The surgery commands.
+#[derive(Debug, Subcommand)]
+pub enum SurgeryCommand {
+    /// Make the older meta page the current one, undoing the last transaction.
+    RevertMetaPage(BaseArgs),
+    /// Copy a page (with its overflow pages) over another page.
+    CopyPage(CopyPageArgs),
+    /// Remove every element of a branch or leaf page.
+    ClearPage(ClearPageArgs),
+    /// Remove a range of elements of a branch or leaf page.
+    ClearPageElements(ClearPageElementsArgs),
+    /// Freelist repairs.
+    #[command(subcommand)]
+    Freelist(FreelistCommand),
+    /// Meta page repairs.
+    #[command(subcommand)]
+    Meta(MetaCommand),
+}
+
+/// Freelist repairs.
+#[derive(Debug, Subcommand)]
+pub enum FreelistCommand {
+    /// Drop the freelist from both metas; it is rebuilt by scanning the file when opened.
+    Abandon(BaseArgs),
+    /// Write a freelist into a file that keeps none.
+    Rebuild(BaseArgs),
+}
+
+/// Meta page repairs.
+#[derive(Debug, Subcommand)]
+pub enum MetaCommand {
+    /// Check both meta pages (reads only; writes nothing).
+    Validate(ValidateArgs),
+    /// Set fields of one meta page and recompute its checksum.
+    Update(MetaUpdateArgs),
+}
+
+/// The source and the output of a surgery.
+#[derive(Args, Debug)]
+pub struct BaseArgs {
+    /// The database file to repair; it is only read.
+    pub path: PathBuf,
+    /// Where to write the repaired copy.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+/// Arguments of `surgery copy-page`.
+#[derive(Args, Debug)]
+pub struct CopyPageArgs {
+    #[command(flatten)]
+    pub base: BaseArgs,
+    /// The page to copy.
+    #[arg(long, value_name = "PGID")]
+    pub from_page: u64,
+    /// The page to overwrite.
+    #[arg(long, value_name = "PGID")]
+    pub to_page: u64,
+}
+
+/// Arguments of `surgery clear-page`.
+#[derive(Args, Debug)]
+pub struct ClearPageArgs {
+    #[command(flatten)]
+    pub base: BaseArgs,
+    /// The branch or leaf page to clear.
+    #[arg(long = "pageId", alias = "page-id", value_name = "PGID")]
+    pub page_id: u64,
+}
+
+/// Arguments of `surgery clear-page-elements`.
+#[derive(Args, Debug)]
+pub struct ClearPageElementsArgs {
+    #[command(flatten)]
+    pub base: BaseArgs,
+    /// The branch or leaf page.
+    #[arg(long = "pageId", alias = "page-id", value_name = "PGID")]
+    pub page_id: u64,
+    /// The first element to remove (from 0).
+    #[arg(long, allow_negative_numbers = true)]
+    pub from_index: i64,
+    /// One past the last element to remove; -1 means to the end of the page.
+    #[arg(long, allow_negative_numbers = true)]
+    pub to_index: i64,
+}
+
+/// Arguments of `surgery meta validate`.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// The database file.
+    pub path: PathBuf,
+}
+
+/// Arguments of `surgery meta update`.
+#[derive(Args, Debug)]
+pub struct MetaUpdateArgs {
+    #[command(flatten)]
+    pub base: BaseArgs,
+    /// Fields to set, `name:value`, comma-separated or repeated; names: pageSize, root,
+    /// freelist, pgid.
+    #[arg(long, value_delimiter = ',', value_name = "NAME:VALUE")]
+    pub fields: Vec<String>,
+    /// The meta page to update: 0 or 1.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1))]
+    pub meta_page: u64,
+}
+
+/// Runs a surgery command.
+pub fn run(command: SurgeryCommand) -> Result<()> {
+    match command {
+        SurgeryCommand::RevertMetaPage(args) => in_file(&args.path, revert_meta_page(&args)),
+        SurgeryCommand::CopyPage(args) => in_file(&args.base.path, copy_page(&args)),
+        SurgeryCommand::ClearPage(args) => {
+            let elements = ClearPageElementsArgs {
+                base: args.base,
+                page_id: args.page_id,
+                from_index: 0,
+                to_index: -1,
+            };
+            in_file(&elements.base.path, clear_page_elements(&elements, true))
+        }
+        SurgeryCommand::ClearPageElements(args) => {
+            in_file(&args.base.path, clear_page_elements(&args, false))
+        }
+        SurgeryCommand::Freelist(FreelistCommand::Abandon(args)) => {
+            in_file(&args.path, freelist_abandon(&args))
+        }
+        SurgeryCommand::Freelist(FreelistCommand::Rebuild(args)) => {
+            in_file(&args.path, freelist_rebuild(&args))
+        }
+        SurgeryCommand::Meta(MetaCommand::Validate(args)) => {
+            in_file(&args.path, meta_validate(&args))
+        }
+        SurgeryCommand::Meta(MetaCommand::Update(args)) => {
+            in_file(&args.base.path, meta_update(&args))
+        }
+    }
+}
+
+fn in_file<T>(path: &Path, result: Result<T>) -> Result<T> {
+    super::in_file(path, result)
+}
+
+/// A copy of the source being repaired: a temporary file beside the output, renamed over it
+/// by `finish`, removed if dropped before.
+struct Output {
+    file: File,
+    temp: PathBuf,
+    output: PathBuf,
+    done: bool,
+}
+
+impl Output {
+    /// Copies `args.path` (under a shared lock) into a temporary file beside `args.output`.
+    fn copy_of(args: &BaseArgs) -> Result<Output> {
+        check_exists(&args.path)?;
+        let mut source = File::open(&args.path)
+            .with_context(|| format!("cannot open {}", args.path.display()))?;
+        if let Ok(out) = std::fs::metadata(&args.output) {
+            let src = source.metadata()?;
+            if out.dev() == src.dev() && out.ino() == src.ino() {
+                bail!("--output names the source file; surgery never modifies the source");
+            }
+        }
+        lock_shared(&source, &args.path, &args.lock)?;
+        let name = args
+            .output
+            .file_name()
+            .ok_or_else(|| anyhow!("--output {} names no file", args.output.display()))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".rbolt-tmp-{}", std::process::id()));
+        let temp = args.output.with_file_name(temp_name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .with_context(|| format!("cannot create {}", temp.display()))?;
+        let mut output = Output {
+            file,
+            temp,
+            output: args.output.clone(),
+            done: false,
+        };
+        let len = source.metadata()?.len();
+        let mut counter =
+            crate::progress::Counter::new(crate::progress::bar(len, Unit::Bytes, "copying", false));
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = source
+                .read(&mut buf)
+                .with_context(|| format!("cannot read {}", args.path.display()))?;
+            if n == 0 {
+                break;
+            }
+            output
+                .file
+                .write_all(&buf[..n])
+                .with_context(|| format!("cannot write {}", output.temp.display()))?;
+            counter.add(n as u64);
+        }
+        counter.finish();
+        // The source's lock goes with its handle: the copy is made.
+        drop(source);
+        Ok(output)
+    }
+
+    fn write_at(&self, bytes: &[u8], offset: u64) -> Result<()> {
+        self.file
+            .write_all_at(bytes, offset)
+            .with_context(|| format!("cannot write {}", self.temp.display()))
+    }
+
+    /// Makes the copy durable and puts it at `--output`.
+    fn finish(mut self) -> Result<()> {
+        self.file
+            .sync_all()
+            .with_context(|| format!("cannot sync {}", self.temp.display()))?;
+        std::fs::rename(&self.temp, &self.output).with_context(|| {
+            format!(
+                "cannot move {} to {}",
+                self.temp.display(),
+                self.output.display()
+            )
+        })?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Takes a shared lock on `file`, waiting as `lock` says, so that no writer changes the source
+/// while it is copied.
+fn lock_shared(file: &File, path: &Path, lock: &LockArgs) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if lock
+                    .lock_timeout()
+                    .is_some_and(|limit| started.elapsed() >= limit)
+                {
+                    return Err(crate::open::open_error(
+                        path,
+                        rbolt::Error::Timeout {
+                            path: Some(path.to_owned()),
+                        },
+                        lock,
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(anyhow!(e).context(format!("cannot lock {}", path.display())));
+            }
+        }
+    }
+}
+
+/// The meta bytes of `meta` (the 64 bytes after the page header), checksum included as
+/// stored in `meta`.
+fn meta_record(meta: &Meta) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    out[0..4].copy_from_slice(&meta.magic.to_le_bytes());
+    out[4..8].copy_from_slice(&meta.version.to_le_bytes());
+    out[8..12].copy_from_slice(&meta.page_size.to_le_bytes());
+    out[12..16].copy_from_slice(&meta.flags.to_le_bytes());
+    out[16..24].copy_from_slice(&meta.root.root.to_le_bytes());
+    out[24..32].copy_from_slice(&meta.root.sequence.to_le_bytes());
+    out[32..40].copy_from_slice(&meta.freelist.to_le_bytes());
+    out[40..48].copy_from_slice(&meta.pgid.to_le_bytes());
+    out[48..56].copy_from_slice(&meta.txid.to_le_bytes());
+    out[56..64].copy_from_slice(&meta.checksum.to_le_bytes());
+    out
+}
+
+/// The first bytes of meta page `index` holding `meta`: a meta page header naming the page,
+/// and the record with its checksum recomputed.
+fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_BYTES] {
+    let mut meta = *meta;
+    meta.checksum = meta.compute_checksum();
+    let mut out = [0u8; META_PAGE_BYTES];
+    PageHeader::new(Pgid(index), PageKind::Meta, 0, 0).write(&mut out);
+    out[16..].copy_from_slice(&meta_record(&meta));
+    out
+}
+
+/// Whether the database in use (per the valid meta with the higher txid) keeps a freelist.
+fn freelist_persisted(raw: &RawFile) -> Result<bool> {
+    Ok(raw
+        .active_meta()?
+        .is_some_and(|(_, meta)| meta.has_freelist()))
+}
+
+fn abandon_hint(w: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "Please consider executing `rbolt surgery freelist abandon ...`"
+    )
+}
+
+/// `surgery revert-meta-page`: copies the older meta over the newer one (by txid, as bbolt
+/// decides), so the file opens at the transaction before the last.
+fn revert_meta_page(args: &BaseArgs) -> Result<()> {
+    let raw = RawFile::open(&args.path)?;
+    let metas = raw.metas()?;
+    let (Some(meta0), Some(meta1)) = (metas[0].meta, metas[1].meta) else {
+        bail!("the file is too short to hold both meta pages");
+    };
+    let (active, older) = if meta0.txid < meta1.txid {
+        (1, 0)
+    } else {
+        (0, 1)
+    };
+    if let Err(corruption) = &metas[older as usize].valid {
+        bail!(
+            "meta page {older}, which would become the current one, is invalid ({corruption}); \
+             nothing was written"
+        );
+    }
+    let page = raw.read_block(older)?;
+    let output = Output::copy_of(args)?;
+    let mut page = page;
+    let mut header = PageHeader::read(&page).expect("a page holds a header");
+    header.id = active;
+    header.write(&mut page);
+    output.write_at(&page, active * raw.page_size() as u64)?;
+    output.finish()?;
+    println!("The meta page is reverted.");
+    Ok(())
+}
+
+/// `surgery copy-page --from-page A --to-page B`.
+fn copy_page(args: &CopyPageArgs) -> Result<()> {
+    if args.from_page == args.to_page {
+        bail!(
+            "'--from-page' and '--to-page' have the same value: {}",
+            args.from_page
+        );
+    }
+    let raw = RawFile::open(&args.base.path)?;
+    let (mut header, mut page) = raw.read_page(args.from_page)?;
+    let last = args.to_page.checked_add(u64::from(header.overflow));
+    if last.is_none_or(|last| last >= raw.file_pages()) {
+        bail!(
+            "page {} (with its {} overflow pages) does not fit at page {} of a {}-page file",
+            args.from_page,
+            header.overflow,
+            args.to_page,
+            raw.file_pages()
+        );
+    }
+    header.id = args.to_page;
+    header.write(&mut page);
+    let output = Output::copy_of(&args.base)?;
+    output.write_at(&page, args.to_page * raw.page_size() as u64)?;
+    output.finish()?;
+    let mut w = std::io::stdout().lock();
+    if freelist_persisted(&raw)? {
+        writeln!(w, "WARNING: the free list might have changed.")?;
+        abandon_hint(&mut w)?;
+    }
+    writeln!(
+        w,
+        "The page {} was successfully copied to page {}",
+        args.from_page, args.to_page
+    )?;
+    Ok(())
+}
+
+/// `surgery clear-page-elements`, and `clear-page` (all elements).
+fn clear_page_elements(args: &ClearPageElementsArgs, whole_page: bool) -> Result<()> {
+    if args.page_id < 2 {
+        bail!("the pageId must be at least 2, but got {}", args.page_id);
+    }
+    let raw = RawFile::open(&args.base.path)?;
+    let (header, bytes) = raw.read_page(args.page_id)?;
+    let page = PageRef::new(&bytes, Pgid(args.page_id))?;
+    let kind = header.kind();
+    if !matches!(kind, Some(PageKind::Leaf | PageKind::Branch)) {
+        bail!(
+            "can't clear elements in {:?} page",
+            super::pages::type_name(header.flags)
+        );
+    }
+    let count = i64::from(header.count);
+    let (start, end) = (args.from_index, args.to_index);
+    let mut rewritten: Option<(Vec<u8>, bool)> = None;
+    if count > 0 {
+        if start < 0 || start >= count {
+            bail!("the start index ({start}) is out of range [0, {count})");
+        }
+        if (end < 0 || end > count) && end != -1 {
+            bail!("the end index ({end}) is out of range [0, {count}]");
+        }
+        if start > end && end != -1 {
+            bail!("the start index ({start}) is bigger than the end index ({end})");
+        }
+        if start == end {
+            bail!("invalid: the start index ({start}) is equal to the end index ({end})");
+        }
+        let end = if end == -1 { count } else { end };
+        let removed = (start as usize)..(end as usize);
+        rewritten = Some(rebuild_page(&page, kind, removed, raw.page_size())?);
+    }
+    let output = Output::copy_of(&args.base)?;
+    let mut abandoned = false;
+    if let Some((new_page, orphans)) = rewritten {
+        let new_overflow = PageHeader::read(&new_page)
+            .expect("a page holds a header")
+            .overflow;
+        abandoned = orphans || new_overflow != header.overflow || kind == Some(PageKind::Branch);
+        output.write_at(&new_page, args.page_id * raw.page_size() as u64)?;
+    }
+    output.finish()?;
+    let mut w = std::io::stdout().lock();
+    if abandoned && freelist_persisted(&raw)? {
+        writeln!(
+            w,
+            "WARNING: The clearing has abandoned some pages that are not yet referenced from free list."
+        )?;
+        abandon_hint(&mut w)?;
+    }
+    if whole_page {
+        writeln!(w, "The page ({}) was cleared", args.page_id)?;
+    } else {
+        writeln!(
+            w,
+            "All elements in [{}, {}) in page {} were cleared",
+            args.from_index, args.to_index, args.page_id
+        )?;
+    }
+    Ok(())
+}
+
+/// The page without the elements in `removed`, packed anew, in whole pages; and whether a
+/// removed element owned pages of its own (a child page, or a bucket with a root page) that
+/// nothing refers to now.
+fn rebuild_page(
+    page: &PageRef<'_>,
+    kind: Option<PageKind>,
+    removed: std::ops::Range<usize>,
+    page_size: usize,
+) -> Result<(Vec<u8>, bool)> {
+    let pgid = page.pgid();
+    let kept = |index: &usize| !removed.contains(index);
+    if kind == Some(PageKind::Leaf) {
+        let leaf = page.leaf()?;
+        let mut entries = Vec::new();
+        let mut orphans = false;
+        for index in 0..leaf.len() {
+            let entry = leaf.entry(index)?;
+            if kept(&index) {
+                entries.push(entry);
+            } else if entry.is_bucket() {
+                orphans |= rbolt_page::BucketHeader::read(entry.value).is_some_and(|h| h.root != 0);
+            }
+        }
+        let kv_len = entries.iter().map(|e| e.key.len() + e.value.len()).sum();
+        let size = leaf_page_size(entries.len(), kv_len);
+        let n_pages = pages_for(size, page_size);
+        let mut buf = vec![0u8; n_pages * page_size];
+        let mut builder = LeafBuilder::new(&mut buf, pgid, entries.len(), (n_pages - 1) as u32);
+        for entry in &entries {
+            builder.push(entry.flags, entry.key, entry.value);
+        }
+        builder.finish();
+        Ok((buf, orphans))
+    } else {
+        let branch = page.branch()?;
+        let mut children = Vec::new();
+        for index in (0..branch.len()).filter(kept) {
+            children.push((branch.key(index)?, branch.child(index)?));
+        }
+        let key_len = children.iter().map(|(key, _)| key.len()).sum();
+        let size = branch_page_size(children.len(), key_len);
+        let n_pages = pages_for(size, page_size);
+        let mut buf = vec![0u8; n_pages * page_size];
+        let mut builder = BranchBuilder::new(&mut buf, pgid, children.len(), (n_pages - 1) as u32);
+        for (key, child) in &children {
+            builder.push(key, *child);
+        }
+        builder.finish();
+        Ok((buf, !removed.is_empty()))
+    }
+}
+
+/// `surgery freelist abandon`: both metas say "no freelist", so the next open rebuilds it by
+/// scanning. A meta that is already invalid is left alone: recomputing its checksum would
+/// make a torn meta look valid.
+fn freelist_abandon(args: &BaseArgs) -> Result<()> {
+    let raw = RawFile::open(&args.path)?;
+    let metas = raw.metas()?;
+    let output = Output::copy_of(args)?;
+    let mut w = std::io::stdout().lock();
+    let mut skipped = Vec::new();
+    for (index, slot) in metas.iter().enumerate() {
+        let index = index as u64;
+        let bytes = raw.read_short(index * raw.page_size() as u64, META_PAGE_BYTES)?;
+        match (slot.meta, rbolt_page::read_meta(&bytes, Pgid(index))) {
+            (Some(meta), Ok(_)) => {
+                let meta = Meta {
+                    freelist: rbolt_page::PGID_NO_FREELIST.0,
+                    ..meta
+                };
+                output.write_at(
+                    &meta_page_bytes(index, &meta),
+                    index * raw.page_size() as u64,
+                )?;
+            }
+            (_, Err(corruption)) => skipped.push(format!("{corruption}")),
+            (None, Ok(_)) => unreachable!("a meta that reads has a record"),
+        }
+    }
+    if skipped.len() == 2 {
+        bail!(
+            "neither meta page is valid ({}); nothing was written",
+            skipped.join("; ")
+        );
+    }
+    output.finish()?;
+    for reason in &skipped {
+        writeln!(w, "WARNING: left an invalid meta page as it is: {reason}")?;
+    }
+    writeln!(w, "The freelist was abandoned in both meta pages.")?;
+    writeln!(
+        w,
+        "It may cause some delay on next startup because the whole db must be scanned to reconstruct the free list."
+    )?;
+    Ok(())
+}
+
+/// `surgery freelist rebuild`: for a file that keeps no freelist, commits one transaction
+/// that writes one (it rewrites one bucket's root page unchanged, so that there is something
+/// to commit).
+fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
+    let raw = RawFile::open(&args.path)?;
+    if freelist_persisted(&raw)? {
+        bail!(
+            "the file already has freelist, please consider to abandon the freelist to forcibly rebuild it"
+        );
+    }
+    let output = Output::copy_of(args)?;
+    {
+        let db = Db::open_with(&output.temp, Options::default())
+            .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
+        let mut tx = db.begin_write()?;
+        let first = tx.buckets().next().transpose()?.map(|e| e.key().to_vec());
+        match first {
+            Some(name) => {
+                let mut bucket = tx
+                    .bucket_mut(&name)?
+                    .ok_or_else(|| anyhow!("bucket vanished"))?;
+                let sequence = bucket.sequence();
+                bucket.set_sequence(sequence)?;
+            }
+            None => {
+                const NAME: &[u8] = b"rbolt-surgery-freelist-rebuild";
+                tx.create_bucket(NAME)?;
+                tx.delete_bucket(NAME)?;
+            }
+        }
+        tx.commit()?;
+        db.close()?;
+    }
+    let check = RawFile::open(&output.temp)?;
+    if !freelist_persisted(&check)? {
+        bail!("the rebuilt copy still keeps no freelist");
+    }
+    output.finish()?;
+    println!("The freelist was successfully rebuilt.");
+    Ok(())
+}
+
+/// `surgery meta validate`: says for each meta page whether it is valid.
+fn meta_validate(args: &ValidateArgs) -> Result<()> {
+    let raw = RawFile::open(&args.path)?;
+    let mut w = std::io::stdout().lock();
+    for (index, slot) in raw.metas()?.iter().enumerate() {
+        match &slot.valid {
+            Ok(()) => writeln!(w, "The meta page {index} is valid!")?,
+            Err(corruption) => {
+                writeln!(
+                    w,
+                    "WARNING: The meta page {index} isn't valid: {corruption}!"
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The meta fields `surgery meta update` may set.
+const META_FIELDS: [&str; 4] = ["pageSize", "root", "freelist", "pgid"];
+
+/// `surgery meta update --fields name:value,... [--meta-page N]`: sets the fields, then makes
+/// the page a well-formed meta page (header, magic, version, checksum).
+fn meta_update(args: &MetaUpdateArgs) -> Result<()> {
+    let mut fields = Vec::new();
+    for field in &args.fields {
+        let (name, value) = field
+            .split_once(':')
+            .filter(|(_, value)| !value.contains(':'))
+            .ok_or_else(|| anyhow!("invalid key-value pair: {field}"))?;
+        if !META_FIELDS.contains(&name) {
+            bail!("field {name:?} isn't allowed to be updated");
+        }
+        let value: u64 = value
+            .parse()
+            .map_err(|_| anyhow!("invalid value {value:?} for field {name:?}"))?;
+        fields.push((name, value));
+    }
+    let raw = RawFile::open(&args.base.path)?;
+    let index = args.meta_page;
+    let offset = index * raw.page_size() as u64;
+    let bytes = raw.read_exact(offset, META_PAGE_BYTES)?;
+    let mut meta = Meta::read_unchecked(&bytes).expect("enough bytes were read");
+    for &(name, value) in &fields {
+        match name {
+            "pageSize" => {
+                meta.page_size =
+                    u32::try_from(value).map_err(|_| anyhow!("pageSize {value} is too large"))?;
+            }
+            "root" => {
+                meta.root = rbolt_page::BucketHeader {
+                    root: value,
+                    sequence: 0,
+                };
+            }
+            "freelist" => meta.freelist = value,
+            "pgid" => meta.pgid = value,
+            _ => unreachable!("fields were checked above"),
+        }
+    }
+    meta.magic = rbolt_page::MAGIC;
+    meta.version = rbolt_page::VERSION;
+    let new_bytes = meta_page_bytes(index, &meta);
+    let changed = new_bytes[..] != bytes[..];
+    let output = Output::copy_of(&args.base)?;
+    if changed {
+        output.write_at(&new_bytes, offset)?;
+    }
+    output.finish()?;
+    let mut w = std::io::stdout().lock();
+    if index == 1 && meta.page_size as usize != raw.page_size() {
+        writeln!(
+            w,
+            "WARNING: The page size ({}) in the first meta page doesn't match the second meta page ({})",
+            raw.page_size(),
+            meta.page_size
+        )?;
+    }
+    if changed {
+        writeln!(w, "The meta page {index} has been updated!")?;
+    } else {
+        writeln!(w, "Nothing changed!")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,336 @@
+//! `export` and `import`: the whole content of a database as JSON lines, in the format of the
+//! fixtures' `*.manifest.jsonl` files (tests/data/bbolt/README.md), and back.
+//!
+//! ```text
+//! {"bucket":["top"],"sequence":0}
+//! {"bucket":["top"],"key":"6b6579","value":"76616c7565"}
+//! {"bucket":["top","child"],"sequence":42}
+//! ```
+//!
+//! Depth-first in key order: a nested bucket comes at the position of its name among its
+//! parent's keys, as its own line followed by its whole subtree. Both directions stream: export
+//! holds one bucket path, import one line and one transaction's edits.
+
+use super::in_file;
+use super::write::bucket_mut;
+use crate::format::{parse_hex, push_manifest_name, write_hex};
+use crate::open::{LockArgs, open_read, open_write};
+use crate::progress::{Counter, Unit};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use rbolt::{Bucket, Db, Options, WriteTx};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+
+/// Arguments of `export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The database file.
+    pub path: PathBuf,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+/// `rbolt export PATH`: every bucket (with its sequence) and every key, one JSON object a line.
+pub fn export(args: &ExportArgs) -> Result<()> {
+    in_file(&args.path, export_inner(args))
+}
+
+fn export_inner(args: &ExportArgs) -> Result<()> {
+    let db = open_read(&args.path, &args.lock)?;
+    let tx = db.begin_read()?;
+    let stdout_busy = args.output.is_none();
+    let mut counter = Counter::new(crate::progress::spinner(
+        "exporting",
+        Unit::Items,
+        stdout_busy,
+    ));
+    let mut path = Vec::new();
+    match &args.output {
+        None => {
+            let mut w = crate::out::stdout();
+            export_bucket(&mut w, &mut path, &tx.root(), &mut counter)?;
+            crate::out::flush(w)?;
+        }
+        Some(output) => {
+            let file = std::fs::File::create(output)
+                .with_context(|| format!("cannot create {}", output.display()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+            export_bucket(&mut w, &mut path, &tx.root(), &mut counter)
+                .and_then(|()| w.flush().map_err(Into::into))
+                .with_context(|| format!("cannot write {}", output.display()))?;
+        }
+    }
+    counter.finish();
+    Ok(())
+}
+
+/// The start of every line of the bucket at `path`: `{"bucket":[...]`.
+fn line_prefix(path: &[Vec<u8>]) -> String {
+    let mut prefix = String::from("{\"bucket\":[");
+    for (i, name) in path.iter().enumerate() {
+        if i > 0 {
+            prefix.push(',');
+        }
+        push_manifest_name(&mut prefix, name);
+    }
+    prefix.push(']');
+    prefix
+}
+
+fn export_bucket(
+    w: &mut impl Write,
+    path: &mut Vec<Vec<u8>>,
+    bucket: &Bucket<'_>,
+    counter: &mut Counter,
+) -> Result<()> {
+    if path.len() >= rbolt::BUCKET_DEPTH_MAX {
+        bail!(
+            "buckets nest deeper than {} levels (a cycle?)",
+            rbolt::BUCKET_DEPTH_MAX
+        );
+    }
+    let prefix = line_prefix(path);
+    for entry in bucket.iter() {
+        let entry = entry?;
+        match entry.value() {
+            Some(value) => {
+                w.write_all(prefix.as_bytes())?;
+                w.write_all(b",\"key\":\"")?;
+                write_hex(w, entry.key())?;
+                w.write_all(b"\",\"value\":\"")?;
+                write_hex(w, value)?;
+                w.write_all(b"\"}\n")?;
+                counter.add(1);
+            }
+            None => {
+                let child = bucket.bucket(entry.key())?.ok_or_else(|| {
+                    anyhow!(
+                        "nested bucket {} cannot be opened",
+                        crate::format::hex(entry.key())
+                    )
+                })?;
+                path.push(entry.key().to_vec());
+                writeln!(
+                    w,
+                    "{},\"sequence\":{}}}",
+                    line_prefix(path),
+                    child.sequence()
+                )?;
+                export_bucket(w, path, &child, counter)?;
+                path.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes into a database in transactions of bounded size: `import` and `compact` use it.
+pub struct BatchWriter<'db> {
+    db: &'db Db,
+    tx: Option<WriteTx<'db>>,
+    fill_percent: f64,
+}
+
+impl<'db> BatchWriter<'db> {
+    /// Starts the first transaction. `fill_percent` is used for every bucket written.
+    pub fn new(db: &'db Db, fill_percent: f64) -> Result<BatchWriter<'db>> {
+        Ok(BatchWriter {
+            db,
+            tx: Some(db.begin_write()?),
+            fill_percent,
+        })
+    }
+
+    fn tx(&mut self) -> &mut WriteTx<'db> {
+        self.tx
+            .as_mut()
+            .expect("a transaction is open until finish")
+    }
+
+    /// Commits what was written so far and starts the next transaction.
+    pub fn commit(&mut self) -> Result<()> {
+        self.tx.take().expect("a transaction is open").commit()?;
+        self.tx = Some(self.db.begin_write()?);
+        Ok(())
+    }
+
+    /// Commits the last transaction.
+    pub fn finish(mut self) -> Result<()> {
+        self.tx.take().expect("a transaction is open").commit()?;
+        Ok(())
+    }
+
+    /// Makes sure the bucket at `path` exists (and its parents), with `sequence`.
+    pub fn bucket(&mut self, path: &[Vec<u8>], sequence: u64) -> Result<()> {
+        let fill_percent = self.fill_percent;
+        if let Some((_, parent)) = path.split_last() {
+            // The parent holds the new bucket's name: pack it as tightly as its keys.
+            bucket_mut(self.tx(), parent, true)?.set_fill_percent(fill_percent);
+        }
+        let mut bucket = bucket_mut(self.tx(), path, true)?;
+        bucket.set_fill_percent(fill_percent);
+        // Setting the sequence marks the bucket changed; skip it when there is nothing to set.
+        if bucket.sequence() != sequence {
+            bucket.set_sequence(sequence)?;
+        }
+        Ok(())
+    }
+
+    /// Puts `key` = `value` into the bucket at `path`, created when missing.
+    pub fn put(&mut self, path: &[Vec<u8>], key: &[u8], value: &[u8]) -> Result<()> {
+        let fill_percent = self.fill_percent;
+        let mut bucket = bucket_mut(self.tx(), path, true)?;
+        bucket.set_fill_percent(fill_percent);
+        bucket
+            .put(key, value)
+            .with_context(|| format!("cannot put key {}", crate::format::go_quote(key)))
+    }
+}
+
+/// Arguments of `import`.
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The database file; created when missing.
+    pub path: PathBuf,
+    /// Read from this file instead of standard input (`-` is standard input too).
+    #[arg(long, short = 'i', value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Lines per transaction: each batch is committed before the next is read, so an
+    /// interrupted import keeps the batches committed so far.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// How full split pages are made (bbolt's fill percent, 0.1 to 1.0).
+    #[arg(long, default_value_t = 0.5)]
+    pub fill_percent: f64,
+    /// The page size of a new file (an existing file keeps its own).
+    #[arg(long, default_value_t = rbolt::PAGE_SIZE_DEFAULT)]
+    pub page_size: usize,
+    /// Skip the two fdatasyncs of each commit; one sync at the end makes the result durable.
+    #[arg(long)]
+    pub no_sync: bool,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
+
+/// A bucket name in a manifest line: a string, or `{"hex": "..."}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Name<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Hex {
+        #[serde(borrow)]
+        hex: Cow<'a, str>,
+    },
+}
+
+/// One manifest line: a bucket's sequence, or a key and its value.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    #[serde(borrow)]
+    bucket: Vec<Name<'a>>,
+    sequence: Option<u64>,
+    #[serde(borrow)]
+    key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    value: Option<Cow<'a, str>>,
+}
+
+/// `rbolt import PATH`: reads `export`'s lines into a new or existing file. Keys already there
+/// are overwritten; buckets are created as needed.
+pub fn import(args: &ImportArgs) -> Result<()> {
+    in_file(&args.path, import_inner(args))
+}
+
+fn import_inner(args: &ImportArgs) -> Result<()> {
+    if !(0.1..=1.0).contains(&args.fill_percent) {
+        bail!("--fill-percent must be between 0.1 and 1.0");
+    }
+    let input = args.input.as_ref().filter(|p| p.as_os_str() != "-");
+    let (reader, name, len): (Box<dyn Read>, String, Option<u64>) = match input {
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let len = file.metadata().ok().map(|m| m.len());
+            (Box::new(file), path.display().to_string(), len)
+        }
+        None => (
+            Box::new(std::io::stdin().lock()),
+            "standard input".to_owned(),
+            None,
+        ),
+    };
+    let options = Options::default()
+        .page_size(args.page_size)
+        .no_sync(args.no_sync);
+    let db = open_write(&args.path, &args.lock, true, options)?;
+    let bar = match len {
+        Some(len) => crate::progress::bar(len, Unit::Bytes, "importing", false),
+        None => crate::progress::spinner("importing", Unit::Bytes, false),
+    };
+    let mut counter = Counter::new(bar);
+    let mut reader = BufReader::with_capacity(1 << 16, reader);
+    let mut writer = BatchWriter::new(&db, args.fill_percent)?;
+    let mut text = String::new();
+    let mut in_batch = 0u64;
+    let mut number = 0u64;
+    loop {
+        text.clear();
+        let read = reader
+            .read_line(&mut text)
+            .with_context(|| format!("cannot read {name}"))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        counter.add(read as u64);
+        let line = text.trim_end_matches(['\n', '\r']);
+        if line.is_empty() {
+            continue;
+        }
+        apply_line(&mut writer, line).with_context(|| format!("line {number} of {name}"))?;
+        in_batch += 1;
+        if in_batch >= args.batch_size {
+            writer.commit()?;
+            in_batch = 0;
+        }
+    }
+    writer.finish()?;
+    if args.no_sync {
+        db.sync()?;
+    }
+    counter.finish();
+    Ok(())
+}
+
+fn apply_line(writer: &mut BatchWriter<'_>, line: &str) -> Result<()> {
+    let parsed: Line<'_> = serde_json::from_str(line)?;
+    let path = parsed
+        .bucket
+        .iter()
+        .map(|name| match name {
+            Name::Text(text) => Ok(text.as_bytes().to_vec()),
+            Name::Hex { hex } => parse_hex(hex).map_err(|e| anyhow!("bucket name: {e}")),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    match (parsed.sequence, parsed.key, parsed.value) {
+        (Some(sequence), None, None) => {
+            if path.is_empty() {
+                bail!("a sequence line needs a bucket path");
+            }
+            writer.bucket(&path, sequence)
+        }
+        (None, Some(key), Some(value)) => {
+            let key = parse_hex(&key).map_err(|e| anyhow!("key: {e}"))?;
+            let value = parse_hex(&value).map_err(|e| anyhow!("value: {e}"))?;
+            writer.put(&path, &key, &value)
+        }
+        _ => bail!("expected either \"sequence\" or both \"key\" and \"value\""),
+    }
+}

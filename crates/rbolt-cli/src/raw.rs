@@ -1,0 +1,283 @@
+//! Raw access to a database file, without opening it as a database: the page size, both metas
+//! as they are (valid or not), and pages read at `pgid × page_size`.
+//!
+//! `page`, `page-item`, `dump` and `surgery` read files through this module so that they work
+//! on files the database refuses to open. Nothing here trusts the file: every length is checked
+//! against the file's size before anything is allocated or read.
+
+use anyhow::{Context, Result, anyhow, bail};
+use rbolt_page::{
+    Corruption, META_SIZE, Meta, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid,
+    Reason, read_meta,
+};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Bytes at the start of a meta page that hold everything the meta has.
+pub const META_PAGE_BYTES: usize = PAGE_HEADER_SIZE + META_SIZE;
+
+/// A database file opened for raw reading.
+#[derive(Debug)]
+pub struct RawFile {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    page_size: usize,
+}
+
+/// What is known of one meta page.
+#[derive(Clone, Debug)]
+pub struct MetaSlot {
+    /// The meta record as stored, if the page is long enough to hold one.
+    pub meta: Option<Meta>,
+    /// `Ok` when the meta passes every check the database makes when it opens the file.
+    pub valid: Result<(), Corruption>,
+}
+
+impl RawFile {
+    /// Opens `path` read-only and finds its page size: meta 0's when meta 0 is valid, else the
+    /// size at which a valid meta 1 is found (probing 512 bytes to 16 MiB, as the database does
+    /// when it opens a file), else meta 0's when at least its magic is right (as bbolt's tools
+    /// do).
+    pub fn open(path: &Path) -> Result<RawFile> {
+        crate::open::check_exists(path)?;
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let len = file
+            .metadata()
+            .with_context(|| format!("cannot read the size of {}", path.display()))?
+            .len();
+        let mut raw = RawFile {
+            file,
+            path: path.to_owned(),
+            len,
+            page_size: 0,
+        };
+        raw.page_size = raw.find_page_size()?;
+        Ok(raw)
+    }
+
+    fn find_page_size(&self) -> Result<usize> {
+        let in_range =
+            |size: u32| size.is_power_of_two() && (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&size);
+        let first = self.read_short(0, META_PAGE_BYTES)?;
+        if first.len() < META_PAGE_BYTES {
+            bail!(
+                "{} is not a bbolt database: it is {} bytes long, too short for a meta page",
+                self.path.display(),
+                self.len
+            );
+        }
+        let meta0 = read_meta(&first, Pgid(0));
+        if let Ok(meta) = &meta0
+            && in_range(meta.page_size)
+        {
+            return Ok(meta.page_size as usize);
+        }
+        for shift in 0..16u32 {
+            let offset = u64::from(PAGE_SIZE_MIN) << shift;
+            let bytes = self.read_short(offset, META_PAGE_BYTES)?;
+            if let Ok(meta) = read_meta(&bytes, Pgid(1))
+                && u64::from(meta.page_size) == offset
+            {
+                return Ok(offset as usize);
+            }
+        }
+        if let Some(meta) = Meta::read_unchecked(&first)
+            && meta.magic == rbolt_page::MAGIC
+            && in_range(meta.page_size)
+        {
+            return Ok(meta.page_size as usize);
+        }
+        let reason = match meta0 {
+            Err(e) => e.to_string(),
+            Ok(meta) => Corruption::new(Pgid(0), Reason::BadPageSize(meta.page_size)).to_string(),
+        };
+        Err(anyhow!(
+            "cannot find the page size of {}: meta 0 is invalid ({reason}) and no valid meta 1 \
+             was found at any page size from 512 bytes to 16 MiB",
+            self.path.display()
+        ))
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Whole pages in the file.
+    pub fn file_pages(&self) -> u64 {
+        self.len / self.page_size as u64
+    }
+
+    /// Up to `len` bytes at `offset`: fewer when the file ends first.
+    pub fn read_short(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let available = self.len.saturating_sub(offset).min(len as u64) as usize;
+        let mut buf = vec![0u8; available];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .with_context(|| format!("cannot read {}", self.path.display()))?;
+        Ok(buf)
+    }
+
+    /// Exactly `len` bytes at `offset`, or an error naming what lies past the end.
+    pub fn read_exact(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > self.len) {
+            bail!(
+                "{}: bytes {offset}..{} lie past the end of the {}-byte file",
+                self.path.display(),
+                offset.saturating_add(len as u64),
+                self.len
+            );
+        }
+        self.read_short(offset, len)
+    }
+
+    /// Page `pgid`'s first page, exactly as stored.
+    pub fn read_block(&self, pgid: u64) -> Result<Vec<u8>> {
+        let offset = pgid
+            .checked_mul(self.page_size as u64)
+            .ok_or_else(|| anyhow!("page {pgid} lies past the end of the file"))?;
+        if offset.saturating_add(self.page_size as u64) > self.len {
+            bail!(
+                "page {pgid} lies past the end of the file ({} pages of {} bytes)",
+                self.file_pages(),
+                self.page_size
+            );
+        }
+        self.read_exact(offset, self.page_size)
+    }
+
+    /// Page `pgid` with its overflow pages. Its header must name `pgid`, and its overflow must
+    /// end inside the file (so a corrupt header cannot make this read gigabytes).
+    pub fn read_page(&self, pgid: u64) -> Result<(PageHeader, Vec<u8>)> {
+        let first = self.read_block(pgid)?;
+        let header = PageHeader::read(&first).expect("a page is longer than its header");
+        if header.id != pgid {
+            bail!(
+                "page {pgid}: the page header names page {} (not a page start, or corrupt)",
+                header.id
+            );
+        }
+        if header.overflow == 0 {
+            return Ok((header, first));
+        }
+        let last = pgid.checked_add(u64::from(header.overflow));
+        if last.is_none_or(|last| last >= self.file_pages()) {
+            bail!(
+                "page {pgid}: its {} overflow pages run past the end of the file ({} pages)",
+                header.overflow,
+                self.file_pages()
+            );
+        }
+        let span = (header.overflow as usize + 1) * self.page_size;
+        Ok((header, self.read_exact(pgid * self.page_size as u64, span)?))
+    }
+
+    /// Both metas, each with whether it passes the database's checks.
+    pub fn metas(&self) -> Result<[MetaSlot; 2]> {
+        let slot = |index: u64| -> Result<MetaSlot> {
+            let bytes = self.read_short(index * self.page_size as u64, META_PAGE_BYTES)?;
+            let meta = Meta::read_unchecked(&bytes);
+            let valid = if bytes.len() < META_PAGE_BYTES {
+                Err(Corruption::new(
+                    Pgid(index),
+                    Reason::Truncated {
+                        what: "meta page",
+                        need: (index + 1) * self.page_size as u64,
+                        have: self.len,
+                    },
+                ))
+            } else {
+                read_meta(&bytes, Pgid(index))
+                    .and_then(|meta| meta.validate_fields(Pgid(index), self.len).map(|()| meta))
+                    .and_then(|meta| {
+                        if meta.page_size as usize == self.page_size {
+                            Ok(())
+                        } else {
+                            Err(Corruption::new(
+                                Pgid(index),
+                                Reason::BadPageSize(meta.page_size),
+                            ))
+                        }
+                    })
+            };
+            Ok(MetaSlot { meta, valid })
+        };
+        Ok([slot(0)?, slot(1)?])
+    }
+
+    /// The meta the database would use: the valid one with the higher txid.
+    pub fn active_meta(&self) -> Result<Option<(u64, Meta)>> {
+        let metas = self.metas()?;
+        Ok(metas
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.valid.is_ok())
+            .filter_map(|(index, slot)| slot.meta.map(|meta| (index as u64, meta)))
+            .max_by_key(|(_, meta)| meta.txid))
+    }
+
+    /// One past the last page worth looking at: the active meta's high-water mark, or the
+    /// number of pages in the file when no meta is valid.
+    pub fn high_water(&self) -> Result<u64> {
+        Ok(match self.active_meta()? {
+            Some((_, meta)) => meta.pgid,
+            None => self.file_pages(),
+        })
+    }
+}
+
+/// Pages in memory (a mapped snapshot), below a high-water mark.
+#[derive(Clone, Copy, Debug)]
+pub struct RawPages<'a> {
+    data: &'a [u8],
+    page_size: usize,
+    high_water: u64,
+}
+
+impl<'a> RawPages<'a> {
+    /// The pages of `data`, which must cover `high_water` pages.
+    pub fn new(data: &'a [u8], page_size: usize, high_water: u64) -> Result<RawPages<'a>> {
+        if (high_water as u128) * page_size as u128 > data.len() as u128 {
+            bail!("the mapping is shorter than the high-water mark");
+        }
+        Ok(RawPages {
+            data,
+            page_size,
+            high_water,
+        })
+    }
+
+    /// The high-water mark.
+    pub fn high_water(&self) -> u64 {
+        self.high_water
+    }
+
+    /// The header at the start of page `pgid` (below the high-water mark).
+    pub fn header(&self, pgid: u64) -> Option<PageHeader> {
+        if pgid >= self.high_water {
+            return None;
+        }
+        PageHeader::read(&self.data[pgid as usize * self.page_size..])
+    }
+
+    /// The span of tree page `pgid` referred to by `owner`: the id is a tree page below the
+    /// high-water mark, its header names it, and its overflow ends below the mark.
+    pub fn span(&self, owner: Pgid, pgid: Pgid) -> Result<&'a [u8], Corruption> {
+        rbolt_page::check_pgid("child", owner, pgid, Pgid(self.high_water))?;
+        let header = self
+            .header(pgid.0)
+            .ok_or_else(|| Corruption::new(pgid, Reason::Other("page header past the end")))?;
+        if header.id != pgid.0 {
+            return Err(Corruption::new(
+                pgid,
+                Reason::IdMismatch { found: header.id },
+            ));
+        }
+        rbolt_page::check_overflow(pgid, header.overflow, Pgid(self.high_water))?;
+        let start = pgid.0 as usize * self.page_size;
+        Ok(&self.data[start..start + (header.overflow as usize + 1) * self.page_size])
+    }
+}

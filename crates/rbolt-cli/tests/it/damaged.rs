@@ -1,0 +1,225 @@
+//! Damaged, foreign, missing and locked files: one clear error line naming the file, a
+//! non-zero exit, never a panic; `check` lists what is wrong.
+
+use crate::support::{Dir, arg, assert_one_error_line, rbolt, unchanged};
+use std::path::Path;
+
+/// Every read command, with the arguments it needs after the path.
+const READ_COMMANDS: &[(&str, &[&str])] = &[
+    ("info", &[]),
+    ("buckets", &[]),
+    ("keys", &["alpha"]),
+    ("get", &["alpha", "alpha-00"]),
+    ("stats", &[]),
+    ("pages", &[]),
+    ("inspect", &[]),
+    ("export", &[]),
+];
+
+/// Runs every read command on `path`; each must fail with one line naming the file.
+#[track_caller]
+fn every_read_command_fails(path: &Path) {
+    for (command, extra) in READ_COMMANDS {
+        let mut args = vec![*command, arg(path)];
+        args.extend_from_slice(extra);
+        let run = unchanged(path, || rbolt(&args));
+        assert_eq!(
+            run.code,
+            1,
+            "{command} on {}: {}",
+            path.display(),
+            run.stderr
+        );
+        assert_one_error_line(&run.stderr);
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert!(run.stderr.contains(name), "{command}: {}", run.stderr);
+    }
+}
+
+/// Runs `check` on `path`; it must exit 1 after listing errors and `N errors found`.
+#[track_caller]
+fn check_finds_errors(path: &Path) -> String {
+    let run = unchanged(path, || rbolt(["check", arg(path)]));
+    assert_eq!(run.code, 1, "{}", run.out());
+    assert_one_error_line(&run.stderr);
+    let out = run.out();
+    let lines: Vec<&str> = out.lines().collect();
+    let last = lines.last().expect("check prints a summary");
+    let count: usize = last
+        .strip_suffix(" errors found")
+        .unwrap_or_else(|| panic!("no summary in {out}"))
+        .parse()
+        .unwrap();
+    assert!(count > 0);
+    assert_eq!(count, lines.len() - 1, "one line per error: {out}");
+    out
+}
+
+#[test]
+fn a_missing_file() {
+    let dir = Dir::new();
+    let path = dir.path("missing.db");
+    for (command, extra) in READ_COMMANDS {
+        let mut args = vec![*command, arg(&path)];
+        args.extend_from_slice(extra);
+        rbolt(&args).fails_with("missing.db does not exist");
+    }
+    for command in ["check", "dump", "page", "page-item"] {
+        let mut args = vec![command, arg(&path)];
+        if command != "check" {
+            args.extend(["2", "0"]);
+        }
+        rbolt(&args).fails_with("does not exist");
+    }
+    assert!(!path.exists(), "no command creates the file");
+}
+
+#[test]
+fn not_a_database() {
+    let dir = Dir::new();
+    let path = dir.path("notes.db");
+    std::fs::write(&path, "these are my notes, not a database\n".repeat(300)).unwrap();
+    every_read_command_fails(&path);
+    check_finds_errors(&path);
+    rbolt(["dump", arg(&path), "0"]).fails_with("cannot find the page size");
+}
+
+#[test]
+fn an_empty_file() {
+    let dir = Dir::new();
+    let path = dir.path("empty.db");
+    std::fs::write(&path, b"").unwrap();
+    every_read_command_fails(&path);
+    let out = check_finds_errors(&path);
+    assert!(out.contains("too short"), "{out}");
+}
+
+#[test]
+fn a_truncated_file() {
+    let dir = Dir::new();
+    for name in ["small", "deep"] {
+        let path = dir.damaged(name, &format!("{name}-truncated.db"), |bytes| {
+            bytes.truncate(bytes.len() / 3);
+        });
+        every_read_command_fails(&path);
+        let out = check_finds_errors(&path);
+        assert!(out.contains("lies past the end"), "{out}");
+    }
+    // Shorter than one meta page.
+    let path = dir.damaged("small", "stub.db", |bytes| bytes.truncate(40));
+    every_read_command_fails(&path);
+    check_finds_errors(&path);
+}
+
+#[test]
+fn a_zeroed_meta_page() {
+    let dir = Dir::new();
+    // The current meta of `small` is page 0 (small.json: active_meta 0).
+    let path = dir.damaged("small", "zeroed.db", |bytes| bytes[..4096].fill(0));
+    // The file still opens from the other meta, one transaction back...
+    let info = unchanged(&path, || rbolt(["info", arg(&path)]).ok());
+    assert!(info.contains("Txn ID: 9\n"), "{info}");
+    // ...but check says the meta is gone.
+    let out = check_finds_errors(&path);
+    assert!(out.starts_with("meta page 0: "), "{out}");
+    let validate = rbolt(["surgery", "meta", "validate", arg(&path)]).ok();
+    assert!(
+        validate.starts_with("WARNING: The meta page 0 isn't valid: "),
+        "{validate}"
+    );
+    assert!(
+        validate.ends_with("The meta page 1 is valid!\n"),
+        "{validate}"
+    );
+    // Both metas zeroed: nothing opens.
+    let both = dir.damaged("small", "zeroed-both.db", |bytes| bytes[..8192].fill(0));
+    every_read_command_fails(&both);
+    check_finds_errors(&both);
+}
+
+#[test]
+fn flipped_bytes_in_a_tree_page() {
+    let dir = Dir::new();
+    // Page 19 is the root bucket's leaf; its first element's position goes wild.
+    let path = dir.damaged("small", "flipped.db", |bytes| {
+        bytes[19 * 4096 + 20..19 * 4096 + 24].fill(0xff);
+    });
+    let out = check_finds_errors(&path);
+    assert!(out.starts_with("page 19: element 0 ends at byte"), "{out}");
+    for command in ["buckets", "export", "inspect", "stats"] {
+        rbolt([command, arg(&path)]).fails_with("page 19");
+    }
+    // The raw page commands still show the page.
+    let page = rbolt(["page", arg(&path), "19"]);
+    assert_eq!(page.code, 1);
+    assert!(
+        page.out().contains("Printing page 19 failed: "),
+        "{}",
+        page.out()
+    );
+    let dump = rbolt(["dump", arg(&path), "19"]).ok();
+    assert!(dump.contains("ffff ffff"), "{dump}");
+}
+
+#[test]
+fn flipped_bytes_in_a_leaf_of_a_big_tree() {
+    let dir = Dir::new();
+    // Scribble over the middle of every page of `deep` from page 100 on: keys fall out of
+    // order or out of bounds; nothing may panic.
+    let path = dir.damaged("deep", "scribbled.db", |bytes| {
+        for page in 100..bytes.len() / 4096 {
+            let at = page * 4096 + 2000;
+            bytes[at..at + 8].copy_from_slice(&[0xa5; 8]);
+        }
+    });
+    check_finds_errors(&path);
+    let run = rbolt(["export", arg(&path)]);
+    assert!(run.code == 0 || run.code == 1);
+    if run.code == 1 {
+        assert_one_error_line(&run.stderr);
+    }
+}
+
+#[test]
+fn a_locked_file() {
+    let dir = Dir::new();
+    let path = dir.fixture("small");
+    // A writer in this process holds the exclusive lock, as a running server would.
+    let db = rbolt::Db::open(&path).unwrap();
+    for (command, extra) in READ_COMMANDS {
+        let mut args = vec![*command, arg(&path)];
+        args.extend_from_slice(extra);
+        rbolt(&args).fails_with("small.db is locked by another process");
+    }
+    rbolt(["check", arg(&path)]).fails_with("locked");
+    rbolt(["put", arg(&path), "alpha", "k", "v"]).fails_with("locked");
+    let out = dir.path("out.db");
+    rbolt([
+        "surgery",
+        "revert-meta-page",
+        arg(&path),
+        "--output",
+        arg(&out),
+    ])
+    .fails_with("locked");
+    assert!(!out.exists());
+    // A bounded wait gives up after about that long.
+    let started = std::time::Instant::now();
+    rbolt(["info", "--timeout", "300ms", arg(&path)]).fails_with("after waiting 300ms");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    // Raw page commands take no lock, as bbolt's do.
+    rbolt(["page", arg(&path), "0"]).ok();
+    drop(db);
+    rbolt(["info", arg(&path)]).ok();
+}
+
+#[test]
+fn readers_share_the_lock() {
+    let dir = Dir::new();
+    let path = dir.fixture("small");
+    let reader = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true)).unwrap();
+    rbolt(["info", arg(&path)]).ok();
+    rbolt(["put", arg(&path), "alpha", "k", "v"]).fails_with("locked");
+    drop(reader);
+    rbolt(["put", arg(&path), "alpha", "k", "v"]).ok();
+}

@@ -1,0 +1,11 @@
+//! The `rbolt` binary, run as a user would run it, on the Go bbolt fixtures and on damaged
+//! copies of them.
+
+mod bench;
+mod cli;
+mod damaged;
+mod fixtures;
+mod memory;
+mod roundtrip;
+mod support;
+mod surgery;

@@ -1,0 +1,197 @@
+//! Commands that write: `import` (round trips with `export`), `compact`, `put`, `delete`.
+
+use crate::support::{Dir, arg, rbolt, rbolt_with_input, unchanged};
+use rbolt_fixtures::{NAMES, manifest_text};
+
+#[test]
+fn import_of_every_manifest_exports_the_same() {
+    let dir = Dir::new();
+    for name in NAMES {
+        let manifest = manifest_text(name);
+        let input = dir.path(&format!("{name}.jsonl"));
+        std::fs::write(&input, &manifest).unwrap();
+        let db = dir.path(&format!("{name}.imported.db"));
+        // Small batches so that imports span several transactions.
+        rbolt([
+            "import",
+            arg(&db),
+            "--input",
+            arg(&input),
+            "--batch-size",
+            "5000",
+        ])
+        .ok();
+        let exported = rbolt(["export", arg(&db)]).ok();
+        assert!(
+            exported == manifest,
+            "{name}: the round trip changed the content"
+        );
+        assert_eq!(rbolt(["check", arg(&db)]).ok(), "OK\n", "{name}");
+    }
+}
+
+#[test]
+fn import_reads_standard_input_and_merges_into_an_existing_file() {
+    let dir = Dir::new();
+    let db = dir.fixture("small");
+    let input = concat!(
+        "{\"bucket\":[\"alpha\"],\"key\":\"6e6577\",\"value\":\"76\"}\n",
+        "{\"bucket\":[\"fresh\",{\"hex\":\"00ff\"}],\"sequence\":7}\n",
+        "{\"bucket\":[\"fresh\",{\"hex\":\"00ff\"}],\"key\":\"6b\",\"value\":\"\"}\n",
+    );
+    let run = rbolt_with_input(["import", arg(&db), "--no-sync"], input.as_bytes());
+    run.ok();
+    assert_eq!(rbolt(["get", arg(&db), "alpha", "new"]).ok(), "v\n");
+    let exported = rbolt(["export", arg(&db)]).ok();
+    assert!(exported.contains("{\"bucket\":[\"fresh\",{\"hex\":\"00ff\"}],\"sequence\":7}\n"));
+    assert!(
+        exported.contains(
+            "{\"bucket\":[\"fresh\",{\"hex\":\"00ff\"}],\"key\":\"6b\",\"value\":\"\"}\n"
+        )
+    );
+    // Everything that was there is still there.
+    assert_eq!(
+        exported.lines().count(),
+        manifest_text("small").lines().count() + 4
+    );
+    assert_eq!(rbolt(["check", arg(&db)]).ok(), "OK\n");
+}
+
+#[test]
+fn import_rejects_bad_lines_by_number() {
+    let dir = Dir::new();
+    let db = dir.path("new.db");
+    let cases: [(&str, &str); 4] = [
+        ("{\"bucket\":[\"a\"],\"sequence\":1}\nnot json\n", "line 2"),
+        (
+            "{\"bucket\":[\"a\"],\"key\":\"zz\",\"value\":\"00\"}\n",
+            "line 1",
+        ),
+        (
+            "{\"bucket\":[\"a\"],\"key\":\"00\"}\n",
+            "either \"sequence\" or both",
+        ),
+        (
+            "{\"bucket\":[\"a\"],\"sequence\":1,\"extra\":2}\n",
+            "unknown field",
+        ),
+    ];
+    for (input, needle) in cases {
+        rbolt_with_input(["import", arg(&db)], input.as_bytes()).fails_with(needle);
+    }
+    // A line that puts a value where a bucket is.
+    let input =
+        "{\"bucket\":[\"a\"],\"sequence\":0}\n{\"bucket\":[],\"key\":\"61\",\"value\":\"00\"}\n";
+    rbolt_with_input(["import", arg(&db)], input.as_bytes()).fails_with("line 2");
+}
+
+#[test]
+fn compact_copies_every_fixture() {
+    let dir = Dir::new();
+    for name in NAMES {
+        let db = dir.fixture(name);
+        let out = dir.path(&format!("{name}.compact.db"));
+        let run = unchanged(&db, || rbolt(["compact", "-o", arg(&out), arg(&db)]));
+        let line = run.ok();
+        // bbolt's line: "X -> Y bytes (gain=Z.ZZx)".
+        let source_len = std::fs::metadata(&db).unwrap().len();
+        let out_len = std::fs::metadata(&out).unwrap().len();
+        let expected = format!(
+            "{source_len} -> {out_len} bytes (gain={:.2}x)\n",
+            source_len as f64 / out_len as f64
+        );
+        assert_eq!(line, expected, "{name}");
+        assert!(
+            rbolt(["export", arg(&out)]).ok() == manifest_text(name),
+            "{name}"
+        );
+        assert_eq!(rbolt(["check", arg(&out)]).ok(), "OK\n", "{name}");
+        let source_info = rbolt(["info", arg(&db)]).ok();
+        let out_info = rbolt(["info", arg(&out)]).ok();
+        assert_eq!(
+            source_info.lines().next(),
+            out_info.lines().next(),
+            "{name}: page size kept"
+        );
+    }
+}
+
+#[test]
+fn compact_refuses_to_overwrite_and_honours_its_flags() {
+    let dir = Dir::new();
+    let db = dir.fixture("deep");
+    let out = dir.path("out.db");
+    rbolt([
+        "compact",
+        "--no-sync",
+        "--tx-max-size",
+        "0",
+        "-o",
+        arg(&out),
+        arg(&db),
+    ])
+    .ok();
+    assert!(rbolt(["export", arg(&out)]).ok() == manifest_text("deep"));
+    rbolt(["compact", "-o", arg(&out), arg(&db)]).fails_with("already exists");
+    rbolt(["compact", "-o", arg(&db), arg(&db)]).fails_with("already exists");
+    // -o is required: a usage error.
+    assert_eq!(rbolt(["compact", arg(&db)]).code, 2);
+}
+
+#[test]
+fn put_get_delete() {
+    let dir = Dir::new();
+    let db = dir.fixture("small");
+    rbolt(["put", arg(&db), "alpha", "k1", "v1"]).ok();
+    assert_eq!(rbolt(["get", arg(&db), "alpha", "k1"]).ok(), "v1\n");
+    // Hex keys and values; nested buckets created on request only.
+    rbolt([
+        "put",
+        arg(&db),
+        "new",
+        "sub",
+        "00ff",
+        "0102",
+        "--parse-format",
+        "hex",
+    ])
+    .fails_with("bucket not found: new/sub");
+    rbolt([
+        "put",
+        "-p",
+        arg(&db),
+        "new",
+        "sub",
+        "00ff",
+        "0102",
+        "--parse-format",
+        "hex",
+    ])
+    .ok();
+    let value = rbolt([
+        "get",
+        arg(&db),
+        "new",
+        "sub",
+        "00ff",
+        "--parse-format",
+        "hex",
+    ])
+    .ok();
+    assert_eq!(value, "0102\n");
+    rbolt(["delete", arg(&db), "alpha", "k1"]).ok();
+    rbolt(["get", arg(&db), "alpha", "k1"]).fails_with("not found in bucket alpha");
+    rbolt(["delete", arg(&db), "alpha", "k1"]).fails_with("not found in bucket alpha");
+    rbolt(["delete", arg(&db), "beta", "one"]).fails_with("--bucket");
+    rbolt(["delete", "--bucket", arg(&db), "beta", "one"]).ok();
+    assert_eq!(rbolt(["keys", arg(&db), "beta"]).ok(), "aaa\ntwo\nzzz\n");
+    rbolt(["delete", "--bucket", arg(&db), "new"]).ok();
+    rbolt(["delete", "--bucket", arg(&db), "new"]).fails_with("bucket not found: new");
+    // A value where a bucket is expected, and the other way round.
+    rbolt(["put", arg(&db), "beta", "two", "x"]).fails_with("incompatible value");
+    rbolt(["put", arg(&db), "beta", "aaa", "k", "v"]).fails_with("beta/aaa");
+    assert_eq!(rbolt(["check", arg(&db)]).ok(), "OK\n");
+    // put never creates a database file.
+    rbolt(["put", arg(&dir.path("missing.db")), "b", "k", "v"]).fails_with("does not exist");
+    assert!(!dir.path("missing.db").exists());
+}
