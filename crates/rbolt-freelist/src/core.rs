@@ -16,6 +16,9 @@ use std::mem;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct UndoAlloc {
     n_pages: u64,
+    /// The run came from past the high-water mark, not the free set: rollback does not make
+    /// it free.
+    from_high_water: bool,
     /// The allocation record of the run's start that this allocation overwrote. Only a caller
     /// that freed part of an earlier run leaves one behind, but rollback must restore even
     /// that to be exact.
@@ -112,11 +115,28 @@ impl<S: FreeSet> Core<S> {
         let n_pages = n_pages as u64;
         let start = self.free.allocate(n_pages)?;
         let replaced = self.allocs.insert(start, txid);
-        self.undo
-            .entry(txid)
-            .or_default()
-            .insert(start, UndoAlloc { n_pages, replaced });
+        self.undo.entry(txid).or_default().insert(
+            start,
+            UndoAlloc {
+                n_pages,
+                from_high_water: false,
+                replaced,
+            },
+        );
         Some(start)
+    }
+
+    pub(crate) fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
+        self.debug_assert_one_writer(txid);
+        let replaced = self.allocs.insert(pgid, txid);
+        self.undo.entry(txid).or_default().insert(
+            pgid,
+            UndoAlloc {
+                n_pages: n_pages as u64,
+                from_high_water: true,
+                replaced,
+            },
+        );
     }
 
     pub(crate) fn free(
@@ -257,10 +277,12 @@ impl<S: FreeSet> Core<S> {
                     None => self.allocs.remove(&start),
                 };
                 debug_assert_eq!(removed, Some(txid), "allocation record of {start} lost");
-                runs.push(Run {
-                    start,
-                    n_pages: alloc.n_pages,
-                });
+                if !alloc.from_high_water {
+                    runs.push(Run {
+                        start,
+                        n_pages: alloc.n_pages,
+                    });
+                }
             }
             // The undo map is ordered by start, so the runs are sorted already.
             self.free.insert_runs(&runs);

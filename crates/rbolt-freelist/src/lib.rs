@@ -106,6 +106,12 @@ pub trait Freelist {
     /// from the high-water mark). `n_pages == 0` gives `None`.
     fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid>;
 
+    /// Records that transaction `txid` took `n_pages` pages at `pgid` from past the
+    /// high-water mark (not from the free set), so that once freed they can be released
+    /// between long readers like any other allocation (`release_range`). Rollback forgets the
+    /// record without making the pages free: they lie past the committed high-water mark.
+    fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize);
+
     /// Makes page `pgid` and its `overflow` following pages pending at transaction `txid`.
     /// Freeing a meta page, a page already free or pending, or a page `txid` allocated itself
     /// is an error and changes nothing.
@@ -203,6 +209,10 @@ macro_rules! forward_to_core {
             #[inline]
             fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
                 self.0.allocate(txid, n_pages)
+            }
+            #[inline]
+            fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
+                self.0.record_allocation(txid, pgid, n_pages)
             }
             #[inline]
             fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {
@@ -327,6 +337,10 @@ impl Freelist for AnyFreelist {
     #[inline]
     fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
         dispatch!(self, f => f.allocate(txid, n_pages))
+    }
+    #[inline]
+    fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
+        dispatch!(self, f => f.record_allocation(txid, pgid, n_pages))
     }
     #[inline]
     fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {

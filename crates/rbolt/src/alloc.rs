@@ -90,6 +90,8 @@ impl TxAlloc {
             });
         }
         self.next = Pgid(end);
+        // Recorded so that, once freed, these pages can be released between long readers.
+        self.freelist.record_allocation(self.txid, pgid, n_pages);
         Ok(pgid)
     }
 

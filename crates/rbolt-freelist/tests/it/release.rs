@@ -276,3 +276,50 @@ fn the_trait_is_object_safe() {
     assert_eq!(freelists[0].kind(), FreelistKind::Array);
     assert_eq!(freelists[1].kind(), FreelistKind::Span);
 }
+
+#[test]
+fn pages_taken_from_the_high_water_mark_release_between_readers_once_recorded() {
+    for kind in KINDS {
+        let mut freelist = AnyFreelist::new(kind);
+        // Transaction 5 grows the file by two pages at 10; transaction 7 frees them while a
+        // reader of txid 3 is still open.
+        freelist.record_allocation(Txid(5), Pgid(10), 2);
+        freelist.commit(Txid(5));
+        freelist.free(Txid(7), Pgid(10), 1).unwrap();
+        freelist.commit(Txid(7));
+        // Without the record the reader at 3 would pin them; with it, nobody between 4 and the
+        // end saw them.
+        freelist.release_pending(&[Txid(3)]);
+        let free: Vec<u64> = freelist.free_ids().map(|id| id.0).collect();
+        assert_eq!(free, [10, 11], "{kind:?}");
+        assert_eq!(freelist.pending_count(), 0, "{kind:?}");
+    }
+}
+
+#[test]
+fn rolling_back_a_high_water_allocation_forgets_it_without_freeing_it() {
+    for kind in KINDS {
+        let mut freelist = AnyFreelist::new(kind);
+        let before = freelist.clone();
+        freelist.record_allocation(Txid(2), Pgid(4), 3);
+        freelist.rollback(Txid(2));
+        assert_eq!(freelist.free_count(), 0, "{kind:?}");
+        assert_eq!(
+            freelist, before,
+            "{kind:?}: rollback restores the state exactly"
+        );
+        // The same pages taken again by the next transaction, then freed by a later one,
+        // are attributed to that transaction only.
+        freelist.record_allocation(Txid(2), Pgid(4), 3);
+        freelist.commit(Txid(2));
+        freelist.free(Txid(3), Pgid(4), 2).unwrap();
+        assert_eq!(
+            freelist
+                .pending()
+                .iter()
+                .map(|p| p.allocated_by)
+                .collect::<Vec<_>>(),
+            [Txid(2); 3]
+        );
+    }
+}
