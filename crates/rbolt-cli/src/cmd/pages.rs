@@ -133,7 +133,10 @@ fn free_pages(pages: RawPages<'_>, meta: &Meta) -> Result<PageSet> {
 
 /// Arguments of `page`.
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("which").required(true).args(["pgids", "all"])))]
+#[command(
+    group(clap::ArgGroup::new("which").required(true).args(["pgids", "all"])),
+    override_usage = "rbolt page [OPTIONS] <PATH> <PGID>...\n       rbolt page --all [OPTIONS] <PATH>"
+)]
 pub struct PageArgs {
     /// The database file (read raw: it need not open as a database).
     pub path: PathBuf,

@@ -169,9 +169,11 @@ fn keys_inner(args: &KeysArgs) -> Result<()> {
 pub struct GetArgs {
     /// The database file.
     pub path: PathBuf,
-    /// The bucket, the names of nested buckets, then the key.
-    #[arg(required = true, num_args = 2.., value_name = "BUCKET... KEY")]
-    pub args: Vec<OsString>,
+    /// The bucket, then the names of nested buckets down to the one that holds the key.
+    #[arg(required = true, num_args = 1.., value_name = "BUCKET")]
+    pub buckets: Vec<OsString>,
+    /// The key.
+    pub key: OsString,
     /// How the key on the command line is written.
     #[arg(long, value_enum, default_value = "ascii-encoded")]
     pub parse_format: ParseFormat,
@@ -191,9 +193,8 @@ pub fn get(args: &GetArgs) -> Result<()> {
 }
 
 fn get_inner(args: &GetArgs) -> Result<()> {
-    let (key, buckets) = args.args.split_last().expect("clap requires two arguments");
-    let names = parse_names(buckets, args.bucket_format)?;
-    let key = crate::format::parse_arg(key, args.parse_format, "key")?;
+    let names = parse_names(&args.buckets, args.bucket_format)?;
+    let key = crate::format::parse_arg(&args.key, args.parse_format, "key")?;
     if key.is_empty() {
         bail!("key required");
     }

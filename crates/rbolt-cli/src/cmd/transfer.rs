@@ -58,6 +58,9 @@ fn export_inner(args: &ExportArgs) -> Result<()> {
             crate::out::flush(w)?;
         }
         Some(output) => {
+            if same_file(output, &args.path) {
+                bail!("--output names the database itself");
+            }
             let file = std::fs::File::create(output)
                 .with_context(|| format!("cannot create {}", output.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
@@ -68,6 +71,15 @@ fn export_inner(args: &ExportArgs) -> Result<()> {
     }
     counter.finish();
     Ok(())
+}
+
+/// Whether `a` and `b` name the same existing file.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The start of every line of the bucket at `path`: `{"bucket":[...]`.
@@ -269,14 +281,31 @@ fn import_inner(args: &ImportArgs) -> Result<()> {
     let options = Options::default()
         .page_size(args.page_size)
         .no_sync(args.no_sync);
+    let created = !args.path.exists();
     let db = open_write(&args.path, &args.lock, true, options)?;
+    let result = import_into(&db, args, reader, &name, len);
+    drop(db);
+    if result.is_err() && created {
+        // A new file that did not receive the whole input is of no use to anyone.
+        let _ = std::fs::remove_file(&args.path);
+    }
+    result
+}
+
+fn import_into(
+    db: &Db,
+    args: &ImportArgs,
+    reader: Box<dyn Read>,
+    name: &str,
+    len: Option<u64>,
+) -> Result<()> {
     let bar = match len {
         Some(len) => crate::progress::bar(len, Unit::Bytes, "importing", false),
         None => crate::progress::spinner("importing", Unit::Bytes, false),
     };
     let mut counter = Counter::new(bar);
     let mut reader = BufReader::with_capacity(1 << 16, reader);
-    let mut writer = BatchWriter::new(&db, args.fill_percent)?;
+    let mut writer = BatchWriter::new(db, args.fill_percent)?;
     let mut text = String::new();
     let mut in_batch = 0u64;
     let mut number = 0u64;

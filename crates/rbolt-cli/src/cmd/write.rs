@@ -43,11 +43,12 @@ pub fn bucket_mut<'t>(
 
 /// Arguments of `put`.
 #[derive(Args, Debug)]
+#[command(override_usage = "rbolt put [OPTIONS] <PATH> <BUCKET>... <KEY> <VALUE>")]
 pub struct PutArgs {
     /// The database file (it must exist).
     pub path: PathBuf,
     /// The bucket, the names of nested buckets, the key, then the value.
-    #[arg(required = true, num_args = 3.., value_name = "BUCKET... KEY VALUE")]
+    #[arg(required = true, num_args = 3.., value_names = ["BUCKET", "KEY", "VALUE"])]
     pub args: Vec<OsString>,
     /// How the key and the value on the command line are written.
     #[arg(long, value_enum, default_value = "ascii-encoded")]
@@ -85,12 +86,16 @@ fn put_inner(args: &PutArgs) -> Result<()> {
 
 /// Arguments of `delete`.
 #[derive(Args, Debug)]
+#[command(
+    override_usage = "rbolt delete [OPTIONS] <PATH> <BUCKET>... <KEY>\n       \
+                          rbolt delete --bucket [OPTIONS] <PATH> <BUCKET>..."
+)]
 pub struct DeleteArgs {
     /// The database file.
     pub path: PathBuf,
     /// The bucket, the names of nested buckets, then the key (with --bucket: the path of the
     /// bucket to delete).
-    #[arg(required = true, num_args = 1.., value_name = "BUCKET... KEY")]
+    #[arg(required = true, num_args = 1.., value_names = ["BUCKET", "KEY"])]
     pub args: Vec<OsString>,
     /// Delete the bucket the arguments name, and everything in it, instead of a key.
     #[arg(long)]

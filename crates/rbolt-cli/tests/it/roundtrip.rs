@@ -83,6 +83,20 @@ fn import_rejects_bad_lines_by_number() {
     let input =
         "{\"bucket\":[\"a\"],\"sequence\":0}\n{\"bucket\":[],\"key\":\"61\",\"value\":\"00\"}\n";
     rbolt_with_input(["import", arg(&db)], input.as_bytes()).fails_with("line 2");
+    // A file the failed import created is not left behind; an existing one is kept.
+    assert!(!db.exists());
+    let existing = dir.fixture("small");
+    rbolt_with_input(["import", arg(&existing)], b"oops\n").fails_with("line 1");
+    assert!(rbolt(["export", arg(&existing)]).ok() == manifest_text("small"));
+}
+
+#[test]
+fn export_never_overwrites_the_database() {
+    let dir = Dir::new();
+    let db = dir.fixture("small");
+    unchanged(&db, || {
+        rbolt(["export", arg(&db), "-o", arg(&db)]).fails_with("names the database itself");
+    });
 }
 
 #[test]
