@@ -5,8 +5,8 @@ use crate::arena::Arena;
 use crate::node::{Child, Inodes, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
-    BranchPage, Corruption, LeafPage, PageKind, PageRef, Pgid, Reason, Result, child_index,
-    compare_keys, lower_bound,
+    BranchPage, Corruption, LeafPage, PageKind, Pgid, Reason, Result, child_index, compare_keys,
+    lower_bound,
 };
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -113,12 +113,11 @@ impl<'a> TreeView<'a> {
     /// Reads committed page `pgid` (a child of `owner`) as a leaf or branch frame.
     #[inline]
     fn load(&self, owner: Pgid, pgid: Pgid) -> Result<Frame<'a>> {
-        let bytes = self.pages.page(owner, pgid)?;
-        let page = PageRef::new(bytes, pgid)?;
-        match page.header().kind() {
-            Some(PageKind::Leaf) => Ok(Frame::Leaf(page.leaf()?)),
+        let (bytes, header) = self.pages.page_and_header(owner, pgid)?;
+        match header.kind() {
+            Some(PageKind::Leaf) => Ok(Frame::Leaf(LeafPage::from_header(bytes, pgid, header)?)),
             Some(PageKind::Branch) => {
-                let branch = page.branch()?;
+                let branch = BranchPage::from_header(bytes, pgid, header)?;
                 if branch.is_empty() {
                     return Err(Corruption::new(
                         pgid,

@@ -82,6 +82,12 @@ impl<'a> Pages<'a> {
     /// overflow stays below the high-water mark.
     #[inline]
     pub fn page(&self, owner: Pgid, pgid: Pgid) -> Result<&'a [u8]> {
+        self.page_and_header(owner, pgid).map(|(bytes, _)| bytes)
+    }
+
+    /// [`Pages::page`], with the header it read and checked.
+    #[inline]
+    pub fn page_and_header(&self, owner: Pgid, pgid: Pgid) -> Result<(&'a [u8], PageHeader)> {
         check_pgid("child", owner, pgid, self.high_water)?;
         // pgid < high_water and high_water * page_size <= data.len(): no overflow, in bounds.
         let start = pgid.0 as usize * self.page_size;
@@ -95,7 +101,7 @@ impl<'a> Pages<'a> {
         }
         check_overflow(pgid, header.overflow, self.high_water)?;
         let end = start + (header.overflow as usize + 1) * self.page_size;
-        Ok(&self.data[start..end])
+        Ok((&self.data[start..end], header))
     }
 
     /// The position of `slice` within `data()`, if it lies there.

@@ -212,7 +212,9 @@ impl<'a> LeafPage<'a> {
     }
 
     #[inline]
-    fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<LeafPage<'a>> {
+    /// The leaf page whose header the caller already read from `bytes` (and checked names
+    /// `pgid`): checks the kind and that the elements fit.
+    pub fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<LeafPage<'a>> {
         expect_kind(pgid, header, PageKind::Leaf)?;
         let elems = element_array(bytes, pgid, header.count)?;
         Ok(LeafPage { pgid, bytes, elems })
@@ -380,7 +382,9 @@ impl<'a> BranchPage<'a> {
     }
 
     #[inline]
-    fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<BranchPage<'a>> {
+    /// The branch page whose header the caller already read from `bytes` (and checked names
+    /// `pgid`): checks the kind and that the elements fit.
+    pub fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<BranchPage<'a>> {
         expect_kind(pgid, header, PageKind::Branch)?;
         let elems = element_array(bytes, pgid, header.count)?;
         Ok(BranchPage { pgid, bytes, elems })
