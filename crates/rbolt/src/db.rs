@@ -151,7 +151,7 @@ impl Db {
         } else {
             Some(load_freelist(&snapshot, page_size, &options)?)
         };
-        Ok(Db {
+        let db = Db {
             storage,
             page_size,
             current: RwLock::new(snapshot),
@@ -167,7 +167,15 @@ impl Db {
             counters: StatCounters::default(),
             batcher: crate::batch::Batcher::default(),
             options,
-        })
+        };
+        // A file written without a freelist, opened by a writer that keeps one: write it now,
+        // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
+        if !db.options.read_only && !db.options.no_freelist_sync && !meta.has_freelist() {
+            let mut tx = db.begin_write()?;
+            tx.force = true;
+            tx.commit()?;
+        }
+        Ok(db)
     }
 
     /// The file's path, if it has one.

@@ -84,9 +84,10 @@ pub enum Error {
         /// The limit.
         max_size: u64,
     },
-    /// Bytes in the file do not form what they should.
+    /// Bytes in the file do not form what they should. (The corruption is in the message,
+    /// so it is not also the `source`.)
     #[error("corrupt database: {0}")]
-    Corruption(#[from] Corruption),
+    Corruption(Corruption),
     /// The freelist refused an operation (a double free, which means a corrupt file).
     #[error("freelist: {0}")]
     Freelist(FreelistError),
@@ -103,6 +104,12 @@ pub enum Error {
     /// handle refuses everything until the database is reopened.
     #[error("the database handle is poisoned by a failed commit; reopen the database")]
     Poisoned,
+}
+
+impl From<Corruption> for Error {
+    fn from(corruption: Corruption) -> Error {
+        Error::Corruption(corruption)
+    }
 }
 
 impl From<FreelistError> for Error {

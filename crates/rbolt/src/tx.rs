@@ -170,6 +170,8 @@ pub struct WriteTx<'db> {
     on_commit: Vec<Box<dyn FnOnce() + 'db>>,
     stats: TxStats,
     ended: bool,
+    /// Write a new meta (and freelist) even if no bucket changed.
+    pub(crate) force: bool,
 }
 
 impl std::fmt::Debug for WriteTx<'_> {
@@ -219,6 +221,7 @@ impl<'db> WriteTx<'db> {
             on_commit: Vec::new(),
             stats: TxStats::default(),
             ended: false,
+            force: false,
         }
     }
 
@@ -406,7 +409,7 @@ impl<'db> WriteTx<'db> {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
-        if !self.root.is_changed() {
+        if !self.root.is_changed() && !self.force {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
             return Ok(());

@@ -136,3 +136,23 @@ fn fixtures_accept_writes_and_stay_clean() {
         assert_clean(&db);
     }
 }
+
+#[test]
+fn a_writer_opening_a_file_without_a_freelist_writes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_db("nofreelistsync", dir.path());
+    let freelist_pgid = |path: &std::path::Path| {
+        let db = Db::open_with(path, Options::default().read_only(true)).unwrap();
+        db.view(|tx| Ok(tx.meta().freelist)).unwrap()
+    };
+    assert_eq!(freelist_pgid(&path), u64::MAX);
+    // Kept as it is by a writer that also skips the freelist...
+    drop(Db::open_with(&path, Options::default().no_freelist_sync(true)).unwrap());
+    assert_eq!(freelist_pgid(&path), u64::MAX);
+    // ...and written by one that keeps it.
+    let db = Db::open(&path).unwrap();
+    assert_clean(&db);
+    assert!(read_all(&db).unwrap() == manifest("nofreelistsync"));
+    drop(db);
+    assert_ne!(freelist_pgid(&path), u64::MAX);
+}
