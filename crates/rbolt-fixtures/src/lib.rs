@@ -51,8 +51,10 @@ pub fn write_db(name: &str, dir: &Path) -> PathBuf {
 
 /// The text of fixture `name`'s manifest.
 pub fn manifest_text(name: &str) -> String {
-    String::from_utf8(read_gz(&data_dir().join(format!("{name}.manifest.jsonl.gz"))))
-        .expect("manifest is UTF-8")
+    String::from_utf8(read_gz(
+        &data_dir().join(format!("{name}.manifest.jsonl.gz")),
+    ))
+    .expect("manifest is UTF-8")
 }
 
 /// Fixture `name`'s content, parsed from its manifest.
@@ -171,7 +173,12 @@ impl Bucket {
                 Item::Value(value) => {
                     out.push_str("{\"bucket\":");
                     write_path(path, out);
-                    let _ = writeln!(out, ",\"key\":\"{}\",\"value\":\"{}\"}}", hex(key), hex(value));
+                    let _ = writeln!(
+                        out,
+                        ",\"key\":\"{}\",\"value\":\"{}\"}}",
+                        hex(key),
+                        hex(value)
+                    );
                 }
                 Item::Bucket(bucket) => {
                     path.push(key.clone());
@@ -248,7 +255,11 @@ mod tests {
             let content = Bucket::from_manifest(&text);
             assert_eq!(content.to_manifest(), text, "{name}");
             let summary = summary(name);
-            assert_eq!(content.key_count() as u64, summary["n_keys"].as_u64().unwrap(), "{name}");
+            assert_eq!(
+                content.key_count() as u64,
+                summary["n_keys"].as_u64().unwrap(),
+                "{name}"
+            );
             assert_eq!(
                 content.bucket_count() as u64,
                 summary["n_buckets"].as_u64().unwrap(),
