@@ -1,0 +1,453 @@
+//! I/O errors: the N-th storage call of a workload fails — once, or from then on — with
+//! `ENOSPC` or `EIO`, or writes short; for every N. The error must reach the caller (never be
+//! swallowed), a failed sync must poison the handle, any other failure must roll back and leave
+//! the handle usable with its freelist as before, and the file — as the process sees it, and as
+//! a power loss right after would leave it — must reopen, check clean and hold the last
+//! acknowledged state (or the one in flight, when the failure came at or after its meta write).
+
+use crate::model::{Tree, describe_difference, progress, read_db};
+use crate::power::{Acked, Verdict, judge, panic_message, variant};
+use crate::rng::Rng;
+use crate::summary::{Failures, Summary};
+use crate::workload::{Op, Workload, all_ops, commit_step, models};
+use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
+use rbolt::{Db, Error, Options};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How big an I/O-error run is.
+#[derive(Clone, Debug)]
+pub struct IoConfig {
+    /// Seeds `first_seed..first_seed + seeds`.
+    pub seeds: u64,
+    /// The first seed.
+    pub first_seed: u64,
+    /// Steps before the reopen in the middle of the workload, and again after it.
+    pub steps_per_phase: u64,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// What an I/O-error run found.
+#[derive(Clone, Debug, Default)]
+pub struct IoReport {
+    /// Workload runs, one per (operation, fault).
+    pub runs: u64,
+    /// Runs in which the fault fired.
+    pub faults_fired: u64,
+    /// Calls that returned the injected error.
+    pub surfaced: u64,
+    /// Calls during which the fault fired that still returned `Ok`.
+    pub swallowed: u64,
+    /// Handles poisoned after a failed sync or meta write, as they must be.
+    pub poisoned: u64,
+    /// Failed syncs or meta writes that left the handle unpoisoned.
+    pub not_poisoned: u64,
+    /// Failures that rolled back and left a working handle.
+    pub rolled_back: u64,
+    /// Rollbacks after which the freelist counts or the content differ from before.
+    pub rollback_mismatches: u64,
+    /// Reopens at an older state than the last acknowledged one.
+    pub lost_acked: u64,
+    /// Reopens whose check found problems.
+    pub check_failures: u64,
+    /// Reopens that failed (past the new file's first commit).
+    pub open_failures: u64,
+    /// Reopens at a state that is neither acknowledged nor in flight.
+    pub wrong_state: u64,
+    /// Panics.
+    pub panics: u64,
+    /// Descriptions of the failures.
+    pub failures: Failures,
+}
+
+impl IoReport {
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: IoReport) {
+        self.runs += other.runs;
+        self.faults_fired += other.faults_fired;
+        self.surfaced += other.surfaced;
+        self.swallowed += other.swallowed;
+        self.poisoned += other.poisoned;
+        self.not_poisoned += other.not_poisoned;
+        self.rolled_back += other.rolled_back;
+        self.rollback_mismatches += other.rollback_mismatches;
+        self.lost_acked += other.lost_acked;
+        self.check_failures += other.check_failures;
+        self.open_failures += other.open_failures;
+        self.wrong_state += other.wrong_state;
+        self.panics += other.panics;
+        self.failures.extend(other.failures);
+    }
+
+    /// The suite's summary line.
+    pub fn summary(&self) -> Summary {
+        Summary::new("io-errors")
+            .field("runs", self.runs)
+            .field("faults_fired", self.faults_fired)
+            .field("surfaced", self.surfaced)
+            .field("swallowed", self.swallowed)
+            .field("poisoned", self.poisoned)
+            .field("not_poisoned", self.not_poisoned)
+            .field("rolled_back", self.rolled_back)
+            .field("rollback_mismatches", self.rollback_mismatches)
+            .field("lost_acked", self.lost_acked)
+            .field("check_failures", self.check_failures)
+            .field("open_failures", self.open_failures)
+            .field("wrong_state", self.wrong_state)
+            .field("panics", self.panics)
+    }
+
+    /// Whether every fault was handled as it must be.
+    pub fn is_clean(&self) -> bool {
+        self.swallowed == 0
+            && self.not_poisoned == 0
+            && self.rollback_mismatches == 0
+            && self.lost_acked == 0
+            && self.check_failures == 0
+            && self.open_failures == 0
+            && self.wrong_state == 0
+            && self.panics == 0
+            && self.failures.is_empty()
+    }
+}
+
+/// One injected fault.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// The operation fails once.
+    At(FaultError),
+    /// The operation and every later one fail.
+    From(FaultError),
+    /// A write writes this many bytes, then fails with `EIO`.
+    Short(usize),
+}
+
+impl Fault {
+    fn plan(self, op: u64) -> FaultPlan {
+        match self {
+            Fault::At(error) => FaultPlan::new().fail_at(op, error),
+            Fault::From(error) => FaultPlan::new().fail_from(op, error),
+            Fault::Short(len) => FaultPlan::new().short_write_at(op, len, FaultError::Io),
+        }
+    }
+
+    /// Whether a call that ran operations `before..after` met the fault at `op`.
+    fn fired_within(self, op: u64, before: u64, after: u64) -> bool {
+        match self {
+            Fault::At(_) | Fault::Short(_) => (before..after).contains(&op),
+            Fault::From(_) => after > op && after > before,
+        }
+    }
+
+    /// The first operation of `before..` that fails.
+    fn first_failed(self, op: u64, before: u64) -> u64 {
+        match self {
+            Fault::From(_) => op.max(before),
+            Fault::At(_) | Fault::Short(_) => op,
+        }
+    }
+}
+
+/// Runs the I/O-error suite.
+pub fn run(config: &IoConfig) -> IoReport {
+    let next = AtomicU64::new(0);
+    let total = Mutex::new(IoReport::default());
+    std::thread::scope(|scope| {
+        for _ in 0..config.threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= config.seeds {
+                        break;
+                    }
+                    let report = run_seed(config.first_seed + i, config);
+                    total
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .merge(report);
+                }
+            });
+        }
+    });
+    total
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Seed {
+    options: Options,
+    phase_steps: u64,
+    ops: Vec<Vec<Op>>,
+    models: Vec<Tree>,
+}
+
+/// Runs every fault at every operation of seed `seed`'s workload.
+pub fn run_seed(seed: u64, config: &IoConfig) -> IoReport {
+    let mut report = IoReport::default();
+    let (options, name) = variant(seed);
+    let page_size = if options.page_size == 0 {
+        rbolt::PAGE_SIZE_DEFAULT
+    } else {
+        options.page_size
+    };
+    let workload = Workload::new(seed, page_size);
+    let steps = 2 * config.steps_per_phase;
+    let setup = Seed {
+        options,
+        phase_steps: config.steps_per_phase,
+        ops: all_ops(&workload, steps),
+        models: models(&workload, steps),
+    };
+    // The reference run: its operation log says which operation is which.
+    let sim = SimFile::new().expect("memfd");
+    let mut scratch = IoReport::default();
+    let acked = workload_run(&setup, &sim, None, &mut scratch, "reference");
+    if acked.step != Some(steps) || !scratch.failures.is_empty() {
+        report.failures.push(format!(
+            "seed {seed} ({name}): the reference run failed: {}",
+            scratch.failures
+        ));
+        return report;
+    }
+    let log = sim.op_log();
+    let mut rng = Rng::derive(seed, 0x10E4);
+    for (op, kind) in log.iter().enumerate() {
+        let op = op as u64;
+        let mut faults = vec![
+            Fault::At(FaultError::NoSpace),
+            Fault::At(FaultError::Io),
+            Fault::From(FaultError::NoSpace),
+            Fault::From(FaultError::Io),
+        ];
+        if matches!(kind, OpKind::Write | OpKind::WriteVectored) {
+            let len = *rng
+                .pick(&[1usize, 79, 80, 512, 4096 + 100])
+                .expect("not empty");
+            faults.push(Fault::Short(len));
+        }
+        for fault in faults {
+            let what = format!("seed {seed} ({name}) op {op} ({kind:?}) {fault:?}");
+            report.runs += 1;
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                let mut one = IoReport::default();
+                let sim = SimFile::new().expect("memfd");
+                sim.set_fault_plan(fault.plan(op));
+                let acked = workload_run(&setup, &sim, Some((op, fault)), &mut one, &what);
+                if sim.op_count() > op {
+                    one.faults_fired += 1;
+                }
+                verify_images(&setup, &sim, acked, &what, &mut one);
+                one
+            }));
+            match result {
+                Ok(one) => report.merge(one),
+                Err(panic) => {
+                    report.panics += 1;
+                    report
+                        .failures
+                        .push(format!("{what}: panic: {}", panic_message(&panic)));
+                }
+            }
+        }
+    }
+    report
+}
+
+/// The freelist's part of the stats, after the release a write transaction's start makes.
+fn freelist_counts(db: &Db) -> Option<(usize, usize, usize, usize)> {
+    db.begin_write().ok()?.rollback();
+    let stats = db.stats();
+    Some((
+        stats.free_page_n,
+        stats.pending_page_n,
+        stats.free_alloc,
+        stats.freelist_inuse,
+    ))
+}
+
+/// Runs the workload (open, steps, reopen, steps) on `sim`, whose fault plan is `fault` at an
+/// operation; returns what was acknowledged.
+fn workload_run(
+    setup: &Seed,
+    sim: &SimFile,
+    fault: Option<(u64, Fault)>,
+    report: &mut IoReport,
+    what: &str,
+) -> Acked {
+    let mut acked = Acked {
+        step: None,
+        in_flight: Some(0),
+    };
+    // Checks one call's result against the fault; returns whether it failed.
+    let call = |report: &mut IoReport, before: u64, failed: Option<&Error>, call: &str| -> bool {
+        let after = sim.op_count();
+        let fired = fault.is_some_and(|(op, fault)| fault.fired_within(op, before, after));
+        match (fired, failed) {
+            (true, Some(_)) => report.surfaced += 1,
+            (true, None) => {
+                report.swallowed += 1;
+                let (op, _) = fault.expect("fired");
+                report.failures.push(format!(
+                    "{what}: {call} returned Ok though operation {op} failed"
+                ));
+            }
+            (false, Some(error)) => report.failures.push(format!(
+                "{what}: {call} failed without an injected fault: {error}"
+            )),
+            (false, None) => {}
+        }
+        failed.is_some()
+    };
+    let mut next_step = 1;
+    let total_steps = 2 * setup.phase_steps;
+    for phase in 0..2 {
+        let before = sim.op_count();
+        let db = Db::open_storage(Arc::new(sim.clone()), setup.options.clone());
+        if call(
+            report,
+            before,
+            db.as_ref().err(),
+            &format!("open (phase {phase})"),
+        ) {
+            return acked;
+        }
+        let db = db.expect("checked");
+        if acked.step.is_none() {
+            acked = Acked {
+                step: Some(0),
+                in_flight: None,
+            };
+        }
+        if phase == 1 {
+            // What the reopen shows must be what was acknowledged.
+            let step = acked.step.expect("set");
+            match read_db(&db) {
+                Ok(state) if state == setup.models[step as usize] => {}
+                Ok(state) => {
+                    let counter = if progress(&state) < step {
+                        &mut report.lost_acked
+                    } else {
+                        &mut report.wrong_state
+                    };
+                    *counter += 1;
+                    report.failures.push(format!(
+                        "{what}: the reopen in the middle shows step {}, acknowledged {step}: {}",
+                        progress(&state),
+                        describe_difference(&setup.models[step as usize], &state)
+                    ));
+                    return acked;
+                }
+                Err(error) => {
+                    report.check_failures += 1;
+                    report
+                        .failures
+                        .push(format!("{what}: read after the reopen: {error}"));
+                    return acked;
+                }
+            }
+        }
+        let phase_end = next_step + setup.phase_steps;
+        while next_step < phase_end.min(total_steps + 1) {
+            let step = next_step;
+            let counts_before = freelist_counts(&db);
+            let before = sim.op_count();
+            let result = commit_step(&db, &setup.ops[step as usize - 1]);
+            if !call(
+                report,
+                before,
+                result.as_ref().err(),
+                &format!("commit of step {step}"),
+            ) {
+                acked.step = Some(step);
+                next_step += 1;
+                continue;
+            }
+            let Some((op, fault)) = fault else {
+                return acked;
+            };
+            let failed_op = fault.first_failed(op, before);
+            let failed_kind = sim.op_log()[failed_op as usize];
+            let poisoned = matches!(db.begin_read(), Err(Error::Poisoned));
+            // A failed sync leaves the file's state unknown, and so does a failed meta write
+            // (the only `write_all_at` of a commit): the handle must refuse to go on.
+            let must_poison = matches!(failed_kind, OpKind::SyncData | OpKind::Write);
+            if poisoned {
+                report.poisoned += 1;
+                acked.in_flight = Some(step);
+                return acked;
+            }
+            if must_poison {
+                report.not_poisoned += 1;
+                report.failures.push(format!(
+                    "{what}: step {step}: the handle is not poisoned after operation {failed_op} ({failed_kind:?}) failed"
+                ));
+                return acked;
+            }
+            report.rolled_back += 1;
+            let counts_after = freelist_counts(&db);
+            if counts_after != counts_before {
+                report.rollback_mismatches += 1;
+                report.failures.push(format!(
+                    "{what}: step {step}: freelist counts {counts_before:?} before the failed commit, {counts_after:?} after"
+                ));
+            }
+            let step_acked = acked.step.expect("set") as usize;
+            match read_db(&db) {
+                Ok(state) if state == setup.models[step_acked] => {}
+                Ok(state) => {
+                    report.rollback_mismatches += 1;
+                    report.failures.push(format!(
+                        "{what}: step {step}: after the rollback the handle shows {}",
+                        describe_difference(&setup.models[step_acked], &state)
+                    ));
+                }
+                Err(error) => {
+                    report.rollback_mismatches += 1;
+                    report.failures.push(format!(
+                        "{what}: step {step}: read after the rollback: {error}"
+                    ));
+                }
+            }
+            if matches!(fault, Fault::From(_)) {
+                // Every later operation fails too: the handle cannot get further.
+                return acked;
+            }
+            // A fault that fired once: the retry must work (the loop runs the step again).
+        }
+        drop(db);
+    }
+    acked
+}
+
+/// Reopens the file as the process sees it and as a power loss now would leave it.
+fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: &mut IoReport) {
+    let live = sim.live_image().expect("live image");
+    let durable = sim.crash_image(CrashProfile::DropAll, 0);
+    for (image, which) in [(live, "live"), (durable, "durable")] {
+        let copy = SimFile::from_image(image).expect("memfd");
+        let db = Db::open_storage(Arc::new(copy), setup.options.clone());
+        let verdict = judge(&setup.models, db.as_ref(), acked);
+        let what = format!("{what}, {which} image");
+        match verdict {
+            Verdict::Acked(_) | Verdict::InFlight(_) | Verdict::InitError => {}
+            Verdict::OpenFailure(e) => {
+                report.open_failures += 1;
+                report.failures.push(format!("{what}: open failed: {e}"));
+            }
+            Verdict::CheckFailure(e) => {
+                report.check_failures += 1;
+                report.failures.push(format!("{what}: {e}"));
+            }
+            Verdict::Lost(e) => {
+                report.lost_acked += 1;
+                report.failures.push(format!("{what}: lost: {e}"));
+            }
+            Verdict::Wrong(e) => {
+                report.wrong_state += 1;
+                report.failures.push(format!("{what}: wrong state: {e}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! rbolt-reliability: the suites that show rbolt keeps committed transactions through crashes
+//! and survives hostile files, on an ordinary machine, in CI, with figures.
+//!
+//! It owns the engines of six suites — a SIGKILL loop against a real file ([`kill`]), power
+//! loss over a simulated file ([`power`]), failpoints in the commit path ([`failpoints`]),
+//! injected I/O errors ([`io_errors`]), corrupt and truncated files ([`hostile`]) and the fuzz
+//! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
+//! model ([`model`]), a bounded full scan ([`scan`]), and the one summary line each suite
+//! prints ([`summary`]). The tests in `tests/` run them at CI size; `cargo xtask soak` runs
+//! them large (`RBOLT_SOAK=1`).
+//!
+//! It uses rbolt only through its public API and must never change it: a bug found here is
+//! shown by a failing test and fixed by the facade's owner.
+
+pub mod alloc_track;
+pub mod failpoints;
+pub mod fuzz;
+pub mod hostile;
+pub mod io_errors;
+pub mod kill;
+pub mod model;
+pub mod power;
+pub mod rng;
+pub mod scan;
+pub mod summary;
+pub mod workload;

@@ -1,0 +1,27 @@
+//! The failpoint suite, alone in its process: `fail`'s configuration is process-global, so a
+//! failpoint configured here would fail the commits of any suite running beside it.
+
+use rbolt_reliability::failpoints::run;
+use std::path::Path;
+use std::time::Instant;
+
+#[test]
+fn failpoints() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+    let report = run(
+        Path::new(env!("CARGO_BIN_EXE_rbolt-crash-child")),
+        dir.path(),
+        7,
+    );
+    report
+        .summary()
+        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+        .print();
+    assert!(
+        report.is_clean(),
+        "{:#?}\n{}",
+        report.census,
+        report.failures
+    );
+}

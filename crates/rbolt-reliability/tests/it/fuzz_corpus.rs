@@ -1,0 +1,64 @@
+use rbolt_reliability::fuzz::{open_bytes, open_bytes_corpus, ops, ops_corpus};
+use rbolt_reliability::power::panic_message;
+use rbolt_reliability::summary::{Failures, Summary, size, soak, soak_minutes};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+/// Runs `target` over `inputs`; returns how many panicked, with the first few messages.
+fn run(target: fn(&[u8]), inputs: impl Iterator<Item = Vec<u8>>, name: &str) -> (u64, Failures) {
+    let mut runs = 0;
+    let mut failures = Failures::default();
+    for (index, input) in inputs.enumerate() {
+        runs += 1;
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| target(&input))) {
+            failures.push(format!(
+                "{name} input #{index} ({} bytes): {}",
+                input.len(),
+                panic_message(&panic)
+            ));
+        }
+    }
+    (runs, failures)
+}
+
+/// The fuzz targets' logic over a deterministic corpus (and, under `RBOLT_SOAK`, over random
+/// inputs for `RBOLT_SOAK_MINUTES`).
+#[test]
+fn fuzz_corpus() {
+    let started = Instant::now();
+    let open_n = size("RBOLT_FUZZ_OPEN", 3000, 3000) as usize;
+    let ops_n = size("RBOLT_FUZZ_OPS", 500, 1500) as usize;
+    let (open_runs, mut failures) = run(
+        open_bytes,
+        open_bytes_corpus(1, open_n).into_iter(),
+        "open-bytes",
+    );
+    let (mut ops_runs, ops_failures) = run(ops, ops_corpus(2, ops_n, 2000).into_iter(), "ops");
+    failures.extend(ops_failures);
+    let mut open_runs = open_runs;
+    if soak() {
+        // Random inputs until the time is up, half for each target.
+        let deadline = Duration::from_secs_f64(soak_minutes() * 60.0);
+        let mut seed = 1000;
+        while started.elapsed() < deadline {
+            seed += 1;
+            let (n, f) = run(
+                open_bytes,
+                open_bytes_corpus(seed, 500).into_iter(),
+                "open-bytes",
+            );
+            open_runs += n;
+            failures.extend(f);
+            let (n, f) = run(ops, ops_corpus(seed, 200, 6000).into_iter(), "ops");
+            ops_runs += n;
+            failures.extend(f);
+        }
+    }
+    Summary::new("fuzz")
+        .field("open_bytes_inputs", open_runs)
+        .field("ops_inputs", ops_runs)
+        .field("failures", failures.total())
+        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+        .print();
+    assert!(failures.is_empty(), "{failures}");
+}

@@ -1,0 +1,44 @@
+use rbolt_reliability::hostile::{HostileConfig, run, shapes};
+use rbolt_reliability::summary::{size, soak};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[test]
+fn hostile_files() {
+    let config = HostileConfig {
+        random_cases: size("RBOLT_HOSTILE_RANDOM", 100_000, 1_000_000),
+        threads: 2,
+        case_limit: Duration::from_secs(10),
+        with_4k: soak(),
+        seed: 0x5EED,
+        child: Some(PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child"))),
+        batch: 4000,
+    };
+    let started = Instant::now();
+    let report = run(&config);
+    report
+        .summary()
+        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+        .print();
+    assert!(report.tally.is_clean(), "{}", report.tally.failures);
+}
+
+/// The shapes are what they claim to be: the three-level tree has three levels.
+#[test]
+fn shapes_are_as_named() {
+    for shape in shapes(false) {
+        let sim = rbolt::storage::SimFile::from_image(shape.image.clone()).unwrap();
+        let db =
+            rbolt::Db::open_storage(std::sync::Arc::new(sim), rbolt::Options::default()).unwrap();
+        let errors = db.view(|tx| Ok(tx.check())).unwrap();
+        assert!(errors.is_empty(), "{}: {errors:?}", shape.name);
+        if shape.name == "three-level" {
+            let depth = db
+                .view(|tx| tx.bucket(b"b").map(|b| b.unwrap().stats()))
+                .unwrap()
+                .unwrap()
+                .depth;
+            assert!(depth >= 3, "three-level has depth {depth}");
+        }
+    }
+}

@@ -1,0 +1,20 @@
+use rbolt_reliability::io_errors::{IoConfig, run};
+use rbolt_reliability::summary::size;
+use std::time::Instant;
+
+#[test]
+fn io_errors() {
+    let config = IoConfig {
+        seeds: size("RBOLT_IO_SEEDS", 6, 60),
+        first_seed: 0,
+        steps_per_phase: size("RBOLT_IO_STEPS", 5, 8),
+        threads: 2,
+    };
+    let started = Instant::now();
+    let report = run(&config);
+    report
+        .summary()
+        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+        .print();
+    assert!(report.is_clean(), "{}", report.failures);
+}

@@ -1,0 +1,15 @@
+//! The reliability suites at CI size. Each prints one summary line (see with
+//! `cargo test -p rbolt-reliability -- --nocapture`) and asserts its failure counts are zero.
+
+mod bugs;
+mod fuzz_corpus;
+mod hostile;
+mod io_errors;
+mod kill_loop;
+mod power_loss;
+
+use rbolt_reliability::alloc_track::TrackingAlloc;
+
+/// The hostile-file suite checks that no file makes rbolt allocate more than it justifies.
+#[global_allocator]
+static ALLOC: TrackingAlloc = TrackingAlloc;

@@ -1,0 +1,82 @@
+//! `cargo xtask soak [--minutes N]`: the reliability suites of `rbolt-reliability` at soak
+//! size (10,000 kills, 100,000+ crash images, a million random file mutations, fuzzing for
+//! `N` minutes), in release, then their summary lines once more at the end.
+
+use anyhow::{Context, Result, bail};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+/// The summary lines the suites print: `name: key=value ...`.
+fn is_summary(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(name, rest)| {
+        !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            && rest.split(' ').next().is_some_and(|w| w.contains('='))
+    })
+}
+
+/// Runs the soak.
+pub fn soak(args: &[String]) -> Result<()> {
+    let mut minutes = String::from("5");
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--minutes" => {
+                minutes = rest.next().context("--minutes needs a number")?.clone();
+                minutes
+                    .parse::<f64>()
+                    .with_context(|| format!("--minutes {minutes}: not a number"))?;
+            }
+            other => bail!("unknown argument {other}; usage: cargo xtask soak [--minutes N]"),
+        }
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut child = Command::new(cargo)
+        .args([
+            "test",
+            "-p",
+            "rbolt-reliability",
+            "--release",
+            "--",
+            "--nocapture",
+            "--test-threads=2",
+        ])
+        .env("RBOLT_SOAK", "1")
+        .env("RBOLT_SOAK_MINUTES", &minutes)
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running cargo test")?;
+    let stderr = child.stderr.take().context("piped stderr")?;
+    let mut summaries = Vec::new();
+    let mut echo = std::io::stderr().lock();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.context("reading cargo test's output")?;
+        writeln!(echo, "{line}")?;
+        if is_summary(&line) {
+            summaries.push(line);
+        }
+    }
+    let status = child.wait().context("waiting for cargo test")?;
+    writeln!(echo, "\nsoak summary:")?;
+    for line in &summaries {
+        writeln!(echo, "{line}")?;
+    }
+    if !status.success() {
+        bail!("the soak failed: {status}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_summary;
+
+    #[test]
+    fn summary_lines_are_recognised() {
+        assert!(is_summary("power-loss: seeds=2 images=16"));
+        assert!(is_summary("fuzz: open_bytes_inputs=1"));
+        assert!(!is_summary("test power_loss ... ok"));
+        assert!(!is_summary("warning: unused variable: x"));
+        assert!(!is_summary("error: test failed, to rerun pass `-p x`"));
+    }
+}
