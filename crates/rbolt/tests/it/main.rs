@@ -1,6 +1,7 @@
 //! rbolt's integration tests: one binary, one module per area.
 
 mod basics;
+mod check;
 mod commit;
 mod concurrency;
 mod fixtures;
