@@ -1,8 +1,8 @@
 //! The logic of the cargo-fuzz targets in `fuzz/`, as library functions so that a normal test
 //! runs them over a deterministic corpus and CI needs no fuzzer.
 //!
-//! - [`open_bytes`]: any bytes as a database file: opened read-only and read-write, checked
-//!   and fully scanned, under the hostile-file suite's rules (no panic, no mapping or
+//! - [`open_bytes`]: a mode byte, then any bytes as a database file: opened read-only and
+//!   read-write, checked and fully scanned, under the hostile-file suite's rules (no panic, no mapping or
 //!   allocation beyond the file, no runaway walk).
 //! - [`ops`]: bytes decoded into operations — puts, deletes, nested buckets, commits,
 //!   rollbacks, reopens, power cuts and crashes in the middle of a commit — run against a
@@ -10,7 +10,7 @@
 //!
 //! Both panic on a violation, which is what a fuzzer looks for.
 
-use crate::hostile::{Expect, evaluate};
+use crate::hostile::{Expect, evaluate, fix_meta_checksum};
 use crate::model::{Item, Path, Tree, bucket_at, describe_difference, read_bucket, read_db};
 use crate::rng::Rng;
 use crate::workload::{Op, apply_model, apply_tx};
@@ -22,12 +22,37 @@ use std::sync::Arc;
 pub const INPUT_LEN_MAX: usize = 1 << 20;
 
 /// The `open-bytes` target. Panics, describing the problem, when rbolt breaks a rule.
+///
+/// The first byte is a mode, the rest the file. With an odd mode both metas' checksums are
+/// made right before the file is opened, so that mutations of meta fields reach what lies
+/// behind the checksum (a fuzzer cannot compute FNV-1a by chance).
 pub fn open_bytes(data: &[u8]) {
     if data.len() > INPUT_LEN_MAX {
         return;
     }
-    let tally = evaluate(data, &Expect::Any, "fuzz input");
+    let (mode, file) = data.split_first().map_or((0, data), |(&m, f)| (m, f));
+    let mut image = file.to_vec();
+    if mode & 1 == 1 {
+        fix_checksums(&mut image);
+    }
+    let tally = evaluate(&image, &Expect::Any, "fuzz input");
     assert!(tally.is_clean(), "{}", tally.failures);
+}
+
+/// Recomputes meta 0's checksum, and meta 1's where meta 0's page size puts it.
+fn fix_checksums(image: &mut [u8]) {
+    const META_END: usize = 16 + 64;
+    if image.len() < META_END {
+        return;
+    }
+    fix_meta_checksum(image, 0, 0);
+    let page_size = u32::from_le_bytes(image[24..28].try_into().expect("4 bytes")) as usize;
+    if page_size.is_power_of_two()
+        && (512..=1 << 24).contains(&page_size)
+        && image.len() >= page_size + META_END
+    {
+        fix_meta_checksum(image, page_size, 1);
+    }
 }
 
 /// Decodes fuzz input bytes.
@@ -256,15 +281,20 @@ fn verify(db: &Db, expected: &Tree, when: &str) {
     );
 }
 
-/// A deterministic corpus for `open-bytes`: the hostile suite's shapes, mutated.
+/// A deterministic corpus for `open-bytes`: the hostile suite's shapes, mutated, each behind
+/// a mode byte (half of them with checksums fixed).
 pub fn open_bytes_corpus(seed: u64, n: usize) -> Vec<Vec<u8>> {
     let shapes = crate::hostile::shapes(false);
     let mut rng = Rng::derive(seed, 0xF022);
-    let mut corpus: Vec<Vec<u8>> = shapes.iter().map(|s| s.image.clone()).collect();
+    let mut corpus: Vec<Vec<u8>> = shapes
+        .iter()
+        .map(|s| [&[1u8][..], &s.image].concat())
+        .collect();
     while corpus.len() < n {
         let shape = &shapes[rng.index(shapes.len())];
         let (_, image) = crate::hostile::random_mutation(&shape.image, shape.page_size, &mut rng);
-        corpus.push(image);
+        let mode = u8::from(rng.coin());
+        corpus.push([&[mode][..], &image].concat());
     }
     corpus
 }

@@ -964,28 +964,27 @@ pub fn crafted_files() -> Vec<(String, Vec<u8>)> {
         }),
     ));
     // Buckets nested 40 deep, each bucket's tree a chain of 60 one-child branch pages.
-    let (buckets, depth) = (40u64, 60u64);
-    let per_bucket = depth + 1;
     files.push((
-        format!("{buckets} nested buckets, each a {depth}-deep chain of branch pages"),
-        crafted(ps, 3 + buckets * per_bucket + 1, 3, |image| {
-            for bucket in 0..buckets {
-                let first = 3 + bucket * per_bucket;
-                for level in 0..depth {
-                    let pgid = first + level;
-                    let mut b = BranchBuilder::new(page_mut(image, ps, pgid), Pgid(pgid), 1, 0);
-                    b.push(b"b", Pgid(pgid + 1));
-                    b.finish();
-                }
-                let leaf = first + depth;
-                let mut l = LeafBuilder::new(page_mut(image, ps, leaf), Pgid(leaf), 1, 0);
-                l.push(LEAF_FLAG_BUCKET, b"b", &bucket_value(leaf + 1));
-                l.finish();
-            }
-            let last = 3 + buckets * per_bucket;
-            LeafBuilder::new(page_mut(image, ps, last), Pgid(last), 0, 0).finish();
-        }),
+        "40 nested buckets, each a 60-deep chain of branch pages".to_string(),
+        deep_chain(ps, 40, 60, true),
     ));
+    // Within every limit and still too deep for recursion: 1000 nested buckets, each a chain
+    // of 62 one-child branch pages (63 levels, under DEPTH_MAX), so a recursive walk nests
+    // some 63,000 calls. Once with a freelist page and once without (opening read-write then
+    // walks the whole tree to rebuild the freelist).
+    for with_freelist in [true, false] {
+        files.push((
+            format!(
+                "1000 nested buckets, each a 62-deep chain of branch pages ({})",
+                if with_freelist {
+                    "freelist"
+                } else {
+                    "no freelist"
+                }
+            ),
+            deep_chain(ps, 1000, 62, with_freelist),
+        ));
+    }
     // Inline buckets nested inside each other's values, deeper than BUCKET_DEPTH_MAX.
     let levels = rbolt::BUCKET_DEPTH_MAX + 100;
     let mut value = vec![0u8; 32];
@@ -1010,6 +1009,36 @@ pub fn crafted_files() -> Vec<(String, Vec<u8>)> {
         }),
     ));
     files
+}
+
+/// `buckets` nested buckets, each a chain of `depth` one-child branch pages over a leaf that
+/// holds the next bucket.
+fn deep_chain(ps: usize, buckets: u64, depth: u64, with_freelist: bool) -> Vec<u8> {
+    let per_bucket = depth + 1;
+    let mut image = crafted(ps, 3 + buckets * per_bucket + 1, 3, |image| {
+        for bucket in 0..buckets {
+            let first = 3 + bucket * per_bucket;
+            for level in 0..depth {
+                let pgid = first + level;
+                let mut b = BranchBuilder::new(page_mut(image, ps, pgid), Pgid(pgid), 1, 0);
+                b.push(b"b", Pgid(pgid + 1));
+                b.finish();
+            }
+            let leaf = first + depth;
+            let mut l = LeafBuilder::new(page_mut(image, ps, leaf), Pgid(leaf), 1, 0);
+            l.push(LEAF_FLAG_BUCKET, b"b", &bucket_value(leaf + 1));
+            l.finish();
+        }
+        let last = 3 + buckets * per_bucket;
+        LeafBuilder::new(page_mut(image, ps, last), Pgid(last), 0, 0).finish();
+    });
+    if !with_freelist {
+        for m in 0..2 {
+            write_field(&mut image, m * ps + 16 + 32, 8, PGID_NO_FREELIST.0);
+            fix_meta_checksum(&mut image, ps, m);
+        }
+    }
+    image
 }
 
 /// Cycles made from a valid file: every branch element pointed at its own page, at the root
@@ -1730,13 +1759,13 @@ fn replay(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The child's side: `hostile-walk FILE stats|iterate`: opens the file read-only and, on a
-/// thread with a 2 MiB stack, computes the root's page statistics or iterates every top-level
-/// entry both ways. Prints `ok` and exits 0 when the call ends (in `Ok` or an error); fails
+/// The child's side: `hostile-walk FILE WHAT`: on a thread with a 2 MiB stack, opens the file
+/// read-write (`open-read-write`), or read-only and then checks it (`check`), computes the
+/// root's page statistics (`stats`) or iterates every top-level entry both ways (`iterate`). Prints `ok` and exits 0 when the call ends (in `Ok` or an error); fails
 /// when iteration yields more entries than the file can hold.
 pub fn walk_main(args: &[String]) -> Result<(), String> {
     let [path, what] = args else {
-        return Err("usage: hostile-walk FILE stats|iterate".into());
+        return Err("usage: hostile-walk FILE open-read-write|check|stats|iterate".into());
     };
     let image = std::fs::read(path).map_err(|e| format!("read {path}: {e}"))?;
     let what = what.clone();
@@ -1751,10 +1780,19 @@ pub fn walk_main(args: &[String]) -> Result<(), String> {
 fn walk(image: Vec<u8>, what: &str) -> Result<(), String> {
     let cap = entries_max(image.len() as u64);
     let sim = SimFile::from_image(image).map_err(|e| e.to_string())?;
-    let db = Db::open_storage(Arc::new(sim), Options::default().read_only(true))
-        .map_err(|e| format!("open: {e}"))?;
+    let read_only = what != "open-read-write";
+    let db = match Db::open_storage(Arc::new(sim), Options::default().read_only(read_only)) {
+        Ok(db) => db,
+        // An error is a fine end for a corrupt file.
+        Err(error) => {
+            println!("ok: open: {error}");
+            return Ok(());
+        }
+    };
     let tx = db.begin_read().map_err(|e| e.to_string())?;
     match what {
+        "open-read-write" => println!("ok"),
+        "check" => println!("ok {}", tx.check().len()),
         "stats" => {
             let stats = tx.root().stats();
             println!("ok {:?}", stats.map(|s| s.bucket_n));

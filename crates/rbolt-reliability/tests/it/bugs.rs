@@ -70,21 +70,22 @@ fn a_meta_read_error_at_open_is_reported_not_skipped() {
     }
 }
 
-/// A meta whose txid is `u64::MAX` passes validation; beginning a read transaction then adds
-/// one to it: a panic in debug builds, and in release a wrap to 0, the reader table's "free"
-/// marker, so the reader would be invisible to the writer.
+/// A meta whose txid is `u64::MAX` passes validation. Beginning a read transaction adds one
+/// to it: a panic in debug builds, and in release a wrap to 0 — the reader table's "free"
+/// marker, so the reader is invisible to the writer. The next write transaction adds one too:
+/// in release it commits as txid 0, and a reopen picks the `u64::MAX` meta again, so the
+/// acknowledged commit is gone.
 #[test]
-fn a_meta_with_the_largest_txid_is_an_error_not_a_panic() {
+fn a_meta_with_the_largest_txid_is_an_error_not_a_panic_or_a_lost_commit() {
     let shape = shapes(false)
         .into_iter()
         .find(|s| s.name == "one-key")
         .unwrap();
     let mut image = shape.image.clone();
-    let txid_offset = 16 + 48;
-    for m in 0..2 {
-        image[m * shape.page_size + txid_offset..][..8].copy_from_slice(&u64::MAX.to_le_bytes());
-        fix_meta_checksum(&mut image, shape.page_size, m);
-    }
+    // Meta 1 (an odd txid belongs on page 1) becomes the newest.
+    let txid_offset = shape.page_size + 16 + 48;
+    image[txid_offset..txid_offset + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    fix_meta_checksum(&mut image, shape.page_size, 1);
     for read_only in [true, false] {
         let sim = SimFile::from_image(image.clone()).unwrap();
         let result = catch_unwind(AssertUnwindSafe(|| {
@@ -98,6 +99,33 @@ fn a_meta_with_the_largest_txid_is_an_error_not_a_panic() {
             "a meta with txid u64::MAX panics (read-only: {read_only})"
         );
     }
+    let sim = SimFile::from_image(image).unwrap();
+    let committed = catch_unwind(AssertUnwindSafe(|| {
+        let Ok(db) = Db::open_storage(Arc::new(sim.clone()), Options::default()) else {
+            return true;
+        };
+        if db
+            .update(|tx| tx.bucket_mut(b"b")?.expect("b").put(b"new", b"value"))
+            .is_err()
+        {
+            return true;
+        }
+        drop(db);
+        let Ok(db) = Db::open_storage(Arc::new(sim), Options::default()) else {
+            return true;
+        };
+        db.view(|tx| {
+            Ok(tx
+                .bucket(b"b")?
+                .and_then(|b| b.get(b"new").ok().flatten())
+                .is_some())
+        })
+        .unwrap_or(true)
+    }));
+    assert!(
+        matches!(committed, Ok(true)),
+        "a commit on a file whose meta has txid u64::MAX panics or is lost on reopen"
+    );
 }
 
 /// Runs `rbolt-crash-child hostile-walk FILE WHAT` on `image` and demands that it ends,
@@ -145,8 +173,9 @@ fn crafted(name: &str) -> Vec<u8> {
 }
 
 /// `Bucket::stats` recurses into nested buckets with no record of the pages it has seen: a
-/// bucket value whose root is an ancestor's page makes it recurse until the stack overflows
-/// (`check` stops at the page reached twice).
+/// bucket value whose root is an ancestor's page makes it recurse up to `BUCKET_DEPTH_MAX`
+/// levels, which overflows a 2 MiB stack in debug builds (`check` stops at the page reached
+/// twice).
 #[test]
 fn bucket_stats_of_a_bucket_rooted_at_its_ancestor_end() {
     let shape = shapes(false)
@@ -160,11 +189,37 @@ fn bucket_stats_of_a_bucket_rooted_at_its_ancestor_end() {
     walk_in_child(&image, "stats").unwrap();
 }
 
-/// Buckets nested one per page, deeper than `BUCKET_DEPTH_MAX`: `Bucket::stats` recurses
-/// several frames per level and overflows a 2 MiB stack before its depth limit.
+/// 1000 nested buckets, each a 63-level tree (a chain of one-child branch pages): within
+/// `DEPTH_MAX` and `BUCKET_DEPTH_MAX`, yet the recursive walks nest some 63,000 calls and
+/// overflow a 2 MiB stack, in debug and release builds alike. `check` does...
 #[test]
-fn bucket_stats_of_nesting_past_the_depth_limit_end() {
-    walk_in_child(&crafted("buckets nested one per page"), "stats").unwrap();
+fn check_of_deep_nesting_within_the_limits_ends() {
+    walk_in_child(
+        &crafted("1000 nested buckets, each a 62-deep chain of branch pages (freelist)"),
+        "check",
+    )
+    .unwrap();
+}
+
+/// ...so does opening such a file read-write when it keeps no freelist (the open walks every
+/// reachable page to rebuild it)...
+#[test]
+fn opening_deep_nesting_without_a_freelist_ends() {
+    walk_in_child(
+        &crafted("1000 nested buckets, each a 62-deep chain of branch pages (no freelist)"),
+        "open-read-write",
+    )
+    .unwrap();
+}
+
+/// ...and so does `Bucket::stats`.
+#[test]
+fn bucket_stats_of_deep_nesting_within_the_limits_end() {
+    walk_in_child(
+        &crafted("1000 nested buckets, each a 62-deep chain of branch pages (freelist)"),
+        "stats",
+    )
+    .unwrap();
 }
 
 /// 50 branch pages, each with two children that are both the next page: `Bucket::stats`

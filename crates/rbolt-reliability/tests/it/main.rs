@@ -10,6 +10,7 @@ mod power_loss;
 
 use rbolt_reliability::alloc_track::TrackingAlloc;
 
-/// The hostile-file suite checks that no file makes rbolt allocate more than it justifies.
+/// The hostile-file checks run here by the fuzz corpus (and by `rbolt-crash-child`, which has
+/// its own) assert that no file makes rbolt allocate more than it justifies.
 #[global_allocator]
 static ALLOC: TrackingAlloc = TrackingAlloc;
