@@ -251,6 +251,7 @@ impl<'a> TreeView<'a> {
             stack: SmallVec::new(),
             state: State::Unpositioned,
             last_key: None,
+            loads: 0,
         }
     }
 }
@@ -287,6 +288,9 @@ pub struct Cursor<'a> {
     /// The key returned last, to catch a corrupt file that leads a scan back to keys it
     /// already passed (two branches sharing a child, a cycle off the descent path).
     last_key: Option<&'a [u8]>,
+    /// Pages loaded by the move under way: a move of a sound tree loads fewer pages than the
+    /// file holds, so more means shared or cyclic pages (say, 2^50 paths to empty leaves).
+    loads: u64,
 }
 
 impl<'a> Cursor<'a> {
@@ -329,6 +333,25 @@ impl<'a> Cursor<'a> {
         self.settled(moved, Some(Ordering::Less))
     }
 
+    /// Loads child `index` of `frame`, counting it against the move's page budget.
+    #[inline]
+    fn load_child(&mut self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
+        let child = self.view.child(frame, index)?;
+        // Edited nodes are the transaction's own and sound; only pages from the file count.
+        if !matches!(child, Frame::Node(_)) {
+            self.loads += 1;
+            if self.loads > self.view.pages.high_water().0 + DEPTH_MAX as u64 {
+                return Err(Corruption::new(
+                    Pgid(0),
+                    Reason::Other(
+                        "a move loaded more pages than the file holds (shared or cyclic pages)",
+                    ),
+                ));
+            }
+        }
+        Ok(child)
+    }
+
     /// Checks a move: a step must go strictly past the key returned before it (in a corrupt
     /// file it may not), and after any error the cursor starts over rather than sit on a
     /// half-built path.
@@ -338,6 +361,7 @@ impl<'a> Cursor<'a> {
         moved: Result<Option<Entry<'a>>>,
         direction: Option<Ordering>,
     ) -> Result<Option<Entry<'a>>> {
+        self.loads = 0;
         let checked = match (moved, direction, self.last_key) {
             (Ok(Some(entry)), Some(direction), Some(last))
                 if compare_keys(entry.key, last) != direction =>
@@ -418,7 +442,7 @@ impl<'a> Cursor<'a> {
             if self.view.count(frame) == 0 {
                 break;
             }
-            frame = self.view.child(frame, index)?;
+            frame = self.load_child(frame, index)?;
         }
         self.settle_forward()
     }
@@ -540,7 +564,7 @@ impl<'a> Cursor<'a> {
             if self.stack.len() >= DEPTH_MAX {
                 return Err(too_deep());
             }
-            let child = self.view.child(top.frame, top.index)?;
+            let child = self.load_child(top.frame, top.index)?;
             self.stack.push(ElemRef {
                 frame: child,
                 index: 0,
@@ -558,7 +582,7 @@ impl<'a> Cursor<'a> {
             if self.stack.len() >= DEPTH_MAX {
                 return Err(too_deep());
             }
-            let child = self.view.child(top.frame, top.index)?;
+            let child = self.load_child(top.frame, top.index)?;
             let count = self.view.count(child);
             self.stack.push(ElemRef {
                 frame: child,

@@ -113,7 +113,7 @@ pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
     if meta.has_freelist() {
         checker.load_freelist(meta.freelist_pgid());
     }
-    checker.tree(Pgid(0), meta.root_pgid(), None, None, 0, 0);
+    checker.tree(Pgid(0), meta.root_pgid(), None, None);
     if let Some(freed) = &checker.freed {
         for pgid in 2..high_water.0 {
             if !checker.reachable.contains(pgid) && !freed.contains(pgid) {
@@ -158,16 +158,54 @@ impl Checker<'_> {
         self.freed = Some(freed);
     }
 
-    /// Checks the tree at `pgid` whose keys must lie in `low..high`.
-    fn tree(
+    /// Checks the tree at `pgid` whose keys must lie in `low..high`, and every bucket nested
+    /// in it. Iterative, with an explicit stack: the work is bounded by the pages reachable
+    /// (each is entered once), however deep buckets nest.
+    fn tree<'a>(&mut self, parent: Pgid, pgid: Pgid, low: Option<&'a [u8]>, high: Option<&'a [u8]>)
+    where
+        Self: 'a,
+    {
+        let mut stack: Vec<Visit<'a>> = vec![Visit::Page {
+            parent,
+            pgid,
+            low,
+            high,
+            depth: 0,
+            bucket_depth: 0,
+        }];
+        while let Some(visit) = stack.pop() {
+            match visit {
+                Visit::Page {
+                    parent,
+                    pgid,
+                    low,
+                    high,
+                    depth,
+                    bucket_depth,
+                } => self.page(&mut stack, parent, pgid, low, high, depth, bucket_depth),
+                Visit::Leaf {
+                    leaf,
+                    low,
+                    high,
+                    bucket_depth,
+                } => self.leaf(&mut stack, &leaf, low, high, bucket_depth),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn page<'a>(
         &mut self,
+        stack: &mut Vec<Visit<'a>>,
         parent: Pgid,
         pgid: Pgid,
-        low: Option<&[u8]>,
-        high: Option<&[u8]>,
+        low: Option<&'a [u8]>,
+        high: Option<&'a [u8]>,
         depth: usize,
         bucket_depth: usize,
-    ) {
+    ) where
+        Self: 'a,
+    {
         if depth >= DEPTH_MAX {
             return self.corrupt(Corruption::new(
                 pgid,
@@ -179,7 +217,7 @@ impl Checker<'_> {
         if pgid.0 < 2 || pgid >= self.high_water {
             return self.errors.push(CheckError::OutOfBounds { pgid, parent });
         }
-        let pages = self.pages;
+        let pages: Pages<'a> = self.pages;
         let span = match pages.page(parent, pgid) {
             Ok(span) => span,
             Err(e) => return self.corrupt(e),
@@ -211,6 +249,7 @@ impl Checker<'_> {
                 if branch.is_empty() {
                     return self.corrupt(Corruption::new(pgid, Reason::Other("empty branch page")));
                 }
+                let mut children = Vec::with_capacity(branch.len());
                 for index in 0..branch.len() {
                     let (key, next) = match (branch.key(index), branch.key(index + 1)) {
                         (Ok(key), Ok(next)) => (key, Some(next)),
@@ -224,11 +263,25 @@ impl Checker<'_> {
                         Ok(child) => child,
                         Err(e) => return self.corrupt(e),
                     };
-                    self.tree(pgid, child, Some(key), next, depth + 1, bucket_depth);
+                    children.push(Visit::Page {
+                        parent: pgid,
+                        pgid: child,
+                        low: Some(key),
+                        high: next,
+                        depth: depth + 1,
+                        bucket_depth,
+                    });
                 }
+                // Popped in key order.
+                stack.extend(children.into_iter().rev());
             }
             Some(PageKind::Leaf) => match page.leaf() {
-                Ok(leaf) => self.leaf(&leaf, low, high, bucket_depth),
+                Ok(leaf) => stack.push(Visit::Leaf {
+                    leaf,
+                    low,
+                    high,
+                    bucket_depth,
+                }),
                 Err(e) => self.corrupt(e),
             },
             _ => self.errors.push(CheckError::InvalidType {
@@ -238,15 +291,17 @@ impl Checker<'_> {
         }
     }
 
-    fn leaf(
+    fn leaf<'a>(
         &mut self,
-        leaf: &LeafPage<'_>,
-        low: Option<&[u8]>,
-        high: Option<&[u8]>,
+        stack: &mut Vec<Visit<'a>>,
+        leaf: &LeafPage<'a>,
+        low: Option<&'a [u8]>,
+        high: Option<&'a [u8]>,
         bucket_depth: usize,
     ) {
         let pgid = leaf.pgid();
         let mut previous: Option<&[u8]> = None;
+        let mut nested = Vec::new();
         for index in 0..leaf.len() {
             let entry = match leaf.entry(index) {
                 Ok(entry) => entry,
@@ -270,18 +325,42 @@ impl Checker<'_> {
                 Ok(BucketValue {
                     inline: Some(inline),
                     ..
-                }) => self.leaf(&inline, None, None, bucket_depth + 1),
-                Ok(value) => self.tree(
-                    pgid,
-                    value.header.root_pgid(),
-                    None,
-                    None,
-                    0,
-                    bucket_depth + 1,
-                ),
+                }) => nested.push(Visit::Leaf {
+                    leaf: inline,
+                    low: None,
+                    high: None,
+                    bucket_depth: bucket_depth + 1,
+                }),
+                Ok(value) => nested.push(Visit::Page {
+                    parent: pgid,
+                    pgid: value.header.root_pgid(),
+                    low: None,
+                    high: None,
+                    depth: 0,
+                    bucket_depth: bucket_depth + 1,
+                }),
             }
         }
+        stack.extend(nested.into_iter().rev());
     }
+}
+
+/// Work left for the checker: a page to enter, or a leaf's entries to check.
+enum Visit<'a> {
+    Page {
+        parent: Pgid,
+        pgid: Pgid,
+        low: Option<&'a [u8]>,
+        high: Option<&'a [u8]>,
+        depth: usize,
+        bucket_depth: usize,
+    },
+    Leaf {
+        leaf: LeafPage<'a>,
+        low: Option<&'a [u8]>,
+        high: Option<&'a [u8]>,
+        bucket_depth: usize,
+    },
 }
 
 fn in_range(key: &[u8], low: Option<&[u8]>, high: Option<&[u8]>) -> bool {

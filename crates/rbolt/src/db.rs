@@ -15,8 +15,11 @@ use rbolt_page::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
+/// The largest txid a meta may carry: the next commit, and readers' slot values, must not
+/// overflow.
+const TXID_MAX: u64 = u64::MAX - 2;
 /// The smallest mapping (bbolt's: 32 KiB); mappings double from here up to 1 GiB.
 const MAP_SIZE_MIN: u64 = 32 * 1024;
 /// Past 1 GiB, mappings grow in steps of this many bytes.
@@ -151,6 +154,10 @@ impl Db {
         } else {
             Some(load_freelist(&snapshot, page_size, &options)?)
         };
+        let counters = StatCounters::default();
+        if let Some(freelist) = &freelist {
+            counters.freelist_changed(freelist);
+        }
         let db = Db {
             storage,
             page_size,
@@ -164,7 +171,7 @@ impl Db {
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
-            counters: StatCounters::default(),
+            counters,
             batcher: crate::batch::Batcher::default(),
             options,
         };
@@ -251,6 +258,7 @@ impl Db {
         self.readers.collect(&mut readers);
         if let Some(freelist) = writer.freelist.as_mut() {
             freelist.release_pending(&readers);
+            self.counters.freelist_changed(freelist);
         }
         writer.readers_scratch = readers;
         Ok(WriteTx::new(self, writer, snapshot))
@@ -320,29 +328,11 @@ impl Db {
     }
 
     /// Counters of the database and its freelist (bbolt's `DB.Stats`).
+    ///
+    /// Never waits for the writer (it may be called inside a write transaction): the freelist
+    /// figures are those as of the last write transaction's start or end.
     pub fn stats(&self) -> DbStats {
-        let writer = self.lock_writer();
-        let (free_pages, pending_pages, freelist_inuse) = match &writer.freelist {
-            Some(freelist) => (
-                freelist.free_count(),
-                freelist.pending_count(),
-                freelist.write_size(),
-            ),
-            None => (0, 0, 0),
-        };
-        self.counters.snapshot(
-            free_pages,
-            pending_pages,
-            free_pages * self.page_size,
-            freelist_inuse,
-            self.readers.count(),
-        )
-    }
-
-    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.counters.snapshot(self.page_size, self.readers.count())
     }
 
     /// The file's current length.
@@ -395,18 +385,30 @@ fn init(storage: &dyn Storage, page_size: usize) -> std::io::Result<()> {
         std::iter::empty(),
     );
     LeafBuilder::new(&mut buf[3 * page_size..], Pgid(3), 0, 0).finish();
-    storage.write_all_at(&buf, 0)?;
+    // The freelist and root pages first, then the metas that point at them, each made
+    // durable before the next: a crash can leave metas missing (a clear error at open), never
+    // valid metas over pages that never reached the disk.
+    storage.write_all_at(&buf[2 * page_size..], 2 * page_size as u64)?;
+    storage.sync_data()?;
+    storage.write_all_at(&buf[..2 * page_size], 0)?;
     storage.sync_data()
 }
 
 /// Reads both metas and returns the page size and the newest valid meta.
 fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Result<(usize, Meta)> {
-    let read_at = |offset: u64| -> Option<[u8; PAGE_HEADER_SIZE + META_SIZE]> {
+    // A meta past the end is absent; a read that fails is an error of its own, never taken for
+    // an invalid meta (falling back to the older meta would hide the newest commit).
+    let read_at = |offset: u64| -> Result<Option<[u8; PAGE_HEADER_SIZE + META_SIZE]>> {
         let mut buf = [0u8; PAGE_HEADER_SIZE + META_SIZE];
-        (offset + buf.len() as u64 <= file_len && storage.read_exact_at(&mut buf, offset).is_ok())
-            .then_some(buf)
+        if offset + buf.len() as u64 > file_len {
+            return Ok(None);
+        }
+        storage
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Some(buf))
     };
-    let Some(first) = read_at(0) else {
+    let Some(first) = read_at(0)? else {
         return Err(Error::Invalid {
             path: path.map(PathBuf::from),
             reason: format!("the file is {file_len} bytes, too short for a meta page"),
@@ -416,13 +418,17 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
     // The page size comes from meta 0, or else from meta 1 found by probing.
     let page_size = match &meta0 {
         Ok(meta) => Some(meta.page_size as u64),
-        Err(_) => (0..16)
-            .map(|i| u64::from(PAGE_SIZE_MIN) << i)
-            .find(|&offset| {
-                read_at(offset)
-                    .and_then(|buf| read_meta(&buf, Pgid(1)).ok())
-                    .is_some_and(|meta| u64::from(meta.page_size) == offset)
-            }),
+        Err(_) => {
+            let mut found = None;
+            for offset in (0..16).map(|i| u64::from(PAGE_SIZE_MIN) << i) {
+                let meta = read_at(offset)?.and_then(|buf| read_meta(&buf, Pgid(1)).ok());
+                if meta.is_some_and(|meta| u64::from(meta.page_size) == offset) {
+                    found = Some(offset);
+                    break;
+                }
+            }
+            found
+        }
     };
     let Some(page_size) = page_size else {
         let error = meta0.expect_err("meta 0 is invalid when no page size was found");
@@ -438,7 +444,7 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
     let mut best: Option<Meta> = None;
     let mut first_error = None;
     for index in 0..2u64 {
-        let checked = read_at(index * page_size)
+        let checked = read_at(index * page_size)?
             .ok_or_else(|| {
                 rbolt_page::Corruption::new(
                     Pgid(index),
@@ -452,7 +458,13 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
             .and_then(|buf| read_meta(&buf, Pgid(index)))
             .and_then(|meta| meta.validate_fields(Pgid(index), file_len).map(|()| meta))
             .and_then(|meta| {
-                if u64::from(meta.page_size) == page_size {
+                if meta.txid >= TXID_MAX {
+                    // No commit can follow it, and readers count past it.
+                    Err(rbolt_page::Corruption::new(
+                        Pgid(index),
+                        rbolt_page::Reason::Other("txid at its largest value"),
+                    ))
+                } else if u64::from(meta.page_size) == page_size {
                     Ok(meta)
                 } else {
                     Err(rbolt_page::Corruption::new(

@@ -2,7 +2,8 @@
 
 use crate::bucket::{BUCKET_DEPTH_MAX, Bucket};
 use crate::error::Result;
-use rbolt_btree::{DEPTH_MAX, Pages, TreeView};
+use crate::walk::PageSet;
+use rbolt_btree::{DEPTH_MAX, TreeView};
 use rbolt_page::{
     BRANCH_ELEMENT_SIZE, BucketValue, Corruption, LEAF_ELEMENT_SIZE, LeafPage, PAGE_HEADER_SIZE,
     PageKind, PageRef, Pgid, Reason,
@@ -82,6 +83,9 @@ pub(crate) struct StatCounters {
     read_tx: AtomicU64,
     write_tx: AtomicU64,
     tx_stats: Mutex<TxStats>,
+    free_page_n: AtomicU64,
+    pending_page_n: AtomicU64,
+    freelist_inuse: AtomicU64,
 }
 
 impl StatCounters {
@@ -97,14 +101,21 @@ impl StatCounters {
             .add(stats);
     }
 
-    pub(crate) fn snapshot(
-        &self,
-        free_page_n: usize,
-        pending_page_n: usize,
-        free_alloc: usize,
-        freelist_inuse: usize,
-        open_tx_n: usize,
-    ) -> DbStats {
+    /// Publishes the freelist's figures for `Db::stats`.
+    pub(crate) fn freelist_changed(&self, freelist: &impl rbolt_freelist::Freelist) {
+        self.free_page_n
+            .store(freelist.free_count() as u64, Ordering::Relaxed);
+        self.pending_page_n
+            .store(freelist.pending_count() as u64, Ordering::Relaxed);
+        self.freelist_inuse
+            .store(freelist.write_size() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self, page_size: usize, open_tx_n: usize) -> DbStats {
+        let free_page_n = self.free_page_n.load(Ordering::Relaxed) as usize;
+        let pending_page_n = self.pending_page_n.load(Ordering::Relaxed) as usize;
+        let freelist_inuse = self.freelist_inuse.load(Ordering::Relaxed) as usize;
+        let free_alloc = free_page_n * page_size;
         DbStats {
             tx_stats: self
                 .tx_stats
@@ -191,120 +202,155 @@ fn leaf_used(leaf: &LeafPage<'_>) -> usize {
     }
 }
 
+/// Where a bucket's tree is, for the stats walk.
+enum StatsRoot<'a> {
+    Page(Pgid),
+    Inline(&'a [u8]),
+    /// Edited in a write transaction: only its entries are counted.
+    Edited(TreeView<'a>),
+}
+
+/// One bucket's counts: its own tree's, and the sum over the buckets nested in it.
+struct BucketCounts {
+    own: BucketStats,
+    nested: BucketStats,
+    parent: Option<usize>,
+}
+
+/// bbolt's `Bucket.Stats`, computed without recursion: buckets are visited from an explicit
+/// stack and every page is entered at most once (a second visit is corruption), so neither
+/// deep nesting nor pages shared in a corrupt file can exhaust the stack or the clock.
 pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
-    tree_stats(bucket.view.pages(), &bucket.view, 0)
-}
-
-fn tree_stats(pages: Pages<'_>, view: &TreeView<'_>, bucket_depth: usize) -> Result<BucketStats> {
-    if bucket_depth >= BUCKET_DEPTH_MAX {
-        return Err(crate::bucket::bucket_too_deep());
-    }
-    let mut stats = BucketStats {
-        bucket_n: 1,
-        ..BucketStats::default()
+    let pages = bucket.view.pages();
+    let mut seen = PageSet::new(pages.high_water());
+    let root = match (bucket.view.root_inline(), bucket.view.root_pgid()) {
+        (Some(inline), _) => StatsRoot::Inline(inline),
+        (None, Some(pgid)) => StatsRoot::Page(pgid),
+        (None, None) => StatsRoot::Edited(bucket.view),
     };
-    let mut sub = BucketStats::default();
-    if let Some(inline) = view.root_inline() {
-        stats.inline_bucket_n = 1;
-        let leaf = LeafPage::inline(inline, Pgid(0))?;
-        stats.key_n = leaf.len();
-        stats.inline_bucket_inuse = leaf_used(&leaf);
-        stats.depth = 1;
-    } else if let Some(root) = view.root_pgid() {
-        page_stats(pages, Pgid(0), root, 0, bucket_depth, &mut stats, &mut sub)?;
-    } else {
-        // An edited tree in a write transaction: count its entries only.
-        let mut cursor = view.cursor();
-        let mut entry = cursor.first()?;
-        while entry.is_some() {
-            stats.key_n += 1;
-            entry = cursor.next()?;
+    let mut buckets: Vec<BucketCounts> = Vec::new();
+    let mut work = vec![(root, None, 0usize)];
+    while let Some((root, parent, bucket_depth)) = work.pop() {
+        if bucket_depth >= BUCKET_DEPTH_MAX {
+            return Err(crate::bucket::bucket_too_deep());
         }
-        stats.depth = 1;
-    }
-    stats.branch_alloc = (stats.branch_page_n + stats.branch_overflow_n) * pages.page_size();
-    stats.leaf_alloc = (stats.leaf_page_n + stats.leaf_overflow_n) * pages.page_size();
-    stats.depth += sub.depth;
-    stats.add(&sub);
-    Ok(stats)
-}
-
-fn page_stats(
-    pages: Pages<'_>,
-    owner: Pgid,
-    pgid: Pgid,
-    depth: usize,
-    bucket_depth: usize,
-    stats: &mut BucketStats,
-    sub: &mut BucketStats,
-) -> Result<()> {
-    if depth >= DEPTH_MAX {
-        return Err(Corruption::new(
-            pgid,
-            Reason::TooDeep {
-                depth_max: DEPTH_MAX,
-            },
-        )
-        .into());
-    }
-    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
-    stats.depth = stats.depth.max(depth + 1);
-    match page.kind()? {
-        PageKind::Leaf => {
-            let leaf = page.leaf()?;
-            stats.key_n += leaf.len();
-            stats.leaf_page_n += 1;
-            stats.leaf_inuse += leaf_used(&leaf);
-            stats.leaf_overflow_n += page.header().overflow as usize;
-            for index in 0..leaf.len() {
-                let entry = leaf.entry(index)?;
-                if entry.is_bucket() {
-                    let value = BucketValue::parse(entry.value, pgid)?;
-                    let child = match value.inline {
-                        Some(_) => TreeView::from_inline(
-                            pages,
-                            &entry.value[rbolt_page::BUCKET_HEADER_SIZE..],
-                        ),
-                        None => TreeView::from_page(pages, value.header.root_pgid()),
-                    };
-                    sub.add(&tree_stats(pages, &child, bucket_depth + 1)?);
+        let index = buckets.len();
+        let mut own = BucketStats {
+            bucket_n: 1,
+            ..BucketStats::default()
+        };
+        match root {
+            StatsRoot::Inline(bytes) => {
+                let leaf = LeafPage::inline(bytes, Pgid(0))?;
+                own.inline_bucket_n = 1;
+                own.key_n = leaf.len();
+                own.inline_bucket_inuse = leaf_used(&leaf);
+                own.depth = 1;
+            }
+            StatsRoot::Edited(view) => {
+                let mut cursor = view.cursor();
+                let mut entry = cursor.first()?;
+                while entry.is_some() {
+                    own.key_n += 1;
+                    entry = cursor.next()?;
+                }
+                own.depth = 1;
+            }
+            StatsRoot::Page(root) => {
+                let mut pages_left = vec![(Pgid(0), root, 0usize)];
+                while let Some((owner, pgid, depth)) = pages_left.pop() {
+                    if depth >= DEPTH_MAX {
+                        return Err(Corruption::new(
+                            pgid,
+                            Reason::TooDeep {
+                                depth_max: DEPTH_MAX,
+                            },
+                        )
+                        .into());
+                    }
+                    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                    let overflow = page.header().overflow;
+                    for id in pgid.0..=pgid.0 + u64::from(overflow) {
+                        if !seen.insert(id) {
+                            return Err(Corruption::new(
+                                Pgid(id),
+                                Reason::Other("page is reachable twice"),
+                            )
+                            .into());
+                        }
+                    }
+                    own.depth = own.depth.max(depth + 1);
+                    match page.kind()? {
+                        PageKind::Leaf => {
+                            let leaf = page.leaf()?;
+                            own.key_n += leaf.len();
+                            own.leaf_page_n += 1;
+                            own.leaf_inuse += leaf_used(&leaf);
+                            own.leaf_overflow_n += overflow as usize;
+                            for entry_index in (0..leaf.len()).rev() {
+                                let entry = leaf.entry(entry_index)?;
+                                if !entry.is_bucket() {
+                                    continue;
+                                }
+                                let value = BucketValue::parse(entry.value, pgid)?;
+                                let child = match value.inline {
+                                    Some(_) => StatsRoot::Inline(
+                                        &entry.value[rbolt_page::BUCKET_HEADER_SIZE..],
+                                    ),
+                                    None => StatsRoot::Page(value.header.root_pgid()),
+                                };
+                                work.push((child, Some(index), bucket_depth + 1));
+                            }
+                        }
+                        PageKind::Branch => {
+                            let branch = page.branch()?;
+                            own.branch_page_n += 1;
+                            own.branch_overflow_n += overflow as usize;
+                            if let Some(last) = branch.len().checked_sub(1)
+                                && let Some(e) = branch.element(last)
+                            {
+                                own.branch_inuse += PAGE_HEADER_SIZE
+                                    + BRANCH_ELEMENT_SIZE * last
+                                    + e.pos as usize
+                                    + e.ksize as usize;
+                            }
+                            for child in (0..branch.len()).rev() {
+                                pages_left.push((pgid, branch.child(child)?, depth + 1));
+                            }
+                        }
+                        kind => {
+                            return Err(Corruption::new(
+                                pgid,
+                                Reason::WrongKind {
+                                    expected: PageKind::Leaf,
+                                    flags: kind.flags(),
+                                },
+                            )
+                            .into());
+                        }
+                    }
                 }
             }
         }
-        PageKind::Branch => {
-            let branch = page.branch()?;
-            stats.branch_page_n += 1;
-            stats.branch_overflow_n += page.header().overflow as usize;
-            if let Some(last) = branch.len().checked_sub(1)
-                && let Some(e) = branch.element(last)
-            {
-                stats.branch_inuse += PAGE_HEADER_SIZE
-                    + BRANCH_ELEMENT_SIZE * last
-                    + e.pos as usize
-                    + e.ksize as usize;
-            }
-            for index in 0..branch.len() {
-                page_stats(
-                    pages,
-                    pgid,
-                    branch.child(index)?,
-                    depth + 1,
-                    bucket_depth,
-                    stats,
-                    sub,
-                )?;
-            }
-        }
-        kind => {
-            return Err(Corruption::new(
-                pgid,
-                Reason::WrongKind {
-                    expected: PageKind::Leaf,
-                    flags: kind.flags(),
-                },
-            )
-            .into());
+        own.branch_alloc = (own.branch_page_n + own.branch_overflow_n) * pages.page_size();
+        own.leaf_alloc = (own.leaf_page_n + own.leaf_overflow_n) * pages.page_size();
+        buckets.push(BucketCounts {
+            own,
+            nested: BucketStats::default(),
+            parent,
+        });
+    }
+    // Nested buckets come after their parent: fold them in from the last.
+    let mut total = BucketStats::default();
+    for index in (0..buckets.len()).rev() {
+        let counts = &buckets[index];
+        let mut stats = counts.own;
+        stats.depth += counts.nested.depth;
+        stats.add(&counts.nested);
+        match counts.parent {
+            Some(parent) => buckets[parent].nested.add(&stats),
+            None => total = stats,
         }
     }
-    Ok(())
+    Ok(total)
 }

@@ -544,6 +544,7 @@ impl<'db> WriteTx<'db> {
         self.ended = true;
         let alloc = &mut self.core.alloc;
         alloc.recycle();
+        self.db.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);

@@ -49,7 +49,7 @@ pub(crate) fn reachable_pages(pages: Pages<'_>, meta: &Meta) -> Result<PageSet> 
             set.insert(id);
         }
     }
-    visit_tree(pages, Pgid(0), meta.root_pgid(), &mut set, 0, 0)?;
+    visit_tree(pages, Pgid(0), meta.root_pgid(), &mut set)?;
     Ok(set)
 }
 
@@ -57,82 +57,97 @@ fn twice(pgid: Pgid) -> Corruption {
     Corruption::new(pgid, Reason::Other("page is reachable twice"))
 }
 
-fn visit_tree(
-    pages: Pages<'_>,
+/// A page to visit: who points at it, its id, its depth in its tree and its bucket nesting.
+struct Visit {
     owner: Pgid,
     pgid: Pgid,
-    set: &mut PageSet,
     depth: usize,
     bucket_depth: usize,
-) -> Result<()> {
-    if depth >= DEPTH_MAX {
-        return Err(Corruption::new(
-            pgid,
-            Reason::TooDeep {
-                depth_max: DEPTH_MAX,
-            },
-        )
-        .into());
-    }
-    let span = pages.page(owner, pgid)?;
-    let page = PageRef::new(span, pgid)?;
-    for id in pgid.0..=pgid.0 + u64::from(page.header().overflow) {
-        if !set.insert(id) {
-            return Err(twice(Pgid(id)).into());
-        }
-    }
-    match page.kind()? {
-        PageKind::Branch => {
-            let branch = page.branch()?;
-            for index in 0..branch.len() {
-                visit_tree(
-                    pages,
-                    pgid,
-                    branch.child(index)?,
-                    set,
-                    depth + 1,
-                    bucket_depth,
-                )?;
-            }
-            Ok(())
-        }
-        PageKind::Leaf => visit_buckets(pages, &page.leaf()?, set, bucket_depth),
-        kind => Err(Corruption::new(
-            pgid,
-            Reason::WrongKind {
-                expected: PageKind::Leaf,
-                flags: kind.flags(),
-            },
-        )
-        .into()),
-    }
 }
 
-fn visit_buckets(
-    pages: Pages<'_>,
-    leaf: &LeafPage<'_>,
-    set: &mut PageSet,
-    bucket_depth: usize,
-) -> Result<()> {
-    for index in 0..leaf.len() {
-        let entry = leaf.entry(index)?;
-        if !entry.is_bucket() {
-            continue;
+/// Visits every page of the tree at `root` and of the buckets nested in it, iteratively:
+/// each page is entered once (a second visit is corruption), so the work is bounded by the
+/// pages below the high-water mark however deep buckets nest.
+fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> Result<()> {
+    let mut stack = vec![Visit {
+        owner,
+        pgid: root,
+        depth: 0,
+        bucket_depth: 0,
+    }];
+    while let Some(Visit {
+        owner,
+        pgid,
+        depth,
+        bucket_depth,
+    }) = stack.pop()
+    {
+        if depth >= DEPTH_MAX {
+            return Err(Corruption::new(
+                pgid,
+                Reason::TooDeep {
+                    depth_max: DEPTH_MAX,
+                },
+            )
+            .into());
         }
-        if bucket_depth >= BUCKET_DEPTH_MAX {
-            return Err(crate::bucket::bucket_too_deep());
+        let span = pages.page(owner, pgid)?;
+        let page = PageRef::new(span, pgid)?;
+        for id in pgid.0..=pgid.0 + u64::from(page.header().overflow) {
+            if !set.insert(id) {
+                return Err(twice(Pgid(id)).into());
+            }
         }
-        let value = BucketValue::parse(entry.value, leaf.pgid())?;
-        match value.inline {
-            Some(inline) => visit_buckets(pages, &inline, set, bucket_depth + 1)?,
-            None => visit_tree(
-                pages,
-                leaf.pgid(),
-                value.header.root_pgid(),
-                set,
-                0,
-                bucket_depth + 1,
-            )?,
+        match page.kind()? {
+            PageKind::Branch => {
+                let branch = page.branch()?;
+                for index in 0..branch.len() {
+                    stack.push(Visit {
+                        owner: pgid,
+                        pgid: branch.child(index)?,
+                        depth: depth + 1,
+                        bucket_depth,
+                    });
+                }
+            }
+            PageKind::Leaf => push_buckets(&page.leaf()?, &mut stack, bucket_depth)?,
+            kind => {
+                return Err(Corruption::new(
+                    pgid,
+                    Reason::WrongKind {
+                        expected: PageKind::Leaf,
+                        flags: kind.flags(),
+                    },
+                )
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Queues the root pages of the buckets nested in `leaf` (through inline buckets too).
+fn push_buckets(leaf: &LeafPage<'_>, stack: &mut Vec<Visit>, bucket_depth: usize) -> Result<()> {
+    let mut inline_stack = vec![(*leaf, bucket_depth)];
+    while let Some((leaf, bucket_depth)) = inline_stack.pop() {
+        for index in 0..leaf.len() {
+            let entry = leaf.entry(index)?;
+            if !entry.is_bucket() {
+                continue;
+            }
+            if bucket_depth >= BUCKET_DEPTH_MAX {
+                return Err(crate::bucket::bucket_too_deep());
+            }
+            let value = BucketValue::parse(entry.value, leaf.pgid())?;
+            match value.inline {
+                Some(inline) => inline_stack.push((inline, bucket_depth + 1)),
+                None => stack.push(Visit {
+                    owner: leaf.pgid(),
+                    pgid: value.header.root_pgid(),
+                    depth: 0,
+                    bucket_depth: bucket_depth + 1,
+                }),
+            }
         }
     }
     Ok(())

@@ -1,5 +1,5 @@
-//! One small test per bug the suites found in rbolt, each the smallest case that shows it.
-//! They fail until rbolt is fixed; the suites find the same bugs among many other cases.
+//! One small test per bug the suites found in rbolt, each the smallest case that showed it.
+//! All are fixed; these keep them fixed (the suites would find them too, among many cases).
 
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Options};

@@ -337,3 +337,15 @@ fn oversized_values_are_refused_without_touching_the_tree() {
         Some(&b"fine"[..])
     );
 }
+
+#[test]
+fn stats_inside_a_write_transaction_do_not_wait_for_it() {
+    let (_dir, db) = temp_db();
+    let mut tx = db.begin_write().unwrap();
+    tx.create_bucket(b"b").unwrap();
+    // Would deadlock if stats took the writer lock.
+    let stats = db.stats();
+    assert_eq!(stats.open_tx_n, 0);
+    tx.commit().unwrap();
+    assert_eq!(db.stats().write_tx_n, 1);
+}
