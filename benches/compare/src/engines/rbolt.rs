@@ -1,0 +1,99 @@
+//! rbolt through its facade: one bucket, `Db::update`-style transactions.
+
+use super::{Engine, Notes, Result, data_file, fail, value_ok};
+use crate::workload::{Key, value_of};
+use rbolt::{Db, Options};
+use std::path::{Path, PathBuf};
+
+const BUCKET: &[u8] = b"bench";
+
+pub struct Rbolt {
+    db: Option<Db>,
+    path: PathBuf,
+}
+
+impl Rbolt {
+    fn db(&self) -> &Db {
+        self.db.as_ref().expect("open between calls")
+    }
+}
+
+impl Engine for Rbolt {
+    const NAME: &'static str = "rbolt";
+    const NOTES: Notes = Notes {
+        sorted_load: "fill percent 1.0 on the bucket (`BucketMut::set_fill_percent`)",
+        durable: "default options: pwritev, fdatasync, meta write, fdatasync",
+        sync_off: "`Options::no_sync` (both fdatasyncs skipped; reopened to set it)",
+        rust_heap_only: true,
+    };
+
+    fn create(dir: &Path) -> Result<Rbolt> {
+        let path = data_file(dir);
+        let db = Db::open(&path)?;
+        db.update(|tx| tx.create_bucket(BUCKET).map(|_| ()))?;
+        Ok(Rbolt { db: Some(db), path })
+    }
+
+    fn set_sync(&mut self, sync: bool) -> Result<()> {
+        // `no_sync` is an open option only; closing and reopening costs an open, outside
+        // the timed phases.
+        if let Some(db) = self.db.take() {
+            db.close()?;
+        }
+        self.db = Some(Db::open_with(
+            &self.path,
+            Options::default().no_sync(!sync),
+        )?);
+        Ok(())
+    }
+
+    fn put_tx(&self, keys: &[Key], sorted: bool) -> Result<()> {
+        self.db().update(|tx| {
+            let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
+            if sorted {
+                bucket.set_fill_percent(1.0);
+            }
+            for key in keys {
+                bucket.put(key, &value_of(key))?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn delete_tx(&self, keys: &[Key]) -> Result<()> {
+        self.db().update(|tx| {
+            let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
+            for key in keys {
+                bucket.delete(key)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
+        let tx = self.db().begin_read()?;
+        let bucket = tx.bucket(BUCKET)?.ok_or_else(|| fail("no bucket"))?;
+        let mut found = 0;
+        for i in order {
+            let key = &keys[i];
+            if bucket.get(key)?.is_some_and(|value| value_ok(key, value)) {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    fn scan(&self) -> Result<(u64, u64)> {
+        let tx = self.db().begin_read()?;
+        let bucket = tx.bucket(BUCKET)?.ok_or_else(|| fail("no bucket"))?;
+        let (mut entries, mut bytes) = (0, 0);
+        for entry in bucket.iter() {
+            let entry = entry?;
+            entries += 1;
+            bytes += (entry.key().len() + entry.raw_value().len()) as u64;
+        }
+        Ok((entries, bytes))
+    }
+}

@@ -1,0 +1,413 @@
+//! The workloads, identical for every engine: keys from a fixed seed, the same order of
+//! operations, the same checks. Only the calls inside [`Engine`] differ.
+
+use crate::counting;
+use crate::engines::{Engine, Result, fail};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const KEY_LEN: usize = 16;
+pub const VALUE_LEN: usize = 100;
+pub type Key = [u8; KEY_LEN];
+
+/// Single-key durable commits of phase (d).
+pub const COMMITS: usize = 1_000;
+/// Transactions and keys per transaction of phase (e).
+pub const BATCHES: usize = 1_000;
+pub const BATCH_KEYS: usize = 100;
+/// Keys per transaction of the delete phase (f).
+pub const DELETE_TX_KEYS: usize = 10_000;
+/// Gets per read transaction of the readers in phase (g).
+pub const READ_TX_GETS: usize = 1_000;
+/// Reader threads of phase (g).
+pub const READERS: usize = 2;
+/// Writes of the fdatasync reference measured before phase (d).
+const SYNC_REFERENCE_WRITES: usize = 200;
+/// Keys of the sorted load checked by lookups afterwards (not timed).
+const SORTED_CHECKS: usize = 10_000;
+
+pub struct Config {
+    pub n: usize,
+    pub seed: u64,
+    /// Where the engine's stores go (created, emptied at the end).
+    pub dir: PathBuf,
+    /// How long phase (g) runs.
+    pub rw: Duration,
+}
+
+/// splitmix64: fast, and the same stream on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn key(&mut self) -> Key {
+        let mut key = [0u8; KEY_LEN];
+        key[..8].copy_from_slice(&self.next_u64().to_le_bytes());
+        key[8..].copy_from_slice(&self.next_u64().to_le_bytes());
+        key
+    }
+
+    /// A uniform index below `n` (`n` far below 2^32, so the bias is negligible).
+    pub fn below(&mut self, n: usize) -> usize {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
+    }
+}
+
+pub fn keys(seed: u64, n: usize) -> Vec<Key> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| rng.key()).collect()
+}
+
+/// A random permutation of `0..n` (Fisher-Yates).
+fn permutation(seed: u64, n: usize) -> Vec<u32> {
+    let mut rng = Rng::new(seed);
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    order
+}
+
+/// The value stored under `key`: the key, then bytes derived from it, so a lookup that
+/// returns another key's value fails the check.
+#[inline]
+pub fn value_of(key: &Key) -> [u8; VALUE_LEN] {
+    let mut value = [0u8; VALUE_LEN];
+    value[..KEY_LEN].copy_from_slice(key);
+    for (i, byte) in value[KEY_LEN..].iter_mut().enumerate() {
+        *byte = key[i % KEY_LEN] ^ (i as u8).wrapping_mul(31);
+    }
+    value
+}
+
+/// Peak resident set size of this process so far (`VmHWM`), in KiB.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Bytes this process has passed to write system calls so far (`wchar` in /proc/self/io):
+/// with the phase deltas, how much each engine writes for the same work.
+pub fn written_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar:"))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// (apparent length, allocated bytes) of every file under `dir`.
+fn dir_size(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = (0, 0);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return total;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            let (len, disk) = dir_size(&entry.path());
+            total.0 += len;
+            total.1 += disk;
+        } else {
+            total.0 += meta.len();
+            total.1 += meta.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// Phase results in the order they ran.
+struct Phases {
+    engine: &'static str,
+    dir: PathBuf,
+    list: Vec<(&'static str, Value)>,
+    /// `written_bytes()` at the end of the previous phase.
+    written: u64,
+}
+
+impl Phases {
+    /// Records a phase that took `secs`, with the store's size after it.
+    fn record(&mut self, name: &'static str, secs: f64, extra: Value) {
+        if std::env::var_os("RBOLT_COMPARE_MARKS").is_some() {
+            // For `perf record -k CLOCK_MONOTONIC`: the phase's window on the clock `Instant`
+            // reads on Linux, so a profile can be cut to one phase (`perf report --time`).
+            let end = Instant::now();
+            let start = end - Duration::from_secs_f64(secs);
+            eprintln!("mark {name} {start:?} {end:?}");
+        }
+        let written = written_bytes() - self.written;
+        let (file_bytes, disk_bytes) = dir_size(&self.dir);
+        eprintln!(
+            "[{}] {name}: {secs:.3} s, files {:.1} MiB",
+            self.engine,
+            file_bytes as f64 / (1 << 20) as f64
+        );
+        let mut value = json!({
+            "secs": secs,
+            "file_bytes": file_bytes,
+            "disk_bytes": disk_bytes,
+            "written_bytes": written,
+        });
+        if let (Value::Object(map), Value::Object(more)) = (&mut value, extra) {
+            map.extend(more);
+        }
+        self.list.push((name, value));
+        self.written = written_bytes();
+    }
+}
+
+fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
+    let start = Instant::now();
+    let value = f()?;
+    Ok((start.elapsed().as_secs_f64(), value))
+}
+
+fn percentile(sorted: &[f64], p: usize) -> f64 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+/// Runs phases (a) to (g) on one store, then (a2) on a second one, and returns the JSON
+/// line the driver reads.
+pub fn run<E: Engine>(config: &Config) -> Result<Value> {
+    let n = config.n;
+    let keys = keys(config.seed, n);
+    let read_order = permutation(config.seed ^ 0xb, n);
+    let delete_order = permutation(config.seed ^ 0xf, n);
+    let baseline_rss_kib = peak_rss_kib();
+
+    let dir = config.dir.join("random");
+    std::fs::create_dir_all(&dir)?;
+    let mut phases = Phases {
+        engine: E::NAME,
+        dir: dir.clone(),
+        list: Vec::new(),
+        written: 0,
+    };
+    let mut db = E::create(&dir)?;
+    phases.written = written_bytes();
+
+    // (a) N random keys in one durable transaction.
+    let (secs, ()) = time(|| db.put_tx(&keys, false))?;
+    phases.record("load_random", secs, json!({}));
+    let load_rss_kib = peak_rss_kib();
+
+    // (b) N random point reads in one read transaction, allocations counted.
+    counting::start();
+    let (secs, found) = time(|| db.get_tx(&keys, &mut read_order.iter().map(|&i| i as usize)))?;
+    let allocations = counting::stop();
+    if found != n as u64 {
+        return Err(fail(format!(
+            "get: {found} of {n} keys found with their value"
+        )));
+    }
+    phases.record(
+        "get_random",
+        secs,
+        json!({ "allocs_per_op": allocations as f64 / n as f64 }),
+    );
+
+    // (c) a full forward scan.
+    let (secs, (entries, bytes)) = time(|| db.scan())?;
+    if entries != n as u64 || bytes != (n * (KEY_LEN + VALUE_LEN)) as u64 {
+        return Err(fail(format!("scan: {entries} entries, {bytes} bytes")));
+    }
+    phases.record("scan", secs, json!({}));
+
+    // (d) single-key durable commits, each timed, and what one pwrite + fdatasync costs on
+    // this filesystem right now, as a floor.
+    let sync_p50_us = sync_reference(&dir)?;
+    phases.written = written_bytes();
+    let commit_keys = self::keys(config.seed ^ 0xd, COMMITS);
+    let mut latencies = Vec::with_capacity(COMMITS);
+    let start = Instant::now();
+    for key in &commit_keys {
+        let (secs, ()) = time(|| db.put_tx(std::slice::from_ref(key), false))?;
+        latencies.push(secs * 1e6);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    latencies.sort_by(f64::total_cmp);
+    phases.record(
+        "commit_durable",
+        secs,
+        json!({
+            "p50_us": percentile(&latencies, 50),
+            "p99_us": percentile(&latencies, 99),
+            "max_us": latencies[latencies.len() - 1],
+            "sync_p50_us": sync_p50_us,
+        }),
+    );
+
+    // (e) transactions of random keys with durability off.
+    db.set_sync(false)?;
+    let batch_keys = self::keys(config.seed ^ 0xe, BATCHES * BATCH_KEYS);
+    let (secs, ()) = time(|| {
+        batch_keys
+            .chunks(BATCH_KEYS)
+            .try_for_each(|chunk| db.put_tx(chunk, false))
+    })?;
+    phases.record("batch_nosync", secs, json!({}));
+    db.set_sync(true)?;
+
+    // (f) delete half the loaded keys, in random order, durable transactions.
+    let doomed: Vec<Key> = delete_order[..n / 2]
+        .iter()
+        .map(|&i| keys[i as usize])
+        .collect();
+    let (secs, ()) = time(|| {
+        doomed
+            .chunks(DELETE_TX_KEYS)
+            .try_for_each(|chunk| db.delete_tx(chunk))
+    })?;
+    phases.record("delete_half", secs, json!({}));
+    drop(doomed);
+
+    // (g) readers and a writer at once, durability off for the writer.
+    db.set_sync(false)?;
+    let survivors: Vec<Key> = delete_order[n / 2..]
+        .iter()
+        .map(|&i| keys[i as usize])
+        .collect();
+    let (reads, writes, secs) = read_write(&db, &survivors, config)?;
+    phases.record(
+        "read_write",
+        secs,
+        json!({
+            "reads_per_sec": reads as f64 / secs,
+            "writes_per_sec": writes as f64 / secs,
+            "reads": reads,
+            "writes": writes,
+        }),
+    );
+    drop(db);
+    std::fs::remove_dir_all(&dir)?;
+    drop(survivors);
+
+    // (a2) N sorted keys into an empty store through the engine's append path.
+    let mut sorted = keys;
+    sorted.sort_unstable();
+    let dir = config.dir.join("sorted");
+    std::fs::create_dir_all(&dir)?;
+    phases.dir = dir.clone();
+    let db = E::create(&dir)?;
+    phases.written = written_bytes();
+    let (secs, ()) = time(|| db.put_tx(&sorted, true))?;
+    phases.record("load_sorted", secs, json!({}));
+    let step = (n / SORTED_CHECKS).max(1);
+    let checked = db.get_tx(&sorted, &mut (0..n).step_by(step))?;
+    if checked != n.div_ceil(step) as u64 {
+        return Err(fail("sorted load: keys missing"));
+    }
+    drop(db);
+    std::fs::remove_dir_all(&dir)?;
+
+    let notes = E::NOTES;
+    Ok(json!({
+        "engine": E::NAME,
+        "n": n,
+        "seed": config.seed,
+        "rw_secs": config.rw.as_secs_f64(),
+        "phases": Value::Object(
+            phases.list.into_iter().map(|(name, value)| (name.to_string(), value)).collect()
+        ),
+        "rss_kib": {
+            "baseline": baseline_rss_kib,
+            "after_load": load_rss_kib,
+            "peak": peak_rss_kib(),
+        },
+        "notes": {
+            "sorted_load": notes.sorted_load,
+            "durable": notes.durable,
+            "sync_off": notes.sync_off,
+            "rust_heap_only": notes.rust_heap_only,
+        },
+    }))
+}
+
+/// The median of `SYNC_REFERENCE_WRITES` 4 KiB `pwrite`s, each followed by `fdatasync`, to
+/// a scratch file beside the store, in microseconds.
+fn sync_reference(dir: &Path) -> Result<f64> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("sync-reference");
+    let file = std::fs::File::create(&path)?;
+    let page = [0x5a_u8; 4096];
+    let mut latencies = Vec::with_capacity(SYNC_REFERENCE_WRITES);
+    for i in 0..SYNC_REFERENCE_WRITES {
+        let start = Instant::now();
+        file.write_all_at(&page, (i % 16 * page.len()) as u64)?;
+        file.sync_data()?;
+        latencies.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(file);
+    std::fs::remove_file(&path)?;
+    latencies.sort_by(f64::total_cmp);
+    Ok(percentile(&latencies, 50))
+}
+
+/// Phase (g): `READERS` threads doing random gets of surviving keys, in read transactions of
+/// `READ_TX_GETS`, while one writer commits `BATCH_KEYS`-key transactions, for `config.rw`.
+/// Returns (gets, keys written, seconds).
+fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<(u64, u64, f64)> {
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    let start = Instant::now();
+    let writes = std::thread::scope(|s| -> Result<u64> {
+        let mut readers = Vec::new();
+        for reader in 0..READERS {
+            let (stop, reads) = (&stop, &reads);
+            readers.push(s.spawn(move || -> Result<()> {
+                let mut rng = Rng::new(config.seed ^ 0x9 ^ ((reader as u64) << 32));
+                while !stop.load(Ordering::Relaxed) {
+                    let mut picks = (0..READ_TX_GETS).map(|_| rng.below(survivors.len()));
+                    let found = db.get_tx(survivors, &mut picks)?;
+                    if found != READ_TX_GETS as u64 {
+                        stop.store(true, Ordering::Relaxed);
+                        return Err(fail("read-write: a surviving key was not found"));
+                    }
+                    reads.fetch_add(found, Ordering::Relaxed);
+                }
+                Ok(())
+            }));
+        }
+        let mut rng = Rng::new(config.seed ^ 0x77);
+        let mut written = 0u64;
+        let mut batch = [[0u8; KEY_LEN]; BATCH_KEYS];
+        let result = loop {
+            if start.elapsed() >= config.rw || stop.load(Ordering::Relaxed) {
+                break Ok(written);
+            }
+            batch.iter_mut().for_each(|key| *key = rng.key());
+            if let Err(error) = db.put_tx(&batch, false) {
+                break Err(error);
+            }
+            written += BATCH_KEYS as u64;
+        };
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            reader.join().map_err(|_| fail("reader panicked"))??;
+        }
+        result
+    })?;
+    Ok((
+        reads.load(Ordering::Relaxed),
+        writes,
+        start.elapsed().as_secs_f64(),
+    ))
+}

@@ -1,0 +1,613 @@
+//! `target/bench-report/summary.md`: engines as columns, workloads as rows, the best cell in
+//! bold, rbolt against the best peer, the machine, the versions and the command.
+
+use super::compare::{Compare, EngineRun};
+use super::machine::Machine;
+use super::micro::Micro;
+use super::{Args, ENGINES, Layout};
+use anyhow::{Context, Result};
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// One row of the comparison: where its number comes from and which way is better.
+pub struct Metric {
+    /// The chart it belongs to (`<family>.svg`).
+    pub family: &'static str,
+    pub label: &'static str,
+    /// Short title for the chart panel.
+    pub short: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    /// False for measurements of the machine rather than the engine (no best, no ratio).
+    pub comparable: bool,
+    /// Reads the number from an engine's JSON line.
+    pub get: fn(&Value) -> Option<f64>,
+}
+
+fn phase(v: &Value, name: &str, field: &str) -> Option<f64> {
+    v["phases"][name][field].as_f64()
+}
+
+fn per_key_ns(v: &Value, name: &str) -> Option<f64> {
+    Some(phase(v, name, "secs")? / v["n"].as_f64()? * 1e9)
+}
+
+fn mib(bytes: Option<f64>) -> Option<f64> {
+    bytes.map(|b| b / (1u64 << 20) as f64)
+}
+
+/// The chart families, in report order, with their titles.
+pub const FAMILIES: &[(&str, &str)] = &[
+    ("load", "Bulk loads (one transaction, durable)"),
+    ("read", "Reads"),
+    ("write", "Writes"),
+    ("concurrent", "Readers and a writer at once"),
+    ("footprint", "File size and memory"),
+    ("written", "Bytes written and heap allocations"),
+];
+
+pub const METRICS: &[Metric] = &[
+    Metric {
+        family: "load",
+        label: "(a) load N random keys, 1 tx",
+        short: "(a) random load",
+        unit: "s",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "load_random", "secs"),
+    },
+    Metric {
+        family: "load",
+        label: "(a2) load N sorted keys, append path",
+        short: "(a2) sorted load",
+        unit: "s",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "load_sorted", "secs"),
+    },
+    Metric {
+        family: "read",
+        label: "(b) random get, 1 read tx",
+        short: "(b) random get",
+        unit: "ns/get",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| per_key_ns(v, "get_random"),
+    },
+    Metric {
+        family: "read",
+        label: "(c) full forward scan",
+        short: "(c) full scan",
+        unit: "ns/entry",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| per_key_ns(v, "scan"),
+    },
+    Metric {
+        family: "write",
+        label: "(d) durable 1-key commit, p50",
+        short: "(d) commit p50",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "commit_durable", "p50_us"),
+    },
+    Metric {
+        family: "write",
+        label: "(d) durable 1-key commit, p99",
+        short: "(d) commit p99",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "commit_durable", "p99_us"),
+    },
+    Metric {
+        family: "write",
+        label: "(d) durable 1-key commit, max",
+        short: "(d) commit max",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "commit_durable", "max_us"),
+    },
+    Metric {
+        family: "write",
+        label: "(d) floor: one 4 KiB pwrite + fdatasync, p50",
+        short: "pwrite+fdatasync p50",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: false,
+        get: |v| phase(v, "commit_durable", "sync_p50_us"),
+    },
+    Metric {
+        family: "write",
+        label: "(e) 1,000 tx × 100 random keys, sync off",
+        short: "(e) batches, sync off",
+        unit: "s",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "batch_nosync", "secs"),
+    },
+    Metric {
+        family: "write",
+        label: "(f) delete N/2 keys, tx of 10,000",
+        short: "(f) delete half",
+        unit: "s",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "delete_half", "secs"),
+    },
+    Metric {
+        family: "concurrent",
+        label: "(g) gets/s, 2 readers beside 1 writer",
+        short: "(g) gets/s",
+        unit: "gets/s",
+        higher_is_better: true,
+        comparable: true,
+        get: |v| phase(v, "read_write", "reads_per_sec"),
+    },
+    Metric {
+        family: "concurrent",
+        label: "(g) keys written/s beside 2 readers",
+        short: "(g) keys written/s",
+        unit: "keys/s",
+        higher_is_better: true,
+        comparable: true,
+        get: |v| phase(v, "read_write", "writes_per_sec"),
+    },
+    Metric {
+        family: "footprint",
+        label: "file size after (a)",
+        short: "file after (a)",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| mib(phase(v, "load_random", "file_bytes")),
+    },
+    Metric {
+        family: "footprint",
+        label: "file size after (g)",
+        short: "file after (g)",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| mib(phase(v, "read_write", "file_bytes")),
+    },
+    Metric {
+        family: "written",
+        label: "(a) bytes written by the load",
+        short: "(a) written",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| mib(phase(v, "load_random", "written_bytes")),
+    },
+    Metric {
+        family: "written",
+        label: "(d) bytes written per 1-key commit",
+        short: "(d) written/commit",
+        unit: "KiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| Some(phase(v, "commit_durable", "written_bytes")? / 1000.0 / 1024.0),
+    },
+    Metric {
+        family: "written",
+        label: "(e) bytes written per 100-key transaction",
+        short: "(e) written/tx",
+        unit: "KiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| Some(phase(v, "batch_nosync", "written_bytes")? / 1000.0 / 1024.0),
+    },
+    Metric {
+        family: "footprint",
+        label: "peak RSS up to the end of (a)",
+        short: "RSS after (a)",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| v["rss_kib"]["after_load"].as_f64().map(|k| k / 1024.0),
+    },
+    Metric {
+        family: "footprint",
+        label: "peak RSS, whole run",
+        short: "peak RSS",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| v["rss_kib"]["peak"].as_f64().map(|k| k / 1024.0),
+    },
+    Metric {
+        family: "written",
+        label: "heap allocations per get in (b)",
+        short: "allocs/get",
+        unit: "allocs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "get_random", "allocs_per_op"),
+    },
+];
+
+/// The phases whose file sizes the report lists, with their labels.
+const SIZE_PHASES: &[(&str, &str)] = &[
+    ("load_random", "(a) random load"),
+    ("get_random", "(b) gets"),
+    ("scan", "(c) scan"),
+    ("commit_durable", "(d) 1,000 commits"),
+    ("batch_nosync", "(e) 100,000 keys in batches"),
+    ("delete_half", "(f) delete half"),
+    ("read_write", "(g) read-write"),
+    ("load_sorted", "(a2) sorted load (new file)"),
+];
+
+/// Three significant digits, thousands as k and millions as M for rates.
+pub fn format_value(value: f64) -> String {
+    let abs = value.abs();
+    if abs >= 1e6 {
+        format!("{:.2} M", value / 1e6)
+    } else if abs >= 1e4 {
+        format!("{:.0} k", value / 1e3)
+    } else if abs >= 100.0 {
+        format!("{value:.0}")
+    } else if abs >= 10.0 {
+        format!("{value:.1}")
+    } else if abs >= 1.0 {
+        format!("{value:.2}")
+    } else if abs == 0.0 {
+        "0".into()
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+fn format_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+/// rbolt's value over the best peer's, and which way that goes.
+pub fn ratio(metric: &Metric, rbolt: Option<f64>, best_peer: Option<f64>) -> String {
+    let (Some(ours), Some(theirs)) = (rbolt, best_peer) else {
+        return "—".into();
+    };
+    if ours == theirs {
+        return "1.00 (tie)".into();
+    }
+    if theirs == 0.0 {
+        return "∞ (worse)".into();
+    }
+    let ratio = ours / theirs;
+    let better = (ratio < 1.0) != metric.higher_is_better;
+    format!("{ratio:.2} ({})", if better { "better" } else { "worse" })
+}
+
+/// The best value of a row among `values` (None where an engine has none).
+pub fn best(metric: &Metric, values: &[Option<f64>]) -> Option<f64> {
+    let present = values.iter().flatten().copied();
+    if metric.higher_is_better {
+        present.reduce(f64::max)
+    } else {
+        present.reduce(f64::min)
+    }
+}
+
+pub fn write(
+    layout: &Layout,
+    args: &Args,
+    machine: &Machine,
+    micro: Option<&Micro>,
+    compare: Option<&Compare>,
+) -> Result<PathBuf> {
+    let mut md = String::new();
+    let now = utc_now();
+    writeln!(md, "# rbolt benchmark report\n")?;
+    writeln!(md, "- date: {now}")?;
+    writeln!(md, "- command: `{}`", args.command)?;
+    writeln!(
+        md,
+        "- machine: {}, {} cores, {:.1} GiB memory; data on {}; Linux {}; {}",
+        machine.cpu,
+        machine.cores,
+        machine.memory_gib,
+        machine.filesystem,
+        machine.kernel,
+        machine.rustc
+    )?;
+    writeln!(
+        md,
+        "- load average when it started: {} (engines run one after the other, so ratios \
+         hold better than absolute numbers on a busy machine)",
+        machine.load_average
+    )?;
+    if let Some(compare) = compare {
+        comparison(&mut md, compare)?;
+    }
+    if let Some(micro) = micro {
+        micro_section(&mut md, micro)?;
+    }
+    let path = layout.report.join("summary.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
+    let engines: Vec<(&str, &Value)> = compare.ok().collect();
+    writeln!(md, "\n## rbolt and its peers\n")?;
+    writeln!(
+        md,
+        "N = {} keys of 16 random bytes with 100-byte values, one fixed seed, every engine \
+         in its own process; the read-write phase ran {} s. Lower is better except where the \
+         unit is per second. **Bold**: the best of the row. Last column: rbolt's value over \
+         the best peer's.\n",
+        group_thousands(compare.n),
+        compare.rw_secs
+    )?;
+    write!(md, "| workload | unit |")?;
+    for (name, _) in &engines {
+        write!(md, " {name} |")?;
+    }
+    writeln!(md, " rbolt / best peer |")?;
+    write!(md, "|---|---|")?;
+    for _ in &engines {
+        write!(md, "---:|")?;
+    }
+    writeln!(md, "---|")?;
+    for metric in METRICS {
+        let values: Vec<Option<f64>> = engines.iter().map(|(_, v)| (metric.get)(v)).collect();
+        let best_value = best(metric, &values).filter(|_| metric.comparable);
+        write!(md, "| {} | {} |", metric.label, metric.unit)?;
+        for ((_, json), value) in engines.iter().zip(&values) {
+            let mut cell = value.map_or("—".into(), format_value);
+            if metric.unit == "allocs" && json["notes"]["rust_heap_only"] == Value::Bool(false) {
+                cell.push_str(" ¹");
+            }
+            if value.is_some() && *value == best_value && engines.len() > 1 {
+                cell = format!("**{cell}**");
+            }
+            write!(md, " {cell} |")?;
+        }
+        let rbolt = engines
+            .iter()
+            .zip(&values)
+            .find(|((name, _), _)| *name == "rbolt")
+            .and_then(|(_, v)| *v);
+        let peers: Vec<Option<f64>> = engines
+            .iter()
+            .zip(&values)
+            .filter(|((name, _), _)| *name != "rbolt")
+            .map(|(_, v)| *v)
+            .collect();
+        writeln!(md, " {} |", ratio(metric, rbolt, best(metric, &peers)))?;
+    }
+    let baseline_mib = engines
+        .iter()
+        .filter_map(|(_, v)| v["rss_kib"]["baseline"].as_f64())
+        .fold(0.0, f64::max)
+        / 1024.0;
+    writeln!(
+        md,
+        "\n¹ LMDB allocates in C, which the counting allocator does not see.\n\n\
+         RSS counts the resident pages of a mapped file too (rbolt, LMDB, jammdb and bbolt-rs \
+         map theirs); about {baseline_mib:.0} MiB of it is the workload's own key arrays, the \
+         same in every process (the peak before the store was opened)."
+    )?;
+    writeln!(
+        md,
+        "\n### File size after each phase (MiB, as `ls -l` shows)\n"
+    )?;
+    write!(md, "| after | ")?;
+    for (name, _) in &engines {
+        write!(md, "{name} | ")?;
+    }
+    writeln!(md)?;
+    write!(md, "|---|")?;
+    for _ in &engines {
+        write!(md, "---:|")?;
+    }
+    writeln!(md)?;
+    for (phase_name, label) in SIZE_PHASES {
+        write!(md, "| {label} |")?;
+        for (_, v) in &engines {
+            let cell = mib(phase(v, phase_name, "file_bytes")).map_or("—".into(), format_value);
+            write!(md, " {cell} |")?;
+        }
+        writeln!(md)?;
+    }
+
+    writeln!(md, "\n### Charts\n")?;
+    for (family, title) in FAMILIES {
+        writeln!(md, "- [{title}]({family}.svg)")?;
+    }
+
+    writeln!(md, "\n### What each engine used\n")?;
+    writeln!(
+        md,
+        "| engine | version | durable commit | durability off, (e) and (g) | sorted load (a2) |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|")?;
+    for run in &compare.runs {
+        let notes = run.result.as_ref().ok().map(|v| &v["notes"]);
+        let note = |key: &str| {
+            notes
+                .and_then(|n| n[key].as_str())
+                .unwrap_or("—")
+                .replace('|', "\\|")
+        };
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            run.name,
+            run.version,
+            note("durable"),
+            note("sync_off"),
+            note("sorted_load")
+        )?;
+    }
+    writeln!(
+        md,
+        "\nEvery engine: the same keys in the same order; one bucket/table/database; \
+         values checked on every read; (f) and (d) durable; readers in (g) use read \
+         transactions of 1,000 gets."
+    )?;
+
+    let left_out: Vec<&EngineRun> = compare.runs.iter().filter(|r| r.result.is_err()).collect();
+    let not_asked: Vec<&str> = ENGINES
+        .iter()
+        .copied()
+        .filter(|e| !compare.runs.iter().any(|r| r.name == *e))
+        .collect();
+    if !left_out.is_empty() || !not_asked.is_empty() {
+        writeln!(md, "\n### Left out\n")?;
+        for run in left_out {
+            let error = run.result.as_ref().err().map_or("", String::as_str);
+            writeln!(
+                md,
+                "- {}: {} (after {:.0} s)",
+                run.name, error, run.wall_secs
+            )?;
+        }
+        for name in not_asked {
+            writeln!(md, "- {name}: not in --engines")?;
+        }
+    }
+    Ok(())
+}
+
+fn micro_section(md: &mut String, micro: &Micro) -> Result<()> {
+    writeln!(md, "\n## Micro benchmarks (criterion medians)\n")?;
+    writeln!(
+        md,
+        "Named after the bbolt benchmarks they mirror; full reports in `target/criterion/`.\n"
+    )?;
+    let with_change = micro.benches.iter().any(|b| b.change.is_some());
+    write!(md, "| benchmark | median | throughput |")?;
+    if with_change {
+        write!(md, " change vs baseline |")?;
+    }
+    writeln!(md)?;
+    writeln!(
+        md,
+        "|---|---:|---:|{}",
+        if with_change { "---:|" } else { "" }
+    )?;
+    for bench in &micro.benches {
+        let throughput = bench.throughput.map_or("—".into(), |(amount, unit)| {
+            format!(
+                "{} {unit}/s",
+                format_value(amount / (bench.median_ns / 1e9))
+            )
+        });
+        write!(
+            md,
+            "| {} | {} | {throughput} |",
+            bench.id,
+            format_ns(bench.median_ns)
+        )?;
+        if with_change {
+            let change = bench
+                .change
+                .map_or("—".into(), |c| format!("{:+.1}%", c * 100.0));
+            write!(md, " {change} |")?;
+        }
+        writeln!(md)?;
+    }
+    if !micro.allocs.is_empty() {
+        writeln!(
+            md,
+            "\nAllocations per operation, as the benchmarks count them:\n"
+        )?;
+        writeln!(md, "```")?;
+        for line in &micro.allocs {
+            writeln!(md, "{line}")?;
+        }
+        writeln!(md, "```")?;
+    }
+    Ok(())
+}
+
+pub fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The current UTC time as `YYYY-MM-DD HH:MM UTC`, without a date crate.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values() {
+        for (value, expected) in [
+            (0.0, "0"),
+            (0.01234, "0.012"),
+            (1.234, "1.23"),
+            (12.34, "12.3"),
+            (1234.0, "1234"),
+            (123_456.0, "123 k"),
+            (1_234_567.0, "1.23 M"),
+        ] {
+            assert_eq!(format_value(value), expected);
+        }
+        assert_eq!(group_thousands(1_000_000), "1,000,000");
+        assert_eq!(group_thousands(100), "100");
+    }
+
+    #[test]
+    fn ratios() {
+        let time = &METRICS[0];
+        let rate = METRICS.iter().find(|m| m.higher_is_better).unwrap();
+        assert_eq!(ratio(time, Some(1.0), Some(2.0)), "0.50 (better)");
+        assert_eq!(ratio(time, Some(3.0), Some(2.0)), "1.50 (worse)");
+        assert_eq!(ratio(rate, Some(3.0), Some(2.0)), "1.50 (better)");
+        assert_eq!(ratio(rate, Some(1.0), Some(2.0)), "0.50 (worse)");
+        assert_eq!(ratio(time, Some(0.0), Some(0.0)), "1.00 (tie)");
+        assert_eq!(ratio(time, None, Some(1.0)), "—");
+        assert_eq!(best(time, &[Some(2.0), None, Some(1.0)]), Some(1.0));
+        assert_eq!(best(rate, &[Some(2.0), None, Some(1.0)]), Some(2.0));
+    }
+
+    #[test]
+    fn date() {
+        let now = utc_now();
+        assert_eq!(now.len(), "2026-01-01 00:00 UTC".len(), "{now}");
+        assert!(now.starts_with("20"), "{now}");
+    }
+}
