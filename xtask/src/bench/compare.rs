@@ -33,6 +33,8 @@ pub struct EngineRun {
 }
 
 pub struct Compare {
+    /// The command that produced the results (as typed).
+    pub command: String,
     pub n: usize,
     pub rw_secs: f64,
     pub runs: Vec<EngineRun>,
@@ -101,10 +103,19 @@ pub fn run(layout: &Layout, args: &Args) -> Result<Compare> {
             Err(error) => serde_json::json!({ "engine": run.name, "error": error }),
         })
         .collect();
+    let raw = serde_json::json!({
+        "command": args.command,
+        "n": args.n,
+        "rw_secs": args.rw_secs,
+        "versions": runs.iter().map(|run| (run.name.clone(), Value::from(run.version.clone())))
+            .collect::<serde_json::Map<_, _>>(),
+        "engines": raw,
+    });
     let raw_path = layout.report.join("compare.json");
     std::fs::write(&raw_path, serde_json::to_string_pretty(&raw)?)
         .with_context(|| format!("writing {}", raw_path.display()))?;
     Ok(Compare {
+        command: args.command.clone(),
         n: args.n,
         rw_secs: args.rw_secs,
         runs,
@@ -115,24 +126,39 @@ pub fn run(layout: &Layout, args: &Args) -> Result<Compare> {
 pub fn load(path: &Path) -> Result<Compare> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let lines: Vec<Value> =
+    let raw: Value =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    // Runs written before the results carried their command were a bare array.
+    let lines = match &raw {
+        Value::Array(lines) => lines.clone(),
+        _ => raw["engines"].as_array().cloned().unwrap_or_default(),
+    };
     let runs: Vec<EngineRun> = lines
         .into_iter()
-        .map(|line| EngineRun {
-            name: line["engine"].as_str().unwrap_or("?").to_string(),
-            version: String::new(),
-            result: match line["error"].as_str() {
-                Some(error) => Err(error.to_string()),
-                None => Ok(line),
-            },
-            wall_secs: 0.0,
+        .map(|line| {
+            let name = line["engine"].as_str().unwrap_or("?").to_string();
+            EngineRun {
+                version: raw["versions"][&name].as_str().unwrap_or("").to_string(),
+                name,
+                result: match line["error"].as_str() {
+                    Some(error) => Err(error.to_string()),
+                    None => Ok(line),
+                },
+                wall_secs: 0.0,
+            }
         })
         .collect();
     let first = runs.iter().find_map(|run| run.result.as_ref().ok());
     Ok(Compare {
+        command: raw["command"]
+            .as_str()
+            .unwrap_or("cargo xtask bench")
+            .to_string(),
         n: first.and_then(|v| v["n"].as_u64()).unwrap_or(0) as usize,
-        rw_secs: first.and_then(|v| v["rw_secs"].as_f64()).unwrap_or(0.0),
+        rw_secs: raw["rw_secs"]
+            .as_f64()
+            .or_else(|| first.and_then(|v| v["rw_secs"].as_f64()))
+            .unwrap_or(5.0),
         runs,
     })
 }

@@ -61,6 +61,24 @@ pub fn run(layout: &Layout, criterion_args: &[String], started: SystemTime) -> R
     Ok(Micro { benches, allocs })
 }
 
+/// The latest result of every benchmark criterion has kept, for `--replot`; `None` if none.
+pub fn latest(layout: &Layout) -> Option<Micro> {
+    let mut benches = Vec::new();
+    collect(
+        &layout.target.join("criterion"),
+        SystemTime::UNIX_EPOCH,
+        &mut benches,
+    )
+    .ok()?;
+    benches.sort_by(|a, b| a.id.cmp(&b.id));
+    // A `change/` from some earlier comparison says nothing about these results.
+    benches.iter_mut().for_each(|bench| bench.change = None);
+    (!benches.is_empty()).then_some(Micro {
+        benches,
+        allocs: Vec::new(),
+    })
+}
+
 /// Walks `dir` for `new/estimates.json` files written since `since`.
 fn collect(dir: &Path, since: SystemTime, out: &mut Vec<Bench>) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -28,7 +28,8 @@ options:
   --only micro|compare    run one half only
   --rw-secs SECS          length of the read-write phase (default 5, --quick 1)
   --timeout SECS          give up on an engine after this long (default 3600, --quick 300)
-  --replot                redraw the charts from the last run's compare.json, run nothing
+  --replot                rewrite summary.md and the charts from the last run's compare.json
+                          and criterion's latest results; run nothing
   --save-baseline NAME    passed to criterion: save the micro results as NAME
   --baseline NAME         passed to criterion: compare the micro results with NAME
   -h, --help              this text";
@@ -187,9 +188,17 @@ pub fn main(raw: &[String]) -> Result<()> {
     let layout = layout()?;
     if args.replot {
         let compare = compare::load(&layout.report.join("compare.json"))?;
+        let micro = micro::latest(&layout);
+        let args = Args {
+            command: compare.command.clone(),
+            ..args
+        };
+        let machine = machine::Machine::probe(&layout.target);
+        let summary = report::write(&layout, &args, &machine, micro.as_ref(), Some(&compare))?;
         for path in chart::write(&layout.report, &compare)? {
             eprintln!("wrote {}", path.display());
         }
+        eprintln!("wrote {}", summary.display());
         return Ok(());
     }
     std::fs::create_dir_all(&layout.report)

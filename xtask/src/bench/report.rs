@@ -122,6 +122,17 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         family: "write",
+        label: "(d) commit p50 over that floor (the disk's speed divided out)",
+        short: "(d) p50 / floor",
+        unit: "× floor",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| {
+            Some(phase(v, "commit_durable", "p50_us")? / phase(v, "commit_durable", "sync_p50_us")?)
+        },
+    },
+    Metric {
+        family: "write",
         label: "(e) 1,000 tx × 100 random keys, sync off",
         short: "(e) batches, sync off",
         unit: "s",
