@@ -6,6 +6,7 @@
 
 use crate::error::{Corruption, Reason, Result};
 use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
+use crate::search::compare_keys;
 use crate::types::{
     BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
     LEAF_FLAG_BUCKET, MAGIC, META_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN,
@@ -340,7 +341,7 @@ impl<'a> LeafPage<'a> {
                     },
                 ));
             }
-            if previous.is_some_and(|prev| prev >= entry.key) {
+            if previous.is_some_and(|prev| compare_keys(prev, entry.key).is_ge()) {
                 return Err(Corruption::new(self.pgid, Reason::KeyOrder { index }));
             }
             if entry.is_bucket() {
@@ -486,7 +487,7 @@ impl<'a> BranchPage<'a> {
         let mut previous: Option<&[u8]> = None;
         for index in 0..self.len() {
             let key = self.key(index)?;
-            if previous.is_some_and(|prev| prev >= key) {
+            if previous.is_some_and(|prev| compare_keys(prev, key).is_ge()) {
                 return Err(Corruption::new(self.pgid, Reason::KeyOrder { index }));
             }
             check_pgid("child", self.pgid, self.child(index)?, high_water)?;
