@@ -1,0 +1,73 @@
+//! The crate's error type and its conversion into the `io::Error` openraft's traits return.
+
+use std::io;
+use std::path::PathBuf;
+
+/// What went wrong in the log store or the state machine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// rbolt refused or failed an operation.
+    #[error(transparent)]
+    Rbolt(#[from] rbolt::Error),
+    /// A value could not be encoded.
+    #[error("encoding {what}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The encoder's error.
+        #[source]
+        source: rmp_serde::encode::Error,
+    },
+    /// A stored value could not be decoded: the file was written by something else, or it is
+    /// corrupt.
+    #[error("decoding {what}")]
+    Decode {
+        /// What was being decoded.
+        what: &'static str,
+        /// The decoder's error.
+        #[source]
+        source: rmp_serde::decode::Error,
+    },
+    /// The stored data contradicts itself or a request would break an invariant (a hole in
+    /// the log, a key that is not the entry's index, a snapshot that is not what it claims).
+    #[error("{0}")]
+    Invalid(String),
+    /// A file operation outside rbolt (snapshot files, renames, directory syncs) failed.
+    #[error("I/O error on {}", .path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The blocking task running an rbolt call panicked or was cancelled.
+    #[error("blocking task failed")]
+    Join(#[source] io::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+
+    pub(crate) fn invalid(reason: impl Into<String>) -> Error {
+        Error::Invalid(reason.into())
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(error: Error) -> io::Error {
+        let kind = match &error {
+            Error::Decode { .. } | Error::Invalid(_) => io::ErrorKind::InvalidData,
+            Error::Io { source, .. } => source.kind(),
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, error)
+    }
+}

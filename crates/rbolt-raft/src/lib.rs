@@ -1,0 +1,161 @@
+//! rbolt-raft: rbolt as a durable [openraft](openraft) log store and state machine, so that a
+//! key/value store that outgrew one machine runs replicated under Raft.
+//!
+//! This crate implements openraft's storage traits — [`RaftLogReader`], [`RaftLogStorage`],
+//! [`RaftStateMachine`] and [`RaftSnapshotBuilder`] from `openraft::storage` — on rbolt files.
+//! The application supplies a [`Machine`]: what a log entry does inside an rbolt write
+//! transaction. It owns no network and no Raft logic; it must not write to rbolt files it did
+//! not open, and nothing in it is `unsafe`.
+//!
+//! # Layout
+//!
+//! Two rbolt files, so that a long snapshot never stalls log appends (each file has its own
+//! writer) and a snapshot is one consistent copy of one file:
+//!
+//! - **The log** ([`LogStore`], `log.db` under [`open`]'s directory): bucket `raft_log` maps
+//!   each entry's index, 8 bytes big-endian so key order is log order, to the entry; bucket
+//!   `raft_meta` holds the vote, the last purged log id and the committed log id.
+//! - **The state machine** ([`StateMachine`], `state.db`): bucket `sm_meta` holds the last
+//!   applied log id and the last membership, beside the application's own buckets.
+//! - **The snapshot** (`snapshot.db`): a copy of `state.db` made by `ReadTx::write_to`, so it
+//!   is itself an rbolt file that opens, checks and reads like any other.
+//!
+//! Values are MessagePack with field names ([`rmp_serde`]): compact, and self-describing, so
+//! any serde type an application puts in its log entries round-trips (serde attributes such as
+//! `skip_serializing_if`, `flatten` and `untagged` need that; bincode-like formats break them).
+//! Both meta buckets carry a `format` key; a file of another format is refused at open.
+//!
+//! # Durability
+//!
+//! Each write is one rbolt commit, durable (two `fdatasync`s) before the call returns, which is
+//! what openraft's storage contract asks:
+//!
+//! - `save_vote`: the vote is on disk before it returns.
+//! - `append`: all its entries in one commit; openraft's completion callback is called only
+//!   once that commit is durable, and an append that would not follow the last entry (or the
+//!   purge point) is refused, so the log never has a hole.
+//! - `truncate_after` and `purge`: one commit each, so no reader and no crash ever sees a hole.
+//!   `purge` records the purge point in the same commit.
+//! - `save_committed`: kept in memory and written with the next commit of the log (see
+//!   [`LogStore`] for why that is safe).
+//! - `apply`: each batch of entries commits, with its last applied log id and membership,
+//!   before any client hears back.
+//! - Building a snapshot reads the last applied id and membership in the same read transaction
+//!   whose `write_to` streams the file, then syncs it and renames it into place.
+//! - Installing a snapshot writes it to a temporary file and syncs it, verifies it (opens it,
+//!   requires `ReadTx::check` to find nothing, reads its `sm_meta` and compares it with the
+//!   snapshot's meta), renames it into place, replaces the state file the same way, syncs the
+//!   directory after each rename, and reopens. A crash leaves the old state or the new one,
+//!   never a half-installed snapshot; leftover temporary files are deleted at open.
+//!
+//! # Threads
+//!
+//! openraft's storage traits are async; rbolt is blocking. Every rbolt call runs on the async
+//! runtime's blocking pool (`spawn_blocking` of the configured `AsyncRuntime`): a durable
+//! commit waits for two `fdatasync`s (milliseconds on real disks), and a read of the memory map
+//! can fault on disk; either would otherwise stall the executor thread that also drives
+//! heartbeats and elections. The hop costs microseconds. A blocking `begin_write` cannot pile
+//! up either: openraft serializes the log store's writes and the state machine's writes, and
+//! each file has only that one writer.
+//!
+//! # Version
+//!
+//! Built on openraft `=0.10.0-alpha.37`, pinned exactly. The 0.10 line is where openraft is
+//! developed (0.9 gets fixes only) and where these traits have their current shape (`IOFlushed`
+//! callbacks, `truncate_after`, a streamed `apply` with per-entry responders, snapshot data as
+//! an associated type of the state machine); its alphas still change those signatures, so a
+//! caret requirement would let `cargo update` break the build. Move the pin deliberately, and
+//! run this crate's tests, openraft's storage suite among them, when you do.
+//!
+//! # Putting it together
+//!
+//! ```no_run
+//! use openraft::EntryPayload;
+//! use openraft::network::NetSnapshot;
+//! use openraft::type_config::alias::EntryOf;
+//! use openraft::{Raft, RaftNetworkFactory};
+//!
+//! // Entries carry "key=value"; the response is empty.
+//! openraft::declare_raft_types!(pub Config: D = String, R = ());
+//!
+//! struct Kv;
+//!
+//! impl rbolt_raft::Machine<Config> for Kv {
+//!     fn apply(&self, tx: &mut rbolt::WriteTx<'_>, entry: &EntryOf<Config>) -> rbolt_raft::Result<()> {
+//!         if let EntryPayload::Normal(pair) = &entry.payload {
+//!             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+//!             tx.create_bucket_if_not_exists(b"kv")?.put(key.as_bytes(), value.as_bytes())?;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! async fn run<N>(network: N) -> Result<(), Box<dyn std::error::Error>>
+//! where
+//!     N: RaftNetworkFactory<Config>,
+//!     N::Network: NetSnapshot<Config, SnapshotData = std::fs::File>,
+//! {
+//!     let (log, state) = rbolt_raft::open::<Config, _>("node-1", Kv)?;
+//!     let reads = state.clone();
+//!     let config = std::sync::Arc::new(openraft::Config::default().validate()?);
+//!     let raft = Raft::new(1, config, network, log, state).await?;
+//!     // Write through the leader; read any replica's state file.
+//!     raft.client_write("colour=blue".to_owned()).await?;
+//!     let colour = reads.view(|tx| {
+//!         let Some(kv) = tx.bucket(b"kv")? else { return Ok(None) };
+//!         Ok(kv.get(b"colour")?.map(<[u8]>::to_vec))
+//!     })?;
+//!     # let _ = colour;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! `examples/kv_cluster` runs three such nodes over an in-process network.
+//!
+//! [`RaftLogReader`]: openraft::storage::RaftLogReader
+//! [`RaftLogStorage`]: openraft::storage::RaftLogStorage
+//! [`RaftStateMachine`]: openraft::storage::RaftStateMachine
+//! [`RaftSnapshotBuilder`]: openraft::storage::RaftSnapshotBuilder
+
+#![forbid(unsafe_code)]
+
+mod codec;
+mod error;
+mod log_store;
+mod state_machine;
+
+pub use error::{Error, Result};
+pub use log_store::{LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogReader, LogStore};
+pub use state_machine::{
+    APPLY_BATCH_ENTRIES_MAX, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE, SnapshotBuilder,
+    StateMachine, TMP_SUFFIX,
+};
+
+use openraft::RaftTypeConfig;
+use std::path::Path;
+use std::time::Duration;
+
+/// The log file in [`open`]'s directory.
+pub const LOG_FILE: &str = "log.db";
+
+/// How long opening a file waits for another handle to release its lock, by default.
+pub const LOCK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// The rbolt options this crate opens files with by default: rbolt's defaults, durable
+/// commits, and a [`LOCK_TIMEOUT_DEFAULT`] lock wait so that reopening a node whose old
+/// handles are still closing waits briefly instead of forever.
+pub fn rbolt_options() -> rbolt::Options {
+    rbolt::Options::default().lock_timeout(Some(LOCK_TIMEOUT_DEFAULT))
+}
+
+/// Opens (creating if missing) a node's storage in directory `dir`: the log in [`LOG_FILE`]
+/// and the state machine, with `machine`, in [`STATE_FILE`] and [`SNAPSHOT_FILE`].
+pub fn open<C: RaftTypeConfig, M: Machine<C>>(
+    dir: impl AsRef<Path>,
+    machine: M,
+) -> Result<(LogStore<C>, StateMachine<C, M>)> {
+    let dir = dir.as_ref();
+    let state = StateMachine::open(dir, machine)?;
+    let log = LogStore::open(dir.join(LOG_FILE))?;
+    Ok((log, state))
+}

@@ -1,0 +1,514 @@
+//! The Raft log and vote in one rbolt file: [`LogStore`] and its [`LogReader`].
+
+use crate::codec::{
+    FORMAT, KEY_FORMAT, blocking, check_format, decode, encode, index_key, key_index,
+};
+use crate::error::{Error, Result};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::type_config::alias::{LogIdOf, VoteOf};
+use openraft::{OptionalSend, RaftTypeConfig};
+use rbolt::{Db, WriteTx};
+use std::fmt::Debug;
+use std::io;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The bucket of log entries, keyed by the 8-byte big-endian index.
+pub const LOG_BUCKET: &[u8] = b"raft_log";
+/// The bucket of the vote, the last purged log id and the committed log id.
+pub const LOG_META_BUCKET: &[u8] = b"raft_meta";
+
+const KEY_VOTE: &[u8] = b"vote";
+const KEY_PURGED: &[u8] = b"last_purged_log_id";
+const KEY_COMMITTED: &[u8] = b"committed";
+
+/// `limited_get_log_entries` stops adding entries past this many encoded bytes (it always
+/// returns at least one), so a replication batch never holds an unbounded log range.
+pub const LIMITED_READ_BYTES_MAX: usize = 4 << 20;
+
+/// The open log file, shared by the store and its readers.
+#[derive(Debug)]
+struct LogFile {
+    db: Db,
+    path: PathBuf,
+}
+
+/// The Raft log and vote, stored in one rbolt file.
+///
+/// Every write is one rbolt commit, durable (two `fdatasync`s) before the call returns:
+/// [`RaftLogStorage::append`] of any number of entries, [`RaftLogStorage::truncate_after`],
+/// [`RaftLogStorage::purge`] and [`RaftLogStorage::save_vote`]. So the log on disk is always
+/// one contiguous run of entries after the last purged id, whatever the moment of a crash.
+///
+/// [`RaftLogStorage::save_committed`] is the exception: it only records the id in memory, and
+/// the next commit of any other kind writes it along. openraft calls it every time the commit
+/// index moves, and a commit of its own each time would double the `fdatasync`s of the write
+/// path; a committed id that lags on disk is safe (it is a lower bound, and the state machine
+/// is durable on its own).
+pub struct LogStore<C: RaftTypeConfig> {
+    file: Arc<LogFile>,
+    /// The newest committed id openraft reported.
+    committed: Option<LogIdOf<C>>,
+    /// Whether `committed` is newer than what the file holds.
+    committed_unsaved: bool,
+}
+
+/// A read handle on a [`LogStore`]'s file, for openraft's replication tasks. Each call reads
+/// one consistent snapshot of the file.
+pub struct LogReader<C: RaftTypeConfig> {
+    file: Arc<LogFile>,
+    _config: PhantomData<fn() -> C>,
+}
+
+impl<C: RaftTypeConfig> Clone for LogReader<C> {
+    fn clone(&self) -> Self {
+        LogReader {
+            file: Arc::clone(&self.file),
+            _config: PhantomData,
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore")
+            .field("path", &self.file.path)
+            .field("committed", &self.committed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RaftTypeConfig> Debug for LogReader<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader")
+            .field("path", &self.file.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: RaftTypeConfig> LogStore<C> {
+    /// Opens the log file at `path` with [`crate::rbolt_options`], creating it if missing.
+    pub fn open(path: impl AsRef<Path>) -> Result<LogStore<C>> {
+        LogStore::open_with(path, crate::rbolt_options())
+    }
+
+    /// Opens the log file at `path` with `options`, creating it if missing.
+    ///
+    /// `no_sync` in `options` gives up the durability this store promises; it is for tests
+    /// whose files are thrown away.
+    pub fn open_with(path: impl AsRef<Path>, options: rbolt::Options) -> Result<LogStore<C>> {
+        LogStore::from_db(Db::open_with(path.as_ref(), options)?)
+    }
+
+    /// Makes a log store of an open rbolt database, e.g. one on a simulated file
+    /// (`Db::open_storage` with `rbolt::storage::SimFile`) in power-loss tests.
+    pub fn from_db(db: Db) -> Result<LogStore<C>> {
+        let path = db
+            .path()
+            .map_or_else(|| PathBuf::from("(no file)"), Path::to_path_buf);
+        let ready = db.view(|tx| {
+            Ok(tx.bucket(LOG_BUCKET)?.is_some()
+                && tx
+                    .bucket(LOG_META_BUCKET)?
+                    .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
+        })?;
+        if !ready {
+            let mut tx = db.begin_write()?;
+            tx.create_bucket_if_not_exists(LOG_BUCKET)?;
+            check_format(&mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?, &path)?;
+            tx.commit()?;
+        }
+        let committed = {
+            let tx = db.begin_read()?;
+            read_meta::<LogIdOf<C>>(&tx, KEY_COMMITTED, "committed log id")?
+        };
+        Ok(LogStore {
+            file: Arc::new(LogFile { db, path }),
+            committed,
+            committed_unsaved: false,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.file.path
+    }
+
+    /// The rbolt database holding the log, for inspection. Writing to it behind the store's
+    /// back breaks the store's invariants.
+    pub fn db(&self) -> &Db {
+        &self.file.db
+    }
+
+    /// A reader of this store's file.
+    pub fn reader(&self) -> LogReader<C> {
+        LogReader {
+            file: Arc::clone(&self.file),
+            _config: PhantomData,
+        }
+    }
+
+    /// Runs `f` in one write transaction on the blocking pool and commits it durably, with the
+    /// newest committed id if it has not been written yet.
+    async fn write<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let committed = if self.committed_unsaved {
+            Some(encode("committed log id", &self.committed)?)
+        } else {
+            None
+        };
+        let file = Arc::clone(&self.file);
+        let value = blocking::<C, _>(move || {
+            let mut tx = file.db.begin_write()?;
+            let value = f(&mut tx)?;
+            if let Some(committed) = committed {
+                meta_bucket(&mut tx)?.put(KEY_COMMITTED, &committed)?;
+            }
+            tx.commit()?;
+            Ok(value)
+        })
+        .await?;
+        self.committed_unsaved = false;
+        Ok(value)
+    }
+
+    /// Writes the committed id recorded by `save_committed` now, if it is not on disk yet.
+    pub async fn flush_committed(&mut self) -> Result<()> {
+        if self.committed_unsaved {
+            self.write(|_| Ok(())).await?;
+        }
+        Ok(())
+    }
+}
+
+fn meta_bucket<'tx>(tx: &'tx mut WriteTx<'_>) -> Result<rbolt::BucketMut<'tx>> {
+    tx.bucket_mut(LOG_META_BUCKET)?
+        .ok_or_else(|| Error::invalid("the raft_meta bucket is missing"))
+}
+
+fn log_bucket<'tx>(tx: &'tx mut WriteTx<'_>) -> Result<rbolt::BucketMut<'tx>> {
+    tx.bucket_mut(LOG_BUCKET)?
+        .ok_or_else(|| Error::invalid("the raft_log bucket is missing"))
+}
+
+/// Reads and decodes `key` of the meta bucket.
+fn read_meta<T: serde::de::DeserializeOwned>(
+    tx: &rbolt::ReadTx<'_>,
+    key: &[u8],
+    what: &'static str,
+) -> Result<Option<T>> {
+    let bucket = tx
+        .bucket(LOG_META_BUCKET)?
+        .ok_or_else(|| Error::invalid("the raft_meta bucket is missing"))?;
+    match bucket.get(key)? {
+        Some(bytes) => decode::<Option<T>>(what, bytes),
+        None => Ok(None),
+    }
+}
+
+/// Deletes the entries with index in `range` from `bucket`; returns how many there were.
+fn delete_range(bucket: &mut rbolt::BucketMut<'_>, range: impl RangeBounds<u64>) -> Result<u64> {
+    let start = match range.start_bound() {
+        Bound::Included(&i) => i,
+        Bound::Excluded(&i) => match i.checked_add(1) {
+            Some(i) => i,
+            None => return Ok(0),
+        },
+        Bound::Unbounded => 0,
+    };
+    let mut deleted = 0;
+    let mut cursor = bucket.cursor_mut();
+    let mut at = cursor
+        .seek(&index_key(start))?
+        .map(|e| key_index(e.key()))
+        .transpose()?;
+    while let Some(index) = at {
+        if !range.contains(&index) {
+            break;
+        }
+        cursor.delete()?;
+        deleted += 1;
+        at = cursor.next()?.map(|e| key_index(e.key())).transpose()?;
+    }
+    Ok(deleted)
+}
+
+/// The last index in the log, if there is an entry.
+fn last_index(bucket: &rbolt::Bucket<'_>) -> Result<Option<u64>> {
+    bucket
+        .cursor()
+        .last()?
+        .map(|e| key_index(e.key()))
+        .transpose()
+}
+
+impl<C: RaftTypeConfig> LogReader<C> {
+    /// Reads the entries in `range`, checking that they are contiguous and that each is the
+    /// entry its key names. Stops after `bytes_max` encoded bytes (at least one entry).
+    fn read_entries(
+        &self,
+        range: (Bound<u64>, Bound<u64>),
+        bytes_max: usize,
+    ) -> Result<Vec<C::Entry>> {
+        let tx = self.file.db.begin_read()?;
+        let bucket = tx
+            .bucket(LOG_BUCKET)?
+            .ok_or_else(|| Error::invalid("the raft_log bucket is missing"))?;
+        let start = match range.0 {
+            Bound::Included(i) => i,
+            Bound::Excluded(i) => match i.checked_add(1) {
+                Some(i) => i,
+                None => return Ok(Vec::new()),
+            },
+            Bound::Unbounded => 0,
+        };
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        let mut expected: Option<u64> = None;
+        for item in bucket.range(&index_key(start)[..]..) {
+            let item = item?;
+            let index = key_index(item.key())?;
+            if !range.contains(&index) {
+                break;
+            }
+            if let Some(expected) = expected
+                && index != expected
+            {
+                return Err(Error::invalid(format!(
+                    "hole in the log: index {index} follows {}",
+                    expected - 1
+                )));
+            }
+            let value = item
+                .value()
+                .ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
+            let entry: C::Entry = decode("log entry", value)?;
+            if entry.index() != index {
+                return Err(Error::invalid(format!(
+                    "log key {index} holds the entry of index {}",
+                    entry.index()
+                )));
+            }
+            entries.push(entry);
+            bytes += value.len();
+            if bytes >= bytes_max {
+                break;
+            }
+            expected = index.checked_add(1);
+        }
+        Ok(entries)
+    }
+
+    fn read_vote_now(&self) -> Result<Option<VoteOf<C>>> {
+        let tx = self.file.db.begin_read()?;
+        read_meta(&tx, KEY_VOTE, "vote")
+    }
+
+    /// The last purged log id and the last log id, from one snapshot of the file.
+    fn log_state(&self) -> Result<LogState<C>> {
+        let tx = self.file.db.begin_read()?;
+        let last_purged_log_id = read_meta::<LogIdOf<C>>(&tx, KEY_PURGED, "last purged log id")?;
+        let bucket = tx
+            .bucket(LOG_BUCKET)?
+            .ok_or_else(|| Error::invalid("the raft_log bucket is missing"))?;
+        let last_log_id = match bucket.cursor().last()? {
+            Some(item) => {
+                let index = key_index(item.key())?;
+                let value = item
+                    .value()
+                    .ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
+                let entry: C::Entry = decode("log entry", value)?;
+                Some(entry.log_id())
+            }
+            None => last_purged_log_id.clone(),
+        };
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+}
+
+fn bounds(range: &impl RangeBounds<u64>) -> (Bound<u64>, Bound<u64>) {
+    (range.start_bound().cloned(), range.end_bound().cloned())
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> io::Result<Vec<C::Entry>> {
+        let reader = self.clone();
+        let range = bounds(&range);
+        Ok(blocking::<C, _>(move || reader.read_entries(range, usize::MAX)).await?)
+    }
+
+    async fn read_vote(&mut self) -> io::Result<Option<VoteOf<C>>> {
+        let reader = self.clone();
+        Ok(blocking::<C, _>(move || reader.read_vote_now()).await?)
+    }
+
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<C::Entry>> {
+        let reader = self.clone();
+        let range = (Bound::Included(start), Bound::Excluded(end));
+        Ok(blocking::<C, _>(move || reader.read_entries(range, LIMITED_READ_BYTES_MAX)).await?)
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogReader<C> for LogStore<C> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> io::Result<Vec<C::Entry>> {
+        self.reader().try_get_log_entries(range).await
+    }
+
+    async fn read_vote(&mut self) -> io::Result<Option<VoteOf<C>>> {
+        self.reader().read_vote().await
+    }
+
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<C::Entry>> {
+        self.reader().limited_get_log_entries(start, end).await
+    }
+}
+
+impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogReader<C>;
+
+    async fn get_log_state(&mut self) -> io::Result<LogState<C>> {
+        let reader = self.reader();
+        Ok(blocking::<C, _>(move || reader.log_state()).await?)
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.reader()
+    }
+
+    async fn save_vote(&mut self, vote: &VoteOf<C>) -> io::Result<()> {
+        let vote = encode("vote", &Some(vote))?;
+        self.write(move |tx| {
+            meta_bucket(tx)?.put(KEY_VOTE, &vote)?;
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> io::Result<()> {
+        if committed != self.committed {
+            self.committed = committed;
+            self.committed_unsaved = true;
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> io::Result<Option<LogIdOf<C>>> {
+        Ok(self.committed.clone())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> io::Result<()>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let encoded = entries
+            .into_iter()
+            .map(|entry| Ok((entry.index(), encode("log entry", &entry)?)))
+            .collect::<Result<Vec<(u64, Vec<u8>)>>>();
+        let result = match encoded {
+            Ok(encoded) if encoded.is_empty() => Ok(()),
+            Ok(encoded) => self.write(move |tx| append_in::<C>(tx, &encoded)).await,
+            Err(error) => Err(error),
+        };
+        // The commit above is durable (or failed) by now: only then is openraft told.
+        match result {
+            Ok(()) => {
+                callback.io_completed(Ok(()));
+                Ok(())
+            }
+            Err(error) => {
+                let error = io::Error::from(error);
+                callback.io_completed(Err(io::Error::new(error.kind(), error.to_string())));
+                Err(error)
+            }
+        }
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> io::Result<()> {
+        let after = last_log_id.map(|id| id.index());
+        self.write(move |tx| {
+            let mut log = log_bucket(tx)?;
+            match after {
+                Some(index) => delete_range(&mut log, (Bound::Excluded(index), Bound::Unbounded))?,
+                None => delete_range(&mut log, ..)?,
+            };
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> io::Result<()> {
+        let index = log_id.index();
+        let purged = encode("last purged log id", &Some(&log_id))?;
+        self.write(move |tx| {
+            let previous = {
+                let meta = meta_bucket(tx)?;
+                match meta.get(KEY_PURGED)? {
+                    Some(bytes) => decode::<Option<LogIdOf<C>>>("last purged log id", bytes)?,
+                    None => None,
+                }
+            };
+            // Purging never moves back: a stale request must not make purged entries look
+            // present again.
+            if previous.is_some_and(|p| p.index() >= index) {
+                return Ok(());
+            }
+            delete_range(&mut log_bucket(tx)?, ..=index)?;
+            meta_bucket(tx)?.put(KEY_PURGED, &purged)?;
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// Puts `entries` (index, encoded entry) after the last entry, refusing anything that would
+/// leave a hole: they must be consecutive and start right after the last entry, or right after
+/// the purge point when the log is empty.
+fn append_in<C: RaftTypeConfig>(tx: &mut WriteTx<'_>, entries: &[(u64, Vec<u8>)]) -> Result<()> {
+    let purged: Option<u64> = {
+        let meta = meta_bucket(tx)?;
+        match meta.get(KEY_PURGED)? {
+            Some(bytes) => {
+                decode::<Option<LogIdOf<C>>>("last purged log id", bytes)?.map(|p| p.index())
+            }
+            None => None,
+        }
+    };
+    let mut log = log_bucket(tx)?;
+    let last = last_index(&log.as_bucket())?;
+    let expected = last.or(purged).map(|i| i + 1);
+    let first = entries[0].0;
+    if let Some(expected) = expected
+        && first != expected
+    {
+        return Err(Error::invalid(format!(
+            "append of index {first} would not follow the log, whose next index is {expected}"
+        )));
+    }
+    for (offset, (index, entry)) in entries.iter().enumerate() {
+        if *index != first + offset as u64 {
+            return Err(Error::invalid(format!(
+                "appended entries are not consecutive: index {index} at position {offset} after {first}"
+            )));
+        }
+        log.put(&index_key(*index), entry)?;
+    }
+    Ok(())
+}
