@@ -338,7 +338,69 @@ fn bounds(range: &impl RangeBounds<u64>) -> (Bound<u64>, Bound<u64>) {
     (range.start_bound().cloned(), range.end_bound().cloned())
 }
 
+impl<C: RaftTypeConfig> LogReader<C> {
+    /// The entries of `range` as a stream read in chunks of about [`LIMITED_READ_BYTES_MAX`]
+    /// bytes, each chunk one read transaction. Entries in the range must not change while it
+    /// streams, as committed entries do not; a chunk that does not start where the previous
+    /// one ended is an error, not a silent hole.
+    fn chunked_stream(
+        &self,
+        range: (Bound<u64>, Bound<u64>),
+    ) -> futures_util::stream::BoxStream<'static, io::Result<C::Entry>> {
+        use futures_util::{StreamExt, TryStreamExt, stream};
+        let start = match range.0 {
+            Bound::Included(i) => Some(i),
+            Bound::Excluded(i) => i.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = range.1;
+        let reader = self.clone();
+        // State: the next index to read, and whether a chunk was read already.
+        let chunks = stream::try_unfold((start, false), move |(next, continuing)| {
+            let reader = reader.clone();
+            async move {
+                let Some(next) = next else {
+                    return Ok(None);
+                };
+                let chunk = blocking::<C, _>(move || {
+                    reader.read_entries((Bound::Included(next), end), LIMITED_READ_BYTES_MAX)
+                })
+                .await?;
+                let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
+                    return Ok(None);
+                };
+                if continuing && first.index() != next {
+                    return Err(Error::invalid(format!(
+                        "hole in the log: index {} follows {}",
+                        first.index(),
+                        next - 1
+                    )));
+                }
+                let after = last.index().checked_add(1);
+                Ok(Some((chunk, (after, true))))
+            }
+        });
+        chunks
+            .map_ok(|chunk| stream::iter(chunk.into_iter().map(Ok)))
+            .map_err(io::Error::from)
+            .try_flatten()
+            .boxed()
+    }
+}
+
 impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
+    /// Streams committed entries for `apply` in bounded chunks, so a long catch-up neither
+    /// holds the whole range in memory nor one read transaction open throughout.
+    async fn entries_stream<RB>(
+        &mut self,
+        range: RB,
+    ) -> impl futures_util::Stream<Item = io::Result<C::Entry>> + OptionalSend
+    where
+        RB: RangeBounds<u64> + Clone + Debug + OptionalSend,
+    {
+        self.chunked_stream(bounds(&range))
+    }
+
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,

@@ -102,6 +102,11 @@ fn run_and_kill(mut child: Child, dones: usize, rng: &mut Rng) -> Vec<String> {
         assert!(Instant::now() < deadline, "the child is too slow");
     }
     std::thread::sleep(Duration::from_micros(rng.below(6000)));
+    let early = child.try_wait().expect("child status");
+    assert!(
+        early.is_none(),
+        "the child died on its own ({early:?}) before the kill: see its stderr"
+    );
     // `Child::kill` sends SIGKILL on Unix: no destructor, no flush, no goodbye.
     child.kill().expect("SIGKILL");
     child.wait().expect("reap the child");

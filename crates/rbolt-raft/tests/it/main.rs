@@ -5,6 +5,7 @@ mod cluster;
 mod common;
 mod kill;
 mod power_loss;
+mod reader;
 mod reopen;
 mod suite;
 
