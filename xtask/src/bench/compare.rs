@@ -5,7 +5,7 @@
 use super::{Args, Layout, cargo};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -205,6 +205,7 @@ fn run_engine(
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting {}: {e}", binary.display()))?;
     let mut stdout = child.stdout.take().ok_or("no stdout")?;
@@ -212,6 +213,29 @@ fn run_engine(
         let mut text = String::new();
         stdout.read_to_string(&mut text).map(|_| text)
     });
+    // Progress passes through; the last phase finished is kept for the error message.
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let last_phase = std::sync::Arc::new(std::sync::Mutex::new(String::from("none")));
+    let progress = {
+        let last_phase = last_phase.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr)
+                .lines()
+                .map_while(std::result::Result::ok)
+            {
+                eprintln!("{line}");
+                if let Some(phase) = line
+                    .strip_prefix('[')
+                    .and_then(|rest| rest.split_once("] "))
+                    .and_then(|(_, rest)| rest.split_once(':'))
+                    .map(|(phase, _)| phase.to_string())
+                {
+                    *last_phase.lock().unwrap_or_else(|e| e.into_inner()) = phase;
+                }
+            }
+        })
+    };
+    let last_phase = move || last_phase.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let start = Instant::now();
     let status = loop {
         match child.try_wait().map_err(|e| e.to_string())? {
@@ -219,9 +243,11 @@ fn run_engine(
             None if start.elapsed() > args.timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
+                let _ = progress.join();
                 return Err(format!(
-                    "did not finish within {} s (--timeout)",
-                    args.timeout.as_secs()
+                    "did not finish within {} s (--timeout); last phase finished: {}",
+                    args.timeout.as_secs(),
+                    last_phase()
                 ));
             }
             None => std::thread::sleep(Duration::from_millis(50)),
@@ -231,8 +257,12 @@ fn run_engine(
         .join()
         .map_err(|_| "stdout reader panicked".to_string())?
         .map_err(|e| e.to_string())?;
+    let _ = progress.join();
     if !status.success() {
-        return Err(format!("exited with {status}"));
+        return Err(format!(
+            "exited with {status}; last phase finished: {}",
+            last_phase()
+        ));
     }
     let line = text
         .lines()

@@ -27,7 +27,7 @@ options:
                           known: rbolt, lmdb, redb, sled, jammdb, bbolt-rs
   --only micro|compare    run one half only
   --rw-secs SECS          length of the read-write phase (default 5, --quick 1)
-  --timeout SECS          give up on an engine after this long (default 3600, --quick 300)
+  --timeout SECS          give up on an engine after this long (default 1200, --quick 300)
   --replot                rewrite summary.md and the charts from the last run's compare.json
                           and criterion's latest results; run nothing
   --save-baseline NAME    passed to criterion: save the micro results as NAME
@@ -135,7 +135,7 @@ fn parse(raw: &[String]) -> Result<Option<Args>> {
         args.rw_secs = if args.quick { 1.0 } else { 5.0 };
     }
     if args.timeout.is_zero() {
-        args.timeout = Duration::from_secs(if args.quick { 300 } else { 3600 });
+        args.timeout = Duration::from_secs(if args.quick { 300 } else { 1200 });
     }
     if args.quick && !only_given {
         args.only = Only::Compare;
@@ -257,7 +257,7 @@ mod tests {
     fn flags() {
         check(
             &[],
-            "n=1000000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=3600 baseline=None extra=[]",
+            "n=1000000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=1200 baseline=None extra=[]",
         );
         check(
             &["--quick"],
@@ -269,7 +269,7 @@ mod tests {
         );
         check(
             &["--n", "200_000", "--baseline", "main", "--", "--noplot"],
-            "n=200000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=3600 baseline=Some((\"--baseline\", \"main\")) extra=[\"--noplot\"]",
+            "n=200000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=1200 baseline=Some((\"--baseline\", \"main\")) extra=[\"--noplot\"]",
         );
     }
 
