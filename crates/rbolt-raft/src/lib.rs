@@ -1,4 +1,4 @@
-//! rbolt-raft: rbolt as a durable [openraft](openraft) log store and state machine, so that a
+//! rbolt-raft: rbolt as a durable [openraft] log store and state machine, so that a
 //! key/value store that outgrew one machine runs replicated under Raft.
 //!
 //! This crate implements openraft's storage traits — [`RaftLogReader`], [`RaftLogStorage`],
@@ -18,7 +18,12 @@
 //! - **The state machine** ([`StateMachine`], `state.db`): bucket `sm_meta` holds the last
 //!   applied log id and the last membership, beside the application's own buckets.
 //! - **The snapshot** (`snapshot.db`): a copy of `state.db` made by `ReadTx::write_to`, so it
-//!   is itself an rbolt file that opens, checks and reads like any other.
+//!   is itself an rbolt file that opens, checks and reads like any other. It is a file of its
+//!   own because openraft asks for the last built or installed snapshot
+//!   (`get_current_snapshot`) while `state.db` moves on with every apply; a handle on it
+//!   keeps reading the same snapshot after a newer one replaces the name. The price is disk:
+//!   a second copy of the state at rest, and while a snapshot is being installed, up to two
+//!   more.
 //!
 //! Values are MessagePack with field names ([`rmp_serde`]): compact, and self-describing, so
 //! any serde type an application puts in its log entries round-trips (serde attributes such as
@@ -57,6 +62,13 @@
 //! heartbeats and elections. The hop costs microseconds. A blocking `begin_write` cannot pile
 //! up either: openraft serializes the log store's writes and the state machine's writes, and
 //! each file has only that one writer.
+//!
+//! # Costs
+//!
+//! Each append, truncation, purge, vote and apply batch waits for its own two `fdatasync`s:
+//! rbolt makes a commit visible and durable in one step, so an append cannot return (entries
+//! readable) before its flush and report the flush later, which openraft would allow. Building
+//! a snapshot copies the whole state file.
 //!
 //! # Version
 //!

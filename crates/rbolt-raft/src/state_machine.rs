@@ -356,12 +356,19 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
         // Opening the state file takes its lock first, so no other handle is using the
         // directory when the leftovers go.
         let db = Db::open_with(&state_path, options.clone())?;
-        let mut tx = db.begin_write()?;
-        check_format(
-            &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
-            &state_path,
-        )?;
-        tx.commit()?;
+        let ready = db.view(|tx| {
+            Ok(tx
+                .bucket(SM_META_BUCKET)?
+                .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
+        })?;
+        if !ready {
+            let mut tx = db.begin_write()?;
+            check_format(
+                &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
+                &state_path,
+            )?;
+            tx.commit()?;
+        }
         remove_leftovers(&dir)?;
         let snapshot_path = dir.join(SNAPSHOT_FILE);
         let snapshot = if snapshot_path.exists() {
