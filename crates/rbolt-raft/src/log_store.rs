@@ -56,8 +56,9 @@ pub struct LogStore<C: RaftTypeConfig> {
     committed_unsaved: bool,
 }
 
-/// A read handle on a [`LogStore`]'s file, for openraft's replication tasks. Each call reads
-/// one consistent snapshot of the file.
+/// A read handle on a [`LogStore`]'s file, for openraft's replication and apply tasks. Each
+/// call reads one consistent snapshot of the file, except `entries_stream`, which reads the
+/// committed (hence unchanging) entries it is asked for in chunks.
 pub struct LogReader<C: RaftTypeConfig> {
     file: Arc<LogFile>,
     _config: PhantomData<fn() -> C>,
