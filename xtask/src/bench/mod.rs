@@ -188,7 +188,19 @@ pub fn main(raw: &[String]) -> Result<()> {
     let layout = layout()?;
     if args.replot {
         let compare = compare::load(&layout.report.join("compare.json"))?;
-        let micro = micro::latest(&layout);
+        // Only when the run that wrote compare.json ran the micro benchmarks too.
+        let ran_micro = parse(
+            &compare
+                .command
+                .split_whitespace()
+                .skip(3)
+                .map(String::from)
+                .collect::<Vec<_>>(),
+        )
+        .ok()
+        .flatten()
+        .is_some_and(|run| run.only == Only::Both);
+        let micro = micro::latest(&layout).filter(|_| ran_micro);
         let args = Args {
             command: compare.command.clone(),
             ..args

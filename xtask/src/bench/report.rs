@@ -191,7 +191,7 @@ pub const METRICS: &[Metric] = &[
         short: "(a) written",
         unit: "MiB",
         higher_is_better: false,
-        comparable: true,
+        comparable: false,
         get: |v| mib(phase(v, "load_random", "written_bytes")),
     },
     Metric {
@@ -200,7 +200,7 @@ pub const METRICS: &[Metric] = &[
         short: "(d) written/commit",
         unit: "KiB",
         higher_is_better: false,
-        comparable: true,
+        comparable: false,
         get: |v| Some(phase(v, "commit_durable", "written_bytes")? / 1000.0 / 1024.0),
     },
     Metric {
@@ -209,7 +209,7 @@ pub const METRICS: &[Metric] = &[
         short: "(e) written/tx",
         unit: "KiB",
         higher_is_better: false,
-        comparable: true,
+        comparable: false,
         get: |v| Some(phase(v, "batch_nosync", "written_bytes")? / 1000.0 / 1024.0),
     },
     Metric {
@@ -397,7 +397,12 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
             .filter(|((name, _), _)| *name != "rbolt")
             .map(|(_, v)| *v)
             .collect();
-        writeln!(md, " {} |", ratio(metric, rbolt, best(metric, &peers)))?;
+        let ratio = if metric.comparable {
+            ratio(metric, rbolt, best(metric, &peers))
+        } else {
+            "—".into()
+        };
+        writeln!(md, " {ratio} |")?;
     }
     let baseline_mib = engines
         .iter()
@@ -407,6 +412,10 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     writeln!(
         md,
         "\n¹ LMDB allocates in C, which the counting allocator does not see.\n\n\
+         Bytes written are what the process passed to write system calls (`wchar`), background \
+         threads included: an engine that writes through a mapping or defers writes (redb \
+         with `Durability::None` writes nothing until a durable commit) shows less, so these \
+         rows have no best and no ratio. The floor row measures the disk, not the engine.\n\n\
          RSS counts the resident pages of a mapped file too (rbolt, LMDB, jammdb and bbolt-rs \
          map theirs); about {baseline_mib:.0} MiB of it is the workload's own key arrays, the \
          same in every process (the peak before the store was opened)."
