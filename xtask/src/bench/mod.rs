@@ -48,7 +48,7 @@ enum Only {
 #[derive(Debug)]
 pub struct Args {
     quick: bool,
-    replot: bool,
+    pub replot: bool,
     pub n: usize,
     pub engines: Vec<String>,
     only: Only,

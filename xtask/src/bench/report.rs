@@ -333,12 +333,20 @@ pub fn write(
         machine.kernel,
         machine.rustc
     )?;
-    writeln!(
-        md,
-        "- load average when it started: {} (engines run one after the other, so ratios \
-         hold better than absolute numbers on a busy machine)",
-        machine.load_average
-    )?;
+    if args.replot {
+        writeln!(
+            md,
+            "- rewritten from compare.json by `cargo xtask bench --replot` (the machine line \
+             is where it was rewritten)"
+        )?;
+    } else {
+        writeln!(
+            md,
+            "- load average when it started: {} (engines run one after the other, so ratios \
+             hold better than absolute numbers on a busy machine)",
+            machine.load_average
+        )?;
+    }
     if let Some(compare) = compare {
         comparison(&mut md, compare)?;
     }
@@ -489,11 +497,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         writeln!(md, "\n### Left out\n")?;
         for run in left_out {
             let error = run.result.as_ref().err().map_or("", String::as_str);
-            writeln!(
-                md,
-                "- {}: {} (after {:.0} s)",
-                run.name, error, run.wall_secs
-            )?;
+            if run.wall_secs > 0.0 {
+                writeln!(md, "- {}: {} (after {:.0} s)", run.name, error, run.wall_secs)?;
+            } else {
+                writeln!(md, "- {}: {}", run.name, error)?;
+            }
         }
         for name in not_asked {
             writeln!(md, "- {name}: not in --engines")?;
