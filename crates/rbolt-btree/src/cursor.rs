@@ -185,14 +185,7 @@ impl<'a> TreeView<'a> {
     #[inline]
     fn entry(&self, frame: Frame<'a>, index: usize) -> Result<Entry<'a>> {
         match frame {
-            Frame::Leaf(page) => {
-                let entry = page.entry(index)?;
-                Ok(Entry {
-                    key: entry.key,
-                    value: entry.value,
-                    flags: entry.flags,
-                })
-            }
+            Frame::Leaf(page) => page.entry(index).map(entry_of),
             Frame::Node(id) => match &self.nodes[id as usize].inodes {
                 Inodes::Leaf(inodes) => {
                     let inode = &inodes[index];
@@ -252,7 +245,17 @@ impl<'a> TreeView<'a> {
             state: State::Unpositioned,
             last_key: None,
             loads: 0,
+            crossed: false,
         }
+    }
+}
+
+#[inline]
+fn entry_of(entry: rbolt_page::LeafEntry<'_>) -> Entry<'_> {
+    Entry {
+        key: entry.key,
+        value: entry.value,
+        flags: entry.flags,
     }
 }
 
@@ -291,6 +294,10 @@ pub struct Cursor<'a> {
     /// Pages loaded by the move under way: a move of a sound tree loads fewer pages than the
     /// file holds, so more means shared or cyclic pages (say, 2^50 paths to empty leaves).
     loads: u64,
+    /// The move under way left the leaf it started on. Only such a move can go back to keys
+    /// already passed; a step inside one leaf goes to the next index, and a leaf's own key
+    /// order is `check`'s and page validation's to find. So only these steps compare keys.
+    crossed: bool,
 }
 
 impl<'a> Cursor<'a> {
@@ -352,9 +359,9 @@ impl<'a> Cursor<'a> {
         Ok(child)
     }
 
-    /// Checks a move: a step must go strictly past the key returned before it (in a corrupt
-    /// file it may not), and after any error the cursor starts over rather than sit on a
-    /// half-built path.
+    /// Checks a move: a step to another leaf must go strictly past the key returned before it
+    /// (in a corrupt file it may not), and after any error the cursor starts over rather than
+    /// sit on a half-built path.
     #[inline]
     fn settled(
         &mut self,
@@ -362,9 +369,10 @@ impl<'a> Cursor<'a> {
         direction: Option<Ordering>,
     ) -> Result<Option<Entry<'a>>> {
         self.loads = 0;
+        let crossed = std::mem::take(&mut self.crossed);
         let checked = match (moved, direction, self.last_key) {
             (Ok(Some(entry)), Some(direction), Some(last))
-                if compare_keys(entry.key, last) != direction =>
+                if crossed && compare_keys(entry.key, last) != direction =>
             {
                 // Keys out of order across pages: shared or cyclic pages in a corrupt file.
                 Err(Corruption::new(Pgid(0), Reason::KeyOrder { index: 0 }))
@@ -455,6 +463,12 @@ impl<'a> Cursor<'a> {
             State::At => {
                 if let Some(top) = self.stack.last_mut() {
                     top.index += 1;
+                    // The common step: the next entry of the same leaf page.
+                    if let Frame::Leaf(page) = &top.frame
+                        && top.index < page.len()
+                    {
+                        return page.entry(top.index).map(|entry| Some(entry_of(entry)));
+                    }
                 }
                 self.settle_forward()
             }
@@ -466,7 +480,18 @@ impl<'a> Cursor<'a> {
         match self.state {
             State::Unpositioned | State::AfterEnd => self.last_inner(),
             State::BeforeStart => Ok(None),
-            State::At => self.step_back(),
+            State::At => {
+                // The common step: the previous entry of the same leaf page.
+                if let Some(top) = self.stack.last_mut()
+                    && let Frame::Leaf(page) = &top.frame
+                    && top.index > 0
+                    && top.index <= page.len()
+                {
+                    top.index -= 1;
+                    return page.entry(top.index).map(|entry| Some(entry_of(entry)));
+                }
+                self.step_back()
+            }
         }
     }
 
@@ -494,6 +519,7 @@ impl<'a> Cursor<'a> {
                 return self.view.entry(top.frame, top.index).map(Some);
             }
             // Climb to the deepest frame with a next element.
+            self.crossed = true;
             loop {
                 self.stack.pop();
                 let Some(parent) = self.stack.last_mut() else {
@@ -522,6 +548,7 @@ impl<'a> Cursor<'a> {
                     top.index -= 1;
                     break;
                 }
+                self.crossed = true;
                 self.stack.pop();
             }
             self.descend_last()?;

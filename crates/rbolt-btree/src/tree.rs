@@ -479,10 +479,9 @@ impl Tree {
             if node.size <= limit || node.len() <= MIN_KEYS_PER_PAGE * 2 {
                 return;
             }
-            let half = (node.size - PAGE_HEADER_SIZE) / 2;
+            let mid = in_tx_split_index(node, page_size, self.fill_percent);
             let (right, right_key) = match &mut node.inodes {
                 Inodes::Leaf(inodes) => {
-                    let mid = split_at_half(inodes.iter().map(LeafInode::page_len), half);
                     let right: Vec<LeafInode> = inodes.split_off(mid);
                     let key = (right[0].pos, right[0].ksize, right[0].prefix);
                     let size =
@@ -500,7 +499,6 @@ impl Tree {
                     )
                 }
                 Inodes::Branch(inodes) => {
-                    let mid = split_at_half(inodes.iter().map(BranchInode::page_len), half);
                     let right: Vec<BranchInode> = inodes.split_off(mid);
                     let key = (right[0].pos, right[0].ksize, right[0].prefix);
                     let right = Node::new_branch(right);
@@ -973,13 +971,43 @@ fn free_page_tree<A: PageAlloc>(
     Ok(())
 }
 
-/// The index that splits elements of the given page lengths into two halves of about `half`
-/// bytes, keeping at least `MIN_KEYS_PER_PAGE` on each side.
-fn split_at_half(lens: impl ExactSizeIterator<Item = usize>, half: usize) -> usize {
-    let count = lens.len();
+/// Bytes entry `index` of `node` takes in a page.
+#[inline]
+fn elem_len(node: &Node, index: usize) -> usize {
+    match &node.inodes {
+        Inodes::Leaf(inodes) => inodes[index].page_len(),
+        Inodes::Branch(inodes) => inodes[index].page_len(),
+    }
+}
+
+/// Where a node that outgrew `SPLIT_IN_TX_PAGES` is cut in two inside a transaction: at the
+/// boundary between two of the pages spill would write it as, the one nearest its middle. The
+/// left node then spills into exactly those pages; a cut anywhere else leaves a part-filled
+/// page behind at every split (an append-only load at fill percent 1.0 wrote half again as
+/// many pages as it needed when nodes were cut at their byte middle). Falls back to the middle
+/// when spill would write the node as one piece (a few entries with large values).
+fn in_tx_split_index(node: &Node, page_size: usize, fill_percent: f64) -> usize {
+    let count = node.len();
+    let half = (node.size - PAGE_HEADER_SIZE) / 2;
+    let ranges = piece_ranges(node, page_size, fill_percent);
+    let mut best: Option<(usize, usize)> = None;
+    let mut before = 0;
+    for &(start, end) in &ranges[..ranges.len() - 1] {
+        before += (start..end)
+            .map(|index| elem_len(node, index))
+            .sum::<usize>();
+        let distance = before.abs_diff(half);
+        if best.is_none_or(|(_, nearest)| distance < nearest) {
+            best = Some((end, distance));
+        }
+    }
+    if let Some((cut, _)) = best {
+        return cut;
+    }
     let mut total = 0;
     let mut mid = count / 2;
-    for (index, len) in lens.enumerate() {
+    for index in 0..count {
+        let len = elem_len(node, index);
         if total + len > half && index >= MIN_KEYS_PER_PAGE {
             mid = index;
             break;
@@ -996,10 +1024,7 @@ fn piece_ranges(node: &Node, page_size: usize, fill_percent: f64) -> SmallVec<[(
     let threshold =
         (page_size as f64 * fill_percent.clamp(FILL_PERCENT_MIN, FILL_PERCENT_MAX)) as usize;
     let count = node.len();
-    let elem_len = |index: usize| match &node.inodes {
-        Inodes::Leaf(inodes) => inodes[index].page_len(),
-        Inodes::Branch(inodes) => inodes[index].page_len(),
-    };
+    let elem_len = |index: usize| elem_len(node, index);
     let mut ranges = SmallVec::new();
     let mut start = 0;
     let mut remaining_size = node.size;

@@ -379,3 +379,39 @@ fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
     let found = walk(store.pages(), root);
     assert_eq!(found.keys, model.into_iter().collect::<Vec<_>>());
 }
+
+#[test]
+fn sorted_load_at_full_fill_writes_full_pages() {
+    // An append-only load at fill percent 1.0, all in one transaction: nodes are cut inside
+    // the transaction at the page boundaries spill would use, so every leaf but the last is
+    // full. Cutting at a node's byte middle left a part-filled page at every split (about 1.5
+    // times the pages needed).
+    const PAGE: usize = 4096;
+    let mut store = MemStore::new(PAGE, false);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    tree.set_fill_percent(1.0);
+    let count = 100_000u64;
+    for i in 0..count {
+        tree.put(store.pages(), &mut arena, &i.to_be_bytes(), &[3; 100], 0)
+            .unwrap();
+    }
+    assert!(
+        tree.stats().split > 0,
+        "the load split nodes inside the transaction"
+    );
+    let (pages, alloc) = store.parts();
+    tree.rebalance(pages, alloc).unwrap();
+    let root = tree.spill(pages, &arena, alloc).unwrap();
+    store.commit();
+    let found = walk(store.pages(), root);
+    assert_eq!(found.keys.len() as u64, count);
+    let per_leaf =
+        (PAGE - rbolt_page::PAGE_HEADER_SIZE) / (rbolt_page::LEAF_ELEMENT_SIZE + 8 + 100);
+    let leaves_needed = count.div_ceil(per_leaf as u64);
+    let leaves = found.leaves as u64;
+    assert!(
+        leaves <= leaves_needed + leaves_needed / 50,
+        "{leaves} leaves for {count} keys where {leaves_needed} full ones hold them"
+    );
+}

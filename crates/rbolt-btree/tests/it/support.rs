@@ -10,6 +10,8 @@ pub struct Walk {
     pub pages: BTreeSet<Pgid>,
     pub keys: Vec<Vec<u8>>,
     pub depth: usize,
+    /// Leaf pages found.
+    pub leaves: usize,
 }
 
 /// Walks the committed tree at `root`: every page must validate, keys must be ordered within
@@ -52,6 +54,7 @@ fn visit(
                 "leaf page {pgid} uses more overflow pages than it needs"
             );
             assert!(leaf_page_size(0, 0) <= payload);
+            walk.leaves += 1;
             for index in 0..leaf.len() {
                 let key = leaf.key(index).unwrap();
                 assert!(
