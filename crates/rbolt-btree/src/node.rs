@@ -250,6 +250,20 @@ impl Node {
         }
     }
 
+    /// Whether `key` sorts after every key of this leaf node (false for an empty one).
+    #[inline]
+    pub fn is_after_last(&self, key: &[u8], data: &[u8], arena: &Arena) -> bool {
+        let Inodes::Leaf(inodes) = &self.inodes else {
+            return false;
+        };
+        inodes.last().is_some_and(|last| {
+            last.prefix
+                .cmp(&key_prefix(key))
+                .then_with(|| compare_keys(last.key(data, arena), key))
+                == Ordering::Less
+        })
+    }
+
     /// The index of the first key not less than `key`.
     #[inline]
     pub fn lower_bound(&self, key: &[u8], data: &[u8], arena: &Arena) -> usize {

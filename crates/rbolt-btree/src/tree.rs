@@ -105,6 +105,10 @@ pub struct Tree {
     nodes: Vec<Node>,
     fill_percent: f64,
     stats: TreeStats,
+    /// The path to the tree's rightmost leaf, kept when the last put appended there: a key
+    /// past that leaf's last key goes to the same place, so a sorted load skips the descent.
+    /// Every other edit drops it.
+    append_hint: Option<(Path, NodeId)>,
 }
 
 /// What a tree did in a transaction (bbolt's per-transaction node counters).
@@ -160,6 +164,7 @@ impl Tree {
             nodes: vec![Node::new_leaf()],
             fill_percent: FILL_PERCENT_DEFAULT,
             stats: TreeStats::default(),
+            append_hint: None,
         }
     }
 
@@ -170,6 +175,7 @@ impl Tree {
             nodes: Vec::new(),
             fill_percent: FILL_PERCENT_DEFAULT,
             stats: TreeStats::default(),
+            append_hint: None,
         }
     }
 
@@ -195,6 +201,7 @@ impl Tree {
                 nodes: Vec::new(),
                 fill_percent: FILL_PERCENT_DEFAULT,
                 stats: TreeStats::default(),
+                append_hint: None,
             },
             parsed.header,
         ))
@@ -399,8 +406,20 @@ impl Tree {
         flags: u32,
     ) -> Result<Put> {
         debug_assert!(!key.is_empty(), "empty key");
-        let (path, leaf) = self.descend_mut(pages, arena, key)?;
-        let index = self.nodes[leaf as usize].search(key, pages.data(), arena);
+        let hint = self.append_hint.take();
+        let (path, leaf, index) = match hint {
+            Some((path, leaf))
+                if self.nodes[leaf as usize].is_after_last(key, pages.data(), arena) =>
+            {
+                let len = self.nodes[leaf as usize].len();
+                (path, leaf, Err(len))
+            }
+            _ => {
+                let (path, leaf) = self.descend_mut(pages, arena, key)?;
+                let index = self.nodes[leaf as usize].search(key, pages.data(), arena);
+                (path, leaf, index)
+            }
+        };
         if let Ok(index) = index {
             let Inodes::Leaf(inodes) = &self.nodes[leaf as usize].inodes else {
                 unreachable!("descend_mut ends at a leaf");
@@ -436,8 +455,16 @@ impl Tree {
         };
         if node.size > SPLIT_IN_TX_PAGES * pages.page_size() && node.len() > MIN_KEYS_PER_PAGE * 2 {
             self.split_up(pages.page_size(), &path, leaf);
+        } else if index == Err(node.len() - 1) && self.is_rightmost(&path) {
+            self.append_hint = Some((path, leaf));
         }
         Ok(outcome)
+    }
+
+    /// Whether every step of `path` takes its branch's last child.
+    fn is_rightmost(&self, path: &Path) -> bool {
+        path.iter()
+            .all(|&(id, index)| index + 1 == self.nodes[id as usize].len())
     }
 
     /// Deletes the entry holding `key` if it is of the kind `flags` says (value or bucket).
@@ -448,6 +475,7 @@ impl Tree {
         key: &[u8],
         flags: u32,
     ) -> Result<Delete> {
+        self.append_hint = None;
         match self.get(pages, arena, key)? {
             None => return Ok(Delete::NotFound),
             Some(entry) if (entry.flags ^ flags) & LEAF_FLAG_BUCKET != 0 => {
@@ -551,6 +579,7 @@ impl Tree {
         pages: Pages<'_>,
         alloc: &mut A,
     ) -> Result<(), A::Error> {
+        self.append_hint = None;
         let Root::Node(root) = self.root else {
             return Ok(());
         };
@@ -694,6 +723,7 @@ impl Tree {
         arena: &Arena,
         alloc: &mut A,
     ) -> Result<Pgid, A::Error> {
+        self.append_hint = None;
         let root = match self.root {
             Root::Node(id) => id,
             Root::Page(pgid) => return Ok(pgid),
@@ -880,6 +910,7 @@ impl Tree {
         pages: Pages<'_>,
         alloc: &mut A,
     ) -> Result<(), A::Error> {
+        self.append_hint = None;
         // A sound tree has fewer pages than the high-water mark; more means pages reached
         // along several paths, which would otherwise make this exponential.
         let mut budget = pages.high_water().0;

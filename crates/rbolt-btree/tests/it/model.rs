@@ -415,3 +415,68 @@ fn sorted_load_at_full_fill_writes_full_pages() {
         "{leaves} leaves for {count} keys where {leaves_needed} full ones hold them"
     );
 }
+
+#[test]
+fn appends_mixed_with_other_edits_match_a_model() {
+    // Runs of ascending keys (which take the append path once a put lands at the end of the
+    // rightmost leaf) interleaved with puts and deletes elsewhere, splits, and commits.
+    let mut store = MemStore::new(512, false);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    tree.set_fill_percent(1.0);
+    let mut model = BTreeMap::new();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next_key = 1_000u32;
+    for round in 0..400u32 {
+        for _ in 0..(round % 37) {
+            next_key += 1 + round % 3;
+            let key = next_key.to_be_bytes();
+            let value = vec![round as u8; (round % 90) as usize];
+            tree.put(store.pages(), &mut arena, &key, &value, 0)
+                .unwrap();
+            model.insert(key.to_vec(), value);
+        }
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let key = ((state % u64::from(next_key + 50)) as u32).to_be_bytes();
+        if state % 3 == 0 {
+            let deleted = tree.delete(store.pages(), &arena, &key, 0).unwrap();
+            assert_eq!(
+                deleted == (Delete::Deleted { flags: 0 }),
+                model.remove(&key[..]).is_some()
+            );
+        } else {
+            tree.put(store.pages(), &mut arena, &key, b"other", 0)
+                .unwrap();
+            model.insert(key.to_vec(), b"other".to_vec());
+        }
+        let view = tree.view(store.pages(), &arena);
+        let last = view
+            .cursor()
+            .last()
+            .unwrap()
+            .map(|entry| entry.key.to_vec());
+        assert_eq!(last.as_ref(), model.keys().next_back());
+        if round % 50 == 49 {
+            let (pages, alloc) = store.parts();
+            tree.rebalance(pages, alloc).unwrap();
+            let root = tree.spill(pages, &arena, alloc).unwrap();
+            store.commit();
+            let found = walk(store.pages(), root);
+            assert_eq!(found.keys, model.keys().cloned().collect::<Vec<_>>());
+            tree = Tree::from_page(root);
+            tree.set_fill_percent(1.0);
+        }
+    }
+    let view = tree.view(store.pages(), &arena);
+    let mut cursor = view.cursor();
+    let mut entry = cursor.first().unwrap();
+    let mut expected = model.iter();
+    while let Some(found) = entry {
+        let (key, value) = expected.next().expect("no more keys in the model");
+        assert_eq!((found.key, found.value), (&key[..], &value[..]));
+        entry = cursor.next().unwrap();
+    }
+    assert!(expected.next().is_none());
+}
