@@ -440,7 +440,7 @@ fn appends_mixed_with_other_edits_match_a_model() {
         state ^= state >> 7;
         state ^= state << 17;
         let key = ((state % u64::from(next_key + 50)) as u32).to_be_bytes();
-        if state % 3 == 0 {
+        if state.is_multiple_of(3) {
             let deleted = tree.delete(store.pages(), &arena, &key, 0).unwrap();
             assert_eq!(
                 deleted == (Delete::Deleted { flags: 0 }),
