@@ -498,7 +498,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         for run in left_out {
             let error = run.result.as_ref().err().map_or("", String::as_str);
             if run.wall_secs > 0.0 {
-                writeln!(md, "- {}: {} (after {:.0} s)", run.name, error, run.wall_secs)?;
+                writeln!(
+                    md,
+                    "- {}: {} (after {:.0} s)",
+                    run.name, error, run.wall_secs
+                )?;
             } else {
                 writeln!(md, "- {}: {}", run.name, error)?;
             }
