@@ -224,7 +224,15 @@ pub fn main(raw: &[String]) -> Result<()> {
             criterion_args.extend([flag.clone(), name.clone()]);
         }
         criterion_args.extend(args.criterion_extra.iter().cloned());
-        Some(micro::run(&layout, &criterion_args, started)?)
+        let mut micro = micro::run(&layout, &criterion_args, started)?;
+        // Criterion compares every run with the one before it; only `--baseline NAME` is a
+        // comparison the user asked for, so only then does the report show the change.
+        if !matches!(&args.baseline, Some((flag, _)) if flag == "--baseline") {
+            for bench in &mut micro.benches {
+                bench.change = None;
+            }
+        }
+        Some(micro)
     } else {
         None
     };
