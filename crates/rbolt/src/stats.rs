@@ -2,11 +2,10 @@
 
 use crate::bucket::{BUCKET_DEPTH_MAX, Bucket};
 use crate::error::Result;
-use crate::walk::PageSet;
-use rbolt_btree::{DEPTH_MAX, TreeView};
+use crate::walk::{PageSet, enter_page, not_a_tree_page};
+use rbolt_btree::TreeView;
 use rbolt_page::{
-    BRANCH_ELEMENT_SIZE, BucketValue, Corruption, LEAF_ELEMENT_SIZE, LeafPage, PAGE_HEADER_SIZE,
-    PageKind, PageRef, Pgid, Reason,
+    BRANCH_ELEMENT_SIZE, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, PAGE_HEADER_SIZE, PageKind, Pgid,
 };
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -259,26 +258,8 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
             StatsRoot::Page(root) => {
                 let mut pages_left = vec![(Pgid(0), root, 0usize)];
                 while let Some((owner, pgid, depth)) = pages_left.pop() {
-                    if depth >= DEPTH_MAX {
-                        return Err(Corruption::new(
-                            pgid,
-                            Reason::TooDeep {
-                                depth_max: DEPTH_MAX,
-                            },
-                        )
-                        .into());
-                    }
-                    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                    let page = enter_page(pages, owner, pgid, depth, &mut seen)?;
                     let overflow = page.header().overflow;
-                    for id in pgid.0..=pgid.0 + u64::from(overflow) {
-                        if !seen.insert(id) {
-                            return Err(Corruption::new(
-                                Pgid(id),
-                                Reason::Other("page is reachable twice"),
-                            )
-                            .into());
-                        }
-                    }
                     own.depth = own.depth.max(depth + 1);
                     match page.kind()? {
                         PageKind::Leaf => {
@@ -318,16 +299,7 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
                                 pages_left.push((pgid, branch.child(child)?, depth + 1));
                             }
                         }
-                        kind => {
-                            return Err(Corruption::new(
-                                pgid,
-                                Reason::WrongKind {
-                                    expected: PageKind::Leaf,
-                                    flags: kind.flags(),
-                                },
-                            )
-                            .into());
-                        }
+                        kind => return Err(not_a_tree_page(pgid, kind)),
                     }
                 }
             }

@@ -53,8 +53,44 @@ pub(crate) fn reachable_pages(pages: Pages<'_>, meta: &Meta) -> Result<PageSet> 
     Ok(set)
 }
 
-fn twice(pgid: Pgid) -> Corruption {
-    Corruption::new(pgid, Reason::Other("page is reachable twice"))
+/// Enters page `pgid` of a tree walk (`owner` points at it, `depth` levels below the tree's
+/// root): checks the depth, reads and marks the page and its overflow in `seen`. A page
+/// marked before is corruption: in a sound file every page has one parent.
+pub(crate) fn enter_page<'a>(
+    pages: Pages<'a>,
+    owner: Pgid,
+    pgid: Pgid,
+    depth: usize,
+    seen: &mut PageSet,
+) -> Result<PageRef<'a>> {
+    if depth >= DEPTH_MAX {
+        return Err(Corruption::new(
+            pgid,
+            Reason::TooDeep {
+                depth_max: DEPTH_MAX,
+            },
+        )
+        .into());
+    }
+    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+    for id in pgid.0..=pgid.0 + u64::from(page.header().overflow) {
+        if !seen.insert(id) {
+            return Err(Corruption::new(Pgid(id), Reason::Other("page is reachable twice")).into());
+        }
+    }
+    Ok(page)
+}
+
+/// The error for a tree page that is neither a branch nor a leaf.
+pub(crate) fn not_a_tree_page(pgid: Pgid, kind: PageKind) -> crate::error::Error {
+    Corruption::new(
+        pgid,
+        Reason::WrongKind {
+            expected: PageKind::Leaf,
+            flags: kind.flags(),
+        },
+    )
+    .into()
 }
 
 /// A page to visit: who points at it, its id, its depth in its tree and its bucket nesting.
@@ -82,22 +118,7 @@ fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> R
         bucket_depth,
     }) = stack.pop()
     {
-        if depth >= DEPTH_MAX {
-            return Err(Corruption::new(
-                pgid,
-                Reason::TooDeep {
-                    depth_max: DEPTH_MAX,
-                },
-            )
-            .into());
-        }
-        let span = pages.page(owner, pgid)?;
-        let page = PageRef::new(span, pgid)?;
-        for id in pgid.0..=pgid.0 + u64::from(page.header().overflow) {
-            if !set.insert(id) {
-                return Err(twice(Pgid(id)).into());
-            }
-        }
+        let page = enter_page(pages, owner, pgid, depth, set)?;
         match page.kind()? {
             PageKind::Branch => {
                 let branch = page.branch()?;
@@ -111,16 +132,7 @@ fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> R
                 }
             }
             PageKind::Leaf => push_buckets(&page.leaf()?, &mut stack, bucket_depth)?,
-            kind => {
-                return Err(Corruption::new(
-                    pgid,
-                    Reason::WrongKind {
-                        expected: PageKind::Leaf,
-                        flags: kind.flags(),
-                    },
-                )
-                .into());
-            }
+            kind => return Err(not_a_tree_page(pgid, kind)),
         }
     }
     Ok(())
