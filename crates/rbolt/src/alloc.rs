@@ -24,6 +24,12 @@ const WRITE_BYTES_MAX: usize = 64 * 1024;
 /// Writes the contiguous buffers `run` from `offset` in vectored writes of at most
 /// `WRITE_BYTES_MAX` bytes each.
 fn write_in_chunks(storage: &dyn Storage, run: &[&[u8]], mut offset: u64) -> Result<()> {
+    if run.iter().map(|buf| buf.len()).sum::<usize>() <= WRITE_BYTES_MAX {
+        // The common case for small commits: one write, no chunk list to build.
+        return storage
+            .write_vectored_at(run, offset)
+            .map_err(|e| Error::io(storage.path(), e));
+    }
     let mut chunk: Vec<&[u8]> = Vec::with_capacity(WRITE_BYTES_MAX / 512);
     let mut chunk_len = 0;
     for buf in run {
