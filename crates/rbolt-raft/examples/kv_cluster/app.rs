@@ -94,18 +94,6 @@ pub type KvStateMachine = rbolt_raft::StateMachine<KvConfig, KvMachine>;
 pub type KvLogStore = rbolt_raft::LogStore<KvConfig>;
 pub type KvRaft = Raft<KvConfig, KvStateMachine>;
 
-/// Reads `key` from a replica's state machine.
-pub fn read(state: &KvStateMachine, key: &str) -> rbolt_raft::Result<Option<String>> {
-    state.view(|tx| {
-        let Some(kv) = tx.bucket(KV_BUCKET)? else {
-            return Ok(None);
-        };
-        Ok(kv
-            .get(key.as_bytes())?
-            .map(|v| String::from_utf8_lossy(v).into_owned()))
-    })
-}
-
 /// Every key and value of a replica's state machine.
 pub fn dump(state: &KvStateMachine) -> rbolt_raft::Result<BTreeMap<String, String>> {
     state.view(|tx| {
@@ -277,7 +265,8 @@ pub async fn stop(router: &Router, node: Node) {
     let _ = node.raft.shutdown().await;
 }
 
-/// The leader as the running nodes see it, if they agree on one that is running.
+/// A running node that sees itself as the leader (the last one found, should two briefly
+/// overlap across an election).
 pub fn leader(router: &Router) -> Option<u64> {
     let nodes: Vec<KvRaft> = router.nodes().values().cloned().collect();
     let mut leader = None;

@@ -215,13 +215,16 @@ async fn leader_loss_and_snapshot_catch_up_lose_no_acknowledged_write() {
                 );
             }
         }
-        // Nothing unacknowledged either: a failed write is at most a retried one.
-        assert!(
-            all.len() <= WRITES,
-            "node {} holds {} keys",
-            node.id,
-            all.len()
-        );
+        // Nothing else either: every key a node holds is one a client wrote, with the value
+        // written for it (a failed write is at most a retried one, never a different value).
+        for (key, value) in &all {
+            let i: usize = key
+                .strip_prefix("key-")
+                .and_then(|i| i.parse().ok())
+                .unwrap_or_else(|| panic!("node {}: unexpected key {key}", node.id));
+            assert!(i < WRITES, "node {}: key {key} was never written", node.id);
+            assert_eq!(*value, format!("value-{i}"), "node {}: {key}", node.id);
+        }
     }
     let failed = failed.load(Ordering::Relaxed);
     eprintln!(

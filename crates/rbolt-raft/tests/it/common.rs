@@ -134,3 +134,13 @@ impl Rng {
         self.next() % n.max(1)
     }
 }
+
+/// Names of the temporary files (`rbolt_raft::TMP_SUFFIX`) left in `dir`.
+pub fn tmp_leftovers(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(rbolt_raft::TMP_SUFFIX))
+        .collect()
+}

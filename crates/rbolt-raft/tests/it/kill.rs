@@ -5,7 +5,7 @@
 //! Rounds go on from the state the previous one left.
 
 use crate::common::{
-    Rng, TestConfig, TestMachine, append, apply, data, entry, log_id, payload, vote,
+    Rng, TestConfig, TestMachine, append, apply, data, entry, log_id, payload, tmp_leftovers, vote,
 };
 use openraft::entry::RaftEntry;
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
@@ -507,12 +507,7 @@ fn sigkill_during_snapshot_install_leaves_old_or_new_state() {
             }
         }
         let recovered = rt.block_on(recover(&dir));
-        let leftovers: Vec<_> = std::fs::read_dir(&dir)
-            .expect("read_dir")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(rbolt_raft::TMP_SUFFIX))
-            .collect();
+        let leftovers = tmp_leftovers(&dir);
         assert!(
             leftovers.is_empty(),
             "round {round}: open removes leftovers: {leftovers:?}"

@@ -4,7 +4,7 @@
 
 use crate::common::{
     Rng, TestConfig, TestLog, TestMachine, TestState, append, apply, data, entry, log_id, payload,
-    vote,
+    tmp_leftovers, vote,
 };
 use openraft::entry::RaftEntry;
 use openraft::storage::{RaftLogReader, RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
@@ -380,12 +380,7 @@ async fn a_bad_snapshot_is_refused_and_changes_nothing() {
                 .is_none(),
             "{name}"
         );
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-            .expect("read_dir")
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(rbolt_raft::TMP_SUFFIX))
-            .collect();
+        let leftovers = tmp_leftovers(dir.path());
         assert!(
             leftovers.is_empty(),
             "{name}: temporary files left: {leftovers:?}"
