@@ -17,4 +17,8 @@ fn io_errors() {
         .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
         .print();
     assert!(report.is_clean(), "{}", report.failures);
+    // The faults were injected and reached the caller (a plan that never fires would leave
+    // a clean report too).
+    assert!(report.runs > 0 && report.faults_fired > 0, "no fault fired");
+    assert_eq!(report.surfaced, report.faults_fired, "faults not surfaced");
 }
