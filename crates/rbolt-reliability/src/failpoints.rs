@@ -11,10 +11,12 @@
 //! the handle. With `panic`, a reopen must show the last acknowledged state (or, for the points
 //! at or after the meta write, the one in flight).
 
-use crate::model::{Item, PROGRESS_BUCKET, STEP_KEY, Tree, describe_difference, progress, read_db};
+use crate::model::{
+    Item, PROGRESS_BUCKET, STEP_KEY, Tree, describe_difference, freelist_counts, progress, read_db,
+};
 use crate::summary::{Failures, Summary};
 use crate::workload::{Op, Workload, apply_model, commit_step};
-use rbolt::{Db, DbStats, Error, Options};
+use rbolt::{Db, Error, Options};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -198,16 +200,6 @@ fn error_chain(error: &Error) -> String {
         source = inner.source();
     }
     text
-}
-
-/// The freelist's part of the stats.
-fn freelist_counts(stats: &DbStats) -> (usize, usize, usize, usize) {
-    (
-        stats.free_page_n,
-        stats.pending_page_n,
-        stats.free_alloc,
-        stats.freelist_inuse,
-    )
 }
 
 /// Runs the suite in `dir`, with `child` the `rbolt-crash-child` binary.

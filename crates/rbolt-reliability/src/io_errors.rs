@@ -187,11 +187,7 @@ struct Seed {
 pub fn run_seed(seed: u64, config: &IoConfig) -> IoReport {
     let mut report = IoReport::default();
     let (options, name) = variant(seed);
-    let page_size = if options.page_size == 0 {
-        rbolt::PAGE_SIZE_DEFAULT
-    } else {
-        options.page_size
-    };
+    let page_size = crate::workload::page_size_of(&options);
     let workload = Workload::new(seed, page_size);
     let steps = 2 * config.steps_per_phase;
     let setup = Seed {
@@ -257,14 +253,9 @@ pub fn run_seed(seed: u64, config: &IoConfig) -> IoReport {
 
 /// The freelist's part of the stats, after the release a write transaction's start makes.
 fn freelist_counts(db: &Db) -> Option<(usize, usize, usize, usize)> {
+    // A write transaction's start publishes the freelist's figures.
     db.begin_write().ok()?.rollback();
-    let stats = db.stats();
-    Some((
-        stats.free_page_n,
-        stats.pending_page_n,
-        stats.free_alloc,
-        stats.freelist_inuse,
-    ))
+    Some(crate::model::freelist_counts(&db.stats()))
 }
 
 /// Runs the workload (open, steps, reopen, steps) on `sim`, whose fault plan is `fault` at an

@@ -105,11 +105,7 @@ fn setup(seed: u64) -> (Options, Workload) {
     } else {
         options
     };
-    let page_size = if options.page_size == 0 {
-        rbolt::PAGE_SIZE_DEFAULT
-    } else {
-        options.page_size
-    };
+    let page_size = crate::workload::page_size_of(&options);
     (options, Workload::new(seed, page_size))
 }
 

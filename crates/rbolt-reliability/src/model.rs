@@ -182,3 +182,14 @@ pub fn describe_difference(expected: &Tree, actual: &Tree) -> String {
     }
     walk(expected, actual, &mut Vec::new()).unwrap_or_else(|| "no difference".into())
 }
+
+/// The freelist's figures in `stats` (free pages, pending pages, free bytes, freelist bytes),
+/// to compare before and after a failed commit.
+pub fn freelist_counts(stats: &rbolt::DbStats) -> (usize, usize, usize, usize) {
+    (
+        stats.free_page_n,
+        stats.pending_page_n,
+        stats.free_alloc,
+        stats.freelist_inuse,
+    )
+}

@@ -170,11 +170,7 @@ struct Reference {
 
 fn reference(seed: u64, steps: u64) -> Result<Reference, String> {
     let (options, name) = variant(seed);
-    let page_size = if options.page_size == 0 {
-        rbolt::PAGE_SIZE_DEFAULT
-    } else {
-        options.page_size
-    };
+    let page_size = crate::workload::page_size_of(&options);
     let workload = Workload::new(seed, page_size);
     let ops = all_ops(&workload, steps + COMPOUND_STEPS_MAX);
     let models = models(&workload, steps + COMPOUND_STEPS_MAX);

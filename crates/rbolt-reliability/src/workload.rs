@@ -458,3 +458,12 @@ pub fn all_ops(workload: &Workload, steps: u64) -> Vec<Vec<Op>> {
         .map(|step| workload.step(step, &mut model))
         .collect()
 }
+
+/// The page size a database opened with `options` uses (0 means rbolt's default).
+pub fn page_size_of(options: &rbolt::Options) -> usize {
+    if options.page_size == 0 {
+        rbolt::PAGE_SIZE_DEFAULT
+    } else {
+        options.page_size
+    }
+}
