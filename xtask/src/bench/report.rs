@@ -294,7 +294,13 @@ pub fn ratio(metric: &Metric, rbolt: Option<f64>, best_peer: Option<f64>) -> Str
         return "1.00 (tie)".into();
     }
     if theirs == 0.0 {
-        return "∞ (worse)".into();
+        // rbolt is above a peer at zero: worse where lower is better, better otherwise.
+        let way = if metric.higher_is_better {
+            "better"
+        } else {
+            "worse"
+        };
+        return format!("∞ ({way})");
     }
     let ratio = ours / theirs;
     let better = (ratio < 1.0) != metric.higher_is_better;
