@@ -1,5 +1,6 @@
 //! A global allocator that counts allocations while switched on, so phase (b) can report
-//! heap allocations per get. It forwards everything to the system allocator.
+//! heap allocations per get and phase (e) per put. It forwards everything to the system
+//! allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

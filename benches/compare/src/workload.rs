@@ -258,12 +258,19 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     // (e) transactions of random keys with durability off.
     db.set_sync(false)?;
     let batch_keys = self::keys(config.seed ^ 0xe, BATCHES * BATCH_KEYS);
+    // Heap allocations of the whole phase (transactions, commits, writes) per key put.
+    counting::start();
     let (secs, ()) = time(|| {
         batch_keys
             .chunks(BATCH_KEYS)
             .try_for_each(|chunk| db.put_tx(chunk, false))
     })?;
-    phases.record("batch_nosync", secs, json!({}));
+    let allocations = counting::stop();
+    phases.record(
+        "batch_nosync",
+        secs,
+        json!({ "allocs_per_op": allocations as f64 / batch_keys.len() as f64 }),
+    );
     db.set_sync(true)?;
     // One untimed durable commit (rewriting a key of (e)) makes what (e) left unsynced or
     // deferred durable now, so (f) is not charged for it; its bytes are not (f)'s either.

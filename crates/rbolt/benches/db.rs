@@ -6,10 +6,14 @@
 //! - `Get1M`: a random point lookup in a read transaction on 1,000,000 keys.
 //! - `BulkLoad1M`: 1,000,000 random 16-byte keys with 100-byte values in one durable
 //!   transaction into a new file.
+//! - `BulkLoadSorted1M`: the same keys sorted, at fill percent 1.0 (the comparison's (a2)).
+//! - `Tx100RandomPuts`: one transaction of 100 random new keys into a bucket of 1,000,000,
+//!   committed with `no_sync` (the comparison's (e), one transaction per iteration).
 //! - `DurableCommit`: one single-key durable commit.
 //!
-//! Allocations per `Get1M` lookup are counted with a counting allocator outside the timing
-//! loop and printed; the benchmark fails if a lookup allocates.
+//! Allocations per `Get1M` lookup and per put of `Tx100RandomPuts` (the whole transaction,
+//! commit included, over its 100 puts) are counted with a counting allocator outside the
+//! timing loop and printed; the benchmark fails if a lookup allocates.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rbolt::{Db, Options};
@@ -31,6 +35,13 @@ unsafe impl GlobalAlloc for Counting {
         }
         // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
         unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `alloc_zeroed`'s contract, which we pass on.
+        unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller upholds `dealloc`'s contract, which we pass on.
@@ -210,6 +221,88 @@ fn load(c: &mut Criterion) {
     group.finish();
 }
 
+fn load_sorted(c: &mut Criterion) {
+    const N: usize = 1_000_000;
+    let mut keys = keys(N, 7);
+    keys.sort_unstable();
+    let mut group = c.benchmark_group("load");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
+    group.throughput(Throughput::Elements(N as u64));
+    group.bench_function("BulkLoadSorted1M", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().unwrap(),
+            |dir| {
+                let db = Db::open(dir.path().join("sorted.db")).unwrap();
+                db.update(|tx| {
+                    let mut bucket = tx.create_bucket(b"bench")?;
+                    bucket.set_fill_percent(1.0);
+                    for key in &keys {
+                        bucket.put(key, &[0x5a; 100])?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                dir
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
+fn tx_puts(c: &mut Criterion) {
+    const N: usize = 1_000_000;
+    const PUTS_PER_TX: usize = 100;
+    const COUNTED_TXS: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("tx.db"), Options::default().no_sync(true)).unwrap();
+    db.update(|tx| {
+        let mut bucket = tx.create_bucket(b"bench")?;
+        for key in &keys(N, 11) {
+            bucket.put(key, &[0x5a; 100])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    // New keys, never the loaded ones: a different seed, and far more than the benchmark uses.
+    let fresh = keys(4_000_000, 13);
+    let mut next = 0usize;
+    let mut one_tx = |db: &Db| {
+        let batch = &fresh[next..next + PUTS_PER_TX];
+        next = (next + PUTS_PER_TX) % (fresh.len() - PUTS_PER_TX);
+        db.update(|tx| {
+            let mut bucket = tx.bucket_mut(b"bench")?.unwrap();
+            for key in batch {
+                bucket.put(key, &[0x6b; 100])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    };
+    // Warm the buffer pools, then count a run of transactions.
+    for _ in 0..10 {
+        one_tx(&db);
+    }
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for _ in 0..COUNTED_TXS {
+        one_tx(&db);
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let per_put = ALLOCATIONS.load(Ordering::Relaxed) as f64 / (COUNTED_TXS * PUTS_PER_TX) as f64;
+    eprintln!("allocs/op Tx100RandomPuts (per put, commit included): {per_put:.3}");
+
+    let mut group = c.benchmark_group("put");
+    group.throughput(Throughput::Elements(PUTS_PER_TX as u64));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(10));
+    group.bench_function("Tx100RandomPuts", |b| b.iter(|| one_tx(&db)));
+    group.finish();
+}
+
 fn commit(c: &mut Criterion) {
     let (_dir, db) = bench_db();
     let mut group = c.benchmark_group("commit");
@@ -229,5 +322,5 @@ fn commit(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, get, batch, commit, load);
+criterion_group!(benches, get, batch, commit, load, load_sorted, tx_puts);
 criterion_main!(benches);

@@ -1,6 +1,8 @@
 //! The workload comparison: builds `benches/compare` (its own workspace, so the peers never
-//! enter `cargo test --workspace`), then runs it once per engine, each in its own process,
-//! one after the other, and reads the JSON line each prints.
+//! enter `cargo test --workspace`), then runs it once per engine and repeat, each run in its
+//! own process, one after the other, and reads the JSON line each prints. With `--repeat R`
+//! the engines take turns R times (the order rotated each round), so a burst of load on a
+//! shared machine lands on every engine alike; the report takes each cell's median.
 
 use super::{Args, Layout, cargo};
 use anyhow::{Context, Result, bail};
@@ -23,13 +25,33 @@ const ENGINE_CRATES: &[(&str, &[&str])] = &[
     ("bbolt-rs", &["bbolt-rs"]),
 ];
 
+/// Every run of one engine.
 pub struct EngineRun {
     pub name: String,
     /// e.g. "heed 0.22.1, lmdb-master-sys 0.2.6".
     pub version: String,
-    /// The child's JSON line, or why there is none.
-    pub result: std::result::Result<Value, String>,
+    /// One per repeat, in run order: the child's JSON line, or why there is none.
+    pub results: Vec<std::result::Result<Value, String>>,
+    /// Wall time of all its runs together.
     pub wall_secs: f64,
+}
+
+impl EngineRun {
+    /// The lines of the runs that finished.
+    pub fn ok(&self) -> Vec<&Value> {
+        self.results
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .collect()
+    }
+
+    /// The errors of the runs that did not.
+    pub fn errors(&self) -> Vec<&str> {
+        self.results
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(String::as_str))
+            .collect()
+    }
 }
 
 pub struct Compare {
@@ -37,16 +59,26 @@ pub struct Compare {
     pub command: String,
     pub n: usize,
     pub rw_secs: f64,
+    /// Runs per engine asked for.
+    pub repeat: usize,
     pub runs: Vec<EngineRun>,
 }
 
 impl Compare {
-    /// The engines that produced results, rbolt first.
-    pub fn ok(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.runs
-            .iter()
-            .filter_map(|run| run.result.as_ref().ok().map(|v| (run.name.as_str(), v)))
+    /// The engines with at least one finished run, rbolt first, with those runs' lines.
+    pub fn ok(&self) -> impl Iterator<Item = (&str, Vec<&Value>)> {
+        self.runs.iter().filter_map(|run| {
+            let lines = run.ok();
+            (!lines.is_empty()).then_some((run.name.as_str(), lines))
+        })
     }
+}
+
+/// The engines of round `round`: `engines` rotated by `round`, so that no engine always runs
+/// right after the same one (the page cache and the disk remember the run before).
+fn round_order(engines: &[String], round: usize) -> Vec<&String> {
+    let shift = round % engines.len().max(1);
+    engines[shift..].iter().chain(&engines[..shift]).collect()
 }
 
 pub fn run(layout: &Layout, args: &Args) -> Result<Compare> {
@@ -59,57 +91,60 @@ pub fn run(layout: &Layout, args: &Args) -> Result<Compare> {
         .join(format!("run-{}", std::process::id()));
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
-    let mut runs = Vec::new();
-    for name in &args.engines {
-        let dir = data_dir.join(name);
-        eprintln!("== {name}: n = {}, data in {}", args.n, dir.display());
-        let start = Instant::now();
-        let result = run_engine(&binary, name, &dir, args);
-        let wall_secs = start.elapsed().as_secs_f64();
-        if let Err(error) = &result {
-            eprintln!("== {name}: no result: {error}");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
-        let version = ENGINE_CRATES
-            .iter()
-            .find(|(engine, _)| engine == name)
-            .map(|(_, crates)| {
-                crates
-                    .iter()
-                    .map(|krate| {
-                        let version = versions
-                            .iter()
-                            .find(|(n, _)| n == krate)
-                            .map_or("?", |(_, v)| v.as_str());
-                        format!("{krate} {version}")
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
-        runs.push(EngineRun {
+    let mut runs: Vec<EngineRun> = args
+        .engines
+        .iter()
+        .map(|name| EngineRun {
             name: name.clone(),
-            version,
-            result,
-            wall_secs,
-        });
+            version: version_of(name, &versions),
+            results: Vec::new(),
+            wall_secs: 0.0,
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for round in 0..args.repeat {
+        for name in round_order(&args.engines, round) {
+            let dir = data_dir.join(name);
+            eprintln!(
+                "== {name} (run {} of {}): n = {}, data in {}",
+                round + 1,
+                args.repeat,
+                args.n,
+                dir.display()
+            );
+            let start = Instant::now();
+            let result = run_engine(&binary, name, &dir, args);
+            let wall_secs = start.elapsed().as_secs_f64();
+            if let Err(error) = &result {
+                eprintln!("== {name}: no result: {error}");
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+            lines.push(match &result {
+                Ok(value) => {
+                    let mut value = value.clone();
+                    value["round"] = Value::from(round);
+                    value
+                }
+                Err(error) => serde_json::json!({ "engine": name, "round": round, "error": error }),
+            });
+            let run = runs
+                .iter_mut()
+                .find(|run| &run.name == name)
+                .expect("every engine has a run");
+            run.results.push(result);
+            run.wall_secs += wall_secs;
+        }
     }
     let _ = std::fs::remove_dir(&data_dir);
     let _ = std::fs::remove_dir(data_dir.parent().unwrap_or(&data_dir));
-    let raw: Vec<Value> = runs
-        .iter()
-        .map(|run| match &run.result {
-            Ok(value) => value.clone(),
-            Err(error) => serde_json::json!({ "engine": run.name, "error": error }),
-        })
-        .collect();
     let raw = serde_json::json!({
         "command": args.command,
         "n": args.n,
         "rw_secs": args.rw_secs,
+        "repeat": args.repeat,
         "versions": runs.iter().map(|run| (run.name.clone(), Value::from(run.version.clone())))
             .collect::<serde_json::Map<_, _>>(),
-        "engines": raw,
+        "engines": lines,
     });
     let raw_path = layout.report.join("compare.json");
     std::fs::write(&raw_path, serde_json::to_string_pretty(&raw)?)
@@ -118,8 +153,30 @@ pub fn run(layout: &Layout, args: &Args) -> Result<Compare> {
         command: args.command.clone(),
         n: args.n,
         rw_secs: args.rw_secs,
+        repeat: args.repeat,
         runs,
     })
+}
+
+/// "heed 0.22.1, lmdb-master-sys 0.2.6": the versions of the crates behind `engine`.
+fn version_of(engine: &str, versions: &[(String, String)]) -> String {
+    ENGINE_CRATES
+        .iter()
+        .find(|(name, _)| *name == engine)
+        .map(|(_, crates)| {
+            crates
+                .iter()
+                .map(|krate| {
+                    let version = versions
+                        .iter()
+                        .find(|(n, _)| n == krate)
+                        .map_or("?", |(_, v)| v.as_str());
+                    format!("{krate} {version}")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
 }
 
 /// Reads back the `compare.json` a run wrote (for `--replot`).
@@ -133,22 +190,30 @@ pub fn load(path: &Path) -> Result<Compare> {
         Value::Array(lines) => lines.clone(),
         _ => raw["engines"].as_array().cloned().unwrap_or_default(),
     };
-    let runs: Vec<EngineRun> = lines
-        .into_iter()
-        .map(|line| {
-            let name = line["engine"].as_str().unwrap_or("?").to_string();
-            EngineRun {
+    // One line per run; a run of several repeats has several lines per engine, which are
+    // gathered under the engine in the order they ran.
+    let mut runs: Vec<EngineRun> = Vec::new();
+    for line in lines {
+        let name = line["engine"].as_str().unwrap_or("?").to_string();
+        let result = match line["error"].as_str() {
+            Some(error) => Err(error.to_string()),
+            None => Ok(line),
+        };
+        match runs.iter_mut().find(|run| run.name == name) {
+            Some(run) => run.results.push(result),
+            None => runs.push(EngineRun {
                 version: raw["versions"][&name].as_str().unwrap_or("").to_string(),
                 name,
-                result: match line["error"].as_str() {
-                    Some(error) => Err(error.to_string()),
-                    None => Ok(line),
-                },
+                results: vec![result],
                 wall_secs: 0.0,
-            }
-        })
-        .collect();
-    let first = runs.iter().find_map(|run| run.result.as_ref().ok());
+            }),
+        }
+    }
+    let first = runs
+        .iter()
+        .flat_map(|run| run.results.iter())
+        .find_map(|result| result.as_ref().ok());
+    let repeat = runs.iter().map(|run| run.results.len()).max().unwrap_or(1);
     Ok(Compare {
         command: raw["command"]
             .as_str()
@@ -159,6 +224,7 @@ pub fn load(path: &Path) -> Result<Compare> {
             .as_f64()
             .or_else(|| first.and_then(|v| v["rw_secs"].as_f64()))
             .unwrap_or(5.0),
+        repeat,
         runs,
     })
 }
@@ -292,6 +358,55 @@ fn versions(lock: &Path) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounds_rotate_the_engines() {
+        let engines: Vec<String> = ["rbolt", "lmdb", "redb"].map(String::from).to_vec();
+        let order = |round| {
+            round_order(&engines, round)
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(order(0), "rbolt,lmdb,redb");
+        assert_eq!(order(1), "lmdb,redb,rbolt");
+        assert_eq!(order(2), "redb,rbolt,lmdb");
+        assert_eq!(order(3), "rbolt,lmdb,redb");
+    }
+
+    #[test]
+    fn load_gathers_the_repeats_of_each_engine() {
+        let dir = std::env::temp_dir().join(format!("xtask-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("compare.json");
+        std::fs::write(
+            &path,
+            r#"{"command":"c","rw_secs":2,"versions":{"rbolt":"rbolt 0.1.0"},"engines":[
+              {"engine":"rbolt","n":100,"round":0},
+              {"engine":"lmdb","round":0,"error":"boom"},
+              {"engine":"lmdb","n":100,"round":1},
+              {"engine":"rbolt","n":100,"round":1}]}"#,
+        )
+        .unwrap();
+        let compare = load(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(compare.repeat, 2);
+        assert_eq!(compare.n, 100);
+        let summary: Vec<(String, usize, Vec<&str>)> = compare
+            .runs
+            .iter()
+            .map(|run| (run.name.clone(), run.ok().len(), run.errors()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("rbolt".to_string(), 2, vec![]),
+                ("lmdb".to_string(), 1, vec!["boom"])
+            ]
+        );
+        assert_eq!(compare.runs[0].version, "rbolt 0.1.0");
+    }
 
     #[test]
     fn versions_from_lock() {

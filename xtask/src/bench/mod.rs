@@ -27,7 +27,9 @@ options:
                           known: rbolt, lmdb, redb, sled, jammdb, bbolt-rs
   --only micro|compare    run one half only
   --rw-secs SECS          length of the read-write phase (default 5, --quick 1)
-  --timeout SECS          give up on an engine after this long (default 1200, --quick 300)
+  --repeat R              run every engine R times, taking turns (default 1); the report
+                          shows each cell's median and its min-max, ratios of medians
+  --timeout SECS          give up on an engine run after this long (default 1200, --quick 300)
   --replot                rewrite summary.md and the charts from the last run's compare.json
                           and criterion's latest results; run nothing
   --save-baseline NAME    passed to criterion: save the micro results as NAME
@@ -53,6 +55,8 @@ pub struct Args {
     pub engines: Vec<String>,
     only: Only,
     pub rw_secs: f64,
+    /// Runs of each engine, interleaved.
+    pub repeat: usize,
     pub timeout: Duration,
     baseline: Option<(String, String)>,
     criterion_extra: Vec<String>,
@@ -68,6 +72,7 @@ fn parse(raw: &[String]) -> Result<Option<Args>> {
         engines: ENGINES.iter().map(|e| e.to_string()).collect(),
         only: Only::Both,
         rw_secs: 0.0,
+        repeat: 1,
         timeout: Duration::ZERO,
         baseline: None,
         criterion_extra: Vec::new(),
@@ -114,6 +119,12 @@ fn parse(raw: &[String]) -> Result<Option<Args>> {
                 }
             }
             "--rw-secs" => args.rw_secs = value()?.parse().context("--rw-secs")?,
+            "--repeat" => {
+                args.repeat = value()?.parse().context("--repeat")?;
+                if args.repeat == 0 {
+                    bail!("--repeat must be at least 1");
+                }
+            }
             "--timeout" => {
                 args.timeout = Duration::from_secs(value()?.parse().context("--timeout")?)
             }
@@ -261,11 +272,12 @@ mod tests {
         let raw: Vec<String> = raw.iter().map(|s| s.to_string()).collect();
         let args = parse(&raw).unwrap().unwrap();
         let got = format!(
-            "n={} engines={} only={:?} rw={} timeout={} baseline={:?} extra={:?}",
+            "n={} engines={} only={:?} rw={} repeat={} timeout={} baseline={:?} extra={:?}",
             args.n,
             args.engines.join(","),
             args.only,
             args.rw_secs,
+            args.repeat,
             args.timeout.as_secs(),
             args.baseline,
             args.criterion_extra
@@ -277,19 +289,30 @@ mod tests {
     fn flags() {
         check(
             &[],
-            "n=1000000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=1200 baseline=None extra=[]",
+            "n=1000000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 repeat=1 timeout=1200 baseline=None extra=[]",
         );
         check(
             &["--quick"],
-            "n=100000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Compare rw=1 timeout=300 baseline=None extra=[]",
+            "n=100000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Compare rw=1 repeat=1 timeout=300 baseline=None extra=[]",
         );
         check(
             &["--quick", "--only", "micro", "--engines", "lmdb,redb"],
-            "n=100000 engines=rbolt,lmdb,redb only=Micro rw=1 timeout=300 baseline=None extra=[]",
+            "n=100000 engines=rbolt,lmdb,redb only=Micro rw=1 repeat=1 timeout=300 baseline=None extra=[]",
         );
         check(
             &["--n", "200_000", "--baseline", "main", "--", "--noplot"],
-            "n=200000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 timeout=1200 baseline=Some((\"--baseline\", \"main\")) extra=[\"--noplot\"]",
+            "n=200000 engines=rbolt,lmdb,redb,sled,jammdb,bbolt-rs only=Both rw=5 repeat=1 timeout=1200 baseline=Some((\"--baseline\", \"main\")) extra=[\"--noplot\"]",
+        );
+        check(
+            &[
+                "--only",
+                "compare",
+                "--repeat",
+                "3",
+                "--engines",
+                "lmdb,redb",
+            ],
+            "n=1000000 engines=rbolt,lmdb,redb only=Compare rw=5 repeat=3 timeout=1200 baseline=None extra=[]",
         );
     }
 
@@ -299,6 +322,8 @@ mod tests {
             &["--engines", "rocksdb"][..],
             &["--only", "all"],
             &["--n", "10"],
+            &["--repeat", "0"],
+            &["--repeat", "x"],
             &["--frobnicate"],
         ] {
             let raw: Vec<String> = raw.iter().map(|s| s.to_string()).collect();

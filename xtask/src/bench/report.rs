@@ -1,5 +1,7 @@
 //! `target/bench-report/summary.md`: engines as columns, workloads as rows, the best cell in
-//! bold, rbolt against the best peer, the machine, the versions and the command.
+//! bold, rbolt against the best peer, the machine, the versions and the command. With several
+//! runs per engine (`--repeat`), a cell is the median of the runs with their min-max, and
+//! bests and ratios compare medians.
 
 use super::compare::{Compare, EngineRun};
 use super::machine::Machine;
@@ -178,6 +180,15 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         family: "footprint",
+        label: "file size after (a2)",
+        short: "file after (a2)",
+        unit: "MiB",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| mib(phase(v, "load_sorted", "file_bytes")),
+    },
+    Metric {
+        family: "footprint",
         label: "file size after (g)",
         short: "file after (g)",
         unit: "MiB",
@@ -239,7 +250,66 @@ pub const METRICS: &[Metric] = &[
         comparable: true,
         get: |v| phase(v, "get_random", "allocs_per_op"),
     },
+    Metric {
+        family: "written",
+        label: "heap allocations per put in (e)",
+        short: "allocs/put (e)",
+        unit: "allocs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| phase(v, "batch_nosync", "allocs_per_op"),
+    },
 ];
+
+/// The runs of one cell summed up: their median and range.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// How many runs gave a value.
+    pub n: usize,
+}
+
+/// The median (the mean of the middle two for an even count), min and max of `values`.
+pub fn stat(values: impl IntoIterator<Item = f64>) -> Option<Stat> {
+    let mut values: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    };
+    Some(Stat {
+        median,
+        min: values[0],
+        max: values[n - 1],
+        n,
+    })
+}
+
+/// A metric over every run of one engine.
+pub fn metric_stat(metric: &Metric, lines: &[&Value]) -> Option<Stat> {
+    stat(lines.iter().filter_map(|line| (metric.get)(line)))
+}
+
+/// A cell: the median, and the range when the runs differ.
+pub fn format_stat(stat: &Stat) -> String {
+    if stat.n > 1 && stat.max > stat.min {
+        format!(
+            "{} ({}–{})",
+            format_value(stat.median),
+            format_value(stat.min),
+            format_value(stat.max)
+        )
+    } else {
+        format_value(stat.median)
+    }
+}
 
 /// The phases whose file sizes the report lists, with their labels.
 const SIZE_PHASES: &[(&str, &str)] = &[
@@ -365,14 +435,24 @@ pub fn write(
 }
 
 fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
-    let engines: Vec<(&str, &Value)> = compare.ok().collect();
+    let engines: Vec<(&str, Vec<&Value>)> = compare.ok().collect();
     writeln!(md, "\n## rbolt and its peers\n")?;
+    let runs = if compare.repeat > 1 {
+        format!(
+            " Each engine ran {} times, the engines taking turns; a cell is the median of its \
+             runs with the lowest and highest in brackets, and the best and the ratio compare \
+             medians.",
+            compare.repeat
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         md,
         "N = {} keys of 16 random bytes with 100-byte values, one fixed seed, every engine \
          in its own process; the read-write phase ran {} s. Lower is better except where the \
          unit is per second. **Bold**: the best of the row. Last column: rbolt's value over \
-         the best peer's.\n",
+         the best peer's.{runs}\n",
         group_thousands(compare.n),
         compare.rw_secs
     )?;
@@ -387,12 +467,19 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     }
     writeln!(md, "---|")?;
     for metric in METRICS {
-        let values: Vec<Option<f64>> = engines.iter().map(|(_, v)| (metric.get)(v)).collect();
+        let stats: Vec<Option<Stat>> = engines
+            .iter()
+            .map(|(_, lines)| metric_stat(metric, lines))
+            .collect();
+        let values: Vec<Option<f64>> = stats.iter().map(|s| s.map(|s| s.median)).collect();
         let best_value = best(metric, &values).filter(|_| metric.comparable);
         write!(md, "| {} | {} |", metric.label, metric.unit)?;
-        for ((_, json), value) in engines.iter().zip(&values) {
-            let mut cell = value.map_or("—".into(), format_value);
-            if metric.unit == "allocs" && json["notes"]["rust_heap_only"] == Value::Bool(false) {
+        for ((_, lines), (stat, value)) in engines.iter().zip(stats.iter().zip(&values)) {
+            let mut cell = stat.as_ref().map_or("—".into(), format_stat);
+            if metric.unit == "allocs"
+                && lines.first().map(|line| &line["notes"]["rust_heap_only"])
+                    == Some(&Value::Bool(false))
+            {
                 cell.push_str(" ¹");
             }
             if value.is_some() && *value == best_value && engines.len() > 1 {
@@ -420,7 +507,8 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     }
     let baseline_mib = engines
         .iter()
-        .filter_map(|(_, v)| v["rss_kib"]["baseline"].as_f64())
+        .flat_map(|(_, lines)| lines.iter())
+        .filter_map(|v| v["rss_kib"]["baseline"].as_f64())
         .fold(0.0, f64::max)
         / 1024.0;
     writeln!(
@@ -436,7 +524,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     )?;
     writeln!(
         md,
-        "\n### File size after each phase (MiB, as `ls -l` shows)\n"
+        "\n### File size after each phase (MiB, as `ls -l` shows; medians)\n"
     )?;
     write!(md, "| after | ")?;
     for (name, _) in &engines {
@@ -450,8 +538,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     writeln!(md)?;
     for (phase_name, label) in SIZE_PHASES {
         write!(md, "| {label} |")?;
-        for (_, v) in &engines {
-            let cell = mib(phase(v, phase_name, "file_bytes")).map_or("—".into(), format_value);
+        for (_, lines) in &engines {
+            let sizes = lines
+                .iter()
+                .filter_map(|v| mib(phase(v, phase_name, "file_bytes")));
+            let cell = stat(sizes).map_or("—".into(), |s| format_value(s.median));
             write!(md, " {cell} |")?;
         }
         writeln!(md)?;
@@ -469,7 +560,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     )?;
     writeln!(md, "|---|---|---|---|---|")?;
     for run in &compare.runs {
-        let notes = run.result.as_ref().ok().map(|v| &v["notes"]);
+        let notes = run.ok().first().map(|v| &v["notes"]);
         let note = |key: &str| {
             notes
                 .and_then(|n| n[key].as_str())
@@ -493,24 +584,33 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
          transactions of 1,000 gets."
     )?;
 
-    let left_out: Vec<&EngineRun> = compare.runs.iter().filter(|r| r.result.is_err()).collect();
+    let failed: Vec<&EngineRun> = compare
+        .runs
+        .iter()
+        .filter(|r| !r.errors().is_empty())
+        .collect();
     let not_asked: Vec<&str> = ENGINES
         .iter()
         .copied()
         .filter(|e| !compare.runs.iter().any(|r| r.name == *e))
         .collect();
-    if !left_out.is_empty() || !not_asked.is_empty() {
+    if !failed.is_empty() || !not_asked.is_empty() {
         writeln!(md, "\n### Left out\n")?;
-        for run in left_out {
-            let error = run.result.as_ref().err().map_or("", String::as_str);
+        for run in failed {
+            let errors = run.errors();
+            let count = if run.results.len() > 1 {
+                format!("{} of {} runs: ", errors.len(), run.results.len())
+            } else {
+                String::new()
+            };
             if run.wall_secs > 0.0 {
                 writeln!(
                     md,
-                    "- {}: {} (after {:.0} s)",
-                    run.name, error, run.wall_secs
+                    "- {}: {count}{} (after {:.0} s in all)",
+                    run.name, errors[0], run.wall_secs
                 )?;
             } else {
-                writeln!(md, "- {}: {}", run.name, error)?;
+                writeln!(md, "- {}: {count}{}", run.name, errors[0])?;
             }
         }
         for name in not_asked {
@@ -640,6 +740,22 @@ mod tests {
         assert_eq!(ratio(time, None, Some(1.0)), "—");
         assert_eq!(best(time, &[Some(2.0), None, Some(1.0)]), Some(1.0));
         assert_eq!(best(rate, &[Some(2.0), None, Some(1.0)]), Some(2.0));
+    }
+
+    #[test]
+    fn stats_of_runs() {
+        let s = stat([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        let s = stat([4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.5, 1.0, 4.0, 4));
+        assert_eq!(stat([f64::NAN]), None);
+        assert_eq!(stat(std::iter::empty()), None);
+        assert_eq!(format_stat(&stat([1.5]).unwrap()), "1.50");
+        assert_eq!(format_stat(&stat([1.5, 1.5]).unwrap()), "1.50");
+        assert_eq!(
+            format_stat(&stat([1.2, 1.5, 1.9]).unwrap()),
+            "1.50 (1.20–1.90)"
+        );
     }
 
     #[test]
