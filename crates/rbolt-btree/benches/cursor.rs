@@ -151,8 +151,8 @@ impl Fixture {
                 .expect("put into a new tree");
         }
         let (pages, alloc) = store.parts();
-        tree.rebalance(pages, alloc).expect("rebalance");
-        let root = tree.spill(pages, &arena, alloc).expect("spill");
+        tree.rebalance(pages, &mut arena, alloc).expect("rebalance");
+        let root = tree.spill(pages, &mut arena, alloc).expect("spill");
         store.commit();
 
         // Look keys up in an order unrelated to insertion.
@@ -298,7 +298,6 @@ fn cursor_put(c: &mut Criterion, fixture: &Fixture) {
         while done < n {
             let batch = PUTS_PER_TX.min(n - done);
             let mut tree = Tree::from_page(fixture.root);
-            arena.clear();
             let keys: Vec<[u8; 8]> = (0..batch).map(|_| rng.next().to_be_bytes()).collect();
             let start = Instant::now();
             let ((), counted) = if count {
@@ -355,8 +354,8 @@ fn bulk_insert_random_1m(c: &mut Criterion) {
             tree.put(store.pages(), &mut arena, key, &value, 0).unwrap();
         }
         let (pages, alloc) = store.parts();
-        tree.rebalance(pages, alloc).unwrap();
-        let root = tree.spill(pages, &arena, alloc).unwrap();
+        tree.rebalance(pages, &mut arena, alloc).unwrap();
+        let root = tree.spill(pages, &mut arena, alloc).unwrap();
         store.commit();
         (store, arena, tree, root)
     };

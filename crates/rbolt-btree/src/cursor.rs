@@ -1,18 +1,15 @@
 //! Reading a tree: point lookups and cursors over committed pages and edited nodes alike.
 
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
-use crate::node::{Child, Inodes, Node, NodeId};
+use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
-    BranchPage, Corruption, LeafPage, PageKind, Pgid, Reason, Result, child_index, compare_keys,
-    lower_bound,
+    BranchPage, Corruption, KeySource, LeafPage, PageHeader, PageKind, Pgid, Reason, Result,
+    child_index, compare_keys, lower_bound, search,
 };
+
 use smallvec::SmallVec;
 use std::cmp::Ordering;
-
-/// An arena with nothing in it, for views of committed pages only.
-static EMPTY_ARENA: Arena = Arena::empty();
 
 /// Where a tree's root is.
 #[derive(Clone, Copy, Debug)]
@@ -45,20 +42,47 @@ impl Entry<'_> {
 }
 
 /// A read-only view of one tree: committed pages, plus the nodes a write transaction edited.
+/// A node is read through the same page views as a page: its image is one.
 #[derive(Clone, Copy, Debug)]
 pub struct TreeView<'a> {
     pub(crate) pages: Pages<'a>,
-    pub(crate) arena: &'a Arena,
     pub(crate) nodes: &'a [Node],
     pub(crate) root: RootRef<'a>,
 }
 
-/// A frame of a cursor's stack: a page or a node.
+/// A frame of a cursor's stack: a page, or a node's image.
 #[derive(Clone, Copy, Debug)]
 enum Frame<'a> {
     Leaf(LeafPage<'a>),
     Branch(BranchPage<'a>),
-    Node(NodeId),
+    /// A leaf node: its entries are read as a page's.
+    NodeLeaf(LeafPage<'a>),
+    /// A branch node: its children may be nodes (`NODE_TAG`), and its first separator
+    /// routes nothing (see `tree.rs`).
+    NodeBranch(BranchPage<'a>),
+}
+
+/// The separators of a branch node after the first, for the binary search.
+struct AfterFirst<'p, 'a>(&'p BranchPage<'a>);
+
+impl KeySource for AfterFirst<'_, '_> {
+    #[inline]
+    fn key_count(&self) -> usize {
+        self.0.len().saturating_sub(1)
+    }
+    #[inline]
+    fn key_at(&self, index: usize) -> Result<&[u8]> {
+        self.0.key(index + 1)
+    }
+}
+
+/// In a branch node, the child whose subtree would hold `key`: the first separator left out.
+#[inline]
+fn node_child_index(page: &BranchPage<'_>, key: &[u8]) -> Result<usize> {
+    Ok(match search(&AfterFirst(page), key)? {
+        Ok(index) => index + 1,
+        Err(index) => index,
+    })
 }
 
 /// A position on a cursor's path: a page or node, and the index of an element in it.
@@ -73,7 +97,6 @@ impl<'a> TreeView<'a> {
     pub fn from_page(pages: Pages<'a>, root: Pgid) -> TreeView<'a> {
         TreeView {
             pages,
-            arena: &EMPTY_ARENA,
             nodes: &[],
             root: RootRef::Page(root),
         }
@@ -83,7 +106,6 @@ impl<'a> TreeView<'a> {
     pub fn from_inline(pages: Pages<'a>, page: &'a [u8]) -> TreeView<'a> {
         TreeView {
             pages,
-            arena: &EMPTY_ARENA,
             nodes: &[],
             root: RootRef::Inline(page),
         }
@@ -133,12 +155,30 @@ impl<'a> TreeView<'a> {
         }
     }
 
+    /// The frame of node `id`: its image read as a page.
+    #[inline]
+    fn node_frame(&self, id: NodeId) -> Result<Frame<'a>> {
+        let node = &self.nodes[id as usize];
+        let image = node.image();
+        let header = PageHeader::read(image)
+            .ok_or_else(|| Corruption::new(node.pgid, Reason::Other("node without a header")))?;
+        if node.is_leaf() {
+            Ok(Frame::NodeLeaf(LeafPage::from_header(
+                image, node.pgid, header,
+            )?))
+        } else {
+            Ok(Frame::NodeBranch(BranchPage::from_header(
+                image, node.pgid, header,
+            )?))
+        }
+    }
+
     #[inline]
     fn root_frame(&self) -> Result<Frame<'a>> {
         match self.root {
             RootRef::Page(pgid) => self.load(Pgid(0), pgid),
             RootRef::Inline(bytes) => Ok(Frame::Leaf(LeafPage::inline(bytes, Pgid(0))?)),
-            RootRef::Node(id) => Ok(Frame::Node(id)),
+            RootRef::Node(id) => self.node_frame(id),
         }
     }
 
@@ -147,58 +187,47 @@ impl<'a> TreeView<'a> {
     fn child(&self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
         match frame {
             Frame::Branch(page) => self.load(page.pgid(), page.child(index)?),
-            Frame::Node(id) => match &self.nodes[id as usize].inodes {
-                Inodes::Branch(inodes) => match inodes[index].child {
-                    Child::Page(pgid) => self.load(self.nodes[id as usize].pgid, pgid),
-                    Child::Node(child) => Ok(Frame::Node(child)),
-                },
-                Inodes::Leaf(_) => unreachable!("child of a leaf node"),
-            },
-            Frame::Leaf(_) => unreachable!("child of a leaf page"),
+            Frame::NodeBranch(page) => {
+                let child = page.child(index)?;
+                if child.0 & NODE_TAG != 0 {
+                    self.node_frame((child.0 & !NODE_TAG) as NodeId)
+                } else {
+                    self.load(page.pgid(), child)
+                }
+            }
+            Frame::Leaf(_) | Frame::NodeLeaf(_) => unreachable!("child of a leaf"),
+        }
+    }
+
+    /// In a branch frame, the child whose subtree would hold `key`.
+    #[inline]
+    fn child_index(&self, frame: Frame<'a>, key: &[u8]) -> Result<usize> {
+        match frame {
+            Frame::Branch(page) => child_index(&page, key),
+            Frame::NodeBranch(page) => node_child_index(&page, key),
+            Frame::Leaf(_) | Frame::NodeLeaf(_) => unreachable!("child index in a leaf"),
         }
     }
 
     #[inline]
     fn is_leaf(&self, frame: Frame<'a>) -> bool {
-        match frame {
-            Frame::Leaf(_) => true,
-            Frame::Branch(_) => false,
-            Frame::Node(id) => self.nodes[id as usize].is_leaf(),
-        }
+        matches!(frame, Frame::Leaf(_) | Frame::NodeLeaf(_))
     }
 
     #[inline]
     fn count(&self, frame: Frame<'a>) -> usize {
         match frame {
-            Frame::Leaf(page) => page.len(),
-            Frame::Branch(page) => page.len(),
-            Frame::Node(id) => self.nodes[id as usize].len(),
+            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.len(),
+            Frame::Branch(page) | Frame::NodeBranch(page) => page.len(),
         }
-    }
-
-    #[inline]
-    fn node(&self, id: NodeId) -> &'a Node {
-        &self.nodes[id as usize]
     }
 
     /// The entry at `index` of a leaf frame.
     #[inline]
     fn entry(&self, frame: Frame<'a>, index: usize) -> Result<Entry<'a>> {
         match frame {
-            Frame::Leaf(page) => page.entry(index).map(entry_of),
-            Frame::Node(id) => match &self.nodes[id as usize].inodes {
-                Inodes::Leaf(inodes) => {
-                    let inode = &inodes[index];
-                    let data = self.pages.data();
-                    Ok(Entry {
-                        key: inode.key(data, self.arena),
-                        value: inode.value(data, self.arena),
-                        flags: inode.flags,
-                    })
-                }
-                Inodes::Branch(_) => unreachable!("entry of a branch node"),
-            },
-            Frame::Branch(_) => unreachable!("entry of a branch page"),
+            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.entry(index).map(entry_of),
+            Frame::Branch(_) | Frame::NodeBranch(_) => unreachable!("entry of a branch"),
         }
     }
 
@@ -207,9 +236,9 @@ impl<'a> TreeView<'a> {
         let mut frame = self.root_frame()?;
         for _ in 0..DEPTH_MAX {
             match frame {
-                Frame::Leaf(page) => {
+                Frame::Leaf(page) | Frame::NodeLeaf(page) => {
                     return match page.search(key)? {
-                        Ok(index) => self.entry(frame, index).map(Some),
+                        Ok(index) => page.entry(index).map(|entry| Some(entry_of(entry))),
                         Err(_) => Ok(None),
                     };
                 }
@@ -217,19 +246,11 @@ impl<'a> TreeView<'a> {
                     let index = page.child_index(key)?;
                     frame = self.load(page.pgid(), page.child(index)?)?;
                 }
-                Frame::Node(id) => {
-                    let node = self.node(id);
-                    let data = self.pages.data();
-                    if node.is_leaf() {
-                        return match node.search(key, data, self.arena) {
-                            Ok(index) => self.entry(frame, index).map(Some),
-                            Err(_) => Ok(None),
-                        };
-                    }
-                    if node.len() == 0 {
+                Frame::NodeBranch(page) => {
+                    if page.is_empty() {
                         return Ok(None);
                     }
-                    let index = node.child_index(key, data, self.arena);
+                    let index = node_child_index(&page, key)?;
                     frame = self.child(frame, index)?;
                 }
             }
@@ -345,7 +366,7 @@ impl<'a> Cursor<'a> {
     fn load_child(&mut self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
         let child = self.view.child(frame, index)?;
         // Edited nodes are the transaction's own and sound; only pages from the file count.
-        if !matches!(child, Frame::Node(_)) {
+        if matches!(child, Frame::Leaf(_) | Frame::Branch(_)) {
             self.loads += 1;
             if self.loads > self.view.pages.high_water().0 + DEPTH_MAX as u64 {
                 return Err(Corruption::new(
@@ -426,25 +447,16 @@ impl<'a> Cursor<'a> {
             }
             if self.view.is_leaf(frame) {
                 let index = match frame {
-                    Frame::Leaf(page) => lower_bound(&page, key)?,
-                    Frame::Node(id) => {
-                        self.view
-                            .node(id)
-                            .lower_bound(key, self.view.pages.data(), self.view.arena)
-                    }
-                    Frame::Branch(_) => unreachable!(),
+                    Frame::Leaf(page) | Frame::NodeLeaf(page) => lower_bound(&page, key)?,
+                    Frame::Branch(_) | Frame::NodeBranch(_) => unreachable!(),
                 };
                 self.stack.push(ElemRef { frame, index });
                 break;
             }
-            let index = match frame {
-                Frame::Branch(page) => child_index(&page, key)?,
-                Frame::Node(id) => {
-                    self.view
-                        .node(id)
-                        .child_index(key, self.view.pages.data(), self.view.arena)
-                }
-                Frame::Leaf(_) => unreachable!(),
+            let index = if self.view.count(frame) == 0 {
+                0
+            } else {
+                self.view.child_index(frame, key)?
             };
             self.stack.push(ElemRef { frame, index });
             if self.view.count(frame) == 0 {
@@ -464,7 +476,7 @@ impl<'a> Cursor<'a> {
                 if let Some(top) = self.stack.last_mut() {
                     top.index += 1;
                     // The common step: the next entry of the same leaf page.
-                    if let Frame::Leaf(page) = &top.frame
+                    if let Frame::Leaf(page) | Frame::NodeLeaf(page) = &top.frame
                         && top.index < page.len()
                     {
                         return page.entry(top.index).map(|entry| Some(entry_of(entry)));
@@ -483,7 +495,7 @@ impl<'a> Cursor<'a> {
             State::At => {
                 // The common step: the previous entry of the same leaf page.
                 if let Some(top) = self.stack.last_mut()
-                    && let Frame::Leaf(page) = &top.frame
+                    && let Frame::Leaf(page) | Frame::NodeLeaf(page) = &top.frame
                     && top.index > 0
                     && top.index <= page.len()
                 {

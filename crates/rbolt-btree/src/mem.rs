@@ -23,7 +23,7 @@ pub struct MemAlloc {
     free: BTreeSet<Pgid>,
     freed_now: BTreeSet<Pgid>,
     allocated_now: Vec<(Pgid, usize)>,
-    dirty: Vec<(Pgid, Vec<u8>)>,
+    dirty: Vec<(Pgid, Box<[u8]>)>,
     reuse: bool,
 }
 
@@ -132,7 +132,7 @@ impl MemAlloc {
 impl PageAlloc for MemAlloc {
     type Error = Corruption;
 
-    fn allocate(&mut self, n_pages: usize) -> Result<(Pgid, &mut [u8]), Corruption> {
+    fn allocate(&mut self, n_pages: usize) -> Result<Pgid, Corruption> {
         let pgid = match self.take_run(n_pages) {
             Some(pgid) => pgid,
             None => {
@@ -142,11 +142,24 @@ impl PageAlloc for MemAlloc {
             }
         };
         self.allocated_now.push((pgid, n_pages));
-        // Garbage, not zeros: the tree must write every byte it hands to the file.
-        self.dirty
-            .push((pgid, vec![0xA5; n_pages * self.page_size]));
-        let buf = &mut self.dirty.last_mut().expect("just pushed").1;
-        Ok((pgid, buf))
+        Ok(pgid)
+    }
+
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Corruption> {
+        let n_pages = self
+            .allocated_now
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == pgid)
+            .map(|&(_, n)| n);
+        assert_eq!(
+            n_pages.map(|n| n * self.page_size),
+            Some(buf.len()),
+            "page {pgid} written with {} bytes that were not allocated for it",
+            buf.len()
+        );
+        self.dirty.push((pgid, buf));
+        Ok(())
     }
 
     fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<(), Corruption> {

@@ -504,6 +504,8 @@ pub fn shapes(with_4k: bool) -> Vec<Shape> {
             vec![
                 Box::new(|tx| {
                     let mut b = tx.create_bucket(b"b")?;
+                    // Half-full pages (bbolt's cut), so that few keys make three levels.
+                    b.set_fill_percent(0.5);
                     for i in 0..260 {
                         b.put(&key(i), &[i as u8; 8])?;
                     }

@@ -233,15 +233,17 @@ impl TxAlloc {
 impl PageAlloc for TxAlloc {
     type Error = Error;
 
-    fn allocate(&mut self, n_pages: usize) -> Result<(Pgid, &mut [u8])> {
-        // Every buffer handed out before this one is complete: write them out when many.
+    fn allocate(&mut self, n_pages: usize) -> Result<Pgid> {
+        self.allocate_ids(n_pages)
+    }
+
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<()> {
+        // Every buffer queued before this one is complete: write them out when many.
         if self.dirty_bytes >= DIRTY_FLUSH_BYTES {
             self.flush()?;
         }
-        let (pgid, buf) = self.allocate_buffer(n_pages)?;
         self.push(pgid, buf);
-        let last = self.dirty.last_mut().expect("just pushed");
-        Ok((pgid, &mut last.buf))
+        Ok(())
     }
 
     fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<()> {

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::iter::{Cursor, CursorMut, Entry, Iter};
 use crate::stats::BucketStats;
 use crate::tx::TxCore;
-use rbolt_btree::{Arena, Delete, Put, Tree, TreeView};
+use rbolt_btree::{Delete, Put, Tree, TreeView};
 use rbolt_page::{
     BUCKET_HEADER_SIZE, BucketHeader, BucketValue, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid,
     VALUE_SIZE_MAX,
@@ -64,10 +64,9 @@ impl BucketState {
     /// The read view of this bucket.
     pub(crate) fn view<'a>(&'a self, core: &'a TxCore) -> Bucket<'a> {
         Bucket {
-            view: self.tree.view(core.pages(), &core.arena),
+            view: self.tree.view(core.pages()),
             sequence: self.sequence,
             children: Some(&self.children),
-            arena: &core.arena,
         }
     }
 }
@@ -111,13 +110,13 @@ pub(crate) fn open_child<'s>(
 /// Reads the child bucket `name` from `state`'s tree (not from its open children).
 fn load_child(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Option<BucketState>> {
     let pages = core.pages();
-    let Some(value) = state.tree.get_ref(pages, &core.arena, name)? else {
+    let Some(entry) = state.tree.get(pages, name)? else {
         return Ok(None);
     };
-    if value.flags & LEAF_FLAG_BUCKET == 0 {
+    if !entry.is_bucket() {
         return Err(Error::IncompatibleValue);
     }
-    let (tree, header) = Tree::from_bucket_value(pages, &core.arena, value)?;
+    let (tree, header) = Tree::from_bucket_value(pages, entry.value)?;
     Ok(Some(BucketState {
         tree,
         sequence: header.sequence,
@@ -133,7 +132,7 @@ pub(crate) fn create_child<'s>(
 ) -> Result<&'s mut BucketState> {
     check_name(name)?;
     let pages = core.pages();
-    match state.tree.get(pages, &core.arena, name)? {
+    match state.tree.get(pages, name)? {
         Some(entry) if entry.is_bucket() => {
             if if_not_exists {
                 return Ok(open_child(core, state, name)?.expect("the bucket exists"));
@@ -156,7 +155,7 @@ pub(crate) fn create_child<'s>(
 pub(crate) fn delete_child(core: &mut TxCore, state: &mut BucketState, name: &[u8]) -> Result<()> {
     check_name(name)?;
     let pages = core.pages();
-    match state.tree.get(pages, &core.arena, name)? {
+    match state.tree.get(pages, name)? {
         None => return Err(Error::BucketNotFound),
         Some(entry) if !entry.is_bucket() => return Err(Error::IncompatibleValue),
         Some(_) => {}
@@ -178,7 +177,7 @@ fn free_bucket(core: &mut TxCore, bucket: &mut BucketState, depth: usize) -> Res
         return Err(bucket_too_deep());
     }
     let names: Vec<Vec<u8>> = {
-        let view = bucket.tree.view(core.pages(), &core.arena);
+        let view = bucket.tree.view(core.pages());
         let mut cursor = view.cursor();
         let mut names = Vec::new();
         let mut entry = cursor.first()?;
@@ -234,7 +233,6 @@ pub struct Bucket<'a> {
     pub(crate) view: TreeView<'a>,
     pub(crate) sequence: u64,
     pub(crate) children: Option<&'a BTreeMap<Vec<u8>, BucketState>>,
-    pub(crate) arena: &'a Arena,
 }
 
 impl<'a> Bucket<'a> {
@@ -253,10 +251,9 @@ impl<'a> Bucket<'a> {
             && let Some(child) = children.get(name)
         {
             return Ok(Some(Bucket {
-                view: child.tree.view(self.view.pages(), self.arena),
+                view: child.tree.view(self.view.pages()),
                 sequence: child.sequence,
                 children: Some(&child.children),
-                arena: self.arena,
             }));
         }
         let Some(entry) = self.view.get(name)? else {
@@ -265,19 +262,11 @@ impl<'a> Bucket<'a> {
         if !entry.is_bucket() {
             return Ok(None);
         }
-        Ok(Some(Bucket::from_value(
-            self.view.pages(),
-            entry.value,
-            self.arena,
-        )?))
+        Ok(Some(Bucket::from_value(self.view.pages(), entry.value)?))
     }
 
     /// The bucket whose value is `value`, read from `pages`.
-    pub(crate) fn from_value(
-        pages: rbolt_btree::Pages<'a>,
-        value: &'a [u8],
-        arena: &'a Arena,
-    ) -> Result<Bucket<'a>> {
+    pub(crate) fn from_value(pages: rbolt_btree::Pages<'a>, value: &'a [u8]) -> Result<Bucket<'a>> {
         let parsed = BucketValue::parse(value, Pgid(0))?;
         let view = match parsed.inline {
             Some(_) => TreeView::from_inline(pages, &value[BUCKET_HEADER_SIZE..]),
@@ -287,7 +276,6 @@ impl<'a> Bucket<'a> {
             view,
             sequence: parsed.header.sequence,
             children: None,
-            arena,
         })
     }
 

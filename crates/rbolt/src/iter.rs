@@ -278,7 +278,7 @@ impl<'a> CursorMut<'a> {
         let Position::At(key) = &self.position else {
             return Ok(None);
         };
-        let view = self.state.tree.view(self.core.pages(), &self.core.arena);
+        let view = self.state.tree.view(self.core.pages());
         Ok(view.get(key)?.map(entry_of))
     }
 
@@ -292,7 +292,7 @@ impl<'a> CursorMut<'a> {
         ) -> rbolt_page::Result<Option<rbolt_btree::Entry<'c>>>,
     ) -> Moved<'_> {
         let found = {
-            let view = self.state.tree.view(self.core.pages(), &self.core.arena);
+            let view = self.state.tree.view(self.core.pages());
             let mut cursor = view.cursor();
             step(&mut cursor, &self.position)?.map(|e| (e.key.to_vec(), e.is_bucket()))
         };

@@ -111,7 +111,6 @@ impl<'db> ReadTx<'db> {
             view: rbolt_btree::TreeView::from_page(self.pages(), meta.root_pgid()),
             sequence: meta.root.sequence,
             children: None,
-            arena: empty_arena(),
         }
     }
 
@@ -153,12 +152,6 @@ impl Drop for ReadTx<'_> {
     }
 }
 
-/// An arena with nothing in it, for buckets of read transactions.
-pub(crate) fn empty_arena() -> &'static Arena {
-    static EMPTY: std::sync::OnceLock<Arena> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(Arena::new)
-}
-
 /// The write transaction: edits buckets in memory and writes them on [`WriteTx::commit`].
 /// Dropping it, or [`WriteTx::rollback`], discards every change. There is one at a time.
 pub struct WriteTx<'db> {
@@ -194,9 +187,10 @@ impl<'db> WriteTx<'db> {
             .freelist
             .take()
             .expect("a writable database has its freelist loaded");
-        let pool = std::mem::take(&mut writer.pool);
         let mut arena = std::mem::take(&mut writer.arena);
-        arena.clear();
+        // The page buffers the last commit wrote become this transaction's nodes.
+        arena.recycle(db.page_size, std::mem::take(&mut writer.pool));
+        let pool = Vec::new();
         let alloc = TxAlloc::new(
             Txid(meta.txid + 1),
             db.page_size,
@@ -316,11 +310,11 @@ impl<'db> WriteTx<'db> {
             let parent = self
                 .bucket_path_mut(from_parent)?
                 .ok_or(Error::BucketNotFound)?;
-            let (pages, arena) = parent.core.pages_and_arena();
+            let pages = parent.core.pages();
             let entry = parent
                 .state
                 .tree
-                .get(pages, arena, name)?
+                .get(pages, name)?
                 .ok_or(Error::BucketNotFound)?;
             if !entry.is_bucket() {
                 return Err(Error::IncompatibleValue);
@@ -332,8 +326,8 @@ impl<'db> WriteTx<'db> {
             let parent = self
                 .bucket_path_mut(to_parent)?
                 .ok_or(Error::BucketNotFound)?;
-            let (pages, arena) = parent.core.pages_and_arena();
-            match parent.state.tree.get(pages, arena, new_name)? {
+            let pages = parent.core.pages();
+            match parent.state.tree.get(pages, new_name)? {
                 Some(entry) if entry.is_bucket() => return Err(Error::BucketExists),
                 Some(_) => return Err(Error::IncompatibleValue),
                 None => {}
@@ -549,9 +543,7 @@ impl<'db> WriteTx<'db> {
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
         self.writer.pool = std::mem::take(&mut alloc.pool);
-        let mut arena = std::mem::take(&mut self.core.arena);
-        arena.clear();
-        self.writer.arena = arena;
+        self.writer.arena = std::mem::take(&mut self.core.arena);
         self.root = BucketState::new_empty();
     }
 
@@ -580,8 +572,8 @@ fn rebalance_all(core: &mut TxCore, state: &mut BucketState, depth: usize) -> Re
     for child in state.children.values_mut() {
         rebalance_all(core, child, depth + 1)?;
     }
-    let (pages, _, alloc) = core.parts();
-    state.tree.rebalance(pages, alloc)
+    let (pages, arena, alloc) = core.parts();
+    state.tree.rebalance(pages, arena, alloc)
 }
 
 /// Writes every edited child bucket of `state` (their children first) and puts its new value
@@ -602,9 +594,7 @@ fn spill_children(core: &mut TxCore, state: &mut BucketState, depth: usize) -> R
                 child.tree.free_all(pages, alloc)?;
                 let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
                 value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
-                child
-                    .tree
-                    .write_inline(pages, arena, &mut value[BUCKET_HEADER_SIZE..]);
+                child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
                 value
             }
             None => {

@@ -67,6 +67,9 @@ fn colour(name: &str, index: usize) -> RGBColor {
 
 type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
+/// A map from values to axis positions (or back).
+type Transform = fn(f64) -> f64;
+
 /// The y range of a panel: `Some((low, high))` for a logarithmic axis when the values span
 /// more than `LOG_AXIS_SPAN` times (all positive), `None` for a linear one from zero.
 pub fn log_range(stats: &[Option<Stat>]) -> Option<(f64, f64)> {
@@ -106,7 +109,7 @@ fn draw(
         // A log axis is drawn as a linear one over log10 of the values, labelled with the
         // values themselves.
         let log = log_range(stats);
-        let (scale, unscale): (fn(f64) -> f64, fn(f64) -> f64) = if log.is_some() {
+        let (scale, unscale): (Transform, Transform) = if log.is_some() {
             (f64::log10, |y| 10f64.powf(y))
         } else {
             (|y| y, |y| y)

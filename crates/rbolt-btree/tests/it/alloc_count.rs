@@ -76,10 +76,9 @@ fn read_path_allocates_nothing_on_a_16_level_tree() {
         }
         n += 8192;
         let (pages, alloc) = store.parts();
-        tree.rebalance(pages, alloc).unwrap();
-        root = Some(tree.spill(pages, &arena, alloc).unwrap());
+        tree.rebalance(pages, &mut arena, alloc).unwrap();
+        root = Some(tree.spill(pages, &mut arena, alloc).unwrap());
         store.commit();
-        arena.clear();
         depth = walk(store.pages(), root.unwrap()).depth;
     }
     assert_eq!(

@@ -54,11 +54,13 @@ fn value_of(i: usize, len: usize) -> Vec<u8> {
 }
 
 impl Image {
-    /// `n` entries put into a new tree and spilled into a `MemStore` of 512-byte pages.
+    /// `n` entries put into a new tree and spilled into a `MemStore` of 512-byte pages, half
+    /// full (fill percent 0.5), so that few entries make deep trees.
     fn build(n: usize, key_len: usize, value_len: usize) -> Image {
         let mut store = MemStore::new(PAGE_SIZE, false);
         let mut arena = Arena::new();
         let mut tree = Tree::new();
+        tree.set_fill_percent(0.5);
         let entries: Vec<KeyValue> = (0..n)
             .map(|i| (key_of(i, key_len), value_of(i, value_len)))
             .collect();
@@ -69,8 +71,8 @@ impl Image {
             );
         }
         let (pages, alloc) = store.parts();
-        tree.rebalance(pages, alloc).unwrap();
-        let root = tree.spill(pages, &arena, alloc).unwrap();
+        tree.rebalance(pages, &mut arena, alloc).unwrap();
+        let root = tree.spill(pages, &mut arena, alloc).unwrap();
         store.commit();
         let pages = store.pages();
         Image {
@@ -283,12 +285,12 @@ impl Craft {
 /// What `TestAlloc` says to a double free.
 const DOUBLE_FREE: Reason = Reason::Other("page freed twice");
 
-/// Hands out pages above the high-water mark into one reused buffer, and rejects a double
+/// Hands out pages above the high-water mark (and drops what is written there), rejects a double
 /// free (as `MemAlloc` and the real freelist do) unless `lax`. Caps the work it accepts, so
 /// that a tree that keeps freeing or allocating ends here with an error and `runaway` set.
 struct TestAlloc {
+    first: u64,
     next: u64,
-    buf: Vec<u8>,
     freed: BTreeSet<u64>,
     lax: bool,
     frees_left: u64,
@@ -299,8 +301,8 @@ struct TestAlloc {
 impl TestAlloc {
     fn new(pages: Pages<'_>, lax: bool) -> TestAlloc {
         TestAlloc {
+            first: pages.high_water().0,
             next: pages.high_water().0,
-            buf: Vec::new(),
             freed: BTreeSet::new(),
             lax,
             // Each page can be freed once; a tree whose loops are bounded by the depth limit
@@ -320,7 +322,7 @@ impl TestAlloc {
 impl PageAlloc for TestAlloc {
     type Error = Corruption;
 
-    fn allocate(&mut self, n_pages: usize) -> Result<(Pgid, &mut [u8]), Corruption> {
+    fn allocate(&mut self, n_pages: usize) -> Result<Pgid, Corruption> {
         let len = n_pages * PAGE_SIZE;
         if len > self.bytes_left {
             return Err(self.runaway("test allocator: more bytes allocated than the cap"));
@@ -328,9 +330,15 @@ impl PageAlloc for TestAlloc {
         self.bytes_left -= len;
         let pgid = Pgid(self.next);
         self.next += n_pages as u64;
-        self.buf.clear();
-        self.buf.resize(len, 0xA5);
-        Ok((pgid, &mut self.buf))
+        Ok(pgid)
+    }
+
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Corruption> {
+        assert!(
+            pgid.0 >= self.first && pgid.0 < self.next && buf.len().is_multiple_of(PAGE_SIZE),
+            "page {pgid} written without being allocated"
+        );
+        Ok(())
     }
 
     fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<(), Corruption> {
@@ -641,8 +649,8 @@ impl Expect {
                     assert_eq!(outcome, Put::Replaced { flags: 0 }, "{}", self.name);
                     let mut alloc = TestAlloc::new(pages, false);
                     let committed = tree
-                        .rebalance(pages, &mut alloc)
-                        .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+                        .rebalance(pages, &mut arena, &mut alloc)
+                        .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
                     assert!(
                         !alloc.runaway,
                         "{}: commit after put {key:?} ran away",
@@ -671,7 +679,7 @@ impl Expect {
             };
             let mut result = Ok(());
             for doomed in doomed {
-                match tree.delete(pages, &arena, doomed, 0) {
+                match tree.delete(pages, &mut arena, doomed, 0) {
                     Err(error) => {
                         assert!(
                             self.damaged.contains(doomed),
@@ -696,8 +704,8 @@ impl Expect {
             if result.is_ok() {
                 let mut alloc = TestAlloc::new(pages, false);
                 let _ = tree
-                    .rebalance(pages, &mut alloc)
-                    .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+                    .rebalance(pages, &mut arena, &mut alloc)
+                    .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
                 assert!(
                     !alloc.runaway,
                     "{}: commit after deletes ran away",
@@ -723,11 +731,11 @@ impl Expect {
         }
         let mut alloc = TestAlloc::new(pages, false);
         let mut tree = Tree::from_page(image.root);
-        let arena = Arena::new();
+        let mut arena = Arena::new();
         let _ = tree
-            .touch(pages, &arena)
-            .and_then(|()| tree.rebalance(pages, &mut alloc))
-            .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+            .touch(pages, &mut arena)
+            .and_then(|()| tree.rebalance(pages, &mut arena, &mut alloc))
+            .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
         assert!(!alloc.runaway, "{}: touch and commit ran away", self.name);
     }
 }
@@ -1054,18 +1062,18 @@ fn mixed_depth_children() {
         expect.check(&image);
         // Deleting most of leaf A makes rebalance merge it with its sibling, a branch.
         let pages = image.pages();
-        let arena = Arena::new();
+        let mut arena = Arena::new();
         let mut tree = Tree::from_page(root);
         for (key, _) in &image.entries[1..10] {
             assert_eq!(
-                tree.delete(pages, &arena, key, 0).unwrap(),
+                tree.delete(pages, &mut arena, key, 0).unwrap(),
                 Delete::Deleted { flags: 0 }
             );
         }
         let mut alloc = TestAlloc::new(pages, false);
         let result = tree
-            .rebalance(pages, &mut alloc)
-            .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+            .rebalance(pages, &mut arena, &mut alloc)
+            .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
         if let Err(error) = result {
             assert_eq!(
                 error.reason,
@@ -1126,13 +1134,13 @@ fn work_is_bounded_without_the_allocators_double_free_check() {
         craft.branch(&[(b"a".to_vec(), root)]);
         let image = craft.image(root, Vec::new());
         let pages = image.pages();
-        let arena = Arena::new();
+        let mut arena = Arena::new();
         let mut tree = Tree::from_page(root);
-        tree.touch(pages, &arena).unwrap();
+        tree.touch(pages, &mut arena).unwrap();
         let mut alloc = TestAlloc::new(pages, true);
         let result = tree
-            .rebalance(pages, &mut alloc)
-            .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+            .rebalance(pages, &mut arena, &mut alloc)
+            .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
         assert!(
             !alloc.runaway,
             "rebalance of a root whose only child is itself kept collapsing it: {result:?}"
@@ -1244,8 +1252,8 @@ fn spill_of_a_corrupt_leaf_is_an_error() {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 let put = tree.put(pages, &mut arena, key, b"x", 0)?;
                 let mut alloc = TestAlloc::new(pages, false);
-                tree.rebalance(pages, &mut alloc)?;
-                tree.spill(pages, &arena, &mut alloc)?;
+                tree.rebalance(pages, &mut arena, &mut alloc)?;
+                tree.spill(pages, &mut arena, &mut alloc)?;
                 Ok::<_, Corruption>(put)
             }));
             match outcome {
@@ -1543,14 +1551,10 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
                 break;
             }
         }
-        exercise_reads(
-            &tree.view(pages, &arena),
-            &probes[..probes.len().min(40)],
-            cap,
-        )?;
+        exercise_reads(&tree.view(pages), &probes[..probes.len().min(40)], cap)?;
         if ok {
             for probe in probes.iter().skip(3).step_by(5) {
-                if tree.delete(pages, &arena, probe, 0).is_err() {
+                if tree.delete(pages, &mut arena, probe, 0).is_err() {
                     ok = false;
                     break;
                 }
@@ -1558,8 +1562,8 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
         }
         if ok {
             let _ = tree
-                .rebalance(pages, &mut alloc)
-                .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+                .rebalance(pages, &mut arena, &mut alloc)
+                .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
         }
         Ok::<(), String>(())
     })??;
@@ -1568,16 +1572,16 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
     // Delete most keys: rebalance merges and collapses.
     let mut alloc = TestAlloc::new(pages, false);
     guard("delete most, rebalance, spill", || {
-        let arena = Arena::new();
+        let mut arena = Arena::new();
         let mut tree = Tree::from_page(image.root);
         for (i, (key, _)) in image.entries.iter().enumerate() {
-            if i % 4 != 1 && tree.delete(pages, &arena, key, 0).is_err() {
+            if i % 4 != 1 && tree.delete(pages, &mut arena, key, 0).is_err() {
                 return;
             }
         }
         let _ = tree
-            .rebalance(pages, &mut alloc)
-            .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+            .rebalance(pages, &mut arena, &mut alloc)
+            .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
     })?;
     runaway(&alloc, "delete most")?;
 
@@ -1589,12 +1593,12 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
 
     let mut alloc = TestAlloc::new(pages, false);
     guard("touch, rebalance, spill", || {
-        let arena = Arena::new();
+        let mut arena = Arena::new();
         let mut tree = Tree::from_page(image.root);
         let _ = tree
-            .touch(pages, &arena)
-            .and_then(|()| tree.rebalance(pages, &mut alloc))
-            .and_then(|()| tree.spill(pages, &arena, &mut alloc));
+            .touch(pages, &mut arena)
+            .and_then(|()| tree.rebalance(pages, &mut arena, &mut alloc))
+            .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
     })?;
     runaway(&alloc, "touch")?;
     Ok(())

@@ -1,0 +1,149 @@
+//! Freeing every page of a tree (a deleted bucket): committed subtrees and the pages edited
+//! nodes came from, depth first on an explicit stack bounded by `DEPTH_MAX`.
+
+use crate::DEPTH_MAX;
+use crate::node::{NODE_TAG, NodeId};
+use crate::pages::Pages;
+use crate::tree::{PageAlloc, Root, Tree, too_deep};
+use rbolt_page::{Corruption, PageKind, PageRef, Pgid, Reason};
+
+/// Something to free: an edited node, or a committed page (a child of `owner`).
+#[derive(Clone, Copy)]
+enum Item {
+    Node(NodeId),
+    Page { owner: Pgid, pgid: Pgid },
+}
+
+/// A node or page on the stack, freed already, and the next of its children to visit.
+struct Frame {
+    item: Item,
+    next: usize,
+}
+
+impl Tree {
+    /// Frees every page of the tree: committed subtrees and the pages edited nodes came from.
+    /// Nested buckets' trees are not this tree's: the caller frees them.
+    pub fn free_all<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        alloc: &mut A,
+    ) -> Result<(), A::Error> {
+        self.append_hint = None;
+        // A sound tree has fewer pages than the high-water mark; more means pages reached
+        // along several paths, which would otherwise make this exponential.
+        let mut budget = pages.high_water().0;
+        let first = match self.root {
+            Root::Page(pgid) => Item::Page {
+                owner: Pgid(0),
+                pgid,
+            },
+            Root::Node(id) => Item::Node(id),
+            Root::New | Root::Inline { .. } | Root::InlineCopy(_) => return Ok(()),
+        };
+        let mut stack: Vec<Frame> = Vec::new();
+        self.free_one(pages, alloc, first, &mut budget)?;
+        stack.push(Frame {
+            item: first,
+            next: 0,
+        });
+        while let Some(top) = stack.last_mut() {
+            let child = match top.item {
+                Item::Node(id) => {
+                    let node = &self.nodes[id as usize];
+                    (!node.is_leaf() && top.next < node.count()).then(|| {
+                        let child = node.child(top.next);
+                        if child & NODE_TAG != 0 {
+                            Item::Node((child & !NODE_TAG) as NodeId)
+                        } else {
+                            // The node's page was freed (its id cleared): name it in errors
+                            // as the page the child is read from all the same.
+                            Item::Page {
+                                owner: Pgid(0),
+                                pgid: Pgid(child),
+                            }
+                        }
+                    })
+                }
+                Item::Page { owner, pgid } => {
+                    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                    if page.header().kind() == Some(PageKind::Branch) {
+                        let branch = page.branch()?;
+                        if top.next < branch.len() {
+                            Some(Item::Page {
+                                owner: pgid,
+                                pgid: branch.child(top.next)?,
+                            })
+                        } else {
+                            None
+                        }
+                    } else {
+                        None
+                    }
+                }
+            };
+            let Some(child) = child else {
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            if stack.len() >= DEPTH_MAX {
+                return Err(too_deep().into());
+            }
+            self.free_one(pages, alloc, child, &mut budget)?;
+            stack.push(Frame {
+                item: child,
+                next: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// Frees the page of `item` (for a node, the page it came from), counting pages against
+    /// `budget`, and checks a page is a tree page.
+    fn free_one<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        alloc: &mut A,
+        item: Item,
+        budget: &mut u64,
+    ) -> Result<(), A::Error> {
+        match item {
+            Item::Node(id) => {
+                let node = &mut self.nodes[id as usize];
+                if node.pgid.0 != 0 {
+                    let (pgid, overflow) = (node.pgid, node.overflow);
+                    node.pgid = Pgid(0);
+                    alloc.free(pgid, overflow)?;
+                }
+            }
+            Item::Page { owner, pgid } => {
+                let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                let overflow = page.header().overflow;
+                let span = u64::from(overflow) + 1;
+                if *budget < span {
+                    return Err(
+                        Corruption::new(pgid, Reason::Other("a tree reaches pages twice")).into(),
+                    );
+                }
+                *budget -= span;
+                match page.header().kind() {
+                    Some(PageKind::Leaf) => {}
+                    Some(PageKind::Branch) => {
+                        page.branch()?;
+                    }
+                    _ => {
+                        return Err(Corruption::new(
+                            pgid,
+                            Reason::Other(
+                                "a tree points at a page that is neither a branch nor a leaf",
+                            ),
+                        )
+                        .into());
+                    }
+                }
+                alloc.free(pgid, overflow)?;
+            }
+        }
+        Ok(())
+    }
+}

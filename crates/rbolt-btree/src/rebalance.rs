@@ -1,0 +1,259 @@
+//! Rebalancing at commit: nodes that deletes left under a quarter of a page (or with too few
+//! entries) are merged into a sibling, empty ones removed, and a root with one child replaced
+//! by that child, as bbolt does.
+//!
+//! One pass over the edited nodes in post-order, on an explicit stack bounded by `DEPTH_MAX`
+//! (a node's children are settled before the node looks at them), then
+//! [`Tree::collapse_root`]. A merge that makes a node larger than a page is cut again at
+//! spill, which spreads the entries over two pages.
+
+use crate::DEPTH_MAX;
+use crate::arena::Arena;
+use crate::node::{NODE_TAG, NewEntry, Node, NodeId};
+use crate::pages::Pages;
+use crate::tree::{Bound, PageAlloc, Root, Tree, too_deep};
+use rbolt_page::{Corruption, PAGE_HEADER_SIZE, Pgid, Reason, compare_keys};
+use smallvec::SmallVec;
+use std::cmp::Ordering;
+
+/// A node with fewer bytes than a page divided by this is merged with a sibling (bbolt's
+/// threshold, a quarter of a page).
+pub const REBALANCE_PAGE_DIVISOR: usize = 4;
+
+/// A node on the rebalance stack: its id, the next child to look at, its key bounds.
+type Frame = (NodeId, usize, (Bound, Bound));
+
+impl Tree {
+    /// Merges nodes left too small by deletes with a sibling, removes empty ones, and collapses
+    /// a root with a single child. Pages of removed nodes are freed.
+    pub fn rebalance<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &mut Arena,
+        alloc: &mut A,
+    ) -> Result<(), A::Error> {
+        self.append_hint = None;
+        let Root::Node(root) = self.root else {
+            return Ok(());
+        };
+        let mut stack: SmallVec<[Frame; 16]> = SmallVec::new();
+        stack.push((root, 0, (None, None)));
+        while let Some(&(id, from, bounds)) = stack.last() {
+            if let Some((index, child)) = self.next_child_node(id, from) {
+                stack.last_mut().expect("not empty").1 = index + 1;
+                if !self.nodes[child as usize].is_leaf() {
+                    if stack.len() >= DEPTH_MAX {
+                        return Err(too_deep().into());
+                    }
+                    stack.push((child, 0, self.child_bounds(id, index, bounds)));
+                }
+                continue;
+            }
+            stack.pop();
+            let path: SmallVec<[(NodeId, usize); 16]> =
+                stack.iter().map(|&(id, index, _)| (id, index)).collect();
+            self.merge_children(pages, arena, alloc, id, bounds, &path)?;
+        }
+        self.collapse_root(pages, arena, alloc, root)
+    }
+
+    /// Looks at every child of branch node `id` (bounds `bounds`, ancestors `path`) that
+    /// deletes left unbalanced: removes it if empty, else merges it with a sibling if small.
+    fn merge_children<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &mut Arena,
+        alloc: &mut A,
+        id: NodeId,
+        bounds: (Bound, Bound),
+        path: &[(NodeId, usize)],
+    ) -> Result<(), A::Error> {
+        let page_size = pages.page_size();
+        let threshold = page_size / REBALANCE_PAGE_DIVISOR;
+        let mut index = 0;
+        loop {
+            let node = &self.nodes[id as usize];
+            if node.is_leaf() || index >= node.count() {
+                return Ok(());
+            }
+            let n_children = node.count();
+            let child = node.child(index);
+            if child & NODE_TAG == 0 {
+                index += 1;
+                continue;
+            }
+            let child_node = &mut self.nodes[(child & !NODE_TAG) as usize];
+            if !child_node.unbalanced {
+                index += 1;
+                continue;
+            }
+            child_node.unbalanced = false;
+            let min_keys = if child_node.is_leaf() { 1 } else { 2 };
+            if child_node.used() > threshold && child_node.count() > min_keys {
+                index += 1;
+                continue;
+            }
+            if child_node.count() == 0 {
+                let (pgid, overflow) = (child_node.pgid, child_node.overflow);
+                child_node.pgid = Pgid(0);
+                arena.give(page_size, child_node.take_buffer());
+                self.remove_child(id, index);
+                if pgid.0 != 0 {
+                    alloc.free(pgid, overflow)?;
+                }
+                continue;
+            }
+            if n_children < 2 {
+                index += 1;
+                continue;
+            }
+            let (left_index, right_index) = if index == 0 {
+                (0, 1)
+            } else {
+                (index - 1, index)
+            };
+            let bounds_of = |tree: &Tree, i| tree.child_bounds(id, i, bounds);
+            let left = self.child_node(
+                pages,
+                arena,
+                id,
+                left_index,
+                bounds_of(self, left_index),
+                path,
+                None,
+            )?;
+            let right = self.child_node(
+                pages,
+                arena,
+                id,
+                right_index,
+                bounds_of(self, right_index),
+                path,
+                None,
+            )?;
+            self.merge(id, left, right, right_index, page_size, arena, alloc)?;
+            index = left_index + 1;
+        }
+    }
+
+    /// Moves every entry of node `right` (child `right_index` of `parent`) to the end of its
+    /// left sibling `left`, and removes `right`.
+    #[expect(clippy::too_many_arguments, reason = "one merge, all of it needed")]
+    fn merge<A: PageAlloc>(
+        &mut self,
+        parent: NodeId,
+        left: NodeId,
+        right: NodeId,
+        right_index: usize,
+        page_size: usize,
+        arena: &mut Arena,
+        alloc: &mut A,
+    ) -> Result<(), A::Error> {
+        let parent_pgid = self.nodes[parent as usize].pgid;
+        let (left_node, right_node) = (&self.nodes[left as usize], &self.nodes[right as usize]);
+        if left_node.is_leaf() != right_node.is_leaf() {
+            return Err(Corruption::new(
+                parent_pgid,
+                Reason::Other("sibling pages are of different kinds"),
+            )
+            .into());
+        }
+        // Every key on the left sorts before the parent's separator and every key on the
+        // right from it on (copying a page checks it): what the merged node needs.
+        let leaf = left_node.is_leaf();
+        let separator = self.nodes[parent as usize].key(right_index);
+        // A branch's first separator routes nothing (and may be stale): compare the others.
+        let first = usize::from(!leaf);
+        let left_ok = left_node.count() <= first
+            || compare_keys(left_node.key(left_node.count() - 1), separator) == Ordering::Less;
+        let right_ok = right_node.count() <= first || {
+            let order = compare_keys(separator, right_node.key(first));
+            if leaf {
+                order != Ordering::Greater
+            } else {
+                order == Ordering::Less
+            }
+        };
+        if !left_ok || !right_ok {
+            debug_assert!(false, "siblings' keys cross their separator");
+            return Err(
+                Corruption::new(parent_pgid, Reason::KeyOrder { index: right_index }).into(),
+            );
+        }
+        let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend_from_slice(self.nodes[parent as usize].key(right_index));
+        let left_node = &mut self.nodes[left as usize];
+        let junction = left_node.count();
+        let len = left_node.used() + right_node.used() - PAGE_HEADER_SIZE + scratch.len();
+        left_node.reserve(len, page_size, arena);
+        left_node.append_from(&right_node, 0..right_node.count());
+        if !leaf && right_node.count() > 0 {
+            // The right branch's first separator routes nothing and may be stale: the
+            // parent's separator for it is the true bound between the two halves.
+            let child = left_node.child(junction);
+            left_node.remove(junction);
+            left_node.insert(
+                junction,
+                &NewEntry::Branch {
+                    key: &scratch,
+                    child,
+                },
+            );
+        }
+        self.scratch = scratch;
+        arena.give(page_size, right_node.take_buffer());
+        self.remove_child(parent, right_index);
+        if right_node.pgid.0 != 0 {
+            alloc.free(right_node.pgid, right_node.overflow)?;
+        }
+        Ok(())
+    }
+
+    /// Removes child `index` of branch node `parent`, marking the parent for rebalancing.
+    fn remove_child(&mut self, parent: NodeId, index: usize) {
+        let node = &mut self.nodes[parent as usize];
+        node.remove(index);
+        node.unbalanced = true;
+        self.stats.rebalance += 1;
+    }
+
+    /// While the root is a branch with one child, makes the child the root (the root node
+    /// takes the child's image and the child's page is freed); an empty branch root becomes
+    /// an empty leaf.
+    fn collapse_root<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &mut Arena,
+        alloc: &mut A,
+        root: NodeId,
+    ) -> Result<(), A::Error> {
+        let page_size = pages.page_size();
+        // At most once per level of a valid tree.
+        for _ in 0..=DEPTH_MAX {
+            let node = &mut self.nodes[root as usize];
+            if node.is_leaf() {
+                return Ok(());
+            }
+            match node.count() {
+                0 => {
+                    node.make_empty_leaf();
+                    return Ok(());
+                }
+                1 => {
+                    let child = self.child_node(pages, arena, root, 0, (None, None), &[], None)?;
+                    let mut child_node =
+                        std::mem::replace(&mut self.nodes[child as usize], Node::gone());
+                    self.nodes[root as usize].swap_image(&mut child_node);
+                    arena.give(page_size, child_node.take_buffer());
+                    if child_node.pgid.0 != 0 {
+                        alloc.free(child_node.pgid, child_node.overflow)?;
+                    }
+                }
+                _ => return Ok(()),
+            }
+        }
+        Err(too_deep().into())
+    }
+}
