@@ -14,9 +14,9 @@
 
 use crate::arena::Arena;
 use rbolt_page::{
-    BRANCH_ELEMENT_SIZE, BranchPage, Corruption, FLAG_BRANCH, FLAG_LEAF, LEAF_ELEMENT_SIZE,
-    LEAF_FLAG_BUCKET, LeafPage, PAGE_HEADER_SIZE, PageHeader, PageKind, Pgid, Reason, Result,
-    compare_keys, pages_for,
+    BRANCH_ELEMENT_SIZE, BranchPage, BucketValue, Corruption, FLAG_BRANCH, FLAG_LEAF,
+    LEAF_ELEMENT_SIZE, LEAF_FLAG_BUCKET, LeafPage, PAGE_HEADER_SIZE, PageHeader, PageKind, Pgid,
+    Reason, Result, compare_keys, pages_for,
 };
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -163,29 +163,62 @@ impl Node {
     ) -> Result<Node> {
         let header = PageHeader::read(bytes)
             .ok_or_else(|| Corruption::new(owner, Reason::Other("page header past the end")))?;
+        // One pass checks every entry and reads where its data lies (its range in `bytes`).
+        let mut ranges_packed = true;
+        let mut data_len = 0;
+        let mut note = |count: usize, range: Range<usize>| {
+            ranges_packed &= range.start == elem_off(count) + data_len;
+            data_len += range.len();
+        };
+        let base = bytes.as_ptr() as usize;
         let (leaf, count) = match header.kind() {
             Some(PageKind::Leaf) => {
                 let page = LeafPage::from_header(bytes, owner, header)?;
-                page.validate()?;
-                (true, page.len())
+                let count = page.len();
+                let mut previous: Option<&[u8]> = None;
+                for index in 0..count {
+                    let entry = page.entry(index)?;
+                    if entry.flags & !LEAF_FLAG_BUCKET != 0 {
+                        return Err(Corruption::new(
+                            owner,
+                            Reason::UnknownElementFlags {
+                                index,
+                                flags: entry.flags,
+                            },
+                        ));
+                    }
+                    if previous.is_some_and(|prev| compare_keys(prev, entry.key).is_ge()) {
+                        return Err(Corruption::new(owner, Reason::KeyOrder { index }));
+                    }
+                    if entry.is_bucket() {
+                        BucketValue::parse(entry.value, owner)?;
+                    }
+                    previous = Some(entry.key);
+                    let start = entry.key.as_ptr() as usize - base;
+                    note(count, start..start + entry.key.len() + entry.value.len());
+                }
+                (true, count)
             }
             Some(PageKind::Branch) => {
                 let page = BranchPage::from_header(bytes, owner, header)?;
-                if page.is_empty() {
+                let count = page.len();
+                if count == 0 {
                     return Err(Corruption::new(
                         owner,
                         Reason::Other("branch page has no children"),
                     ));
                 }
                 let mut previous: Option<&[u8]> = None;
-                for index in 0..page.len() {
+                for index in 0..count {
                     let key = page.key(index)?;
                     if previous.is_some_and(|prev| compare_keys(prev, key).is_ge()) {
                         return Err(Corruption::new(owner, Reason::KeyOrder { index }));
                     }
                     previous = Some(key);
+                    let start = key.as_ptr() as usize - base;
+                    note(count, start..start + key.len());
                 }
-                (false, page.len())
+                (false, count)
             }
             _ => {
                 return Err(Corruption::new(
@@ -194,6 +227,8 @@ impl Node {
                 ));
             }
         };
+        let packed = ranges_packed;
+        let used = elem_off(count) + data_len;
         // Every element is inside the span (checked above): read the layout.
         let field = |index: usize, at: usize| -> usize {
             let start = elem_off(index) + at;
@@ -207,22 +242,6 @@ impl Node {
             };
             let start = elem_off(index) + pos;
             start..start + len
-        };
-        // Pages bbolt (and rbolt) write keep the data packed in element order right after the
-        // elements: then the image is one copy. Anything else is laid out anew.
-        let mut end = elem_off(count);
-        let mut packed = true;
-        for index in 0..count {
-            let range = data_range(index);
-            if range.start != end {
-                packed = false;
-            }
-            end = range.start.max(end) + range.len();
-        }
-        let used = if packed {
-            end
-        } else {
-            elem_off(count) + (0..count).map(|i| data_range(i).len()).sum::<usize>()
         };
         let buf = arena.take(page_size, pages_for(used, page_size) * page_size);
         let mut node = Node::empty(buf, leaf);
@@ -551,6 +570,31 @@ impl Node {
         self.buf[at..at + 8].copy_from_slice(&child.to_le_bytes());
     }
 
+    /// Removes the first `removed` entries.
+    pub fn remove_front(&mut self, removed: usize) {
+        let count = self.count();
+        debug_assert!(removed <= count, "remove {removed} of {count} entries");
+        if removed == 0 {
+            return;
+        }
+        let used = self.used;
+        // The data of the first `removed` entries is the block before the next entry's.
+        let data = if removed < count {
+            self.data_start(removed)
+        } else {
+            used
+        };
+        let removed_data = data - elem_off(count);
+        self.buf
+            .copy_within(elem_off(removed)..elem_off(count), PAGE_HEADER_SIZE);
+        self.buf.copy_within(data..used, elem_off(count - removed));
+        // Every element moved down by the removed elements, its data by those and their data.
+        self.shift_pos(0..count - removed, -(removed_data as i64));
+        self.used = used - ELEM * removed - removed_data;
+        self.set_count(count - removed);
+        self.debug_check();
+    }
+
     /// Keeps the first `keep` entries.
     pub fn truncate(&mut self, keep: usize) {
         let count = self.count();
@@ -607,6 +651,48 @@ impl Node {
             self.write_u32(to + field, (entry_data - to) as u32);
         }
         self.used = data + len;
+        self.set_count(count + added);
+        self.debug_check();
+    }
+
+    /// Puts entries `range` of `source` (a node of the same kind, keys before this one's)
+    /// before this node's entries, in place: the buffer must have room.
+    pub fn prepend_from(&mut self, source: &Node, range: Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        debug_assert_eq!(
+            source.is_leaf(),
+            self.is_leaf(),
+            "entries of the other kind"
+        );
+        let count = self.count();
+        let added = range.len();
+        let first = source.data_start(range.start);
+        let last = range.end - 1;
+        let len = source.data_start(last) + source.data_len(last) - first;
+        let used = self.used;
+        debug_assert!(
+            used + ELEM * added + len <= self.buf.len(),
+            "entries do not fit"
+        );
+        // Own data moves up by the new elements and data, own elements by the new elements.
+        self.buf
+            .copy_within(elem_off(count)..used, elem_off(count + added) + len);
+        self.buf
+            .copy_within(PAGE_HEADER_SIZE..elem_off(count), elem_off(added));
+        self.shift_pos(added..added + count, len as i64);
+        let data = elem_off(count + added);
+        self.buf[data..data + len].copy_from_slice(&source.buf[first..first + len]);
+        let field = self.pos_field();
+        for (slot, index) in range.enumerate() {
+            let to = elem_off(slot);
+            let from = elem_off(index);
+            self.buf[to..to + ELEM].copy_from_slice(&source.buf[from..from + ELEM]);
+            let entry_data = data + (source.data_start(index) - first);
+            self.write_u32(to + field, (entry_data - to) as u32);
+        }
+        self.used = used + ELEM * added + len;
         self.set_count(count + added);
         self.debug_check();
     }
@@ -798,6 +884,24 @@ mod tests {
                 .map(|i| (0, vec![i], vec![i; 7]))
                 .collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn remove_front_keeps_the_rest() {
+        let mut arena = Arena::new();
+        for removed in 0..=6 {
+            let mut node = leaf(&mut arena);
+            for i in 0..6u8 {
+                put(&mut node, &[i], &vec![i; usize::from(i)]);
+            }
+            node.remove_front(removed);
+            assert_eq!(
+                leaf_entries(&node),
+                (removed as u8..6)
+                    .map(|i| (0, vec![i], vec![i; usize::from(i)]))
+                    .collect::<Vec<_>>()
+            );
+        }
     }
 
     #[test]

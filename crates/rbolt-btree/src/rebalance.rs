@@ -36,6 +36,10 @@ impl Tree {
         let Root::Node(root) = self.root else {
             return Ok(());
         };
+        // Only deletes mark nodes: a transaction that only put has nothing to merge.
+        if !self.nodes.iter().any(|node| node.unbalanced) {
+            return self.collapse_root(pages, arena, alloc, root);
+        }
         let mut stack: SmallVec<[Frame; 16]> = SmallVec::new();
         stack.push((root, 0, (None, None)));
         while let Some(&(id, from, bounds)) = stack.last() {

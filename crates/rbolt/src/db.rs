@@ -41,6 +41,8 @@ pub(crate) struct Writer {
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
+    /// The `verify` feature's state (nothing without it).
+    pub(crate) verify: crate::verify::Verify,
 }
 
 /// An open database.
@@ -168,6 +170,7 @@ impl Db {
                 arena: Arena::new(),
                 file_len,
                 readers_scratch: Vec::new(),
+                verify: Default::default(),
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),

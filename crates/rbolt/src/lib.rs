@@ -69,6 +69,7 @@ mod readers;
 mod stats;
 pub mod storage;
 mod tx;
+mod verify;
 mod walk;
 
 pub use backup::compact;

@@ -411,6 +411,7 @@ impl<'db> WriteTx<'db> {
         let db = self.db;
         let page_size = db.page_size;
         let txid = self.core.alloc.txid;
+        self.writer.verify.before(db);
 
         // Merge nodes left small by deletes, then write children before parents.
         let rebalance_started = Instant::now();
@@ -530,6 +531,7 @@ impl<'db> WriteTx<'db> {
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
+        self.writer.verify.after(db);
         Ok(())
     }
 

@@ -75,14 +75,17 @@ impl Arbitrary for Op {
 #[derive(Clone, Debug)]
 struct Case {
     page_size: usize,
-    fill_percent: f64,
+    /// `None`: the tree's own B-tree splits (and moves to neighbours).
+    fill_percent: Option<f64>,
     ops: Vec<Op>,
 }
 
 impl Arbitrary for Case {
     fn arbitrary(g: &mut Gen) -> Case {
         let page_size = *g.choose(&[512, 1024, 4096]).unwrap();
-        let fill_percent = *g.choose(&[0.1, 0.5, 1.0]).unwrap();
+        let fill_percent = *g
+            .choose(&[None, None, Some(0.1), Some(0.5), Some(1.0)])
+            .unwrap();
         let n = usize::arbitrary(g) % (g.size() * 20 + 1);
         let ops = (0..n).map(|_| Op::arbitrary(g)).collect();
         Case {
@@ -120,8 +123,14 @@ fn value_for(key: &[u8], len: usize, salt: u64) -> Vec<u8> {
 fn run(case: Case) -> TestResult {
     let mut store = MemStore::new(case.page_size, true);
     let mut arena = Arena::new();
-    let mut tree = Tree::new();
-    tree.set_fill_percent(case.fill_percent);
+    let new_tree = |root: Option<rbolt_page::Pgid>| {
+        let mut tree = root.map_or_else(Tree::new, Tree::from_page);
+        if let Some(fill) = case.fill_percent {
+            tree.set_fill_percent(fill);
+        }
+        tree
+    };
+    let mut tree = new_tree(None);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut committed_model = model.clone();
     let mut committed_root = None;
@@ -259,21 +268,14 @@ fn run(case: Case) -> TestResult {
                 tree.rebalance(pages, &mut arena, alloc).unwrap();
                 let root = tree.spill(pages, &mut arena, alloc).unwrap();
                 store.commit();
-                let fill = tree.fill_percent();
-                tree = Tree::from_page(root);
-                tree.set_fill_percent(fill);
+                tree = new_tree(Some(root));
                 committed_root = Some(root);
                 committed_model = model.clone();
                 check_committed(&store, root, &model);
             }
             Op::Rollback => {
                 store.rollback();
-                let fill = tree.fill_percent();
-                tree = match committed_root {
-                    Some(root) => Tree::from_page(root),
-                    None => Tree::new(),
-                };
-                tree.set_fill_percent(fill);
+                tree = new_tree(committed_root);
                 model = committed_model.clone();
             }
         }
@@ -370,6 +372,70 @@ fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
     store.commit();
     let found = walk(store.pages(), root);
     assert_eq!(found.keys, model.into_iter().collect::<Vec<_>>());
+}
+
+/// Leaf pages' fill after `count` keys of 16 random bytes with 100-byte values are put into a
+/// new tree of 4096-byte pages in transactions of `per_tx` keys: bytes in use over bytes of
+/// leaf pages.
+fn random_load_fill(count: usize, per_tx: usize, fill_percent: Option<f64>) -> f64 {
+    const PAGE: usize = 4096;
+    let mut store = MemStore::new(PAGE, true);
+    let mut arena = Arena::new();
+    let mut root = None;
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut done = 0;
+    while done < count {
+        let mut tree = root.map_or_else(Tree::new, Tree::from_page);
+        if let Some(fill) = fill_percent {
+            tree.set_fill_percent(fill);
+        }
+        for _ in 0..per_tx.min(count - done) {
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&next().to_be_bytes());
+            key[8..].copy_from_slice(&next().to_be_bytes());
+            tree.put(store.pages(), &mut arena, &key, &[7; 100], 0)
+                .unwrap();
+        }
+        done += per_tx;
+        let (pages, alloc) = store.parts();
+        tree.rebalance(pages, &mut arena, alloc).unwrap();
+        root = Some(tree.spill(pages, &mut arena, alloc).unwrap());
+        store.commit();
+    }
+    let found = walk(store.pages(), root.unwrap());
+    assert_eq!(found.keys.len(), count);
+    let used = count * (rbolt_page::LEAF_ELEMENT_SIZE + 116) + found.leaves * 16;
+    used as f64 / (found.leaves * PAGE) as f64
+}
+
+#[test]
+fn random_loads_fill_pages_like_a_b_tree() {
+    // One transaction: every neighbour is a node, so a full leaf passes entries to one
+    // before it splits.
+    let one_tx = random_load_fill(200_000, 200_000, None);
+    // Small transactions: neighbours are rarely edited in the same one; plain B-tree
+    // splits at the byte middle, ln 2 on average.
+    let small_tx = random_load_fill(60_000, 100, None);
+    // A fill percent set by the user still decides: half-full pages after a split.
+    let half = random_load_fill(60_000, 60_000, Some(0.5));
+    eprintln!(
+        "leaf fill: one tx {one_tx:.3}, transactions of 100 {small_tx:.3}, fill 0.5 {half:.3}"
+    );
+    assert!(one_tx > 0.78, "one transaction fills leaves to {one_tx:.3}");
+    assert!(
+        (0.64..0.76).contains(&small_tx),
+        "small transactions fill leaves to {small_tx:.3}"
+    );
+    assert!(
+        (0.45..0.7).contains(&half),
+        "fill 0.5 fills leaves to {half:.3}"
+    );
 }
 
 #[test]

@@ -1,0 +1,96 @@
+//! The `verify` feature: every commit is followed by a check of the whole file
+//! ([`crate::ReadTx::check`]), and a commit that leaves problems in a file that had none
+//! panics with them. The workspace's tests run with it (`rbolt-reliability` asks for it, and
+//! features unify across `cargo test --workspace`); benchmarks and users never do.
+//!
+//! A handle that opened a file with problems already (the hostile-file suites damage files
+//! on purpose) is not verified: only a commit that breaks a sound file is a failure.
+
+use crate::db::Db;
+
+/// What the writer knows of the file it commits to.
+#[derive(Debug, Default)]
+pub(crate) struct Verify {
+    /// Whether the file checked clean, once checked (before this handle's first commit).
+    #[cfg(feature = "verify")]
+    clean: Option<bool>,
+}
+
+impl Verify {
+    /// Before a commit: checks the snapshot it starts from, once per handle.
+    pub(crate) fn before(&mut self, db: &Db) {
+        #[cfg(feature = "verify")]
+        if self.clean.is_none() {
+            self.clean = Some(problems(db).is_empty());
+        }
+        let _ = db;
+    }
+
+    /// After a commit is published: checks the new snapshot of a file that was clean.
+    ///
+    /// # Panics
+    /// When the commit left problems in a file that had none.
+    pub(crate) fn after(&mut self, db: &Db) {
+        #[cfg(feature = "verify")]
+        if self.clean == Some(true) {
+            let problems = problems(db);
+            assert!(
+                problems.is_empty(),
+                "verify: a commit left a sound file with problems: {problems:?}"
+            );
+        }
+        let _ = db;
+    }
+}
+
+/// The problems `check` finds in the current snapshot.
+#[cfg(feature = "verify")]
+fn problems(db: &Db) -> Vec<crate::CheckError> {
+    let current = db
+        .current
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let pages = crate::tx::pages_of(&current.map, db.page_size, current.meta.high_water());
+    crate::check::check(pages, &current.meta)
+}
+
+#[cfg(all(test, feature = "verify"))]
+mod tests {
+    use crate::Db;
+    use rbolt_page::FLAG_FREELIST;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    #[test]
+    fn a_commit_that_leaves_problems_panics_and_one_on_a_damaged_file_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        db.update(|tx| {
+            let mut x = tx.create_bucket(b"x")?;
+            for i in 0..2000u32 {
+                x.put(&i.to_be_bytes(), &[0; 100])?;
+            }
+            tx.create_bucket(b"y").map(drop)
+        })
+        .unwrap();
+        // Damage bucket x's root page (a branch: 2000 keys do not fit one page) behind the
+        // handle's back, then commit to bucket y, which does not read it.
+        let root = db.view(|tx| Ok(tx.bucket(b"x")?.unwrap().root())).unwrap();
+        assert_ne!(root.0, 0);
+        let flags_at = root.0 * db.page_size as u64 + 8;
+        db.storage
+            .write_all_at(&FLAG_FREELIST.to_le_bytes(), flags_at)
+            .unwrap();
+        let put_y = |db: &Db| db.update(|tx| tx.bucket_mut(b"y")?.unwrap().put(b"k", b"v"));
+        let outcome = catch_unwind(AssertUnwindSafe(|| put_y(&db)));
+        assert!(
+            outcome.is_err(),
+            "the commit after the damage did not panic"
+        );
+        drop(db);
+
+        // A handle that opens the damaged file does not verify it: its commits go through.
+        let db = Db::open(dir.path().join("db")).unwrap();
+        assert!(!db.view(|tx| Ok(tx.check())).unwrap().is_empty());
+        put_y(&db).unwrap();
+    }
+}
