@@ -8,6 +8,8 @@
 
 /// Single-page buffers kept at most (16 MiB of 4 KiB pages).
 pub const POOL_BUFFERS_MAX: usize = 4096;
+/// Key-prefix arrays kept at most (one per node, see `node.rs`).
+const POOL_PREFIXES_MAX: usize = 4096;
 
 /// A pool of single-page buffers for nodes.
 #[derive(Debug, Default)]
@@ -16,6 +18,8 @@ pub struct Arena {
     pool: Vec<Box<[u8]>>,
     /// The size of the pooled buffers (0 until the first one comes back).
     page_size: usize,
+    /// Emptied key-prefix arrays of nodes, with their capacity.
+    prefixes: Vec<Vec<u64>>,
 }
 
 impl Arena {
@@ -59,6 +63,19 @@ impl Arena {
         // Garbage, not zeros, in tests: the tree must write every byte it hands to a file.
         let fill = if cfg!(debug_assertions) { 0xA5 } else { 0 };
         vec![fill; len].into_boxed_slice()
+    }
+
+    /// An empty key-prefix array for a node, with room from an earlier node if there is one.
+    pub(crate) fn take_prefixes(&mut self) -> Vec<u64> {
+        self.prefixes.pop().unwrap_or_default()
+    }
+
+    /// Takes a node's key-prefix array back for reuse.
+    pub(crate) fn give_prefixes(&mut self, mut prefixes: Vec<u64>) {
+        if prefixes.capacity() > 0 && self.prefixes.len() < POOL_PREFIXES_MAX {
+            prefixes.clear();
+            self.prefixes.push(prefixes);
+        }
     }
 
     /// Takes `buf` back for reuse if it is one page of `page_size` bytes (and there is room).

@@ -100,7 +100,7 @@ impl Tree {
             if child_node.count() == 0 {
                 let (pgid, overflow) = (child_node.pgid, child_node.overflow);
                 child_node.pgid = Pgid(0);
-                arena.give(page_size, child_node.take_buffer());
+                child_node.recycle(page_size, arena);
                 self.remove_child(id, index);
                 if pgid.0 != 0 {
                     alloc.free(pgid, overflow)?;
@@ -184,6 +184,8 @@ impl Tree {
                 Corruption::new(parent_pgid, Reason::KeyOrder { index: right_index }).into(),
             );
         }
+        self.nodes[left as usize].ensure_packed(page_size, arena);
+        self.nodes[right as usize].ensure_packed(page_size, arena);
         let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
@@ -207,7 +209,7 @@ impl Tree {
             );
         }
         self.scratch = scratch;
-        arena.give(page_size, right_node.take_buffer());
+        right_node.recycle(page_size, arena);
         self.remove_child(parent, right_index);
         if right_node.pgid.0 != 0 {
             alloc.free(right_node.pgid, right_node.overflow)?;
@@ -250,7 +252,7 @@ impl Tree {
                     let mut child_node =
                         std::mem::replace(&mut self.nodes[child as usize], Node::gone());
                     self.nodes[root as usize].swap_image(&mut child_node);
-                    arena.give(page_size, child_node.take_buffer());
+                    child_node.recycle(page_size, arena);
                     if child_node.pgid.0 != 0 {
                         alloc.free(child_node.pgid, child_node.overflow)?;
                     }

@@ -83,7 +83,7 @@ impl Tree {
         };
         for mut node in self.nodes.drain(..) {
             debug_assert!(node.is_gone(), "a node spill did not reach");
-            arena.give(page_size, node.take_buffer());
+            node.recycle(page_size, arena);
         }
         self.root = Root::Page(root_pgid);
         Ok(root_pgid)
@@ -126,7 +126,7 @@ impl Tree {
         }
         if node.count() == 0 {
             if !is_root {
-                arena.give(page_size, node.take_buffer());
+                node.recycle(page_size, arena);
                 return Ok(());
             }
             if !node.is_leaf() {
@@ -141,7 +141,7 @@ impl Tree {
         for piece in ids {
             let node = &mut self.nodes[piece as usize];
             let n_pages = pages_for(node.used(), page_size);
-            node.fit_buffer(n_pages, page_size, arena);
+            node.pack(n_pages * page_size, page_size, arena);
             let pgid = alloc.allocate(n_pages)?;
             node.write_header(pgid, (n_pages - 1) as u32);
             node.zero_tail();
@@ -154,7 +154,8 @@ impl Tree {
                 pgid,
                 key: start..self.scratch.len(),
             });
-            alloc.write(pgid, node.take_buffer())?;
+            let buf = node.take_buffer(arena);
+            alloc.write(pgid, buf)?;
             self.stats.spill += 1;
         }
         Ok(())
@@ -193,7 +194,9 @@ impl Tree {
                 .map(|piece| ELEM + piece.key.len())
                 .sum::<usize>();
         let mut root = Node::empty(
-            arena.take(page_size, pages_for(bytes, page_size) * page_size),
+            arena,
+            page_size,
+            pages_for(bytes, page_size) * page_size,
             false,
         );
         for (index, piece) in written.iter().enumerate() {
@@ -269,6 +272,10 @@ fn verify_before_write(node: &Node, pgid: Pgid) {
     if !cfg!(any(debug_assertions, feature = "verify")) {
         return;
     }
+    assert!(
+        node.is_packed(),
+        "page {pgid} about to be written is not packed"
+    );
     node.check_layout();
     let image = node.image();
     let header = PageHeader::read(image).expect("a node image has a header");

@@ -29,26 +29,6 @@ pub(crate) enum Policy {
     Fill { threshold: usize },
 }
 
-/// Which neighbour of a node entries move to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Left,
-    Right,
-}
-
-/// Two distinct nodes, both mutable.
-fn pair_mut(nodes: &mut [Node], a: NodeId, b: NodeId) -> (&mut Node, &mut Node) {
-    let (a, b) = (a as usize, b as usize);
-    assert_ne!(a, b, "a node paired with itself");
-    if a < b {
-        let (low, high) = nodes.split_at_mut(b);
-        (&mut low[a], &mut high[0])
-    } else {
-        let (low, high) = nodes.split_at_mut(a);
-        (&mut high[0], &mut low[b])
-    }
-}
-
 /// The first entry of every piece after the first.
 pub(crate) type Cuts = SmallVec<[usize; 4]>;
 
@@ -67,7 +47,15 @@ pub(crate) fn plan(
     policy: Policy,
 ) -> Cuts {
     debug_assert!(min_entries >= 1, "a piece of no entries");
-    let bytes = |start: usize, end: usize| PAGE_HEADER_SIZE + (start..end).map(size).sum::<usize>();
+    // Sums of sizes, so that any piece's bytes are one subtraction.
+    let mut sums: SmallVec<[usize; 128]> = SmallVec::with_capacity(count + 1);
+    sums.push(0);
+    let mut total = 0;
+    for k in 0..count {
+        total += size(k);
+        sums.push(total);
+    }
+    let bytes = |start: usize, end: usize| PAGE_HEADER_SIZE + sums[end] - sums[start];
     let fits =
         |start: usize, end: usize| end - start <= PAGE_COUNT_MAX && bytes(start, end) <= page_size;
     let splittable = |start: usize, end: usize| end - start >= 2 * min_entries;
@@ -176,222 +164,12 @@ impl Tree {
             node.appended = index == count;
             return false;
         }
-        let appending = index == count && node.appended;
-        if node.is_leaf()
-            && self.fill_percent.is_none()
-            && !appending
-            && self.shift_to_sibling(path, id, index, entry, page_size)
-        {
-            return true;
-        }
         let pieces = self.split_with(id, Some((index, entry)), page_size, arena);
         if pieces.is_empty() {
             return false;
         }
         self.link_pieces(path, id, pieces, page_size, arena);
         true
-    }
-
-    /// Before leaf `id` (whose parents are `path`), overflowing with `entry` at `index`, is
-    /// split: moves entries into a neighbour that is a node already and has room, evening the
-    /// two out, so a load in one transaction fills pages further than splits alone do (which
-    /// leave them about 69% full). Only neighbours already edited: one more page to write
-    /// either way, and nothing to read. Returns whether it did.
-    fn shift_to_sibling(
-        &mut self,
-        path: &[(NodeId, usize)],
-        id: NodeId,
-        index: usize,
-        entry: &NewEntry<'_>,
-        page_size: usize,
-    ) -> bool {
-        let Some(&(parent, slot)) = path.last() else {
-            return false;
-        };
-        let parent_node = &self.nodes[parent as usize];
-        let sibling = |slot: usize| {
-            (slot < parent_node.count())
-                .then(|| parent_node.child(slot))
-                .filter(|child| child & NODE_TAG != 0)
-                .map(|child| (child & !NODE_TAG) as NodeId)
-        };
-        let right = sibling(slot + 1);
-        let left = slot.checked_sub(1).and_then(sibling);
-        let room = |node: Option<NodeId>| {
-            node.map_or(0, |node| {
-                page_size.saturating_sub(self.nodes[node as usize].used())
-            })
-        };
-        let mut sides = [(Side::Left, left), (Side::Right, right)];
-        if room(right) > room(left) {
-            sides.swap(0, 1);
-        }
-        for (side, sibling) in sides {
-            let Some(sibling) = sibling else { continue };
-            if let Some(cut) =
-                self.plan_shift(side, id, sibling, parent, slot, index, entry, page_size)
-            {
-                self.apply_shift(side, id, sibling, parent, slot, index, entry, cut);
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Where to cut the entries of `id` (with `entry` at `index`) so that the part on `side`
-    /// moves to `sibling` and both fit a page, as evenly filled as possible, and the new
-    /// separator fits the parent: the virtual index of the first entry on the right.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the two nodes, their parent, the entry"
-    )]
-    fn plan_shift(
-        &self,
-        side: Side,
-        id: NodeId,
-        sibling: NodeId,
-        parent: NodeId,
-        slot: usize,
-        index: usize,
-        entry: &NewEntry<'_>,
-        page_size: usize,
-    ) -> Option<usize> {
-        let node = &self.nodes[id as usize];
-        let other = &self.nodes[sibling as usize];
-        let count = node.count() + 1;
-        let old = |k: usize| k - usize::from(index < k);
-        let size = |k: usize| {
-            if k == index {
-                entry.size()
-            } else {
-                node.entry_size(old(k))
-            }
-        };
-        let total = node.used() + entry.size();
-        let mut best: Option<(usize, usize)> = None;
-        let mut moved = 0;
-        let mut consider = |cut: usize, moved: usize| {
-            let (stays, goes) = (total - moved, other.used() + moved);
-            let moved_count = match side {
-                Side::Left => cut,
-                Side::Right => count - cut,
-            };
-            if goes > page_size || other.count() + moved_count > PAGE_COUNT_MAX {
-                return false;
-            }
-            if stays <= page_size {
-                let distance = stays.abs_diff(goes);
-                if best.is_some_and(|(_, nearest)| distance >= nearest) {
-                    return false;
-                }
-                best = Some((cut, distance));
-            }
-            true
-        };
-        match side {
-            Side::Right => {
-                for cut in (1..count).rev() {
-                    moved += size(cut);
-                    if !consider(cut, moved) {
-                        break;
-                    }
-                }
-            }
-            Side::Left => {
-                for cut in 1..count {
-                    moved += size(cut - 1);
-                    if !consider(cut, moved) {
-                        break;
-                    }
-                }
-            }
-        }
-        let (cut, _) = best?;
-        // The new separator: the first key right of the cut, in place of the old one.
-        let key_len = if cut == index {
-            match entry {
-                NewEntry::Leaf { key, .. } | NewEntry::Branch { key, .. } => key.len(),
-            }
-        } else {
-            node.key(old(cut)).len()
-        };
-        let parent_node = &self.nodes[parent as usize];
-        let replaced = match side {
-            Side::Right => slot + 1,
-            Side::Left => slot,
-        };
-        let grown = parent_node.used() + key_len;
-        (grown - parent_node.key(replaced).len() <= page_size).then_some(cut)
-    }
-
-    /// Moves the entries of `id` on `side` of `cut` (see `plan_shift`) to `sibling`, with
-    /// `entry` at `index` wherever it falls, and puts the new separator in the parent.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the two nodes, their parent, the entry"
-    )]
-    fn apply_shift(
-        &mut self,
-        side: Side,
-        id: NodeId,
-        sibling: NodeId,
-        parent: NodeId,
-        slot: usize,
-        index: usize,
-        entry: &NewEntry<'_>,
-        cut: usize,
-    ) {
-        let entry_key = match entry {
-            NewEntry::Leaf { key, .. } | NewEntry::Branch { key, .. } => *key,
-        };
-        let old_cut = cut - usize::from(index < cut);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        if cut == index {
-            scratch.extend_from_slice(entry_key);
-        } else {
-            scratch.extend_from_slice(self.nodes[id as usize].key(old_cut));
-        }
-        let (node, other) = pair_mut(&mut self.nodes, id, sibling);
-        match side {
-            Side::Right => {
-                other.prepend_from(node, old_cut..node.count());
-                if index >= cut {
-                    other.insert(index - cut, entry);
-                }
-                node.truncate(old_cut);
-                if index < cut {
-                    node.insert(index, entry);
-                }
-            }
-            Side::Left => {
-                let other_count = other.count();
-                other.append_from(node, 0..old_cut);
-                if index < cut {
-                    other.insert(other_count + index, entry);
-                }
-                node.remove_front(old_cut);
-                if index >= cut {
-                    node.insert(index - cut, entry);
-                }
-            }
-        }
-        node.appended = false;
-        other.appended = false;
-        let (replaced, child) = match side {
-            Side::Right => (slot + 1, sibling),
-            Side::Left => (slot, id),
-        };
-        let parent_node = &mut self.nodes[parent as usize];
-        parent_node.remove(replaced);
-        parent_node.insert(
-            replaced,
-            &NewEntry::Branch {
-                key: &scratch,
-                child: NODE_TAG | u64::from(child),
-            },
-        );
-        self.scratch = scratch;
     }
 
     /// Splits node `id`, with `pending` inserted at its index, into pieces that fit a page:
@@ -405,6 +183,7 @@ impl Tree {
         page_size: usize,
         arena: &mut Arena,
     ) -> Pieces {
+        self.nodes[id as usize].ensure_packed(page_size, arena);
         let node = &self.nodes[id as usize];
         let leaf = node.is_leaf();
         let old_count = node.count();
@@ -442,7 +221,7 @@ impl Tree {
         let mut built: SmallVec<[Node; 4]> = SmallVec::new();
         for (at, &start) in cuts.iter().enumerate() {
             let end = cuts.get(at + 1).copied().unwrap_or(count);
-            let mut piece = Node::empty(arena.take(page_size, piece_bytes(start, end)), leaf);
+            let mut piece = Node::empty(arena, page_size, piece_bytes(start, end), leaf);
             piece.append_from(node, old_before(start)..old_before(end));
             if let Some((index, entry)) = pending
                 && (start..end).contains(&index)
@@ -554,8 +333,8 @@ impl Tree {
                     .iter()
                     .map(|&child| ELEM + self.nodes[child as usize].key(0).len())
                     .sum::<usize>();
-            let buf = arena.take(page_size, pages_for(bytes, page_size) * page_size);
-            let mut root = Node::empty(buf, false);
+            let len = pages_for(bytes, page_size) * page_size;
+            let mut root = Node::empty(arena, page_size, len, false);
             for (index, &child) in children.iter().enumerate() {
                 root.insert(
                     index,

@@ -266,6 +266,16 @@ impl Tree {
         self.nodes.iter().map(Node::used).max().unwrap_or(0)
     }
 
+    /// Drops the tree and keeps its nodes' memory in `arena` for the next one (a tree dropped
+    /// otherwise frees it): for a transaction rolled back.
+    pub fn recycle(mut self, page_size: usize, arena: &mut Arena) {
+        for node in &mut self.nodes {
+            if !node.is_gone() {
+                node.recycle(page_size, arena);
+            }
+        }
+    }
+
     /// A read-only view for lookups and cursors.
     pub fn view<'a>(&'a self, pages: Pages<'a>) -> TreeView<'a> {
         let root = match &self.root {
@@ -317,7 +327,7 @@ impl Tree {
     /// descents that edited nothing).
     pub(crate) fn undo(&mut self, undo: Undo, page_size: usize, arena: &mut Arena) {
         for mut node in self.nodes.drain(undo.nodes_len..) {
-            arena.give(page_size, node.take_buffer());
+            node.recycle(page_size, arena);
         }
         match undo.link {
             Some(Link::Root(root)) => self.root = root,
@@ -341,7 +351,7 @@ impl Tree {
         let page_size = pages.page_size();
         let node = match &self.root {
             Root::Node(id) => return Ok(*id),
-            Root::New => Node::empty(arena.take(page_size, page_size), true),
+            Root::New => Node::empty(arena, page_size, page_size, true),
             Root::Page(pgid) => {
                 let (bytes, header) = pages.page_and_header(Pgid(0), *pgid)?;
                 let mut node = Node::from_page(bytes, *pgid, *pgid, page_size, arena)?;
@@ -408,7 +418,7 @@ impl Tree {
         let mut node = Node::from_page(bytes, pgid, pgid, page_size, arena)?;
         node.overflow = header.overflow;
         if let Err(error) = self.check_range(&node, pgid, low, high) {
-            arena.give(page_size, node.take_buffer());
+            node.recycle(page_size, arena);
             return Err(error);
         }
         self.stats.node_count += 1;
@@ -642,16 +652,16 @@ impl Tree {
     /// # Panics
     /// When the tree has no edited leaf root or `buf` is not `inline_size` bytes long.
     pub fn write_inline(&self, buf: &mut [u8]) {
-        let image = match self.root {
-            Root::New => &EMPTY_LEAF[..],
+        match self.root {
+            Root::New => buf.copy_from_slice(&EMPTY_LEAF),
             Root::Node(id) => {
                 let node = &self.nodes[id as usize];
                 assert!(node.is_leaf(), "write_inline on a branch");
-                node.image()
+                assert_eq!(buf.len(), node.used(), "inline buffer of the wrong size");
+                node.write_packed(buf);
             }
             _ => panic!("write_inline on a tree that is not edited"),
-        };
-        buf.copy_from_slice(image);
+        }
         // The page id and overflow of an inline page are 0.
         buf[..8].fill(0);
         buf[12..16].fill(0);
