@@ -499,7 +499,7 @@ impl Node {
     /// Inserts `entry` at `index`, in place: the buffer must have room (see `reserve`).
     pub fn insert(&mut self, index: usize, entry: &NewEntry<'_>) {
         if !self.gap && self.inserts >= PACKED_INSERTS_MAX && self.count() > 0 {
-            self.to_gap();
+            self.open_gap();
         }
         if self.gap {
             self.insert_gap(index, entry);
@@ -510,7 +510,7 @@ impl Node {
     }
 
     /// Moves the data of a packed node to the end of its buffer: the gap layout.
-    fn to_gap(&mut self) {
+    fn open_gap(&mut self) {
         debug_assert!(!self.gap, "a node in the gap layout already");
         let count = self.count();
         let (start, end, len) = (elem_off(count), self.used, self.buf.len());
