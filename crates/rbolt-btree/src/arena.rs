@@ -6,6 +6,8 @@
 //! the next transaction; nodes merged away or undone come straight back here. So a
 //! transaction that edits pages the previous one also edited allocates nothing for them.
 
+use crate::node::Node;
+
 /// Single-page buffers kept at most (16 MiB of 4 KiB pages).
 pub const POOL_BUFFERS_MAX: usize = 4096;
 /// Key-prefix arrays kept at most (one per node, see `node.rs`).
@@ -20,6 +22,8 @@ pub struct Arena {
     page_size: usize,
     /// Emptied key-prefix arrays of nodes, with their capacity.
     prefixes: Vec<Vec<u64>>,
+    /// An emptied node list of a tree, with its capacity.
+    nodes: Vec<Node>,
 }
 
 impl Arena {
@@ -75,6 +79,19 @@ impl Arena {
         if prefixes.capacity() > 0 && self.prefixes.len() < POOL_PREFIXES_MAX {
             prefixes.clear();
             self.prefixes.push(prefixes);
+        }
+    }
+
+    /// An empty node list for a tree that starts editing, with room from an earlier tree.
+    pub(crate) fn take_nodes(&mut self) -> Vec<Node> {
+        std::mem::take(&mut self.nodes)
+    }
+
+    /// Takes a tree's node list back (its nodes' memory given back or handed on already).
+    pub(crate) fn give_nodes(&mut self, mut nodes: Vec<Node>) {
+        nodes.clear();
+        if nodes.capacity() > self.nodes.capacity() {
+            self.nodes = nodes;
         }
     }
 

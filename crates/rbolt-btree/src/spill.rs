@@ -81,10 +81,11 @@ impl Tree {
                 }
             }
         };
-        for mut node in self.nodes.drain(..) {
+        for node in &mut self.nodes {
             debug_assert!(node.is_gone(), "a node spill did not reach");
             node.recycle(page_size, arena);
         }
+        arena.give_nodes(std::mem::take(&mut self.nodes));
         self.root = Root::Page(root_pgid);
         Ok(root_pgid)
     }

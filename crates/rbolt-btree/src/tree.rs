@@ -274,6 +274,7 @@ impl Tree {
                 node.recycle(page_size, arena);
             }
         }
+        arena.give_nodes(std::mem::take(&mut self.nodes));
     }
 
     /// A read-only view for lookups and cursors.
@@ -349,6 +350,9 @@ impl Tree {
         undo: Option<&mut Undo>,
     ) -> Result<NodeId> {
         let page_size = pages.page_size();
+        if self.nodes.capacity() == 0 {
+            self.nodes = arena.take_nodes();
+        }
         let node = match &self.root {
             Root::Node(id) => return Ok(*id),
             Root::New => Node::empty(arena, page_size, page_size, true),

@@ -7,6 +7,10 @@ use std::os::fd::BorrowedFd;
 use rustix::io::Errno;
 
 use super::IOV_MAX;
+use smallvec::SmallVec;
+
+/// Buffers one vectored write keeps on the stack before its list goes to the heap.
+const IOV_INLINE: usize = 32;
 
 /// The file's length from `fstat`.
 pub(super) fn len(fd: BorrowedFd<'_>) -> io::Result<u64> {
@@ -70,8 +74,10 @@ pub(super) fn write_vectored_at(
     // linux_raw backend also clamps the list, which would surface as a short write that the loop
     // below continues; splitting here does not rely on that backend detail.) One vector is
     // reused for every chunk, so the allocation is bounded by IOV_MAX entries however many
-    // buffers the caller passes.
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len().min(IOV_MAX));
+    // buffers the caller passes; inline for the common case (a write of at most 64 KiB is 16
+    // pages of 4 KiB), so that a small commit's writes allocate nothing.
+    let mut slices: SmallVec<[IoSlice<'_>; IOV_INLINE]> =
+        SmallVec::with_capacity(bufs.len().min(IOV_MAX));
     for chunk in bufs.chunks(IOV_MAX) {
         slices.clear();
         // Empty buffers would make a fully written chunk look like a zero-length write.
