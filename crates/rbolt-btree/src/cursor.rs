@@ -266,6 +266,8 @@ impl<'a> TreeView<'a> {
             state: State::Unpositioned,
             last_key: None,
             loads: 0,
+            scan_loads: 0,
+            scan_direction: None,
             crossed: false,
         }
     }
@@ -315,6 +317,13 @@ pub struct Cursor<'a> {
     /// Pages loaded by the move under way: a move of a sound tree loads fewer pages than the
     /// file holds, so more means shared or cyclic pages (say, 2^50 paths to empty leaves).
     loads: u64,
+    /// Pages loaded since the cursor was last positioned (`first`, `last`, `seek`) or turned:
+    /// a scan of a sound tree in one direction loads each page once, so more than the file
+    /// holds means it is going round (a cycle whose leaves' keys happen to go up where the
+    /// scan crosses them, which the key check cannot see).
+    scan_loads: u64,
+    /// The direction of the scan `scan_loads` counts.
+    scan_direction: Option<Ordering>,
     /// The move under way left the leaf it started on. Only such a move can go back to keys
     /// already passed; a step inside one leaf goes to the next index, and a leaf's own key
     /// order is `check`'s and page validation's to find. So only these steps compare keys.
@@ -330,6 +339,7 @@ impl<'a> Cursor<'a> {
     /// Moves to the first entry.
     pub fn first(&mut self) -> Result<Option<Entry<'a>>> {
         self.last_key = None;
+        self.turn(None);
         let moved = self.first_inner();
         self.settled(moved, None)
     }
@@ -337,6 +347,7 @@ impl<'a> Cursor<'a> {
     /// Moves to the last entry.
     pub fn last(&mut self) -> Result<Option<Entry<'a>>> {
         self.last_key = None;
+        self.turn(None);
         let moved = self.last_inner();
         self.settled(moved, None)
     }
@@ -344,6 +355,7 @@ impl<'a> Cursor<'a> {
     /// Moves to the first entry whose key is not less than `key`.
     pub fn seek(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
         self.last_key = None;
+        self.turn(None);
         let moved = self.seek_inner(key);
         self.settled(moved, None)
     }
@@ -351,14 +363,27 @@ impl<'a> Cursor<'a> {
     /// Moves to the next entry.
     #[allow(clippy::should_implement_trait)] // fallible, and a Cursor also moves backwards
     pub fn next(&mut self) -> Result<Option<Entry<'a>>> {
+        if self.scan_direction != Some(Ordering::Greater) {
+            self.turn(Some(Ordering::Greater));
+        }
         let moved = self.next_inner();
         self.settled(moved, Some(Ordering::Greater))
     }
 
     /// Moves to the previous entry.
     pub fn prev(&mut self) -> Result<Option<Entry<'a>>> {
+        if self.scan_direction != Some(Ordering::Less) {
+            self.turn(Some(Ordering::Less));
+        }
         let moved = self.prev_inner();
         self.settled(moved, Some(Ordering::Less))
+    }
+
+    /// Starts counting a new scan's pages, in `direction` (`None`: a positioning move).
+    #[inline]
+    fn turn(&mut self, direction: Option<Ordering>) {
+        self.scan_loads = 0;
+        self.scan_direction = direction;
     }
 
     /// Loads child `index` of `frame`, counting it against the move's page budget.
@@ -389,7 +414,21 @@ impl<'a> Cursor<'a> {
         moved: Result<Option<Entry<'a>>>,
         direction: Option<Ordering>,
     ) -> Result<Option<Entry<'a>>> {
-        self.loads = 0;
+        // A scan (the moves after positioning, one way) loads every page once at most: it
+        // has gone round if it loaded more than the file holds. Counted when a move ends, so
+        // that a move going round a cycle by itself ends in `TooDeep` first.
+        self.scan_loads += std::mem::take(&mut self.loads);
+        let scanned_round = direction.is_some()
+            && self.scan_loads > self.view.pages.high_water().0
+            && matches!(moved, Ok(Some(_)));
+        let moved = if scanned_round {
+            Err(Corruption::new(
+                Pgid(0),
+                Reason::Other("a scan loaded more pages than the file holds (cyclic pages)"),
+            ))
+        } else {
+            moved
+        };
         let crossed = std::mem::take(&mut self.crossed);
         let checked = match (moved, direction, self.last_key) {
             (Ok(Some(entry)), Some(direction), Some(last))

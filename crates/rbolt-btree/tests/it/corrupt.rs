@@ -1637,3 +1637,35 @@ fn random_damage_never_panics_or_hangs() {
             .quickcheck(run_case as fn(Case) -> TestResult);
     });
 }
+
+/// A root whose second child is the root itself, above a leaf whose first key is its largest:
+/// each lap of a forward scan crosses from the leaf's last key up to its first, so the check
+/// of keys where a scan crosses pages passes, and every lap is one level deeper, so the
+/// depth limit ends it only after 64 laps. The scan must end after reading about as many
+/// pages as the file holds.
+#[test]
+fn a_scan_round_a_cycle_whose_keys_rise_where_it_crosses_ends() {
+    with_deadline(|| {
+        let mut craft = Craft::new();
+        let mut entries: Vec<KeyValue> = (1..7).map(|i| (key_of(i, 8), value_of(i, 8))).collect();
+        // The leaf's first key is larger than every other.
+        entries[0].0 = key_of(99, 8);
+        let leaf = craft.leaf(&entries);
+        let root = craft.next_pgid();
+        craft.branch(&[(key_of(0, 8), leaf), (key_of(50, 8), root)]);
+        let image = craft.image(root, entries.clone());
+        let view = TreeView::from_page(image.pages(), image.root);
+        let scan = scan(&view, true, scan_cap(&image));
+        assert!(
+            !scan.capped,
+            "the scan went on past {} entries",
+            scan_cap(&image)
+        );
+        let error = scan.end.expect_err("the scan ended without an error");
+        assert!(
+            scan.keys.len() <= entries.len() * image.high_water.0 as usize,
+            "{} keys before the error ({error})",
+            scan.keys.len()
+        );
+    });
+}
