@@ -639,6 +639,12 @@ impl Expect {
                         self.name
                     );
                     self.check_error(&format!("put {key:?}"), &error);
+                    // A failed put changes nothing: no node of the way down stays behind.
+                    assert!(
+                        !tree.is_dirty() && tree.stats().node_count == 0,
+                        "{}: put {key:?} failed and left the tree edited",
+                        self.name
+                    );
                 }
                 Ok(outcome) => {
                     assert!(
@@ -679,6 +685,7 @@ impl Expect {
             };
             let mut result = Ok(());
             for doomed in doomed {
+                let before = fingerprint(&tree, pages);
                 match tree.delete(pages, &mut arena, doomed, 0) {
                     Err(error) => {
                         assert!(
@@ -687,6 +694,14 @@ impl Expect {
                             self.name
                         );
                         self.check_error(&format!("delete {doomed:?}"), &error);
+                        // A failed delete changes nothing: the tree is as the deletes before
+                        // it left it.
+                        assert_eq!(
+                            fingerprint(&tree, pages),
+                            before,
+                            "{}: delete {doomed:?} failed and changed the tree",
+                            self.name
+                        );
                         result = Err(error);
                         break;
                     }
@@ -738,6 +753,33 @@ impl Expect {
             .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
         assert!(!alloc.runaway, "{}: touch and commit ran away", self.name);
     }
+}
+
+/// What can be seen of a tree: whether it is edited, its counters, its largest node, and a
+/// scan of it through its view (as far as the damage lets it go).
+type Fingerprint = (bool, rbolt_btree::TreeStats, usize, Vec<KeyValue>, bool);
+
+fn fingerprint(tree: &Tree, pages: Pages<'_>) -> Fingerprint {
+    let view = tree.view(pages);
+    let mut cursor = view.cursor();
+    let mut entries = Vec::new();
+    let mut entry = cursor.first();
+    let mut steps = 0;
+    while let Ok(Some(e)) = entry {
+        entries.push((e.key.to_vec(), e.value.to_vec()));
+        steps += 1;
+        if steps > 10_000 {
+            break;
+        }
+        entry = cursor.next();
+    }
+    (
+        tree.is_dirty(),
+        tree.stats(),
+        tree.largest_node_len(),
+        entries,
+        entry.is_err(),
+    )
 }
 
 fn is_too_deep(reason: &Reason) -> bool {

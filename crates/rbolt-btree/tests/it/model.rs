@@ -549,3 +549,122 @@ fn appends_mixed_with_other_edits_match_a_model() {
     }
     assert!(expected.next().is_none());
 }
+
+/// A bucket value: a header (root 0: inline) and an inline leaf page holding `entries`.
+fn inline_bucket_value(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let kv: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let page_len = rbolt_page::leaf_page_size(entries.len(), kv);
+    let mut value = vec![0u8; rbolt_page::BUCKET_HEADER_SIZE + page_len];
+    let mut builder = rbolt_page::LeafBuilder::new(
+        &mut value[rbolt_page::BUCKET_HEADER_SIZE..],
+        rbolt_page::Pgid(0),
+        entries.len(),
+        0,
+    );
+    for (key, val) in entries {
+        builder.push(0, key, val);
+    }
+    builder.finish();
+    value
+}
+
+#[test]
+fn edits_that_change_nothing_leave_the_tree_as_it_was() {
+    use rbolt_page::LEAF_FLAG_BUCKET;
+    let mut store = MemStore::new(512, true);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    for i in 0..2000u32 {
+        tree.put(store.pages(), &mut arena, &i.to_be_bytes(), &[1; 20], 0)
+            .unwrap();
+    }
+    let bucket = inline_bucket_value(&[]);
+    tree.put(
+        store.pages(),
+        &mut arena,
+        b"bucket",
+        &bucket,
+        LEAF_FLAG_BUCKET,
+    )
+    .unwrap();
+    let (pages, alloc) = store.parts();
+    tree.rebalance(pages, &mut arena, alloc).unwrap();
+    let root = tree.spill(pages, &mut arena, alloc).unwrap();
+    store.commit();
+    let pages = store.pages();
+
+    // A conflict and a miss, on a tree not edited yet: it stays a committed page.
+    let mut tree = Tree::from_page(root);
+    let conflict = tree.put(pages, &mut arena, b"bucket", b"value", 0).unwrap();
+    assert_eq!(
+        conflict,
+        Put::KindConflict {
+            flags: LEAF_FLAG_BUCKET
+        }
+    );
+    let missing = tree.delete(pages, &mut arena, b"absent", 0).unwrap();
+    assert_eq!(missing, Delete::NotFound);
+    let wrong_kind = tree.delete(pages, &mut arena, &7u32.to_be_bytes(), LEAF_FLAG_BUCKET);
+    assert_eq!(wrong_kind.unwrap(), Delete::KindConflict { flags: 0 });
+    assert!(
+        !tree.is_dirty(),
+        "edits that changed nothing left nodes behind"
+    );
+    assert_eq!(tree.stats().node_count, 0);
+
+    // The same after a real edit: the nodes of that edit stay, no others are added.
+    tree.put(pages, &mut arena, &5u32.to_be_bytes(), b"five", 0)
+        .unwrap();
+    let (stats, largest) = (tree.stats(), tree.largest_node_len());
+    tree.put(pages, &mut arena, b"bucket", b"value", 0).unwrap();
+    tree.delete(pages, &mut arena, &1_999_999u32.to_be_bytes(), 0)
+        .unwrap();
+    tree.delete(pages, &mut arena, &1500u32.to_be_bytes(), LEAF_FLAG_BUCKET)
+        .unwrap();
+    assert_eq!((tree.stats(), tree.largest_node_len()), (stats, largest));
+    let view = tree.view(pages);
+    assert_eq!(
+        view.get(&5u32.to_be_bytes()).unwrap().unwrap().value,
+        b"five"
+    );
+    assert_eq!(
+        view.get(&1500u32.to_be_bytes()).unwrap().unwrap().value,
+        &[1; 20]
+    );
+}
+
+#[test]
+fn a_bucket_opened_from_an_edited_node_keeps_its_own_copy() {
+    use rbolt_page::LEAF_FLAG_BUCKET;
+    let mut store = MemStore::new(4096, true);
+    let mut arena = Arena::new();
+    let mut tree = Tree::new();
+    let bucket = inline_bucket_value(&[(b"inner", b"value")]);
+    tree.put(store.pages(), &mut arena, b"m", &bucket, LEAF_FLAG_BUCKET)
+        .unwrap();
+    let (pages, alloc) = store.parts();
+    let root = tree.spill(pages, &mut arena, alloc).unwrap();
+    store.commit();
+    let pages = store.pages();
+
+    // The parent's leaf becomes a node; the bucket's value is now read from that node.
+    let mut parent = Tree::from_page(root);
+    parent.put(pages, &mut arena, b"a", b"1", 0).unwrap();
+    let value = parent.get(pages, b"m").unwrap().unwrap();
+    assert!(value.is_bucket());
+    let (child, header) = Tree::from_bucket_value(pages, value.value).unwrap();
+    assert_eq!(header.root, 0);
+    // Edits move the parent's bytes (and split it); the child reads its own copy.
+    for i in 0..500u32 {
+        parent
+            .put(pages, &mut arena, &i.to_be_bytes(), &[9; 40], 0)
+            .unwrap();
+    }
+    let found = child.get(pages, b"inner").unwrap().unwrap();
+    assert_eq!(found.value, b"value");
+    assert_eq!(
+        child.inline_size(1024),
+        None,
+        "an unedited inline bucket is not rewritten"
+    );
+}
