@@ -1,0 +1,315 @@
+//! The model-based test of the public API (issue 12, defect 1's property test).
+//!
+//! Random sequences of bucket, key, cursor, sequence and transaction operations run against
+//! the facade and against an in-memory model of nested buckets at once. Every result is
+//! compared, the error variant included; after every operation the open transaction's whole
+//! visible state (every bucket, key, value and sequence) equals the model — after an `Err`,
+//! the model as it was before the call. Operations are chosen to fail as often as to
+//! succeed: missing and existing names, empty names and keys, names, keys and values over
+//! the limits, the wrong kind, moves onto themselves, into their own children, to missing
+//! parents and onto existing names, commits past `max_size`. Transactions commit, roll back,
+//! are dropped, panic inside `update`; the database is reopened with other options and
+//! read-only; old readers on other threads must keep their snapshots; `compact`,
+//! `write_to`, `copy_file` and `batch` run beside; after every commit the database checks
+//! clean.
+//!
+//! The run prints one summary line and fails unless every kind of operation and every class
+//! of chosen failure occurred. `RBOLT_API_MODEL_CASES` sets the number of cases (the soak
+//! runs many more), `RBOLT_API_MODEL_SEED` replays a run.
+
+mod exec;
+mod model;
+mod ops;
+mod session;
+
+use model::{Class, ErrKind};
+use ops::Case;
+use quickcheck::{Gen, QuickCheck, TestResult};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+// Classes excluded while a defect of issue 12 is open. Each is a known failure, reported
+// with a minimal reproduction; set the flag to `false` once the fix is on main.
+
+/// Defect 1: a `move_bucket` that fails at the destination (missing or value parent, name
+/// taken) drops the uncommitted edits of the bucket it was to move. While set, such moves
+/// run only in transactions that have changed nothing yet.
+pub const EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS: bool = true;
+/// Defect 8: `move_bucket` accepts a new name longer than `KEY_SIZE_MAX`.
+pub const EXCLUDE_MOVE_NEW_NAME_TOO_LARGE: bool = true;
+/// Defect 8 / decision 2: `bucket_path_mut(&[])` hands out the root as a writable bucket.
+pub const EXCLUDE_ROOT_NOT_WRITABLE: bool = true;
+/// Defect 7 / decision 5: an `on_commit` hook that calls `db.update` deadlocks.
+pub const EXCLUDE_HOOK_CALLING_UPDATE: bool = true;
+/// `Bucket::stats` in a write transaction.
+pub const EXCLUDE_STATS_IN_WRITE_TX: bool = true;
+
+/// Deep chains of buckets: from this many levels...
+pub const CHAIN_DEPTH_MIN: usize = 100;
+/// ...to at most this many (moves that would nest deeper are skipped). Decision 4: nesting
+/// has no limit; defect 4 (walks that recurse) bounds what can run today.
+pub const NESTING_DEPTH_TESTED_MAX: usize = 300;
+/// Old readers kept open at once.
+pub const READERS_MAX: usize = 3;
+
+/// Cases in CI (`cargo test`, dev profile, about a minute on two cores).
+const CASES_CI: u64 = 40;
+/// Cases under `cargo xtask soak` (`RBOLT_SOAK=1`).
+const CASES_SOAK: u64 = 3000;
+/// quickcheck's size parameter (the ops draw their own ranges).
+const GEN_SIZE: usize = 100;
+
+/// Counts of what ran, to print and to prove the run was not vacuous.
+#[derive(Default)]
+pub struct Tally {
+    pub cases: u64,
+    pub ops: u64,
+    kinds: BTreeMap<&'static str, u64>,
+    events: BTreeMap<&'static str, u64>,
+    errors: BTreeMap<&'static str, u64>,
+    classes: BTreeMap<Class, u64>,
+    skipped: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    /// A kind of API call ran.
+    pub fn kind(&mut self, name: &'static str) {
+        *self.kinds.entry(name).or_default() += 1;
+    }
+
+    /// A transaction-level event happened (a commit, a reopen, ...).
+    pub fn event(&mut self, name: &'static str) {
+        *self.events.entry(name).or_default() += 1;
+    }
+
+    /// A call failed as the model said, for `class`.
+    pub fn error(&mut self, kind: &ErrKind, class: Class) {
+        *self.errors.entry(kind.name()).or_default() += 1;
+        *self.classes.entry(class).or_default() += 1;
+    }
+
+    /// An operation was not run because an exclusion flag is set.
+    pub fn skip(&mut self, name: &'static str) {
+        *self.skipped.entry(name).or_default() += 1;
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.cases += other.cases;
+        self.ops += other.ops;
+        for (k, v) in other.kinds {
+            *self.kinds.entry(k).or_default() += v;
+        }
+        for (k, v) in other.events {
+            *self.events.entry(k).or_default() += v;
+        }
+        for (k, v) in other.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in other.classes {
+            *self.classes.entry(k).or_default() += v;
+        }
+        for (k, v) in other.skipped {
+            *self.skipped.entry(k).or_default() += v;
+        }
+    }
+
+    fn summary(&self, seed: u64) -> String {
+        let list = |map: &BTreeMap<&'static str, u64>| {
+            map.iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let events: String = self
+            .events
+            .iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect();
+        let classes: Vec<String> = self
+            .classes
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", k.name()))
+            .collect();
+        let excluded = excluded_flags();
+        format!(
+            "api-model: seed={seed} cases={} ops={} calls={}{events} errors={} \
+             classes={} skipped={} excluded={}",
+            self.cases,
+            self.ops,
+            self.kinds.values().sum::<u64>(),
+            list(&self.errors),
+            classes.join(","),
+            if self.skipped.is_empty() {
+                "none".to_string()
+            } else {
+                list(&self.skipped)
+            },
+            if excluded.is_empty() {
+                "none".to_string()
+            } else {
+                excluded.join(",")
+            },
+        )
+    }
+
+    /// Fails unless every kind of call, every event and every class of chosen failure
+    /// occurred (those an exclusion flag turns off aside).
+    fn assert_complete(&self) {
+        let mut kinds = vec![
+            "put",
+            "delete",
+            "get",
+            "create_bucket(tx)",
+            "create_bucket(nested)",
+            "create_bucket_if_not_exists(tx)",
+            "create_bucket_if_not_exists(nested)",
+            "delete_bucket(tx)",
+            "delete_bucket(nested)",
+            "move_bucket",
+            "bucket_path_mut",
+            "bucket_mut(tx)",
+            "bucket_mut(nested)",
+            "bucket(view)",
+            "cursor.forward",
+            "cursor.backward",
+            "cursor.seek",
+            "cursor.current",
+            "cursor_mut.forward",
+            "cursor_mut.backward",
+            "cursor_mut.seek",
+            "cursor_mut.delete",
+            "iter",
+            "range",
+            "iter.next",
+            "iter.next_back",
+            "sequence",
+            "set_sequence",
+            "next_sequence",
+            "for_each",
+            "for_each_bucket",
+            "tx.for_each",
+            "stats",
+            "deep-chain",
+            "on_commit",
+        ];
+        if !EXCLUDE_HOOK_CALLING_UPDATE {
+            kinds.push("on_commit.update");
+        }
+        let events = [
+            "commits",
+            "rollbacks",
+            "drops",
+            "panics",
+            "update-errors",
+            "max-size",
+            "reopens",
+            "read-only-reopens",
+            "old-readers",
+            "reader-checks",
+            "compacts",
+            "write-tos",
+            "copy-files",
+            "batches",
+            "batch-calls",
+            "hooks-run",
+        ];
+        let mut missing: Vec<String> = Vec::new();
+        missing.extend(
+            kinds
+                .iter()
+                .filter(|k| !self.kinds.contains_key(*k))
+                .map(|k| format!("call {k}")),
+        );
+        missing.extend(
+            events
+                .iter()
+                .filter(|k| !self.events.contains_key(*k))
+                .map(|k| format!("event {k}")),
+        );
+        missing.extend(
+            Class::ALL
+                .iter()
+                .filter(|c| !self.classes.contains_key(*c))
+                .filter(|c| {
+                    !(**c == Class::RootNotWritable && EXCLUDE_ROOT_NOT_WRITABLE
+                        || **c == Class::MoveNewNameTooLarge && EXCLUDE_MOVE_NEW_NAME_TOO_LARGE)
+                })
+                .map(|c| format!("failure class {}", c.name())),
+        );
+        assert!(
+            missing.is_empty(),
+            "the run never tried: {}",
+            missing.join(", ")
+        );
+    }
+}
+
+fn excluded_flags() -> Vec<&'static str> {
+    [
+        (
+            EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS,
+            "EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS",
+        ),
+        (
+            EXCLUDE_MOVE_NEW_NAME_TOO_LARGE,
+            "EXCLUDE_MOVE_NEW_NAME_TOO_LARGE",
+        ),
+        (EXCLUDE_ROOT_NOT_WRITABLE, "EXCLUDE_ROOT_NOT_WRITABLE"),
+        (EXCLUDE_HOOK_CALLING_UPDATE, "EXCLUDE_HOOK_CALLING_UPDATE"),
+        (EXCLUDE_STATS_IN_WRITE_TX, "EXCLUDE_STATS_IN_WRITE_TX"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
+}
+
+/// The counts of every case that passed.
+static TOTAL: Mutex<Option<Tally>> = Mutex::new(None);
+
+fn property(case: Case) -> TestResult {
+    let mut tally = Tally {
+        cases: 1,
+        ..Tally::default()
+    };
+    session::run(&case, &mut tally);
+    TOTAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_or_insert_with(Tally::default)
+        .merge(tally);
+    TestResult::passed()
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name}={text}: not a number")),
+    )
+}
+
+#[test]
+fn the_public_api_matches_a_model_of_nested_buckets() {
+    let soak = std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let cases = env_u64("RBOLT_API_MODEL_CASES").unwrap_or(if soak { CASES_SOAK } else { CASES_CI });
+    let seed = env_u64("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    // Shown with a failure: the seed replays the same cases.
+    println!("api-model: seed={seed} (RBOLT_API_MODEL_SEED={seed} replays this run)");
+    QuickCheck::new()
+        .rng(Gen::from_size_and_seed(GEN_SIZE, seed))
+        .tests(cases)
+        .max_tests(cases)
+        .quickcheck(property as fn(Case) -> TestResult);
+    let tally = TOTAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .expect("cases ran");
+    assert_eq!(tally.cases, cases, "every case ran");
+    eprintln!("{}", tally.summary(seed));
+    tally.assert_complete();
+}
