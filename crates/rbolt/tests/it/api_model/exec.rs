@@ -4,13 +4,12 @@
 
 use super::model::{
     Bytes, Class, CursorModel, Ent, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut,
-    do_move, ent_of, expect_access, expect_create, expect_delete, expect_delete_bucket,
-    expect_get, expect_move, expect_put, fails_at_destination, height, key_n, model_ent,
-    range_entries, res,
+    do_move, ent_of, expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get,
+    expect_move, expect_put, fails_at_destination, height, key_n, model_ent, range_entries, res,
 };
 use super::ops::{
-    Move, Op, Rng, SeqAction, Src, Via, Want, bucket_path, existing_bucket, name_too_large, through_value,
-    pick_bound_key, pick_name, pick_value, value_too_large,
+    Move, Op, Rng, SeqAction, Src, Via, Want, bucket_path, existing_bucket, name_too_large,
+    pick_bound_key, pick_name, pick_value, through_value, value_too_large,
 };
 use super::{
     CHAIN_DEPTH_MIN, EXCLUDE_HOOK_CALLING_UPDATE, EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS,
@@ -78,6 +77,9 @@ impl<'a> Cx<'a> {
     }
 }
 
+/// A hook that ran: its id and, for a hook that writes, the result of its `db.update`.
+type HookRun = (u32, Option<Result<(), ErrKind>>);
+
 /// The hooks registered with `on_commit`: which must run at the next commit, and which ran.
 #[derive(Default)]
 pub struct Hooks {
@@ -85,7 +87,7 @@ pub struct Hooks {
     /// Registered and not yet run: id and, for a hook that writes, its key.
     pub pending: Vec<(u32, Option<Vec<u8>>)>,
     /// Ran: id and, for a hook that writes, the result of its `db.update`.
-    pub log: Rc<RefCell<Vec<(u32, Option<Result<(), ErrKind>>)>>>,
+    pub log: Rc<RefCell<Vec<HookRun>>>,
 }
 
 /// The top-level bucket hooks write into.
@@ -352,7 +354,12 @@ pub fn apply<'db>(
 ) {
     let op = cx.op;
     match op {
-        Op::Put { at, key, value, via } => put(tx, model, *at, *key, *value, *via, cx),
+        Op::Put {
+            at,
+            key,
+            value,
+            via,
+        } => put(tx, model, *at, *key, *value, *via, cx),
         Op::Delete { at, key, via } => delete(tx, model, *at, *key, *via, cx),
         Op::CreateBucket {
             at,
@@ -360,21 +367,13 @@ pub fn apply<'db>(
             if_not_exists,
             via,
             then_put,
-        } => create_bucket(
-            tx,
-            model,
-            (*at, *name, *then_put),
-            *if_not_exists,
-            *via,
-            cx,
-        ),
+        } => create_bucket(tx, model, (*at, *name, *then_put), *if_not_exists, *via, cx),
         Op::DeleteBucket { at, name, via } => delete_bucket(tx, model, *at, *name, *via, cx),
         Op::MoveBucket { from, to } => move_bucket(tx, model, committed, *from, *to, cx),
         Op::Access { at, via } => {
             let path = bucket_path(model, *at, 5);
             let expected = bucket_at(model, &path).map(|b| b.sequence);
-            if let Some(sequence) = on_bucket_mut(tx, model, &path, *via, cx, |b, _| b.sequence())
-            {
+            if let Some(sequence) = on_bucket_mut(tx, model, &path, *via, cx, |b, _| b.sequence()) {
                 cx.same("sequence of the bucket opened", &Some(sequence), &expected);
             }
         }
@@ -607,9 +606,9 @@ fn delete_bucket(
         cx.tally.kind("delete_bucket(tx)");
         res(tx.remove_bucket(&name))
     } else {
-        let Some(actual) =
-            on_bucket_mut(tx, model, &parent, via, cx, |b, _| res(b.remove_bucket(&name)))
-        else {
+        let Some(actual) = on_bucket_mut(tx, model, &parent, via, cx, |b, _| {
+            res(b.remove_bucket(&name))
+        }) else {
             return;
         };
         cx.tally.kind("delete_bucket(nested)");
@@ -670,8 +669,8 @@ fn move_paths(model: &Model, from: u32, to: u32) -> (Path, Path) {
         }
         74..=79 => {
             // A parent that holds a value (or a missing one, when there are no values).
-            let parent = through_value(model, &mut rng)
-                .unwrap_or_else(|| vec![b"missing".to_vec()]);
+            let parent =
+                through_value(model, &mut rng).unwrap_or_else(|| vec![b"missing".to_vec()]);
             named(parent, &mut rng)
         }
         80..=83 => {
@@ -686,7 +685,10 @@ fn move_paths(model: &Model, from: u32, to: u32) -> (Path, Path) {
         }
         88..=96 => {
             // A rename in place.
-            let parent = from.split_last().map(|(_, p)| p.to_vec()).unwrap_or_default();
+            let parent = from
+                .split_last()
+                .map(|(_, p)| p.to_vec())
+                .unwrap_or_default();
             named(parent, &mut rng)
         }
         _ => Vec::new(),
@@ -764,7 +766,11 @@ fn cursor(bucket: Bucket<'_>, model: &Model, moves: &[Move], cx: &mut Cx<'_>) {
             "prev" | "last" => "cursor.backward",
             _ => "cursor.forward",
         });
-        cx.same(&format!("cursor step {step} ({name})"), &actual, &Ok(wanted));
+        cx.same(
+            &format!("cursor step {step} ({name})"),
+            &actual,
+            &Ok(wanted),
+        );
     }
 }
 
@@ -789,7 +795,11 @@ fn cursor_mut(tx: &mut WriteTx<'_>, model: &mut Model, at: u32, moves: &[Move], 
                     let actual = moved(cursor.seek(&key));
                     ("seek", actual, expected.seek(&target, &key))
                 }
-                Move::Current => ("current", moved(cursor.current()), expected.current(&target)),
+                Move::Current => (
+                    "current",
+                    moved(cursor.current()),
+                    expected.current(&target),
+                ),
                 Move::Delete => {
                     cx.tally.kind("cursor_mut.delete");
                     let wanted: Expect<bool> = match expected.key() {
@@ -822,7 +832,11 @@ fn cursor_mut(tx: &mut WriteTx<'_>, model: &mut Model, at: u32, moves: &[Move], 
                 "prev" | "last" => "cursor_mut.backward",
                 _ => "cursor_mut.forward",
             });
-            cx.same(&format!("cursor_mut step {step} ({name})"), &actual, &Ok(wanted));
+            cx.same(
+                &format!("cursor_mut step {step} ({name})"),
+                &actual,
+                &Ok(wanted),
+            );
         }
         target
     });
@@ -847,10 +861,7 @@ fn range(bucket: Bucket<'_>, model: &Model, bounds: u32, order: u32, cx: &mut Cx
     let mut rng = Rng::new(bounds, 7);
     let start_key = pick_bound_key(Some(model), &mut rng);
     let end_key = pick_bound_key(Some(model), &mut rng);
-    let (start, end) = (
-        bound(rng.next(), &start_key),
-        bound(rng.next(), &end_key),
-    );
+    let (start, end) = (bound(rng.next(), &start_key), bound(rng.next(), &end_key));
     let unbounded = matches!((start, end), (Bound::Unbounded, Bound::Unbounded));
     let mut iter = if unbounded && rng.percent() < 50 {
         cx.tally.kind("iter");
@@ -1066,6 +1077,8 @@ fn deep_chain(tx: &mut WriteTx<'_>, model: &mut Model, depth: u16, name: u8, cx:
     if !cx.expect("create_bucket (top of a chain)", actual, expected) {
         return;
     }
+    cx.tally.event("deep-chains");
+    cx.tally.depth(levels + 1);
     let mut chain = Model {
         sequence: 7,
         ..Model::default()

@@ -14,8 +14,9 @@
 //! clean.
 //!
 //! The run prints one summary line and fails unless every kind of operation and every class
-//! of chosen failure occurred. `RBOLT_API_MODEL_CASES` sets the number of cases (the soak
-//! runs many more), `RBOLT_API_MODEL_SEED` replays a run.
+//! of chosen failure occurred. `RBOLT_API_MODEL_CASES` sets the number of cases per seed,
+//! `RBOLT_API_MODEL_SEED` replays a run, and `RBOLT_API_MODEL_MINUTES` runs seed after seed
+//! for that long (`cargo xtask soak` does).
 
 mod exec;
 mod model;
@@ -27,6 +28,7 @@ use ops::Case;
 use quickcheck::{Gen, QuickCheck, TestResult};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 // Classes excluded while a defect of issue 12 is open. Each is a known failure, reported
 // with a minimal reproduction; set the flag to `false` once the fix is on main.
@@ -53,9 +55,10 @@ pub const NESTING_DEPTH_TESTED_MAX: usize = 300;
 pub const READERS_MAX: usize = 3;
 
 /// Cases in CI (`cargo test`, dev profile, about a minute on two cores).
-const CASES_CI: u64 = 40;
-/// Cases under `cargo xtask soak` (`RBOLT_SOAK=1`).
-const CASES_SOAK: u64 = 3000;
+const CASES_CI: u64 = 250;
+/// Cases per seed under `cargo xtask soak` (`RBOLT_SOAK=1`), which also sets
+/// `RBOLT_API_MODEL_MINUTES`: seeds follow one another until the time is spent.
+const CASES_SOAK: u64 = 500;
 /// quickcheck's size parameter (the ops draw their own ranges).
 const GEN_SIZE: usize = 100;
 
@@ -64,6 +67,8 @@ const GEN_SIZE: usize = 100;
 pub struct Tally {
     pub cases: u64,
     pub ops: u64,
+    /// The deepest nesting of buckets built.
+    depth_max: usize,
     kinds: BTreeMap<&'static str, u64>,
     events: BTreeMap<&'static str, u64>,
     errors: BTreeMap<&'static str, u64>,
@@ -88,6 +93,11 @@ impl Tally {
         *self.classes.entry(class).or_default() += 1;
     }
 
+    /// Buckets were nested `depth` levels deep.
+    pub fn depth(&mut self, depth: usize) {
+        self.depth_max = self.depth_max.max(depth);
+    }
+
     /// An operation was not run because an exclusion flag is set.
     pub fn skip(&mut self, name: &'static str) {
         *self.skipped.entry(name).or_default() += 1;
@@ -96,6 +106,7 @@ impl Tally {
     fn merge(&mut self, other: Tally) {
         self.cases += other.cases;
         self.ops += other.ops;
+        self.depth_max = self.depth_max.max(other.depth_max);
         for (k, v) in other.kinds {
             *self.kinds.entry(k).or_default() += v;
         }
@@ -113,7 +124,7 @@ impl Tally {
         }
     }
 
-    fn summary(&self, seed: u64) -> String {
+    fn summary(&self, first_seed: u64, seeds: u64) -> String {
         let list = |map: &BTreeMap<&'static str, u64>| {
             map.iter()
                 .map(|(k, v)| format!("{k}:{v}"))
@@ -132,11 +143,12 @@ impl Tally {
             .collect();
         let excluded = excluded_flags();
         format!(
-            "api-model: seed={seed} cases={} ops={} calls={}{events} errors={} \
-             classes={} skipped={} excluded={}",
+            "api-model: seeds={seeds} first_seed={first_seed} cases={} ops={} calls={}{events} \
+             nesting_max={} errors={} classes={} skipped={} excluded={}",
             self.cases,
             self.ops,
             self.kinds.values().sum::<u64>(),
+            self.depth_max,
             list(&self.errors),
             classes.join(","),
             if self.skipped.is_empty() {
@@ -212,6 +224,7 @@ impl Tally {
             "batches",
             "batch-calls",
             "hooks-run",
+            "deep-chains",
         ];
         let mut missing: Vec<String> = Vec::new();
         missing.extend(
@@ -280,7 +293,7 @@ fn property(case: Case) -> TestResult {
     TestResult::passed()
 }
 
-fn env_u64(name: &str) -> Option<u64> {
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
     let text = std::env::var(name).ok()?;
     Some(
         text.parse()
@@ -291,25 +304,40 @@ fn env_u64(name: &str) -> Option<u64> {
 #[test]
 fn the_public_api_matches_a_model_of_nested_buckets() {
     let soak = std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let cases = env_u64("RBOLT_API_MODEL_CASES").unwrap_or(if soak { CASES_SOAK } else { CASES_CI });
-    let seed = env_u64("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
+    let cases = env_number::<u64>("RBOLT_API_MODEL_CASES").unwrap_or(if soak {
+        CASES_SOAK
+    } else {
+        CASES_CI
+    });
+    let deadline = env_number("RBOLT_API_MODEL_MINUTES")
+        .map(|minutes: f64| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
+    let mut seed = env_number::<u64>("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
-    // Shown with a failure: the seed replays the same cases.
-    println!("api-model: seed={seed} (RBOLT_API_MODEL_SEED={seed} replays this run)");
-    QuickCheck::new()
-        .rng(Gen::from_size_and_seed(GEN_SIZE, seed))
-        .tests(cases)
-        .max_tests(cases)
-        .quickcheck(property as fn(Case) -> TestResult);
+    let first_seed = seed;
+    let mut seeds = 0;
+    loop {
+        // Shown with a failure (and live under --nocapture): the seed replays the round.
+        println!("api-model: seed={seed} (RBOLT_API_MODEL_SEED={seed} replays this round)");
+        QuickCheck::new()
+            .rng(Gen::from_size_and_seed(GEN_SIZE, seed))
+            .tests(cases)
+            .max_tests(cases)
+            .quickcheck(property as fn(Case) -> TestResult);
+        seeds += 1;
+        match deadline {
+            Some(deadline) if Instant::now() < deadline => seed = seed.wrapping_add(1),
+            _ => break,
+        }
+    }
     let tally = TOTAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .take()
         .expect("cases ran");
-    assert_eq!(tally.cases, cases, "every case ran");
-    eprintln!("{}", tally.summary(seed));
+    assert_eq!(tally.cases, cases * seeds, "every case ran");
+    eprintln!("{}", tally.summary(first_seed, seeds));
     tally.assert_complete();
 }

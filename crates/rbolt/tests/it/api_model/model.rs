@@ -51,8 +51,12 @@ pub fn model_ent(key: &[u8], item: &Item) -> Ent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ErrKind {
     KeyRequired,
-    KeyTooLarge { len: usize },
-    ValueTooLarge { len: usize },
+    KeyTooLarge {
+        len: usize,
+    },
+    ValueTooLarge {
+        len: usize,
+    },
     BucketExists,
     BucketNotFound,
     BucketNameRequired,
@@ -60,7 +64,9 @@ pub enum ErrKind {
     SameBuckets,
     MoveIntoSelf,
     DatabaseReadOnly,
-    MaxSizeReached { max_size: u64 },
+    MaxSizeReached {
+        max_size: u64,
+    },
     /// Any other error: never expected by the model, so it always fails a comparison.
     Other(String),
 }
@@ -260,7 +266,10 @@ pub fn check_name(name: &[u8]) -> Expect<()> {
         return Err((ErrKind::BucketNameRequired, Class::EmptyName));
     }
     if name.len() > KEY_SIZE_MAX {
-        return Err((ErrKind::KeyTooLarge { len: name.len() }, Class::NameTooLarge));
+        return Err((
+            ErrKind::KeyTooLarge { len: name.len() },
+            Class::NameTooLarge,
+        ));
     }
     Ok(())
 }
@@ -468,11 +477,7 @@ impl CursorModel {
         }
     }
 
-    fn settle<'m>(
-        &mut self,
-        found: Option<(&'m Vec<u8>, &'m Item)>,
-        forward: bool,
-    ) -> Option<Ent> {
+    fn settle<'m>(&mut self, found: Option<(&'m Vec<u8>, &'m Item)>, forward: bool) -> Option<Ent> {
         match found {
             Some((key, item)) => {
                 self.position = Position::At(key.clone());

@@ -124,13 +124,7 @@ impl World {
         db
     }
 
-    fn session(
-        &mut self,
-        db: &Arc<Db>,
-        ops: &[Op],
-        next: &mut usize,
-        tally: &mut Tally,
-    ) -> Next {
+    fn session(&mut self, db: &Arc<Db>, ops: &[Op], next: &mut usize, tally: &mut Tally) -> Next {
         let mut model = self.committed.clone();
         let mut hooks = Hooks::default();
         let mut tx = Some(db.begin_write().expect("begin_write"));
@@ -485,9 +479,7 @@ impl World {
     fn write_to(&mut self, db: &Db, cx: &mut Cx<'_>) {
         cx.tally.event("write-tos");
         let mut image = Vec::new();
-        let written = db
-            .begin_read()
-            .and_then(|read| read.write_to(&mut image));
+        let written = db.begin_read().and_then(|read| read.write_to(&mut image));
         cx.same("write_to", &res(written), &Ok(image.len() as u64));
         let sim = SimFile::from_image(image).expect("a simulated file");
         match open(&sim, Options::default()) {
@@ -533,7 +525,9 @@ impl World {
         cx: &mut Cx<'_>,
     ) {
         cx.tally.event("batches");
-        let calls: Vec<(Vec<(Vec<u8>, Vec<u8>)>, bool)> = (0..threads)
+        // Each call: its puts, and whether it fails.
+        type Call = (Vec<(Vec<u8>, Vec<u8>)>, bool);
+        let calls: Vec<Call> = (0..threads)
             .map(|thread| {
                 let puts = (0..3)
                     .map(|j| {
@@ -591,7 +585,9 @@ impl World {
                 unreachable!("top-level entries are buckets")
             };
             for (key, value) in puts {
-                bucket.entries.insert(key.clone(), Item::Value(value.clone()));
+                bucket
+                    .entries
+                    .insert(key.clone(), Item::Value(value.clone()));
             }
         }
         self.committed = model.clone();
