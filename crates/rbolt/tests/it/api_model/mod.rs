@@ -21,6 +21,7 @@
 mod exec;
 mod model;
 mod ops;
+mod reads;
 mod session;
 
 use model::{Class, ErrKind};

@@ -5,9 +5,10 @@
 //! transaction equals the model; after every commit the database equals the committed model
 //! and checks clean.
 
-use super::exec::{self, Cx, Hooks, compare_tree};
+use super::exec::{self, Cx, Hooks};
 use super::model::{Class, ErrKind, Item, Model, res};
 use super::ops::{Case, Op, PAGE_SIZES, Rng};
+use super::reads::compare_tree;
 use super::{READERS_MAX, Tally};
 use rbolt::storage::{SimFile, Storage};
 use rbolt::{ALLOC_SIZE_DEFAULT, Db, Error, FreelistKind, Options, WriteTx};
