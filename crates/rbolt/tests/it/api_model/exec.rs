@@ -4,15 +4,15 @@
 //! side is in `reads.rs`.
 
 use super::model::{
-    Bytes, Class, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut, do_move,
-    expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get, expect_move,
-    expect_put, fails_at_destination, height, key_n, res,
+    Bytes, Class, CursorModel, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut,
+    do_move, expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get,
+    expect_move, expect_put, fails_at_destination, height, key_n, res,
 };
 use super::ops::{
     Op, Rng, SeqAction, Src, Via, Want, bucket_path, existing_bucket, name_too_large, pick_name,
     pick_value, through_value, value_too_large,
 };
-use super::reads::{cursor, cursor_mut, for_each, on_src, range};
+use super::reads::{cursor, cursor_mut, for_each, moved, on_src, range};
 use super::{
     CHAIN_DEPTH_MIN, EXCLUDE_HOOK_CALLING_UPDATE, EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS,
     EXCLUDE_MOVE_NEW_NAME_TOO_LARGE, EXCLUDE_ROOT_NOT_WRITABLE, EXCLUDE_STATS_IN_WRITE_TX,
@@ -357,6 +357,12 @@ pub fn apply<'db>(
                 );
             });
         }
+        Op::Bulk {
+            at,
+            n,
+            seed,
+            delete,
+        } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
         Op::OnCommit { update } => hooks.register(tx, *update, cx.tally),
         other => unreachable!("{other:?} does not run inside a transaction"),
@@ -669,6 +675,90 @@ fn move_bucket(
     let actual = res(tx.move_bucket(&slices(&from), &slices(&to)));
     if cx.expect("move_bucket", actual, expected) {
         do_move(model, &from, &to);
+    }
+}
+
+/// Keys of bulk puts: `n0000` to `n1999`, so that bulks overlap.
+const BULK_KEY_SPACE: usize = 2000;
+
+fn bulk(
+    tx: &mut WriteTx<'_>,
+    model: &mut Model,
+    at: u32,
+    n: usize,
+    seed: u32,
+    delete: bool,
+    cx: &mut Cx<'_>,
+) {
+    let path = bucket_path(model, at, 3);
+    let Some(mut target) = bucket_at(model, &path).cloned() else {
+        // Missing or through a value: the opening is what is compared.
+        on_bucket_mut(tx, model, &path, Via::Path, cx, |_, _| ());
+        return;
+    };
+    cx.detail = format!("(bulk of {n} in {:?})", shown(&path));
+    let mut rng = Rng::new(seed, 10);
+    let by_cursor = rng.percent() < 50;
+    let done = on_bucket_mut(tx, model, &path, Via::Path, cx, |bucket, cx| {
+        if !delete {
+            cx.tally.kind("bulk.put");
+            for _ in 0..n {
+                let key = format!("n{:04}", rng.below(BULK_KEY_SPACE)).into_bytes();
+                let value = vec![rng.next() as u8; rng.below(200)];
+                let expected = expect_put(&target, &key, value.len());
+                if cx.expect("bulk put", res(bucket.put(&key, &value)), expected) {
+                    target.entries.insert(key, Item::Value(value));
+                }
+            }
+            return target;
+        }
+        // A run of `n` entries from a random one.
+        let keys: Vec<Vec<u8>> = target.entries.keys().cloned().collect();
+        let Some(first) = (!keys.is_empty()).then(|| keys[rng.below(keys.len())].clone()) else {
+            return target;
+        };
+        if !by_cursor {
+            cx.tally.kind("bulk.delete");
+            for key in keys.iter().filter(|k| **k >= first).take(n) {
+                let expected = expect_delete(&target, key);
+                if cx.expect("bulk delete", res(bucket.delete(key)), expected) {
+                    target.entries.remove(key);
+                }
+            }
+            return target;
+        }
+        // By a cursor that deletes each value it lands on and steps over buckets.
+        cx.tally.kind("bulk.cursor_mut.delete");
+        let mut cursor = bucket.cursor_mut();
+        let mut expected = CursorModel::new();
+        let mut at = moved(cursor.seek(&first));
+        cx.same("cursor_mut seek", &at, &Ok(expected.seek(&target, &first)));
+        for step in 0..n {
+            let Ok(Some((key, value))) = at else { break };
+            if value.is_some() {
+                cx.same(
+                    &format!("cursor_mut delete at step {step}"),
+                    &res(cursor.delete()),
+                    &Ok(true),
+                );
+                target.entries.remove(&key.0);
+                cx.same(
+                    "cursor_mut current after a delete",
+                    &moved(cursor.current()),
+                    &Ok(None),
+                );
+            }
+            at = moved(cursor.next());
+            cx.same(
+                &format!("cursor_mut next at step {step}"),
+                &at,
+                &Ok(expected.next(&target)),
+            );
+        }
+        target
+    });
+    if let Some(target) = done {
+        *bucket_at_mut(model, &path) = target;
     }
 }
 

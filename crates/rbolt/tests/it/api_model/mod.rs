@@ -203,6 +203,9 @@ impl Tally {
             "tx.for_each",
             "stats",
             "deep-chain",
+            "bulk.put",
+            "bulk.delete",
+            "bulk.cursor_mut.delete",
             "on_commit",
         ];
         if !EXCLUDE_HOOK_CALLING_UPDATE {

@@ -122,6 +122,14 @@ pub enum Op {
         at: u32,
         src: Src,
     },
+    /// Many puts into one bucket (splits, overflow pages, a bucket leaving its inline form),
+    /// or many deletes of a run of its keys by `delete` or by `CursorMut` (merges).
+    Bulk {
+        at: u32,
+        n: u16,
+        seed: u32,
+        delete: bool,
+    },
     /// A chain of nested buckets, `depth` levels below a new top-level bucket.
     DeepChain {
         depth: u16,
@@ -185,6 +193,7 @@ impl Op {
                 | Op::Sequence { .. }
                 | Op::ForEach { .. }
                 | Op::Stats { .. }
+                | Op::Bulk { .. }
                 | Op::DeepChain { .. }
                 | Op::OnCommit { .. }
         )
@@ -238,6 +247,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (30, "sequence"),
     (20, "for-each"),
     (15, "stats"),
+    (12, "bulk"),
     (2, "deep-chain"),
     (12, "on-commit"),
     (70, "commit"),
@@ -345,6 +355,12 @@ impl Arbitrary for Op {
                 buckets_only: bool::arbitrary(g),
             },
             "stats" => Op::Stats { at, src: src(g) },
+            "bulk" => Op::Bulk {
+                at,
+                n: 20 + u16::arbitrary(g) % 400,
+                seed: u32::arbitrary(g),
+                delete: u8::arbitrary(g) % 3 == 0,
+            },
             "deep-chain" => Op::DeepChain {
                 depth: u16::arbitrary(g),
                 name: u8::arbitrary(g),

@@ -82,7 +82,7 @@ pub fn on_src(
 }
 
 /// Reads a cursor's move as an entry.
-fn moved(entry: rbolt::Result<Option<rbolt::Entry<'_>>>) -> Result<Option<Ent>, ErrKind> {
+pub fn moved(entry: rbolt::Result<Option<rbolt::Entry<'_>>>) -> Result<Option<Ent>, ErrKind> {
     res(entry).map(|e| e.as_ref().map(ent_of))
 }
 

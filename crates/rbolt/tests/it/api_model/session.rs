@@ -11,11 +11,15 @@ use super::ops::{Case, Op, PAGE_SIZES, Rng};
 use super::reads::compare_tree;
 use super::{READERS_MAX, Tally};
 use rbolt::storage::{SimFile, Storage};
-use rbolt::{ALLOC_SIZE_DEFAULT, Db, Error, FreelistKind, Options, WriteTx};
+use rbolt::{
+    ALLOC_SIZE_DEFAULT, Db, Error, FreelistKind, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT,
+    Options, WriteTx,
+};
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// Opens a database on a simulated file (the only place the test opens one on `SimFile`).
 pub fn open(sim: &SimFile, options: Options) -> rbolt::Result<Db> {
@@ -389,6 +393,16 @@ impl World {
                 4 * self.page_size as u64
             } else {
                 ALLOC_SIZE_DEFAULT
+            })
+            // Batches cut short by size, or by a short delay.
+            .max_batch_size(match rng.percent() {
+                0..=19 => 1 + rng.below(2),
+                _ => MAX_BATCH_SIZE_DEFAULT,
+            })
+            .max_batch_delay(if rng.percent() < 30 {
+                Duration::from_millis(1)
+            } else {
+                MAX_BATCH_DELAY_DEFAULT
             })
     }
 
