@@ -49,9 +49,15 @@ pub const EXCLUDE_STATS_IN_WRITE_TX: bool = true;
 
 /// Deep chains of buckets: from this many levels...
 pub const CHAIN_DEPTH_MIN: usize = 100;
-/// ...to at most this many (moves that would nest deeper are skipped). Decision 4: nesting
-/// has no limit; defect 4 (walks that recurse) bounds what can run today.
+/// ...to at most this many (creates and moves that would nest deeper are skipped).
+/// Decision 4: nesting has no limit, so the test wants `NESTING_DEPTH_WANTED`, past the
+/// facade's old `BUCKET_DEPTH_MAX` of 1,024. Defect 4 excludes it for now: `compact`
+/// recurses once per level and overflows a 2 MiB stack at about 400 levels in the dev
+/// profile (aborting the whole test binary). Raise this to `NESTING_DEPTH_WANTED` once
+/// the walks are iterative.
 pub const NESTING_DEPTH_TESTED_MAX: usize = 300;
+/// The nesting the test should reach once defect 4 is fixed.
+const NESTING_DEPTH_WANTED: usize = 1100;
 /// Old readers kept open at once.
 pub const READERS_MAX: usize = 3;
 
@@ -274,6 +280,10 @@ fn excluded_flags() -> Vec<&'static str> {
         (EXCLUDE_ROOT_NOT_WRITABLE, "EXCLUDE_ROOT_NOT_WRITABLE"),
         (EXCLUDE_HOOK_CALLING_UPDATE, "EXCLUDE_HOOK_CALLING_UPDATE"),
         (EXCLUDE_STATS_IN_WRITE_TX, "EXCLUDE_STATS_IN_WRITE_TX"),
+        (
+            NESTING_DEPTH_TESTED_MAX < NESTING_DEPTH_WANTED,
+            "NESTING_DEPTH_TESTED_MAX<NESTING_DEPTH_WANTED",
+        ),
     ]
     .into_iter()
     .filter_map(|(on, name)| on.then_some(name))
