@@ -4,20 +4,16 @@
 //! side is in `reads.rs`.
 
 use super::model::{
-    Bytes, Class, CursorModel, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut,
-    do_move, expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get,
-    expect_move, expect_put, fails_at_destination, height, key_n, res,
+    Bytes, CursorModel, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut, do_move,
+    expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get, expect_move,
+    expect_put, height, key_n, res,
 };
 use super::ops::{
     Op, Rng, SeqAction, Src, Via, Want, bucket_path, existing_bucket, name_too_large, pick_name,
     pick_value, through_value, value_too_large,
 };
 use super::reads::{cursor, cursor_mut, for_each, moved, on_src, range};
-use super::{
-    CHAIN_DEPTH_MIN, EXCLUDE_HOOK_CALLING_UPDATE, EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS,
-    EXCLUDE_MOVE_NEW_NAME_TOO_LARGE, EXCLUDE_ROOT_NOT_WRITABLE, EXCLUDE_STATS_IN_WRITE_TX,
-    NESTING_DEPTH_TESTED_MAX, Tally,
-};
+use super::{CHAIN_DEPTH_MIN, EXCLUDE_STATS_IN_WRITE_TX, NESTING_DEPTH_TESTED_MAX, Tally};
 use rbolt::{BucketMut, WriteTx};
 use std::cell::RefCell;
 use std::fmt::{Debug, Display};
@@ -99,7 +95,6 @@ impl Hooks {
     fn register<'db>(&mut self, tx: &mut WriteTx<'db>, update: bool, tally: &mut Tally) {
         let id = self.next_id;
         self.next_id += 1;
-        let update = update && !EXCLUDE_HOOK_CALLING_UPDATE;
         let key = update.then(|| format!("h{id}").into_bytes());
         self.pending.push((id, key.clone()));
         let log = self.log.clone();
@@ -252,10 +247,6 @@ pub fn on_bucket_mut<R>(
     f: impl FnOnce(&mut BucketMut<'_>, &mut Cx<'_>) -> R,
 ) -> Option<R> {
     let expected = expect_access(model, path).map(|bucket| bucket.is_some());
-    if path.is_empty() && EXCLUDE_ROOT_NOT_WRITABLE {
-        cx.tally.skip("root-not-writable");
-        return None;
-    }
     match via {
         Via::Path => cx.tally.kind("bucket_path_mut"),
         Via::Chain if path.len() > 1 => cx.tally.kind("bucket_mut(nested)"),
@@ -301,7 +292,7 @@ pub fn apply<'db>(
             then_put,
         } => create_bucket(tx, model, (*at, *name, *then_put), *if_not_exists, *via, cx),
         Op::DeleteBucket { at, name, via } => delete_bucket(tx, model, *at, *name, *via, cx),
-        Op::MoveBucket { from, to } => move_bucket(tx, model, committed, *from, *to, cx),
+        Op::MoveBucket { from, to } => move_bucket(tx, model, *from, *to, cx),
         Op::Access { at, via } => {
             let path = bucket_path(model, *at, 5);
             let expected = bucket_at(model, &path).map(|b| b.sequence);
@@ -634,14 +625,7 @@ fn move_paths(model: &Model, from: u32, to: u32) -> (Path, Path) {
     (from, to)
 }
 
-fn move_bucket(
-    tx: &mut WriteTx<'_>,
-    model: &mut Model,
-    committed: &Model,
-    from: u32,
-    to: u32,
-    cx: &mut Cx<'_>,
-) {
+fn move_bucket(tx: &mut WriteTx<'_>, model: &mut Model, from: u32, to: u32, cx: &mut Cx<'_>) {
     let (from, to) = move_paths(model, from, to);
     let expected = expect_move(model, &from, &to);
     cx.detail = format!(
@@ -649,27 +633,12 @@ fn move_bucket(
         shown(&from),
         shown(&to)
     );
-    match &expected {
-        Err((_, Class::MoveNewNameTooLarge)) if EXCLUDE_MOVE_NEW_NAME_TOO_LARGE => {
-            cx.tally.skip("move-new-name-too-large");
+    if expected.is_ok() {
+        let moved = bucket_at(model, &from).expect("a checked move");
+        if to.len() + height(moved) > NESTING_DEPTH_TESTED_MAX {
+            cx.tally.skip("nesting-past-tested-max");
             return;
         }
-        Err((_, class))
-            if fails_at_destination(*class)
-                && EXCLUDE_MOVE_FAILING_AT_DESTINATION_AFTER_EDITS
-                && model != committed =>
-        {
-            cx.tally.skip("move-failing-at-destination-after-edits");
-            return;
-        }
-        Ok(()) => {
-            let moved = bucket_at(model, &from).expect("a checked move");
-            if to.len() + height(moved) > NESTING_DEPTH_TESTED_MAX {
-                cx.tally.skip("nesting-past-tested-max");
-                return;
-            }
-        }
-        Err(_) => {}
     }
     cx.tally.kind("move_bucket");
     let actual = res(tx.move_bucket(&slices(&from), &slices(&to)));

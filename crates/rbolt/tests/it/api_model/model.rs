@@ -67,6 +67,7 @@ pub enum ErrKind {
     MaxSizeReached {
         max_size: u64,
     },
+    StorageInUse,
     /// Any other error: never expected by the model, so it always fails a comparison.
     Other(String),
 }
@@ -87,6 +88,7 @@ impl ErrKind {
             Error::MaxSizeReached { max_size } => ErrKind::MaxSizeReached {
                 max_size: *max_size,
             },
+            Error::StorageInUse { .. } => ErrKind::StorageInUse,
             other => ErrKind::Other(format!("{other:?}")),
         }
     }
@@ -105,6 +107,7 @@ impl ErrKind {
             ErrKind::MoveIntoSelf => "MoveIntoSelf",
             ErrKind::DatabaseReadOnly => "DatabaseReadOnly",
             ErrKind::MaxSizeReached { .. } => "MaxSizeReached",
+            ErrKind::StorageInUse => "StorageInUse",
             ErrKind::Other(_) => "Other",
         }
     }
@@ -147,6 +150,7 @@ pub enum Class {
     CallbackError,
     ClosureError,
     BatchCallError,
+    SecondHandle,
 }
 
 impl Class {
@@ -179,6 +183,7 @@ impl Class {
         Class::CallbackError,
         Class::ClosureError,
         Class::BatchCallError,
+        Class::SecondHandle,
     ];
 
     pub fn name(self) -> &'static str {
@@ -211,6 +216,7 @@ impl Class {
             Class::CallbackError => "callback-error",
             Class::ClosureError => "closure-error",
             Class::BatchCallError => "batch-call-error",
+            Class::SecondHandle => "second-handle",
         }
     }
 }
@@ -394,17 +400,6 @@ pub fn expect_move(model: &Model, from: &[Vec<u8>], to: &[Vec<u8>]) -> Expect<()
         Some(Item::Value(_)) => Err((ErrKind::IncompatibleValue, Class::MoveOntoValue)),
         None => Ok(()),
     }
-}
-
-/// Whether a move's failure is found at the destination, after the source was looked up.
-pub fn fails_at_destination(class: Class) -> bool {
-    matches!(
-        class,
-        Class::MoveMissingParent
-            | Class::MoveParentIsValue
-            | Class::MoveOntoExisting
-            | Class::MoveOntoValue
-    )
 }
 
 /// Applies a move `expect_move` allowed.

@@ -11,8 +11,9 @@ use quickcheck::{Arbitrary, Gen};
 use rbolt::{FreelistKind, KEY_SIZE_MAX, VALUE_SIZE_MAX};
 use std::sync::OnceLock;
 
-/// Page sizes of new files: the smallest Go bbolt writes, two usual ones, a large one.
-pub const PAGE_SIZES: &[usize] = &[512, 1024, 4096, 16384];
+/// Page sizes of new files: tiny, small, usual and large ones, powers of two or not (Go
+/// bbolt writes any).
+pub const PAGE_SIZES: &[usize] = &[256, 512, 1024, 3000, 4096, 16384];
 /// Names of buckets drawn from a small set, so that creates collide with existing buckets.
 const NAMES: &[&[u8]] = &[b"a", b"b", b"c", b"d", b"e"];
 /// Keys are drawn from `KEY_POOL_SIZE` names `k00`, `k01`, ... so that puts replace and

@@ -93,6 +93,15 @@ pub fn run(case: &Case, tally: &mut Tally) {
     let mut next = 0;
     loop {
         let db = Arc::new(world.open(world.options.clone()));
+        // One open handle per storage: a second one would be a second writer.
+        let second = open(&world.sim, Options::default().read_only(next % 2 == 0));
+        let mut cx = Cx::new(&mut *tally, next, &FINAL);
+        cx.detail = "(a second handle on the open storage)".into();
+        cx.expect(
+            "opening the storage again",
+            res(second.map(|_| ())),
+            Err((ErrKind::StorageInUse, Class::SecondHandle)),
+        );
         let step = world.session(&db, &case.ops, &mut next, tally);
         world.stop_readers();
         assert_eq!(Arc::strong_count(&db), 1, "a reader still holds the handle");
