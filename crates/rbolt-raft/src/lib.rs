@@ -126,7 +126,8 @@
 //! }
 //! ```
 //!
-//! `examples/kv_cluster` runs three such nodes over an in-process network.
+//! `examples/kv_cluster` runs three such nodes over an in-process network; the
+//! `rbolt-raft-node` crate runs each as its own process, with Raft and clients over HTTP.
 //!
 //! [`RaftLogReader`]: openraft::storage::RaftLogReader
 //! [`RaftLogStorage`]: openraft::storage::RaftLogStorage
