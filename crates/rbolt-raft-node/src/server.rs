@@ -447,6 +447,13 @@ async fn add_learner(app: &App, request: hyper::Request<Incoming>, path_and_quer
         Ok(learner) => learner,
         Err(answer) => return answer,
     };
+    // Addresses travel in snapshot headers and redirects: HOST:PORT, ASCII, nothing else.
+    if learner.addr.is_empty() || !learner.addr.is_ascii() || learner.addr.contains(['/', ' ']) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("address {:?} is not HOST:PORT", learner.addr),
+        );
+    }
     let node = BasicNode { addr: learner.addr };
     // Blocking: answers once the learner has caught up with the log.
     match app.raft.add_learner(learner.id, node, true).await {

@@ -100,6 +100,8 @@ async fn the_command_line_writes_reads_and_changes_membership() {
     cluster.start_with_peers(4, "");
     cluster.wait_until_up(4).await;
     let addr4 = cluster.nodes[&4].public.clone();
+    let (code, _) = cli(&via, &["add-learner", "--id", "4", "--addr", "http://x/"]);
+    assert_eq!(code, 1, "an address that is not HOST:PORT is refused");
     let (code, out) = cli(&via, &["add-learner", "--id", "4", "--addr", &addr4]);
     assert_eq!(code, 0, "add-learner: {out}");
     let (code, out) = cli(&via, &["change-members", "1,2,3,4"]);
