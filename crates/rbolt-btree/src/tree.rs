@@ -921,6 +921,78 @@ impl Tree {
         }
     }
 
+    /// Calls `f` with every page [`Tree::free_all`] would free (each id with its overflow),
+    /// changing nothing: so a caller can check a whole deletion before it frees anything. A
+    /// corrupt page met on the way is an error, and `f` may have been called for some pages.
+    pub fn for_each_page(&self, pages: Pages<'_>, mut f: impl FnMut(Pgid, u32)) -> Result<()> {
+        let mut budget = pages.high_water().0;
+        // Edited nodes and committed pages still to visit, with their owner and depth.
+        enum Visit {
+            Node(NodeId, usize),
+            Page(Pgid, Pgid, usize),
+        }
+        let mut stack = match self.root {
+            Root::Page(pgid) => vec![Visit::Page(Pgid(0), pgid, 0)],
+            Root::Inline { .. } => return Ok(()),
+            Root::Node(id) => vec![Visit::Node(id, 0)],
+        };
+        while let Some(visit) = stack.pop() {
+            match visit {
+                Visit::Node(id, depth) => {
+                    if depth >= DEPTH_MAX {
+                        return Err(too_deep());
+                    }
+                    let node = &self.nodes[id as usize];
+                    if node.pgid.0 != 0 {
+                        f(node.pgid, node.overflow);
+                    }
+                    if let Inodes::Branch(inodes) = &node.inodes {
+                        for inode in inodes {
+                            stack.push(match inode.child {
+                                Child::Page(pgid) => Visit::Page(node.pgid, pgid, depth + 1),
+                                Child::Node(child) => Visit::Node(child, depth + 1),
+                            });
+                        }
+                    }
+                }
+                Visit::Page(owner, pgid, depth) => {
+                    if depth >= DEPTH_MAX {
+                        return Err(too_deep());
+                    }
+                    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                    let overflow = page.header().overflow;
+                    let span = u64::from(overflow) + 1;
+                    if budget < span {
+                        return Err(Corruption::new(
+                            pgid,
+                            Reason::Other("a tree reaches pages twice"),
+                        ));
+                    }
+                    budget -= span;
+                    f(pgid, overflow);
+                    match page.header().kind() {
+                        Some(PageKind::Leaf) => {}
+                        Some(PageKind::Branch) => {
+                            let branch = page.branch()?;
+                            for index in 0..branch.len() {
+                                stack.push(Visit::Page(pgid, branch.child(index)?, depth + 1));
+                            }
+                        }
+                        _ => {
+                            return Err(Corruption::new(
+                                pgid,
+                                Reason::Other(
+                                    "a tree points at a page that is neither a branch nor a leaf",
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn free_node_tree<A: PageAlloc>(
         &mut self,
         pages: Pages<'_>,

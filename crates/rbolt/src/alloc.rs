@@ -83,6 +83,9 @@ pub(crate) struct TxAlloc {
     /// Pages allocated and bytes written, for the transaction's stats.
     pub(crate) pages_allocated: u64,
     pub(crate) writes: u64,
+    /// The fsync after growth failed: the handle must be poisoned (the kernel may have dropped
+    /// pages it could not write).
+    pub(crate) sync_failed: bool,
 }
 
 impl TxAlloc {
@@ -112,6 +115,7 @@ impl TxAlloc {
             no_grow_sync: options.no_grow_sync,
             pages_allocated: 0,
             writes: 0,
+            sync_failed: false,
         }
     }
 
@@ -178,8 +182,11 @@ impl TxAlloc {
         }
         failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
-        if !self.no_grow_sync {
-            self.storage.sync_all().map_err(|e| self.io(e))?;
+        if !self.no_grow_sync
+            && let Err(error) = self.storage.sync_all()
+        {
+            self.sync_failed = true;
+            return Err(self.io(error));
         }
         self.file_len = target;
         Ok(())

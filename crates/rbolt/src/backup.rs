@@ -1,8 +1,9 @@
 //! Hot backup and compaction.
 
-use crate::bucket::Bucket;
+use crate::bucket::BucketMut;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::nested::WalkStep;
 use crate::tx::{ReadTx, WriteTx};
 use rbolt_page::{Meta, write_meta};
 use std::io::Write;
@@ -66,7 +67,9 @@ impl ReadTx<'_> {
 
 /// Copies every bucket, key and sequence of `src` into `dst`, packing pages full; commits
 /// every `tx_max_size` bytes of keys and values (0: one transaction). The copy drops what the
-/// source no longer uses, leaked pages included. `dst` should be empty.
+/// source no longer uses, leaked pages included. `dst` should be empty. Values and the
+/// sequence of the root bucket, which only files written by other tools can have, are copied
+/// too. Iterative: buckets nest without limit.
 pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
     let src_tx = src.begin_read()?;
     let mut state = Compactor {
@@ -75,17 +78,17 @@ pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
         size: 0,
         tx_max_size,
     };
-    let mut path: Vec<Vec<u8>> = Vec::new();
     let root = src_tx.root();
-    for entry in root.iter() {
-        let entry = entry?;
-        let Some(bucket) = root.bucket(entry.key())? else {
-            continue;
-        };
-        path.push(entry.key().to_vec());
-        state.bucket(&path, bucket.sequence())?;
-        copy_bucket(&mut state, &mut path, &bucket, 0)?;
-        path.pop();
+    if root.sequence() != 0 {
+        state.tx().set_root_sequence(root.sequence());
+    }
+    let mut walk = root.walk();
+    while let Some(step) = walk.next_step() {
+        match step? {
+            WalkStep::Value { key, value } => state.put(walk.path(), key, value)?,
+            WalkStep::Enter { bucket, .. } => state.bucket(walk.path(), bucket.sequence())?,
+            WalkStep::Leave => {}
+        }
     }
     state.tx.take().expect("a transaction is open").commit()
 }
@@ -112,57 +115,24 @@ impl<'db> Compactor<'db> {
         self.tx.as_mut().expect("a transaction is open")
     }
 
+    /// The bucket at `path` (the root for an empty path), open for writing.
+    fn bucket_at<'t>(tx: &'t mut WriteTx<'db>, path: &[&[u8]]) -> Result<BucketMut<'t>> {
+        let mut bucket = tx.bucket_at(path)?.ok_or(Error::BucketNotFound)?;
+        bucket.set_fill_percent(1.0);
+        Ok(bucket)
+    }
+
     /// Creates the bucket at `path` with `sequence`.
-    fn bucket(&mut self, path: &[Vec<u8>], sequence: u64) -> Result<()> {
+    fn bucket(&mut self, path: &[&[u8]], sequence: u64) -> Result<()> {
         self.account(path.last().map_or(0, |k| k.len() as u64))?;
         let (name, parent) = path.split_last().expect("a bucket path is not empty");
-        let parent: Vec<&[u8]> = parent.iter().map(Vec::as_slice).collect();
-        let tx = self.tx();
-        let mut bucket = if parent.is_empty() {
-            tx.create_bucket(name)?
-        } else {
-            let mut parent = tx.bucket_path_mut(&parent)?.ok_or(Error::BucketNotFound)?;
-            parent.set_fill_percent(1.0);
-            let mut child = parent.create_bucket(name)?;
-            child.set_sequence(sequence)?;
-            return Ok(());
-        };
-        bucket.set_sequence(sequence)
+        let mut parent = Self::bucket_at(self.tx(), parent)?;
+        let mut child = parent.create_bucket(name)?;
+        child.set_sequence(sequence)
     }
 
-    fn put(&mut self, path: &[Vec<u8>], key: &[u8], value: &[u8]) -> Result<()> {
+    fn put(&mut self, path: &[&[u8]], key: &[u8], value: &[u8]) -> Result<()> {
         self.account((key.len() + value.len()) as u64)?;
-        let path: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
-        let mut bucket = self
-            .tx()
-            .bucket_path_mut(&path)?
-            .ok_or(Error::BucketNotFound)?;
-        bucket.set_fill_percent(1.0);
-        bucket.put(key, value)
+        Self::bucket_at(self.tx(), path)?.put(key, value)
     }
-}
-
-fn copy_bucket(
-    state: &mut Compactor<'_>,
-    path: &mut Vec<Vec<u8>>,
-    bucket: &Bucket<'_>,
-    depth: usize,
-) -> Result<()> {
-    if depth >= crate::BUCKET_DEPTH_MAX {
-        return Err(crate::bucket::bucket_too_deep());
-    }
-    for entry in bucket.iter() {
-        let entry = entry?;
-        match entry.value() {
-            Some(value) => state.put(path, entry.key(), value)?,
-            None => {
-                let child = bucket.bucket(entry.key())?.ok_or(Error::BucketNotFound)?;
-                path.push(entry.key().to_vec());
-                state.bucket(path, child.sequence())?;
-                copy_bucket(state, path, &child, depth + 1)?;
-                path.pop();
-            }
-        }
-    }
-    Ok(())
 }

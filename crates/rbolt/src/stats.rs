@@ -1,6 +1,6 @@
 //! Counters: of the database, of transactions, and of buckets' pages.
 
-use crate::bucket::{BUCKET_DEPTH_MAX, Bucket};
+use crate::bucket::Bucket;
 use crate::error::Result;
 use crate::walk::{PageSet, enter_page, not_a_tree_page};
 use rbolt_btree::TreeView;
@@ -228,11 +228,8 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
         (None, None) => StatsRoot::Edited(bucket.view),
     };
     let mut buckets: Vec<BucketCounts> = Vec::new();
-    let mut work = vec![(root, None, 0usize)];
-    while let Some((root, parent, bucket_depth)) = work.pop() {
-        if bucket_depth >= BUCKET_DEPTH_MAX {
-            return Err(crate::bucket::bucket_too_deep());
-        }
+    let mut work = vec![(root, None)];
+    while let Some((root, parent)) = work.pop() {
         let index = buckets.len();
         let mut own = BucketStats {
             bucket_n: 1,
@@ -280,7 +277,7 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
                                     ),
                                     None => StatsRoot::Page(value.header.root_pgid()),
                                 };
-                                work.push((child, Some(index), bucket_depth + 1));
+                                work.push((child, Some(index)));
                             }
                         }
                         PageKind::Branch => {

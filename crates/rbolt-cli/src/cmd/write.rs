@@ -26,6 +26,11 @@ pub fn bucket_mut<'t>(
             bail!("bucket not found: {}", show_path(names));
         }
         for depth in 0..path.len() {
+            if depth == 0 {
+                tx.create_bucket_if_not_exists(path[0])
+                    .with_context(on_path)?;
+                continue;
+            }
             let mut parent = tx
                 .bucket_path_mut(&path[..depth])
                 .with_context(on_path)?
@@ -122,8 +127,12 @@ fn delete_inner(args: &DeleteArgs) -> Result<()> {
         let (name, parent) = names.split_last().expect("clap requires one argument");
         let db = open_write(&args.path, &args.lock, false, Options::default())?;
         let mut tx = db.begin_write()?;
-        let mut parent_bucket = bucket_mut(&mut tx, parent, false)?;
-        parent_bucket.delete_bucket(name).map_err(|e| match e {
+        let deleted = if parent.is_empty() {
+            tx.delete_bucket(name)
+        } else {
+            bucket_mut(&mut tx, parent, false)?.delete_bucket(name)
+        };
+        deleted.map_err(|e| match e {
             rbolt::Error::BucketNotFound => anyhow!("bucket not found: {}", show_path(&names)),
             e => anyhow!(e).context(format!("cannot delete bucket {}", show_path(&names))),
         })?;

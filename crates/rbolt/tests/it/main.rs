@@ -7,5 +7,6 @@ mod concurrency;
 mod fixtures;
 mod model;
 mod open;
+mod regressions;
 mod storage;
 mod support;
