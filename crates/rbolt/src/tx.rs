@@ -347,6 +347,35 @@ impl<'db> WriteTx<'db> {
         Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
     }
 
+    /// The bucket at `path` (top-level name, then nested names), open for writing, creating
+    /// every bucket on the path that does not exist yet (like `mkdir -p`), in one walk down.
+    /// An empty path is `BucketNameRequired`; a name on the path that holds a value is
+    /// `IncompatibleValue`. An error leaves the buckets created before it in place; they are
+    /// part of the transaction like any other edit.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket_path(&[b"a", b"b", b"c"])?.put(b"k", b"v"))?;
+    /// db.view(|tx| {
+    ///     let c = tx.bucket(b"a")?.unwrap().bucket(b"b")?.unwrap().bucket(b"c")?.unwrap();
+    ///     assert_eq!(c.get(b"k")?, Some(&b"v"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn create_bucket_path(&mut self, path: &[&[u8]]) -> Result<BucketMut<'_>> {
+        if path.is_empty() {
+            return Err(Error::BucketNameRequired);
+        }
+        let core = &mut self.core;
+        let mut state = &mut self.root;
+        for name in path {
+            state = create_child(core, state, name, true)?;
+        }
+        Ok(BucketMut { core, state })
+    }
+
     /// The bucket at `path`, the root bucket for an empty path: for copies that must carry
     /// whatever a source file holds.
     pub(crate) fn bucket_at(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {

@@ -243,6 +243,40 @@ fn a_truncated_file_is_refused_and_left_untouched() {
 }
 
 #[test]
+fn a_file_truncated_after_its_first_commit_is_refused_not_opened_empty() {
+    // The case: one commit, so the older meta is the new file's, which is valid and
+    // within the cut file; falling back to it would open an empty database whose next commit
+    // overwrites the only pointer to the 40,000 keys.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    db.update(|tx| {
+        let mut b = tx.create_bucket(b"data")?;
+        for i in 0..40_000u32 {
+            b.put(&i.to_be_bytes(), &[3; 64])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let high_water = db.view(|tx| Ok(tx.size())).unwrap();
+    drop(db);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(high_water / 2)
+        .unwrap();
+    for read_only in [false, true] {
+        let opened = Db::open_with(&path, Options::default().read_only(read_only));
+        assert!(
+            matches!(opened, Err(Error::Truncated { .. })),
+            "read_only={read_only}: {:?}",
+            opened.map(|db| read_all(&db).map(|m| m.entries.len()))
+        );
+    }
+}
+
+#[test]
 fn a_truncated_file_opens_at_the_older_commit_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let (path, first_len, high_water) = truncation_case(dir.path());
