@@ -533,7 +533,14 @@ pub fn bucket_path(model: &Model, seed: u32, root_percent: usize) -> Path {
     }
     let existing = existing_bucket(model, &mut rng);
     match rng.percent() {
-        0..=79 => existing.unwrap_or_default(),
+        // With no bucket yet, half the time the root (not writable), half a missing one.
+        0..=79 => existing.unwrap_or_else(|| {
+            if rng.percent() < 50 {
+                Vec::new()
+            } else {
+                vec![missing_name(Some(model), &mut rng)]
+            }
+        }),
         80..=89 => {
             // A missing bucket, under an existing one or at the top.
             let mut path = existing.unwrap_or_default();
@@ -544,7 +551,8 @@ pub fn bucket_path(model: &Model, seed: u32, root_percent: usize) -> Path {
             }
             path
         }
-        _ => through_value(model, &mut rng).unwrap_or_default(),
+        _ => through_value(model, &mut rng)
+            .unwrap_or_else(|| vec![missing_name(Some(model), &mut rng)]),
     }
 }
 
