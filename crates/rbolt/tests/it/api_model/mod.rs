@@ -51,7 +51,7 @@ pub const NESTING_DEPTH_TESTED_MAX: usize = 1100;
 /// Old readers kept open at once.
 pub const READERS_MAX: usize = 3;
 
-/// Cases in CI (`cargo test`, dev profile, about a minute on two cores).
+/// Cases in CI (`cargo test`, dev profile): 15 to 30 seconds on a shared two-core machine.
 const CASES_CI: u64 = 250;
 /// Cases per seed under `cargo xtask soak` (`RBOLT_SOAK=1`), which also sets
 /// `RBOLT_API_MODEL_MINUTES`: seeds follow one another until the time is spent.
