@@ -1309,8 +1309,11 @@ impl Material {
             Spec::Truncate { shape, len } => {
                 let s = &self.shapes[shape];
                 let mut states = s.states.to_vec();
-                if len == 0 {
-                    // An empty file is a new database to a read-write open.
+                if len < rbolt_page::META_PAGE_LEN {
+                    // An empty file is a new database to a read-write open; so is a file cut to
+                    // less than a meta page whose bytes are what creation writes there (the
+                    // start of every meta page is a new file's): it holds nothing, and is what
+                    // a creation cut short leaves.
                     states.push(Tree::default());
                 }
                 (

@@ -384,18 +384,18 @@ fn init(storage: &dyn Storage, page_size: usize) -> std::io::Result<()> {
     storage.sync_data()
 }
 
-/// The unit a crash can cut a write at: a disk sector.
-const SECTOR_BYTES: u64 = 512;
-
 /// Whether the file holds no commit and an interrupted creation left it incomplete (or it is
 /// empty): then it is initialised again, with the page size returned. Only read-write opens
 /// act on it; nothing is lost, since a file in this state has never been committed to.
 ///
 /// Creation is one write of four pages and one sync; a crash before the sync can leave any of
-/// its sectors written or not. So a file qualifies when its metas are intact and still those
-/// of a new file (txids 0 and 1, four pages) but the four pages are not all there; or when no
-/// meta is intact and every byte of the file is either zero or what creation with this open's
-/// page size writes there. Anything else — a file of another program, say — is left alone.
+/// its sectors written or not, and a failed write (`ENOSPC`) any prefix of it. So a file
+/// qualifies when its metas are intact and still those of a new file (txids 0 and 1, four
+/// pages) but the four pages are not all there; or when no meta is intact and every byte of the
+/// file is either zero or what creation with this open's page size writes there. Anything else
+/// — a file of another program, say — is left alone. (A committed file cut from outside to
+/// fewer bytes than a meta page also qualifies when what is left is the start of its meta 0,
+/// which every meta shares with a new file's: nothing of its data is left in it either.)
 fn interrupted_creation(
     storage: &dyn Storage,
     file_len: u64,
@@ -422,11 +422,6 @@ fn interrupted_creation(
     };
     let image_len = (EMPTY_DB_PAGES * page_size) as u64;
     if file_len > image_len {
-        return Ok(None);
-    }
-    // A crash cuts a new file's one write at a sector (or the whole write survives): a length
-    // that is neither is a file cut from outside, and holds, or held, something else.
-    if !fresh_metas && file_len != image_len && !file_len.is_multiple_of(SECTOR_BYTES) {
         return Ok(None);
     }
     // Compare with what creation writes: the start of each page, zeros elsewhere. The file is
