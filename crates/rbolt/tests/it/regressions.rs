@@ -761,3 +761,40 @@ impl rbolt::storage::Storage for PanicOnSync {
         self.inner.path()
     }
 }
+
+// ---- Found by the model-based API test: stats inside a write transaction ----
+
+#[test]
+fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    db.update(|tx| {
+        // Edited in this transaction, with a nested bucket.
+        let mut a = tx.create_bucket(b"a")?;
+        a.create_bucket(b"b")?.put(b"k", b"v")?;
+        let stats = a.stats()?;
+        assert_eq!((stats.key_n, stats.bucket_n), (2, 2));
+        Ok(())
+    })
+    .unwrap();
+    // A committed page-rooted bucket, untouched, whose nested bucket is edited: the nested
+    // bucket's edits count.
+    db.update(|tx| {
+        let mut a = tx.bucket_mut(b"a")?.unwrap();
+        for i in 0..300u32 {
+            a.put(&i.to_be_bytes(), &[0; 40])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    db.update(|tx| {
+        let mut a = tx.bucket_mut(b"a")?.unwrap();
+        a.bucket_mut(b"b")?.unwrap().put(b"k2", b"v2")?;
+        let stats = a.stats()?;
+        assert_eq!((stats.key_n, stats.bucket_n), (300 + 1 + 2, 2));
+        Ok(())
+    })
+    .unwrap();
+    let committed = db.view(|tx| tx.bucket(b"a")?.unwrap().stats()).unwrap();
+    assert_eq!((committed.key_n, committed.bucket_n), (303, 2));
+}

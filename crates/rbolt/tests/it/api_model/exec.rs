@@ -13,7 +13,7 @@ use super::ops::{
     pick_value, through_value, value_too_large,
 };
 use super::reads::{cursor, cursor_mut, for_each, moved, on_src, range};
-use super::{CHAIN_DEPTH_MIN, EXCLUDE_STATS_IN_WRITE_TX, NESTING_DEPTH_TESTED_MAX, Tally};
+use super::{CHAIN_DEPTH_MIN, NESTING_DEPTH_TESTED_MAX, Tally};
 use rbolt::{BucketMut, WriteTx};
 use std::cell::RefCell;
 use std::fmt::{Debug, Display};
@@ -334,10 +334,6 @@ pub fn apply<'db>(
             buckets_only,
         } => for_each(tx, model, committed, *at, *src, *stop, *buckets_only, cx),
         Op::Stats { at, src } => {
-            if !matches!(src, Src::Read) && EXCLUDE_STATS_IN_WRITE_TX {
-                cx.tally.skip("stats-in-write-tx");
-                return;
-            }
             on_src(tx, model, committed, *at, *src, cx, |bucket, m, cx| {
                 cx.tally.kind("stats");
                 let stats = res(bucket.stats()).map(|s| (s.key_n, s.bucket_n));
