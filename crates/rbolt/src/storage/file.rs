@@ -214,6 +214,14 @@ impl FileStorage {
         self.read_only
     }
 
+    /// Cuts the file to zero bytes, to write it anew: for a copy that replaces whatever was
+    /// at its path. Only after the lock is taken, so a file another handle has open (a
+    /// database, say) is never cut.
+    pub fn clear(&self) -> io::Result<()> {
+        self.check_writable("truncate")?;
+        fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, 0))
+    }
+
     fn check_writable(&self, op: &str) -> io::Result<()> {
         if self.read_only {
             Err(read_only_error(op))
