@@ -1,6 +1,7 @@
 //! `cargo xtask soak [--minutes N]`: the reliability suites of `rbolt-reliability` at soak
 //! size (10,000 kills, 100,000+ crash images, a million random file mutations, fuzzing for
-//! `N` minutes), in release, then their summary lines once more at the end.
+//! `N` minutes), then the model-based API test of `rbolt` for `N` minutes, in release, then
+//! their summary lines once more at the end.
 
 use anyhow::{Context, Result, bail};
 use std::io::{BufRead, BufReader, Write};
@@ -13,6 +14,36 @@ fn is_summary(line: &str) -> bool {
             && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
             && rest.split(' ').next().is_some_and(|w| w.contains('='))
     })
+}
+
+/// Runs `cargo test <selection>` in release at soak size, echoing its stderr and keeping
+/// its summary lines.
+fn run_suite(
+    cargo: &str,
+    selection: &[&str],
+    minutes: &str,
+    summaries: &mut Vec<String>,
+) -> Result<std::process::ExitStatus> {
+    let mut child = Command::new(cargo)
+        .arg("test")
+        .args(selection)
+        .args(["--release", "--", "--nocapture", "--test-threads=2"])
+        .env("RBOLT_SOAK", "1")
+        .env("RBOLT_SOAK_MINUTES", minutes)
+        .env("RBOLT_API_MODEL_MINUTES", minutes)
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running cargo test")?;
+    let stderr = child.stderr.take().context("piped stderr")?;
+    let mut echo = std::io::stderr().lock();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.context("reading cargo test's output")?;
+        writeln!(echo, "{line}")?;
+        if is_summary(&line) {
+            summaries.push(line);
+        }
+    }
+    child.wait().context("waiting for cargo test")
 }
 
 /// Runs the soak.
@@ -31,38 +62,30 @@ pub fn soak(args: &[String]) -> Result<()> {
         }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut child = Command::new(cargo)
-        .args([
-            "test",
-            "-p",
-            "rbolt-reliability",
-            "--release",
-            "--",
-            "--nocapture",
-            "--test-threads=2",
-        ])
-        .env("RBOLT_SOAK", "1")
-        .env("RBOLT_SOAK_MINUTES", &minutes)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running cargo test")?;
-    let stderr = child.stderr.take().context("piped stderr")?;
     let mut summaries = Vec::new();
-    let mut echo = std::io::stderr().lock();
-    for line in BufReader::new(stderr).lines() {
-        let line = line.context("reading cargo test's output")?;
-        writeln!(echo, "{line}")?;
-        if is_summary(&line) {
-            summaries.push(line);
+    let suites: [(&str, &[&str]); 2] = [
+        ("the reliability suites", &["-p", "rbolt-reliability"]),
+        // The model-based API test (issue 12): seed after seed for `minutes`.
+        (
+            "the model-based API test",
+            &["-p", "rbolt", "--test", "it", "api_model"],
+        ),
+    ];
+    let mut failed = Vec::new();
+    for (name, selection) in suites {
+        let status = run_suite(&cargo, selection, &minutes, &mut summaries)
+            .with_context(|| format!("running {name}"))?;
+        if !status.success() {
+            failed.push(format!("{name}: {status}"));
         }
     }
-    let status = child.wait().context("waiting for cargo test")?;
+    let mut echo = std::io::stderr().lock();
     writeln!(echo, "\nsoak summary:")?;
     for line in &summaries {
         writeln!(echo, "{line}")?;
     }
-    if !status.success() {
-        bail!("the soak failed: {status}");
+    if !failed.is_empty() {
+        bail!("the soak failed: {}", failed.join("; "));
     }
     Ok(())
 }
@@ -75,6 +98,7 @@ mod tests {
     fn summary_lines_are_recognised() {
         assert!(is_summary("power-loss: seeds=2 images=16"));
         assert!(is_summary("fuzz: open_bytes_inputs=1"));
+        assert!(is_summary("api-model: seeds=3 first_seed=7 cases=1500"));
         assert!(!is_summary("test power_loss ... ok"));
         assert!(!is_summary("warning: unused variable: x"));
         assert!(!is_summary("error: test failed, to rerun pass `-p x`"));

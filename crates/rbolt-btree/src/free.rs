@@ -47,40 +47,7 @@ impl Tree {
             next: 0,
         });
         while let Some(top) = stack.last_mut() {
-            let child = match top.item {
-                Item::Node(id) => {
-                    let node = &self.nodes[id as usize];
-                    (!node.is_leaf() && top.next < node.count()).then(|| {
-                        let child = node.child(top.next);
-                        if child & NODE_TAG != 0 {
-                            Item::Node((child & !NODE_TAG) as NodeId)
-                        } else {
-                            // The node's page was freed (its id cleared): name it in errors
-                            // as the page the child is read from all the same.
-                            Item::Page {
-                                owner: Pgid(0),
-                                pgid: Pgid(child),
-                            }
-                        }
-                    })
-                }
-                Item::Page { owner, pgid } => {
-                    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
-                    if page.header().kind() == Some(PageKind::Branch) {
-                        let branch = page.branch()?;
-                        if top.next < branch.len() {
-                            Some(Item::Page {
-                                owner: pgid,
-                                pgid: branch.child(top.next)?,
-                            })
-                        } else {
-                            None
-                        }
-                    } else {
-                        None
-                    }
-                }
-            };
+            let child = self.child_item(pages, top)?;
             let Some(child) = child else {
                 stack.pop();
                 continue;
@@ -96,6 +63,97 @@ impl Tree {
             });
         }
         Ok(())
+    }
+
+    /// Calls `f` with every page [`Tree::free_all`] would free (each id with its overflow),
+    /// changing nothing: so a caller can check a whole deletion before it frees anything. A
+    /// corrupt page met on the way is an error, and `f` may have been called for some pages.
+    pub fn for_each_page(
+        &self,
+        pages: Pages<'_>,
+        mut f: impl FnMut(Pgid, u32),
+    ) -> rbolt_page::Result<()> {
+        let mut budget = pages.high_water().0;
+        let first = match self.root {
+            Root::Page(pgid) => Item::Page {
+                owner: Pgid(0),
+                pgid,
+            },
+            Root::Node(id) => Item::Node(id),
+            Root::New | Root::Inline { .. } | Root::InlineCopy(_) => return Ok(()),
+        };
+        let mut visit = |item: Item, budget: &mut u64| -> rbolt_page::Result<()> {
+            match item {
+                Item::Node(id) => {
+                    let node = &self.nodes[id as usize];
+                    if node.pgid.0 != 0 {
+                        f(node.pgid, node.overflow);
+                    }
+                }
+                Item::Page { owner, pgid } => {
+                    let overflow = check_tree_page(pages, owner, pgid, budget)?;
+                    f(pgid, overflow);
+                }
+            }
+            Ok(())
+        };
+        visit(first, &mut budget)?;
+        let mut stack = vec![Frame {
+            item: first,
+            next: 0,
+        }];
+        while let Some(top) = stack.last_mut() {
+            let Some(child) = self.child_item(pages, top)? else {
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            if stack.len() >= DEPTH_MAX {
+                return Err(too_deep());
+            }
+            visit(child, &mut budget)?;
+            stack.push(Frame {
+                item: child,
+                next: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next child of `frame` to visit, if any.
+    fn child_item(&self, pages: Pages<'_>, frame: &Frame) -> rbolt_page::Result<Option<Item>> {
+        Ok(match frame.item {
+            Item::Node(id) => {
+                let node = &self.nodes[id as usize];
+                (!node.is_leaf() && frame.next < node.count()).then(|| {
+                    let child = node.child(frame.next);
+                    if child & NODE_TAG != 0 {
+                        Item::Node((child & !NODE_TAG) as NodeId)
+                    } else {
+                        Item::Page {
+                            owner: node.pgid,
+                            pgid: Pgid(child),
+                        }
+                    }
+                })
+            }
+            Item::Page { owner, pgid } => {
+                let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+                if page.header().kind() == Some(PageKind::Branch) {
+                    let branch = page.branch()?;
+                    if frame.next < branch.len() {
+                        Some(Item::Page {
+                            owner: pgid,
+                            pgid: branch.child(frame.next)?,
+                        })
+                    } else {
+                        None
+                    }
+                } else {
+                    None
+                }
+            }
+        })
     }
 
     /// Frees the page of `item` (for a node, the page it came from), counting pages against
@@ -117,33 +175,44 @@ impl Tree {
                 }
             }
             Item::Page { owner, pgid } => {
-                let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
-                let overflow = page.header().overflow;
-                let span = u64::from(overflow) + 1;
-                if *budget < span {
-                    return Err(
-                        Corruption::new(pgid, Reason::Other("a tree reaches pages twice")).into(),
-                    );
-                }
-                *budget -= span;
-                match page.header().kind() {
-                    Some(PageKind::Leaf) => {}
-                    Some(PageKind::Branch) => {
-                        page.branch()?;
-                    }
-                    _ => {
-                        return Err(Corruption::new(
-                            pgid,
-                            Reason::Other(
-                                "a tree points at a page that is neither a branch nor a leaf",
-                            ),
-                        )
-                        .into());
-                    }
-                }
+                let overflow = check_tree_page(pages, owner, pgid, budget)?;
                 alloc.free(pgid, overflow)?;
             }
         }
         Ok(())
     }
+}
+
+/// Reads page `pgid` (a child of `owner`) of a tree to free, counting its span against
+/// `budget` (a tree reaching more pages than the file holds reaches some twice), and checks it
+/// is a leaf or a branch; returns its overflow.
+fn check_tree_page(
+    pages: Pages<'_>,
+    owner: Pgid,
+    pgid: Pgid,
+    budget: &mut u64,
+) -> rbolt_page::Result<u32> {
+    let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
+    let overflow = page.header().overflow;
+    let span = u64::from(overflow) + 1;
+    if *budget < span {
+        return Err(Corruption::new(
+            pgid,
+            Reason::Other("a tree reaches pages twice"),
+        ));
+    }
+    *budget -= span;
+    match page.header().kind() {
+        Some(PageKind::Leaf) => {}
+        Some(PageKind::Branch) => {
+            page.branch()?;
+        }
+        _ => {
+            return Err(Corruption::new(
+                pgid,
+                Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
+            ));
+        }
+    }
+    Ok(overflow)
 }

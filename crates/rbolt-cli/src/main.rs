@@ -20,7 +20,6 @@ mod out;
 mod progress;
 mod raw;
 mod sha256;
-mod walk;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -7,15 +7,15 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt_page::{
-    Corruption, META_SIZE, Meta, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid,
-    Reason, read_meta,
+    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid, Reason,
+    find_meta1, read_meta,
 };
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Bytes at the start of a meta page that hold everything the meta has.
-pub const META_PAGE_BYTES: usize = PAGE_HEADER_SIZE + META_SIZE;
+pub const META_PAGE_BYTES: usize = META_PAGE_LEN;
 
 /// A database file opened for raw reading.
 #[derive(Debug)]
@@ -58,8 +58,7 @@ impl RawFile {
     }
 
     fn find_page_size(&self) -> Result<usize> {
-        let in_range =
-            |size: u32| size.is_power_of_two() && (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&size);
+        let in_range = |size: u32| (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&size);
         let first = self.read_short(0, META_PAGE_BYTES)?;
         if first.len() < META_PAGE_BYTES {
             bail!(
@@ -74,14 +73,12 @@ impl RawFile {
         {
             return Ok(meta.page_size as usize);
         }
-        for shift in 0..16u32 {
-            let offset = u64::from(PAGE_SIZE_MIN) << shift;
-            let bytes = self.read_short(offset, META_PAGE_BYTES)?;
-            if let Ok(meta) = read_meta(&bytes, Pgid(1))
-                && u64::from(meta.page_size) == offset
-            {
-                return Ok(offset as usize);
-            }
+        if let Some(meta) = find_meta1(self.len, |buf, offset| {
+            self.file
+                .read_exact_at(buf, offset)
+                .with_context(|| format!("cannot read {}", self.path.display()))
+        })? {
+            return Ok(meta.page_size as usize);
         }
         if let Some(meta) = Meta::read_unchecked(&first)
             && meta.magic == rbolt_page::MAGIC
@@ -95,7 +92,7 @@ impl RawFile {
         };
         Err(anyhow!(
             "cannot find the page size of {}: meta 0 is invalid ({reason}) and no valid meta 1 \
-             was found at any page size from 512 bytes to 16 MiB",
+             was found (at any power of two up to 1 GiB, or any offset up to 16 MiB)",
             self.path.display()
         ))
     }
@@ -248,11 +245,6 @@ impl<'a> RawPages<'a> {
             page_size,
             high_water,
         })
-    }
-
-    /// The high-water mark.
-    pub fn high_water(&self) -> u64 {
-        self.high_water
     }
 
     /// The header at the start of page `pgid` (below the high-water mark).

@@ -252,6 +252,64 @@ pub fn write_meta(buf: &mut [u8], meta: &Meta) -> Meta {
     meta
 }
 
+/// Pages an empty database takes: two metas, an empty freelist, an empty root leaf.
+pub const EMPTY_DB_PAGES: usize = 4;
+
+/// Bytes at the start of a meta page that hold the meta: the page header and the record.
+const META_PAGE_LEN: usize = PAGE_HEADER_SIZE + crate::META_SIZE;
+
+/// The start of each of the four pages of a new, empty database (what Go bbolt's `init`
+/// writes): metas with txids 0 and 1 on pages 0 and 1, the empty freelist on page 2, the empty
+/// root leaf on page 3, high-water mark 4. Every other byte of the four pages is zero.
+///
+/// # Panics
+/// When `page_size` cannot hold a meta page.
+pub fn empty_db_prefixes(page_size: usize) -> [[u8; META_PAGE_LEN]; EMPTY_DB_PAGES] {
+    assert!(
+        page_size >= META_PAGE_LEN,
+        "page size {page_size} cannot hold a meta page"
+    );
+    let mut pages = [[0u8; META_PAGE_LEN]; EMPTY_DB_PAGES];
+    for txid in 0..2u64 {
+        let meta = Meta {
+            magic: crate::MAGIC,
+            version: crate::VERSION,
+            page_size: page_size as u32,
+            flags: 0,
+            root: BucketHeader {
+                root: 3,
+                sequence: 0,
+            },
+            freelist: 2,
+            pgid: EMPTY_DB_PAGES as u64,
+            txid,
+            checksum: 0,
+        };
+        write_meta(&mut pages[txid as usize], &meta);
+    }
+    write_freelist(&mut pages[2], Pgid(2), 0, std::iter::empty());
+    LeafBuilder::new(&mut pages[3], Pgid(3), 0, 0).finish();
+    pages
+}
+
+/// Writes the image of a new, empty database into `buf` (exactly `EMPTY_DB_PAGES` pages of
+/// `page_size` bytes): the [`empty_db_prefixes`], zeros elsewhere.
+///
+/// # Panics
+/// When `buf` is not exactly four pages long or `page_size` cannot hold a meta page.
+pub fn write_empty_db(buf: &mut [u8], page_size: usize) {
+    assert_eq!(
+        buf.len(),
+        EMPTY_DB_PAGES * page_size,
+        "an empty database is four pages"
+    );
+    buf.fill(0);
+    for (index, prefix) in empty_db_prefixes(page_size).iter().enumerate() {
+        let start = index * page_size;
+        buf[start..start + META_PAGE_LEN].copy_from_slice(prefix);
+    }
+}
+
 /// Writes the header of a bucket value; an inline page, if any, goes after it at
 /// `BUCKET_HEADER_SIZE`.
 #[inline]

@@ -163,7 +163,7 @@ impl fmt::Display for Reason {
             ),
             Reason::BadPageSize(size) => write!(
                 f,
-                "page size {size} is not a power of two from {} to {}",
+                "page size {size} is outside the {}..={} bytes a page can be",
                 crate::PAGE_SIZE_MIN,
                 crate::PAGE_SIZE_MAX
             ),

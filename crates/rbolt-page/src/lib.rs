@@ -42,15 +42,15 @@ mod types;
 mod view;
 
 pub use build::{
-    BranchBuilder, LeafBuilder, branch_page_size, freelist_page_size, inline_bucket_size,
-    leaf_page_size, pages_for, write_bucket_header, write_freelist, write_freelist_header,
-    write_meta, write_pgid,
+    BranchBuilder, EMPTY_DB_PAGES, LeafBuilder, branch_page_size, empty_db_prefixes,
+    freelist_page_size, inline_bucket_size, leaf_page_size, pages_for, write_bucket_header,
+    write_empty_db, write_freelist, write_freelist_header, write_meta, write_pgid,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader, fnv1a64};
 pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
 pub use view::{
-    BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, PageRef, check_overflow,
-    check_pgid, read_meta, span_len,
+    BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, META_PAGE_LEN, PageRef,
+    check_overflow, check_pgid, find_meta1, read_meta, span_len,
 };

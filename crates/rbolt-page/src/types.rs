@@ -53,10 +53,19 @@ pub const BUCKET_HEADER_SIZE: usize = 16;
 /// Size of one page id in a freelist page.
 pub const PGID_SIZE: usize = 8;
 
-/// The smallest page size this crate accepts in a meta.
-pub const PAGE_SIZE_MIN: u32 = 512;
-/// The largest page size this crate accepts in a meta.
-pub const PAGE_SIZE_MAX: u32 = 16 * 1024 * 1024;
+/// The smallest page size this crate accepts in a meta: the smallest page a meta fits in.
+/// Go bbolt checks a meta's magic, version and checksum but not its page size, and takes any
+/// `Options.PageSize` when it creates a file, powers of two or not; below this a meta page
+/// would overlap the next page.
+pub const PAGE_SIZE_MIN: u32 = (PAGE_HEADER_SIZE + META_SIZE) as u32;
+/// The largest page size this crate accepts in a meta. The field holds up to 4 GiB, and Go
+/// bbolt would create such a file, but an empty file is four pages and every commit writes a
+/// meta page: past 1 GiB a page is no longer a unit anyone stores data in.
+pub const PAGE_SIZE_MAX: u32 = 1 << 30;
+/// Page sizes up to this are found by scanning the file for meta 1 when meta 0 is damaged
+/// (powers of two are found up to `PAGE_SIZE_MAX` by probing). Go bbolt's own probe stops at
+/// 16 MiB too, and only looks at powers of two.
+pub const PAGE_SIZE_SCAN_MAX: u32 = 16 * 1024 * 1024;
 
 /// The freelist page id a meta carries when the freelist is not persisted.
 pub const PGID_NO_FREELIST: Pgid = Pgid(u64::MAX);

@@ -8,9 +8,9 @@ use crate::error::{Corruption, Reason, Result};
 use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
 use crate::search::compare_keys;
 use crate::types::{
-    BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
+    BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FLAG_META, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
     LEAF_FLAG_BUCKET, MAGIC, META_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN,
-    PGID_NO_FREELIST, PGID_SIZE, PageKind, Pgid, VERSION,
+    PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, PGID_SIZE, PageKind, Pgid, VERSION,
 };
 
 /// The number of bytes of a page with `overflow` extra pages, or `None` past `usize`.
@@ -670,12 +670,14 @@ impl Meta {
         Ok(())
     }
 
-    /// Checks the fields against each other and the file: the page size is a power of two in
-    /// bounds, the root and freelist pages lie between the metas and the high-water mark, and
-    /// the high-water mark lies within a file of `file_len` bytes.
+    /// Checks the fields against each other and the file: the page size is in bounds (any
+    /// size, as Go bbolt writes, not only powers of two), the root and freelist pages lie
+    /// between the metas and the high-water mark, and the high-water mark lies within a file of
+    /// `file_len` bytes (checked last: `Reason::HighWaterPastEnd` means every other field is
+    /// sound).
     pub fn validate_fields(&self, pgid: Pgid, file_len: u64) -> Result<()> {
         let page_size = self.page_size;
-        if !page_size.is_power_of_two() || !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) {
+        if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) {
             return Err(Corruption::new(pgid, Reason::BadPageSize(page_size)));
         }
         let high_water = self.high_water();
@@ -695,6 +697,65 @@ impl Meta {
         }
         Ok(())
     }
+}
+
+/// Bytes of a meta page that hold everything the meta has: the page header and the record.
+pub const META_PAGE_LEN: usize = PAGE_HEADER_SIZE + META_SIZE;
+
+/// Bytes read per step while scanning for meta 1.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// Finds meta 1 when meta 0 cannot tell the page size (it is torn or damaged): a page at
+/// offset `n` whose header says page 1, meta, and whose intact meta names `n` as the page
+/// size. Probes every power of two in `PAGE_SIZE_MIN..=PAGE_SIZE_MAX` first, then scans every
+/// offset up to `PAGE_SIZE_SCAN_MAX` (Go bbolt writes page sizes that are not powers of two).
+///
+/// `read_at(buf, offset)` fills `buf` from the file at `offset`; it is the caller's I/O (this
+/// crate does none), and is only asked for bytes below `file_len`.
+pub fn find_meta1<E>(
+    file_len: u64,
+    mut read_at: impl FnMut(&mut [u8], u64) -> std::result::Result<(), E>,
+) -> std::result::Result<Option<Meta>, E> {
+    let meta_at = |bytes: &[u8], offset: u64| {
+        let header = PageHeader::read(bytes)?;
+        if header.id != 1 || header.flags != FLAG_META {
+            return None;
+        }
+        read_meta(bytes, Pgid(1))
+            .ok()
+            .filter(|meta| u64::from(meta.page_size) == offset)
+    };
+    let mut buf = [0u8; META_PAGE_LEN];
+    let powers = (0..u32::BITS)
+        .map(|shift| 1u32 << shift)
+        .filter(|size| (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(size));
+    for offset in powers.map(u64::from) {
+        if offset + META_PAGE_LEN as u64 > file_len {
+            break;
+        }
+        read_at(&mut buf, offset)?;
+        if let Some(meta) = meta_at(&buf, offset) {
+            return Ok(Some(meta));
+        }
+    }
+    let end = file_len.min(u64::from(PAGE_SIZE_SCAN_MAX) + META_PAGE_LEN as u64);
+    let mut offset = u64::from(PAGE_SIZE_MIN);
+    // No larger than what is left to scan: a small file gets a small buffer.
+    let chunk_len = (end.saturating_sub(offset) as usize).min(SCAN_CHUNK_BYTES + META_PAGE_LEN);
+    let mut chunk = vec![0u8; chunk_len];
+    while offset + META_PAGE_LEN as u64 <= end {
+        let len = ((end - offset) as usize).min(chunk.len());
+        read_at(&mut chunk[..len], offset)?;
+        for start in 0..=len - META_PAGE_LEN {
+            let at = offset + start as u64;
+            if let Some(meta) = meta_at(&chunk[start..start + META_PAGE_LEN], at) {
+                return Ok(Some(meta));
+            }
+        }
+        // The next chunk starts where a meta could no longer fit in this one.
+        offset += (len - META_PAGE_LEN + 1) as u64;
+    }
+    Ok(None)
 }
 
 /// A bucket value: its header and, for an inline bucket, the leaf page that follows it.

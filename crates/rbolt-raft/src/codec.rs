@@ -6,7 +6,6 @@ use openraft::RaftTypeConfig;
 use openraft::type_config::TypeConfigExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::fs::File;
 use std::path::Path;
 
 /// The value of the `format` key in both metadata buckets. A file with another value was
@@ -71,11 +70,4 @@ where
     T: Send + 'static,
 {
     C::spawn_blocking(f).await.map_err(Error::Join)?
-}
-
-/// Makes a rename or a new file in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(Error::io(dir))
 }

@@ -35,6 +35,10 @@
 //! Each write is one rbolt commit, durable (two `fdatasync`s) before the call returns, which is
 //! what openraft's storage contract asks:
 //!
+//! - Creating: [`open`] creates missing directories one at a time, syncing each one's parent,
+//!   and builds each new file under a temporary name (buckets and format key included), syncs
+//!   it, links it to its name and syncs the directory. A process killed during its first start
+//!   leaves either no file or a whole one, and the next start goes on from there.
 //! - `save_vote`: the vote is on disk before it returns.
 //! - `append`: all its entries in one commit; openraft's completion callback is called only
 //!   once that commit is durable, and an append that would not follow the last entry (or the
@@ -122,7 +126,8 @@
 //! }
 //! ```
 //!
-//! `examples/kv_cluster` runs three such nodes over an in-process network.
+//! `examples/kv_cluster` runs three such nodes over an in-process network; the
+//! `rbolt-raft-node` crate runs each as its own process, with Raft and clients over HTTP.
 //!
 //! [`RaftLogReader`]: openraft::storage::RaftLogReader
 //! [`RaftLogStorage`]: openraft::storage::RaftLogStorage
@@ -133,14 +138,17 @@
 
 mod codec;
 mod error;
+mod files;
 mod log_store;
 mod state_machine;
 
 pub use error::{Error, Result};
-pub use log_store::{LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogReader, LogStore};
+pub use log_store::{
+    LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogCounters, LogReader, LogStore,
+};
 pub use state_machine::{
-    APPLY_BATCH_ENTRIES_MAX, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE, SnapshotBuilder,
-    StateMachine, TMP_SUFFIX,
+    APPLY_BATCH_ENTRIES_MAX, ApplyCounters, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE,
+    SnapshotBuilder, StateMachine, TMP_SUFFIX,
 };
 
 use openraft::RaftTypeConfig;
@@ -162,6 +170,9 @@ pub fn rbolt_options() -> rbolt::Options {
 
 /// Opens (creating if missing) a node's storage in directory `dir`: the log in [`LOG_FILE`]
 /// and the state machine, with `machine`, in [`STATE_FILE`] and [`SNAPSHOT_FILE`].
+///
+/// The directory, its missing parents and the files are made durable as they are created
+/// (see "Durability" above), so a crash during the first start leaves a directory that opens.
 pub fn open<C: RaftTypeConfig, M: Machine<C>>(
     dir: impl AsRef<Path>,
     machine: M,

@@ -4,6 +4,7 @@ use crate::codec::{
     FORMAT, KEY_FORMAT, blocking, check_format, decode, encode, index_key, key_index,
 };
 use crate::error::{Error, Result};
+use crate::files::open_or_create;
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::type_config::alias::{LogIdOf, VoteOf};
@@ -15,6 +16,7 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The bucket of log entries, keyed by the 8-byte big-endian index.
 pub const LOG_BUCKET: &[u8] = b"raft_log";
@@ -34,6 +36,24 @@ pub const LIMITED_READ_BYTES_MAX: usize = 4 << 20;
 struct LogFile {
     db: Db,
     path: PathBuf,
+    /// Durable commits of the store, each two `fdatasync`s.
+    commits: AtomicU64,
+    /// Of those, the appends.
+    appends: AtomicU64,
+    /// Entries appended by them.
+    entries_appended: AtomicU64,
+}
+
+/// What a [`LogStore`] has written since it was opened: how well appends are batched, and
+/// so how many `fdatasync`s each entry costs (two per commit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogCounters {
+    /// Durable commits: appends, truncations, purges and votes.
+    pub commits: u64,
+    /// Of those commits, the appends.
+    pub appends: u64,
+    /// Entries appended.
+    pub entries_appended: u64,
 }
 
 /// The Raft log and vote, stored in one rbolt file.
@@ -100,8 +120,17 @@ impl<C: RaftTypeConfig> LogStore<C> {
     ///
     /// `no_sync` in `options` gives up the durability this store promises; it is for tests
     /// whose files are thrown away.
+    ///
+    /// A new file is built under a temporary name (buckets and format included), synced, and
+    /// only then given its name, with the directory synced: a crash while creating it leaves
+    /// no file at `path` rather than a half-made one. The directory must exist.
     pub fn open_with(path: impl AsRef<Path>, options: rbolt::Options) -> Result<LogStore<C>> {
-        LogStore::from_db(Db::open_with(path.as_ref(), options)?)
+        let path = path.as_ref();
+        let db = open_or_create(path, &options, |tx| {
+            tx.create_bucket_if_not_exists(LOG_BUCKET)?;
+            check_format(&mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?, path)
+        })?;
+        LogStore::from_db(db)
     }
 
     /// Makes a log store of an open rbolt database, e.g. one on a simulated file
@@ -127,7 +156,14 @@ impl<C: RaftTypeConfig> LogStore<C> {
             read_meta::<LogIdOf<C>>(&tx, KEY_COMMITTED, "committed log id")?
         };
         Ok(LogStore {
-            file: Arc::new(LogFile { db, path }),
+            file: Arc::new(LogFile {
+                db,
+                path,
+                commits: AtomicU64::new(0),
+                appends: AtomicU64::new(0),
+                entries_appended: AtomicU64::new(0),
+            }),
+
             committed,
             committed_unsaved: false,
         })
@@ -142,6 +178,11 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// back breaks the store's invariants.
     pub fn db(&self) -> &Db {
         &self.file.db
+    }
+
+    /// What this store has written since it was opened.
+    pub fn counters(&self) -> LogCounters {
+        self.reader().counters()
     }
 
     /// A reader of this store's file.
@@ -171,6 +212,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
                 meta_bucket(&mut tx)?.put(KEY_COMMITTED, &committed)?;
             }
             tx.commit()?;
+            file.commits.fetch_add(1, Ordering::Relaxed);
             Ok(value)
         })
         .await?;
@@ -249,6 +291,16 @@ fn last_index(bucket: &rbolt::Bucket<'_>) -> Result<Option<u64>> {
 }
 
 impl<C: RaftTypeConfig> LogReader<C> {
+    /// What the store of this file has written since it was opened.
+    pub fn counters(&self) -> LogCounters {
+        let entries_appended = self.file.entries_appended.load(Ordering::Relaxed);
+        LogCounters {
+            commits: self.file.commits.load(Ordering::Relaxed),
+            appends: self.file.appends.load(Ordering::Relaxed),
+            entries_appended,
+        }
+    }
+
     /// Reads the entries in `range`, checking that they are contiguous and that each is the
     /// entry its key names. Stops after `bytes_max` encoded bytes (at least one entry).
     fn read_entries(
@@ -485,7 +537,16 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             .collect::<Result<Vec<(u64, Vec<u8>)>>>();
         let result = match encoded {
             Ok(encoded) if encoded.is_empty() => Ok(()),
-            Ok(encoded) => self.write(move |tx| append_in::<C>(tx, &encoded)).await,
+            Ok(encoded) => {
+                let n = encoded.len() as u64;
+                let file = Arc::clone(&self.file);
+                let appended = self.write(move |tx| append_in::<C>(tx, &encoded)).await;
+                if appended.is_ok() {
+                    file.appends.fetch_add(1, Ordering::Relaxed);
+                    file.entries_appended.fetch_add(n, Ordering::Relaxed);
+                }
+                appended
+            }
             Err(error) => Err(error),
         };
         // The commit above is durable (or failed) by now: only then is openraft told.

@@ -1,8 +1,9 @@
 //! The state machine in its own rbolt file, and snapshots that are copies of that file:
 //! [`StateMachine`], [`SnapshotBuilder`] and the [`Machine`] trait an application implements.
 
-use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode, sync_dir};
+use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
+use crate::files::{create_dir_durable, open_or_create, sync_dir};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
@@ -88,6 +89,23 @@ struct Shared<C: RaftTypeConfig> {
     snapshot: Mutex<Option<SnapshotMetaOf<C>>>,
     /// Numbers temporary files.
     tmp_seq: AtomicU64,
+    /// Apply batches committed, for [`ApplyCounters`].
+    apply_commits: AtomicU64,
+    /// Entries applied by them.
+    entries_applied: AtomicU64,
+    /// Snapshots installed.
+    installs: AtomicU64,
+}
+
+/// What a [`StateMachine`] has written since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplyCounters {
+    /// Durable commits of apply batches (two `fdatasync`s each).
+    pub commits: u64,
+    /// Entries applied by them.
+    pub entries_applied: u64,
+    /// Snapshots installed.
+    pub installs: u64,
 }
 
 /// The state machine: the application's buckets and [`SM_META_BUCKET`] in one rbolt file,
@@ -205,6 +223,9 @@ impl<C: RaftTypeConfig> Shared<C> {
             meta.put(KEY_MEMBERSHIP, &encode("last membership", &membership)?)?;
         }
         tx.commit()?;
+        self.apply_commits.fetch_add(1, Ordering::Relaxed);
+        self.entries_applied
+            .fetch_add(entries.len() as u64, Ordering::Relaxed);
         Ok(responses)
     }
 
@@ -293,6 +314,7 @@ impl<C: RaftTypeConfig> Shared<C> {
         sync_dir(&self.dir)?;
         let db = Db::open_with(&state_path, self.options.clone())?;
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(db);
+        self.installs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -345,17 +367,26 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
     /// Opens the state machine in directory `dir` with `options` for its rbolt files. The
     /// directory belongs to the state machine: files in it ending in [`TMP_SUFFIX`] are
     /// deleted.
+    ///
+    /// Missing directories are created with their parents synced, and a new state file is
+    /// built under a temporary name and given its name only once it is complete and durable,
+    /// so a crash during a first start leaves nothing that a restart cannot open.
     pub fn open_with(
         dir: impl AsRef<Path>,
         machine: M,
         options: rbolt::Options,
     ) -> Result<StateMachine<C, M>> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        create_dir_durable(&dir)?;
         let state_path = dir.join(STATE_FILE);
         // Opening the state file takes its lock first, so no other handle is using the
         // directory when the leftovers go.
-        let db = Db::open_with(&state_path, options.clone())?;
+        let db = open_or_create(&state_path, &options, |tx| {
+            check_format(
+                &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
+                &state_path,
+            )
+        })?;
         let ready = db.view(|tx| {
             Ok(tx
                 .bucket(SM_META_BUCKET)?
@@ -389,6 +420,9 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
                 db: RwLock::new(Arc::new(db)),
                 snapshot: Mutex::new(snapshot),
                 tmp_seq: AtomicU64::new(0),
+                apply_commits: AtomicU64::new(0),
+                entries_applied: AtomicU64::new(0),
+                installs: AtomicU64::new(0),
             }),
             machine: Arc::new(machine),
         })
@@ -426,6 +460,15 @@ impl<C: RaftTypeConfig, M> StateMachine<C, M> {
     /// The meta of the current snapshot, if there is one.
     pub fn snapshot_meta(&self) -> Option<SnapshotMetaOf<C>> {
         lock(&self.shared.snapshot).clone()
+    }
+
+    /// What this state machine has written since it was opened.
+    pub fn counters(&self) -> ApplyCounters {
+        ApplyCounters {
+            commits: self.shared.apply_commits.load(Ordering::Relaxed),
+            entries_applied: self.shared.entries_applied.load(Ordering::Relaxed),
+            installs: self.shared.installs.load(Ordering::Relaxed),
+        }
     }
 
     /// The application's [`Machine`].

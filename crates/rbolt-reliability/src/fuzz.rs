@@ -47,10 +47,8 @@ fn fix_checksums(image: &mut [u8]) {
     }
     fix_meta_checksum(image, 0, 0);
     let page_size = u32::from_le_bytes(image[24..28].try_into().expect("4 bytes")) as usize;
-    if page_size.is_power_of_two()
-        && (512..=1 << 24).contains(&page_size)
-        && image.len() >= page_size + META_END
-    {
+    let (min, max) = (rbolt_page::PAGE_SIZE_MIN, rbolt_page::PAGE_SIZE_MAX);
+    if (min as usize..=max as usize).contains(&page_size) && image.len() >= page_size + META_END {
         fix_meta_checksum(image, page_size, 1);
     }
 }

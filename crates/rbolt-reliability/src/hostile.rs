@@ -13,7 +13,7 @@ use crate::power::panic_message;
 use crate::rng::Rng;
 use crate::scan::{ScanError, entries_max, scan_db};
 use crate::summary::{Failures, Summary};
-use rbolt::storage::{Mapping, SimFile, Storage};
+use rbolt::storage::{Claim, Mapping, SimFile, Storage};
 use rbolt::{Db, Options, WriteTx};
 use rbolt_page::{
     BranchBuilder, BucketHeader, LEAF_FLAG_BUCKET, LeafBuilder, MAGIC, Meta, PGID_NO_FREELIST,
@@ -96,7 +96,14 @@ impl Storage for Watch {
     fn path(&self) -> Option<&Path> {
         None
     }
+
+    fn claim(&self) -> io::Result<Claim> {
+        self.inner.claim()
+    }
 }
+
+/// Nesting deeper than the 1,024 levels rbolt once capped buckets at.
+const NESTING_PAST_OLD_CAP: usize = 1124;
 
 /// The largest mapping a file of `file_len` bytes justifies: rbolt maps powers of two from
 /// 32 KiB, and a new file has 4 pages of at most 4 KiB (the default page size).
@@ -950,8 +957,9 @@ pub fn crafted_files() -> Vec<(String, Vec<u8>)> {
             }),
         ));
     }
-    // Buckets nested one per page, deeper than BUCKET_DEPTH_MAX.
-    let chain = rbolt::BUCKET_DEPTH_MAX as u64 + 100;
+    // Buckets nested one per page, deeper than the 1,024 levels rbolt once refused (Go bbolt
+    // has no limit): a sound file that must read in full.
+    let chain = NESTING_PAST_OLD_CAP as u64;
     files.push((
         format!("{chain} buckets nested one per page"),
         crafted(ps, 4 + chain, 3, |image| {
@@ -987,8 +995,8 @@ pub fn crafted_files() -> Vec<(String, Vec<u8>)> {
             deep_chain(ps, 1000, 62, with_freelist),
         ));
     }
-    // Inline buckets nested inside each other's values, deeper than BUCKET_DEPTH_MAX.
-    let levels = rbolt::BUCKET_DEPTH_MAX + 100;
+    // Inline buckets nested inside each other's values, as deep.
+    let levels = NESTING_PAST_OLD_CAP;
     let mut value = vec![0u8; 32];
     LeafBuilder::new(&mut value[16..], Pgid(0), 0, 0).finish();
     for _ in 0..levels {
@@ -1303,8 +1311,11 @@ impl Material {
             Spec::Truncate { shape, len } => {
                 let s = &self.shapes[shape];
                 let mut states = s.states.to_vec();
-                if len == 0 {
-                    // An empty file is a new database to a read-write open.
+                if len < rbolt_page::META_PAGE_LEN {
+                    // An empty file is a new database to a read-write open; so is a file cut to
+                    // less than a meta page whose bytes are what creation writes there (the
+                    // start of every meta page is a new file's): it holds nothing, and is what
+                    // a creation cut short leaves.
                     states.push(Tree::default());
                 }
                 (

@@ -426,8 +426,9 @@ fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: 
         let verdict = judge(&setup.models, db.as_ref(), acked);
         let what = format!("{what}, {which} image");
         match verdict {
-            Verdict::Acked(_) | Verdict::InFlight(_) | Verdict::InitError => {}
-            Verdict::OpenFailure(e) => {
+            Verdict::Acked(_) | Verdict::InFlight(_) => {}
+            // An I/O error leaves no garbage: a file whose creation failed must open.
+            Verdict::InitError(e) | Verdict::OpenFailure(e) => {
                 report.open_failures += 1;
                 report.failures.push(format!("{what}: open failed: {e}"));
             }
@@ -443,6 +444,7 @@ fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: 
                 report.wrong_state += 1;
                 report.failures.push(format!("{what}: wrong state: {e}"));
             }
+            Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
         }
     }
 }

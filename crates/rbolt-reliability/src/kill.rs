@@ -3,6 +3,11 @@
 //! parent SIGKILLs it at a random moment, reopens the file, checks it, and demands the state of
 //! the last acknowledged step or of the one after it (committed, but killed before it could
 //! say so). Then the next child goes on with the same file.
+//!
+//! Kills cover a file's whole life: every so often the loop starts over on a file that does
+//! not exist yet, which the child creates, so that kills land during creation (from 0 ms) and
+//! during every growth of the file; and every other new file is created by two children
+//! racing to create and open it, one of them waiting for the other's lock.
 
 use crate::model::{Tree, describe_difference, digest, progress, read_db};
 use crate::power::variant;
@@ -50,6 +55,12 @@ pub struct KillReport {
     pub wrong_state: u64,
     /// Children that ended by themselves with an error instead of being killed.
     pub child_errors: u64,
+    /// Files the loop started from nothing (each created by a child it may kill).
+    pub new_files: u64,
+    /// Of those, the files two children raced to create.
+    pub raced_files: u64,
+    /// Kills of a child that had not yet opened the file (killed during its start or creation).
+    pub kills_before_ready: u64,
     /// The database file's size at the end.
     pub file_bytes: u64,
     /// Descriptions of the failures.
@@ -67,6 +78,9 @@ impl KillReport {
         self.open_failures += other.open_failures;
         self.wrong_state += other.wrong_state;
         self.child_errors += other.child_errors;
+        self.new_files += other.new_files;
+        self.raced_files += other.raced_files;
+        self.kills_before_ready += other.kills_before_ready;
         self.file_bytes = self.file_bytes.max(other.file_bytes);
         self.failures.extend(other.failures);
     }
@@ -82,6 +96,9 @@ impl KillReport {
             .field("open_failures", self.open_failures)
             .field("wrong_state", self.wrong_state)
             .field("child_errors", self.child_errors)
+            .field("new_files", self.new_files)
+            .field("raced_files", self.raced_files)
+            .field("kills_before_ready", self.kills_before_ready)
             .field("max_file_bytes", self.file_bytes)
     }
 
@@ -109,96 +126,212 @@ fn setup(seed: u64) -> (Options, Workload) {
     (options, Workload::new(seed, page_size))
 }
 
+/// The most kills one file sees before the loop starts over on a new one.
+const KILLS_PER_FILE_MAX: u64 = 40;
+
+/// A new file's first child is killed within this long, so that creation is often cut short.
+const CREATION_DELAY_MAX: Duration = Duration::from_millis(8);
+
 /// Runs a kill loop.
 pub fn run(config: &KillConfig) -> KillReport {
     let mut report = KillReport::default();
     let path = config.dir.join(format!("kill-{}.db", config.seed));
     let (options, workload) = setup(config.seed);
-    // The parent creates the file: a child killed while initialising a new file could leave
-    // it unopenable, which the power-loss suite covers.
-    match Db::open_with(&path, options.clone()) {
-        Ok(db) => drop(db),
-        Err(error) => {
-            report.open_failures += 1;
-            report
-                .failures
-                .push(format!("create {}: {error}", path.display()));
-            return report;
-        }
-    }
     let mut rng = Rng::derive(config.seed, 0x4B11);
-    let mut model = Tree::default();
+    let mut models = Models::new(workload);
     let mut step = 0;
-    for kill in 0..config.kills {
+    let mut kills_left_on_file = 0;
+    let mut kill = 0;
+    while kill < config.kills {
+        if kills_left_on_file == 0 {
+            // Start over on a file that does not exist: the children create it.
+            if let Err(error) = std::fs::remove_file(&path)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                report.child_errors += 1;
+                report
+                    .failures
+                    .push(format!("remove {}: {error}", path.display()));
+                return report;
+            }
+            report.new_files += 1;
+            kills_left_on_file = 1 + rng.below(KILLS_PER_FILE_MAX);
+            let race = report.new_files % 2 == 0 && kill + 2 <= config.kills;
+            let delay = Duration::from_micros(rng.below(CREATION_DELAY_MAX.as_micros() as u64));
+            let what = format!(
+                "seed {} kill {kill} (creating a new file{}, after {delay:?})",
+                config.seed,
+                if race { ", two children racing" } else { "" }
+            );
+            let runs = if race {
+                report.raced_files += 1;
+                // The second is killed later, so that it often gets the lock the first held.
+                let later = delay
+                    + Duration::from_micros(rng.below(config.delay_max.as_micros().max(1) as u64));
+                kill_children(config, &path, None, &[delay, later])
+            } else {
+                kill_children(config, &path, None, &[delay])
+            };
+            let last = match runs.and_then(|runs| models.replay(&runs, 0, &mut report)) {
+                Ok(last) => last,
+                Err(error) => {
+                    report.child_errors += 1;
+                    report.failures.push(format!("{what}: {error}"));
+                    return report;
+                }
+            };
+            kill += if race { 2 } else { 1 };
+            kills_left_on_file -= 1;
+            step = last;
+            if !verify_step(&path, &options, &mut models, &mut step, &what, &mut report) {
+                return report;
+            }
+            continue;
+        }
         let delay = Duration::from_micros(rng.below(config.delay_max.as_micros().max(1) as u64));
         let what = format!(
             "seed {} kill {kill} (from step {step}, after {delay:?})",
             config.seed
         );
-        let run = match kill_child(config, &path, step, delay) {
-            Ok(run) => run,
+        let last = match kill_children(config, &path, Some(step), &[delay])
+            .and_then(|runs| models.replay(&runs, step, &mut report))
+        {
+            Ok(last) => last,
             Err(error) => {
                 report.child_errors += 1;
                 report.failures.push(format!("{what}: {error}"));
                 return report;
             }
         };
-        report.kills += u64::from(run.killed);
-        if !run.killed {
-            report.child_errors += 1;
-            report
-                .failures
-                .push(format!("{what}: the child was not killed: {}", run.stderr));
+        kill += 1;
+        kills_left_on_file -= 1;
+        step = last;
+        if !verify_step(&path, &options, &mut models, &mut step, &what, &mut report) {
             return report;
-        }
-        // Bring the model up to the last acknowledged step, checking each digest.
-        for ack in &run.acks {
-            if ack.step != step + 1 || ack.txid != txid_of(ack.step) {
-                report.wrong_state += 1;
-                report.failures.push(format!(
-                    "{what}: acknowledged step {} as txid {} after step {step}",
-                    ack.step, ack.txid
-                ));
-                return report;
-            }
-            workload.step(ack.step, &mut model);
-            step = ack.step;
-            report.acked_commits += 1;
-            if digest(&model) != ack.digest {
-                report.wrong_state += 1;
-                report.failures.push(format!(
-                    "{what}: step {step}: the child's digest differs from the model's"
-                ));
-                return report;
-            }
-        }
-        match verify(&path, &options, &workload, step, &model) {
-            Ok(Recovered::Acked) => {}
-            Ok(Recovered::InFlight(next)) => {
-                report.in_flight_landed += 1;
-                model = next;
-                step += 1;
-            }
-            Err(failure) => {
-                let (counter, message) = match failure {
-                    Failure::Open(e) => (&mut report.open_failures, format!("open: {e}")),
-                    Failure::Check(e) => (&mut report.check_failures, e),
-                    Failure::Lost(e) => (&mut report.lost_acked, format!("lost: {e}")),
-                    Failure::Wrong(e) => (&mut report.wrong_state, format!("wrong state: {e}")),
-                };
-                *counter += 1;
-                report.failures.push(format!("{what}: {message}"));
-                return report;
-            }
         }
     }
     report.file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
     report
 }
 
+/// Reopens the file after a kill and checks it against the model of `step` (the last
+/// acknowledged one) or the next; moves `step` on when the next had landed. Returns whether
+/// the loop may go on.
+fn verify_step(
+    path: &Path,
+    options: &Options,
+    models: &mut Models,
+    step: &mut u64,
+    what: &str,
+    report: &mut KillReport,
+) -> bool {
+    let model = models.get(*step).clone();
+    let next = models.get(*step + 1).clone();
+    match verify(path, options, *step, &model, &next) {
+        Ok(Recovered::Acked) => true,
+        Ok(Recovered::InFlight) => {
+            report.in_flight_landed += 1;
+            *step += 1;
+            true
+        }
+        Err(failure) => {
+            let (counter, message) = match failure {
+                Failure::Open(e) => (&mut report.open_failures, format!("open: {e}")),
+                Failure::Check(e) => (&mut report.check_failures, e),
+                Failure::Lost(e) => (&mut report.lost_acked, format!("lost: {e}")),
+                Failure::Wrong(e) => (&mut report.wrong_state, format!("wrong state: {e}")),
+            };
+            *counter += 1;
+            report.failures.push(format!("{what}: {message}"));
+            false
+        }
+    }
+}
+
+/// The model after each step of the workload, computed as far as asked.
+struct Models {
+    workload: Workload,
+    trees: Vec<Tree>,
+}
+
+impl Models {
+    fn new(workload: Workload) -> Models {
+        Models {
+            workload,
+            trees: vec![Tree::default()],
+        }
+    }
+
+    /// The content after step `step`.
+    fn get(&mut self, step: u64) -> &Tree {
+        while self.trees.len() as u64 <= step {
+            let mut next = self.trees.last().expect("step 0").clone();
+            self.workload.step(self.trees.len() as u64, &mut next);
+            self.trees.push(next);
+        }
+        &self.trees[step as usize]
+    }
+
+    /// Checks the acknowledgements of `runs` (children that ran one after the other on the
+    /// file, which held step `step` or the one after when the first started) and returns the
+    /// last acknowledged step. Every child must have been killed.
+    fn replay(
+        &mut self,
+        runs: &[ChildRun],
+        step: u64,
+        report: &mut KillReport,
+    ) -> Result<u64, String> {
+        let mut last = step;
+        // A child that started saw the file at the last acknowledged step or the one after it
+        // (in flight when the one before was killed): which ran first shows in that step.
+        let mut order: Vec<&ChildRun> = runs.iter().collect();
+        order.sort_by_key(|run| run.ready.unwrap_or(u64::MAX));
+        for run in order {
+            if !run.killed {
+                return Err(format!("the child was not killed: {}", run.stderr));
+            }
+            report.kills += 1;
+            let Some(ready) = run.ready else {
+                report.kills_before_ready += 1;
+                if !run.acks.is_empty() {
+                    return Err("acknowledgements without a ready line".into());
+                }
+                continue;
+            };
+            if ready != last && ready != last + 1 {
+                return Err(format!(
+                    "a child found step {ready} after step {last} was acknowledged"
+                ));
+            }
+            last = ready;
+            for ack in &run.acks {
+                if ack.step != last + 1 || ack.txid != txid_of(ack.step) {
+                    report.wrong_state += 1;
+                    return Err(format!(
+                        "acknowledged step {} as txid {} after step {last}",
+                        ack.step, ack.txid
+                    ));
+                }
+                last = ack.step;
+                report.acked_commits += 1;
+                if digest(self.get(last)) != ack.digest {
+                    report.wrong_state += 1;
+                    return Err(format!(
+                        "step {last}: the child's digest differs from the model's"
+                    ));
+                }
+            }
+        }
+        Ok(last)
+    }
+}
+
 /// What one child did before it was killed.
 struct ChildRun {
     killed: bool,
+    /// The step the file held when the child had it open (`ready STEP`); `None` if it was
+    /// killed first.
+    ready: Option<u64>,
     /// Every acknowledged commit, in order.
     acks: Vec<Ack>,
     stderr: String,
@@ -217,83 +350,120 @@ fn txid_of(step: u64) -> u64 {
     step + 1
 }
 
-fn kill_child(
+/// Starts one child per entry of `delays` on `path` at once, and SIGKILLs each when its delay
+/// has passed since the start. `step`: the step the file holds, which each child checks; `None`
+/// lets each child take whatever the file holds (new files, racing children).
+fn kill_children(
     config: &KillConfig,
     path: &Path,
-    step: u64,
-    delay: Duration,
-) -> Result<ChildRun, String> {
-    let mut child = Command::new(&config.child)
-        .arg("kill-loop")
-        .arg(path)
-        .arg(config.seed.to_string())
-        .arg(step.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", config.child.display()))?;
-    let stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    // Read while the child runs, so a full pipe never holds it up.
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            match line {
-                Ok(line) => lines.push(line),
-                Err(_) => break,
+    step: Option<u64>,
+    delays: &[Duration],
+) -> Result<Vec<ChildRun>, String> {
+    struct Running {
+        child: std::process::Child,
+        deadline: Instant,
+        killed: bool,
+        /// Killed, or ended by itself.
+        done: bool,
+        reader: std::thread::JoinHandle<Vec<String>>,
+        errors: std::thread::JoinHandle<String>,
+    }
+    let started = Instant::now();
+    let mut running = Vec::new();
+    for &delay in delays {
+        let mut child = Command::new(&config.child)
+            .arg("kill-loop")
+            .arg(path)
+            .arg(config.seed.to_string())
+            .arg(step.map_or_else(|| "any".to_string(), |s| s.to_string()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", config.child.display()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        // Read while the child runs, so a full pipe never holds it up.
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
+        });
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        running.push(Running {
+            child,
+            deadline: started + delay,
+            killed: false,
+            done: false,
+            reader,
+            errors,
+        });
+    }
+    // Kill each at its deadline (unless it exited first, which is a failure).
+    loop {
+        let now = Instant::now();
+        let mut pending = false;
+        for run in running.iter_mut().filter(|run| !run.done) {
+            if run.child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                run.done = true;
+                continue;
+            }
+            if now >= run.deadline {
+                // SIGKILL: the child gets no chance to finish a write, sync or commit.
+                run.child.kill().map_err(|e| format!("kill: {e}"))?;
+                run.killed = true;
+                run.done = true;
+            } else {
+                pending = true;
             }
         }
-        lines
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + delay;
-    let mut exited = None;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            exited = Some(status);
+        if !pending {
             break;
         }
-        std::thread::sleep(Duration::from_micros(200).min(deadline - Instant::now()));
+        std::thread::sleep(Duration::from_micros(200));
     }
-    let killed = exited.is_none();
-    if killed {
-        // SIGKILL: the child gets no chance to finish a write, sync or commit.
-        child.kill().map_err(|e| format!("kill: {e}"))?;
-    }
-    child.wait().map_err(|e| format!("wait: {e}"))?;
-    let lines = reader.join().map_err(|_| "stdout reader panicked")?;
-    let stderr = errors.join().map_err(|_| "stderr reader panicked")?;
-    let mut acks = Vec::new();
-    for line in lines {
-        let mut words = line.split_whitespace();
-        match (words.next(), words.next(), words.next(), words.next()) {
-            (Some("ack"), Some(step), Some(txid), Some(hex)) => {
-                let bad = || format!("bad line {line:?}");
-                let step = step.parse().map_err(|_| bad())?;
-                let txid = txid.parse().map_err(|_| bad())?;
-                let digest = u64::from_str_radix(hex, 16).map_err(|_| bad())?;
-                acks.push(Ack { step, txid, digest });
+    let mut runs = Vec::new();
+    for mut run in running {
+        run.child.wait().map_err(|e| format!("wait: {e}"))?;
+        let lines = run.reader.join().map_err(|_| "stdout reader panicked")?;
+        let stderr = run.errors.join().map_err(|_| "stderr reader panicked")?;
+        let mut ready = None;
+        let mut acks = Vec::new();
+        for line in lines {
+            let bad = || format!("bad line {line:?}; stderr: {stderr}");
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next(), words.next()) {
+                (Some("ack"), Some(step), Some(txid), Some(hex)) => {
+                    let step = step.parse().map_err(|_| bad())?;
+                    let txid = txid.parse().map_err(|_| bad())?;
+                    let digest = u64::from_str_radix(hex, 16).map_err(|_| bad())?;
+                    acks.push(Ack { step, txid, digest });
+                }
+                (Some("ready"), Some(step), None, None) => {
+                    ready = Some(step.parse().map_err(|_| bad())?);
+                }
+                _ => return Err(format!("unexpected line {line:?}; stderr: {stderr}")),
             }
-            (Some("ready"), ..) => {}
-            _ => return Err(format!("unexpected line {line:?}; stderr: {stderr}")),
         }
+        runs.push(ChildRun {
+            killed: run.killed,
+            ready,
+            acks,
+            stderr,
+        });
     }
-    Ok(ChildRun {
-        killed,
-        acks,
-        stderr,
-    })
+    Ok(runs)
 }
 
 enum Recovered {
     Acked,
-    /// The step after the acknowledged one had committed; its model.
-    InFlight(Tree),
+    /// The step after the acknowledged one had committed.
+    InFlight,
 }
 
 enum Failure {
@@ -306,9 +476,9 @@ enum Failure {
 fn verify(
     path: &Path,
     options: &Options,
-    workload: &Workload,
     step: u64,
     model: &Tree,
+    next: &Tree,
 ) -> Result<Recovered, Failure> {
     let db = Db::open_with(path, options.clone()).map_err(|e| Failure::Open(e.to_string()))?;
     let errors = db
@@ -333,10 +503,8 @@ fn verify(
     if state == *model {
         return Ok(Recovered::Acked);
     }
-    let mut next = model.clone();
-    workload.step(step + 1, &mut next);
-    if state == next {
-        return Ok(Recovered::InFlight(next));
+    if state == *next {
+        return Ok(Recovered::InFlight);
     }
     let detail = format!(
         "content of step {}, acknowledged {step}: {}",
@@ -350,24 +518,28 @@ fn verify(
     }
 }
 
-/// The child's side: `kill-loop PATH SEED STEP`. Opens the file, which must hold step
-/// `STEP`, and commits steps after it until killed, printing `ack STEP TXID DIGEST` after
-/// each commit returns.
+/// The child's side: `kill-loop PATH SEED STEP`. Opens the file (creating it if missing),
+/// which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits steps
+/// after it until killed, printing `ack STEP TXID DIGEST` after each commit returns.
 pub fn child_main(args: &[String]) -> Result<(), String> {
     let [path, seed, start] = args else {
-        return Err("usage: kill-loop PATH SEED STEP".into());
+        return Err("usage: kill-loop PATH SEED STEP|any".into());
     };
     let seed: u64 = seed.parse().map_err(|_| "bad seed")?;
-    let start: u64 = start.parse().map_err(|_| "bad step")?;
+    let start: Option<u64> = match start.as_str() {
+        "any" => None,
+        start => Some(start.parse().map_err(|_| "bad step")?),
+    };
     let (options, workload) = setup(seed);
     let db = Db::open_with(path, options).map_err(|e| format!("open: {e}"))?;
     let mut model = read_db(&db).map_err(|e| format!("read: {e}"))?;
-    if progress(&model) != start {
+    let found = progress(&model);
+    if start.is_some_and(|start| start != found) {
         return Err(format!(
-            "the file holds step {}, the parent says {start}",
-            progress(&model)
+            "the file holds step {found}, the parent says {start:?}"
         ));
     }
+    let start = found;
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready {start}").map_err(|e| e.to_string())?;
     out.flush().map_err(|e| e.to_string())?;

@@ -2,8 +2,8 @@
 //! forwards and backwards, a few keys looked up. Its own work is bounded (no recursion, a cap
 //! on entries and nesting), so what it measures is rbolt's.
 
-use crate::model::{Item, Path, Tree, bucket_at_mut};
-use rbolt::{BUCKET_DEPTH_MAX, Bucket, Db};
+use crate::model::{Item, NESTING_MAX, Path, Tree, bucket_at_mut};
+use rbolt::{Bucket, Db};
 
 /// Why a scan stopped early.
 #[derive(Debug)]
@@ -16,8 +16,9 @@ pub enum ScanError {
         /// The cap that was reached.
         entries_max: u64,
     },
-    /// Buckets nested deeper than `BUCKET_DEPTH_MAX`, or more buckets than the file can hold:
-    /// bucket values that point back at their ancestors. rbolt cannot see this when a caller
+    /// A bucket root page reached twice, buckets nested deeper than the model's
+    /// `NESTING_MAX`, or more buckets than the file can hold: bucket values that point back at
+    /// their ancestors. rbolt cannot see this when a caller
     /// opens nested buckets one by one; its check reports such pages as reached twice.
     Nesting,
 }
@@ -59,11 +60,12 @@ pub fn scan_buckets(root: Bucket<'_>, entries_max: u64) -> Result<Scan, ScanErro
         entries: 0,
         consistent: true,
     };
+    let mut roots = std::collections::HashSet::from([root.root().0]);
     let mut stack: Vec<(Path, Bucket<'_>)> = vec![(Vec::new(), root)];
     let mut buckets = 0u64;
     while let Some((path, bucket)) = stack.pop() {
         buckets += 1;
-        if path.len() > BUCKET_DEPTH_MAX || buckets > entries_max {
+        if path.len() > NESTING_MAX || buckets > entries_max {
             return Err(ScanError::Nesting);
         }
         let mut forward = Vec::new();
@@ -112,6 +114,12 @@ pub fn scan_buckets(root: Bucket<'_>, entries_max: u64) -> Result<Scan, ScanErro
                 continue;
             }
             if let Some(child) = bucket.bucket(key)? {
+                // A sound file reaches each bucket root page once: a second time is a bucket
+                // value pointing back at an ancestor, which would nest for ever.
+                let root = child.root().0;
+                if root != 0 && !roots.insert(root) {
+                    return Err(ScanError::Nesting);
+                }
                 let mut child_path = path.clone();
                 child_path.push(key.to_vec());
                 stack.push((child_path, child));

@@ -19,7 +19,7 @@ const POOL_PAGES_MAX: usize = 1024;
 /// 64 KiB one, 3.5 µs for a lone page, measured here). Random updates after a bulk load
 /// rewrite single pages, so big commits are cut into writes of this size: sequential writes
 /// lose little (1.4 GB/s at 64 KiB against 1.65 GB/s at 1 MiB).
-const WRITE_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const WRITE_BYTES_MAX: usize = 64 * 1024;
 
 /// Writes the contiguous buffers `run` from `offset` in vectored writes of at most
 /// `WRITE_BYTES_MAX` bytes each.
@@ -83,6 +83,9 @@ pub(crate) struct TxAlloc {
     /// Pages allocated and bytes written, for the transaction's stats.
     pub(crate) pages_allocated: u64,
     pub(crate) writes: u64,
+    /// The fsync after growth failed: the handle must be poisoned (the kernel may have dropped
+    /// pages it could not write).
+    pub(crate) sync_failed: bool,
 }
 
 impl TxAlloc {
@@ -112,6 +115,7 @@ impl TxAlloc {
             no_grow_sync: options.no_grow_sync,
             pages_allocated: 0,
             writes: 0,
+            sync_failed: false,
         }
     }
 
@@ -178,8 +182,11 @@ impl TxAlloc {
         }
         failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
-        if !self.no_grow_sync {
-            self.storage.sync_all().map_err(|e| self.io(e))?;
+        if !self.no_grow_sync
+            && let Err(error) = self.storage.sync_all()
+        {
+            self.sync_failed = true;
+            return Err(self.io(error));
         }
         self.file_len = target;
         Ok(())

@@ -1,8 +1,11 @@
 //! Hot backup and compaction.
 
-use crate::bucket::Bucket;
+use crate::alloc::WRITE_BYTES_MAX;
+use crate::bucket::BucketMut;
 use crate::db::Db;
 use crate::error::{Error, Result};
+use crate::nested::WalkStep;
+use crate::storage::{FileOptions, FileStorage, Storage};
 use crate::tx::{ReadTx, WriteTx};
 use rbolt_page::{Meta, write_meta};
 use std::io::Write;
@@ -45,28 +48,67 @@ impl ReadTx<'_> {
         Ok(total)
     }
 
-    /// Writes a consistent copy of this snapshot to a new file at `path` (replacing any file
-    /// there) and syncs it.
+    /// Writes a consistent copy of this snapshot to a file at `path` (replacing any file
+    /// there) and syncs it, and the directory too when the file is new. The file is locked as
+    /// a database file is, and not waited for: a path another handle has open is an error,
+    /// never overwritten. Writes go out in pieces of at most 64 KiB.
     pub fn copy_file(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
         let io = |e| Error::io(Some(path), e);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(io)?;
-        let mut writer = std::io::BufWriter::new(file);
+        let options = FileOptions::new().lock_timeout(Some(std::time::Duration::ZERO));
+        let storage = FileStorage::open(path, options).map_err(|e| io(e.into()))?;
+        storage.clear().map_err(io)?;
+        let mut writer = StorageWriter::new(&storage);
         let written = self.write_to(&mut writer)?;
-        let file = writer.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
+        writer.flush().map_err(io)?;
+        storage.sync_all().map_err(io)?;
         Ok(written)
+    }
+}
+
+/// An `io::Write` onto a storage from its start, in writes of at most `WRITE_BYTES_MAX` bytes
+/// (the facade's rule for every write system call; see `alloc.rs`).
+struct StorageWriter<'s> {
+    storage: &'s dyn Storage,
+    buf: Vec<u8>,
+    offset: u64,
+}
+
+impl<'s> StorageWriter<'s> {
+    fn new(storage: &'s dyn Storage) -> StorageWriter<'s> {
+        StorageWriter {
+            storage,
+            buf: Vec::with_capacity(WRITE_BYTES_MAX),
+            offset: 0,
+        }
+    }
+}
+
+impl Write for StorageWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let take = bytes.len().min(WRITE_BYTES_MAX - self.buf.len());
+        self.buf.extend_from_slice(&bytes[..take]);
+        if self.buf.len() == WRITE_BYTES_MAX {
+            self.flush()?;
+        }
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.storage.write_all_at(&self.buf, self.offset)?;
+            self.offset += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
     }
 }
 
 /// Copies every bucket, key and sequence of `src` into `dst`, packing pages full; commits
 /// every `tx_max_size` bytes of keys and values (0: one transaction). The copy drops what the
-/// source no longer uses, leaked pages included. `dst` should be empty.
+/// source no longer uses, leaked pages included. `dst` should be empty. Values and the
+/// sequence of the root bucket, which only files written by other tools can have, are copied
+/// too. Iterative: buckets nest without limit.
 pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
     let src_tx = src.begin_read()?;
     let mut state = Compactor {
@@ -75,17 +117,17 @@ pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
         size: 0,
         tx_max_size,
     };
-    let mut path: Vec<Vec<u8>> = Vec::new();
     let root = src_tx.root();
-    for entry in root.iter() {
-        let entry = entry?;
-        let Some(bucket) = root.bucket(entry.key())? else {
-            continue;
-        };
-        path.push(entry.key().to_vec());
-        state.bucket(&path, bucket.sequence())?;
-        copy_bucket(&mut state, &mut path, &bucket, 0)?;
-        path.pop();
+    if root.sequence() != 0 {
+        state.tx().set_root_sequence(root.sequence());
+    }
+    let mut walk = root.walk();
+    while let Some(step) = walk.next_step() {
+        match step? {
+            WalkStep::Value { key, value } => state.put(walk.path(), key, value)?,
+            WalkStep::Enter { bucket, .. } => state.bucket(walk.path(), bucket.sequence())?,
+            WalkStep::Leave => {}
+        }
     }
     state.tx.take().expect("a transaction is open").commit()
 }
@@ -112,57 +154,24 @@ impl<'db> Compactor<'db> {
         self.tx.as_mut().expect("a transaction is open")
     }
 
+    /// The bucket at `path` (the root for an empty path), open for writing.
+    fn bucket_at<'t>(tx: &'t mut WriteTx<'db>, path: &[&[u8]]) -> Result<BucketMut<'t>> {
+        let mut bucket = tx.bucket_at(path)?.ok_or(Error::BucketNotFound)?;
+        bucket.set_fill_percent(1.0);
+        Ok(bucket)
+    }
+
     /// Creates the bucket at `path` with `sequence`.
-    fn bucket(&mut self, path: &[Vec<u8>], sequence: u64) -> Result<()> {
+    fn bucket(&mut self, path: &[&[u8]], sequence: u64) -> Result<()> {
         self.account(path.last().map_or(0, |k| k.len() as u64))?;
         let (name, parent) = path.split_last().expect("a bucket path is not empty");
-        let parent: Vec<&[u8]> = parent.iter().map(Vec::as_slice).collect();
-        let tx = self.tx();
-        let mut bucket = if parent.is_empty() {
-            tx.create_bucket(name)?
-        } else {
-            let mut parent = tx.bucket_path_mut(&parent)?.ok_or(Error::BucketNotFound)?;
-            parent.set_fill_percent(1.0);
-            let mut child = parent.create_bucket(name)?;
-            child.set_sequence(sequence)?;
-            return Ok(());
-        };
-        bucket.set_sequence(sequence)
+        let mut parent = Self::bucket_at(self.tx(), parent)?;
+        let mut child = parent.create_bucket(name)?;
+        child.set_sequence(sequence)
     }
 
-    fn put(&mut self, path: &[Vec<u8>], key: &[u8], value: &[u8]) -> Result<()> {
+    fn put(&mut self, path: &[&[u8]], key: &[u8], value: &[u8]) -> Result<()> {
         self.account((key.len() + value.len()) as u64)?;
-        let path: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
-        let mut bucket = self
-            .tx()
-            .bucket_path_mut(&path)?
-            .ok_or(Error::BucketNotFound)?;
-        bucket.set_fill_percent(1.0);
-        bucket.put(key, value)
+        Self::bucket_at(self.tx(), path)?.put(key, value)
     }
-}
-
-fn copy_bucket(
-    state: &mut Compactor<'_>,
-    path: &mut Vec<Vec<u8>>,
-    bucket: &Bucket<'_>,
-    depth: usize,
-) -> Result<()> {
-    if depth >= crate::BUCKET_DEPTH_MAX {
-        return Err(crate::bucket::bucket_too_deep());
-    }
-    for entry in bucket.iter() {
-        let entry = entry?;
-        match entry.value() {
-            Some(value) => state.put(path, entry.key(), value)?,
-            None => {
-                let child = bucket.bucket(entry.key())?.ok_or(Error::BucketNotFound)?;
-                path.push(entry.key().to_vec());
-                state.bucket(path, child.sequence())?;
-                copy_bucket(state, path, &child, depth + 1)?;
-                path.pop();
-            }
-        }
-    }
-    Ok(())
 }

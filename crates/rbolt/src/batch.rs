@@ -10,6 +10,7 @@ use crate::db::Db;
 use crate::error::Result;
 use crate::tx::WriteTx;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -129,19 +130,26 @@ where
 fn lead(db: &Db) {
     let batcher = &db.batcher;
     let max_size = db.options.max_batch_size.max(1);
-    let deadline = Instant::now() + db.options.max_batch_delay;
+    // A delay too long for the clock (`Duration::MAX`) means: wait until the batch is full.
+    let deadline = Instant::now().checked_add(db.options.max_batch_delay);
     let calls = {
         let mut queue = batcher.lock();
         while queue.calls.len() < max_size {
             let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            queue = batcher
-                .full
-                .wait_timeout(queue, deadline - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            queue = match deadline {
+                Some(deadline) if now >= deadline => break,
+                Some(deadline) => {
+                    batcher
+                        .full
+                        .wait_timeout(queue, deadline - now)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0
+                }
+                None => batcher
+                    .full
+                    .wait(queue)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            };
         }
         let take = queue.calls.len().min(max_size);
         let calls: Vec<Call> = queue.calls.drain(..take).collect();
@@ -158,22 +166,48 @@ fn lead(db: &Db) {
 fn run_calls(db: &Db, mut calls: Vec<Call>) {
     while !calls.is_empty() {
         let mut failed = None;
-        let result = db.update(|tx| {
-            for (index, call) in calls.iter().enumerate() {
-                match catch_unwind(AssertUnwindSafe(|| (call.f)(tx))) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(error)) => {
-                        failed = Some(index);
-                        return Err(error);
-                    }
-                    Err(_panic) => {
-                        failed = Some(index);
-                        return Err(crate::Error::Poisoned);
+        // Set by the first `on_commit` hook, so that a panic in a later hook is known to come
+        // after the commit.
+        let committed = Arc::new(AtomicBool::new(false));
+        // A panic outside the calls (in an `on_commit` hook, say) must still answer every
+        // caller, or they would wait for ever: the others are told, then the panic goes on
+        // on this caller's thread.
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            db.update(|tx| {
+                let committed = committed.clone();
+                tx.on_commit(move || committed.store(true, Ordering::Release));
+                for (index, call) in calls.iter().enumerate() {
+                    match catch_unwind(AssertUnwindSafe(|| (call.f)(tx))) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(error)) => {
+                            failed = Some(index);
+                            return Err(error);
+                        }
+                        Err(_panic) => {
+                            failed = Some(index);
+                            return Err(crate::Error::Poisoned);
+                        }
                     }
                 }
+                Ok(())
+            })
+        }));
+        let result = match result {
+            Ok(result) => result,
+            Err(panic) => {
+                let outcome = || {
+                    if committed.load(Ordering::Acquire) {
+                        Outcome::Done
+                    } else {
+                        Outcome::Solo
+                    }
+                };
+                for call in calls.drain(..) {
+                    call.mailbox.send(outcome());
+                }
+                std::panic::resume_unwind(panic);
             }
-            Ok(())
-        });
+        };
         if let Some(index) = failed {
             calls.swap_remove(index).mailbox.send(Outcome::Solo);
             continue;

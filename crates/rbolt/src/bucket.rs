@@ -5,16 +5,13 @@ use crate::iter::{Cursor, CursorMut, Entry, Iter};
 use crate::stats::BucketStats;
 use crate::tx::TxCore;
 use rbolt_btree::{Delete, Put, Tree, TreeView};
+use rbolt_freelist::Freelist;
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, BucketValue, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid,
-    VALUE_SIZE_MAX,
+    BUCKET_HEADER_SIZE, BucketHeader, BucketValue, Corruption, KEY_SIZE_MAX, LEAF_FLAG_BUCKET,
+    Pgid, Reason, VALUE_SIZE_MAX,
 };
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
-
-/// Deepest nesting of buckets followed. Deeper nesting in a file means a cycle between bucket
-/// pages in a corrupt file, and ends in an error instead of a stack overflow.
-pub const BUCKET_DEPTH_MAX: usize = 1024;
 
 /// The value of a new, empty bucket: a header (root 0, sequence 0) and an empty inline leaf.
 pub(crate) const EMPTY_BUCKET_VALUE: [u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE] = {
@@ -24,11 +21,41 @@ pub(crate) const EMPTY_BUCKET_VALUE: [u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_
 };
 
 /// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
-#[derive(Debug)]
+///
+/// Buckets nest without limit (Go bbolt has none), so nothing here recurses over `children`:
+/// walks keep explicit stacks, and dropping a chain of thousands of nested states unlinks it
+/// level by level.
+#[derive(Default)]
 pub(crate) struct BucketState {
     pub(crate) tree: Tree,
     pub(crate) sequence: u64,
     pub(crate) children: BTreeMap<Vec<u8>, BucketState>,
+}
+
+impl std::fmt::Debug for BucketState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the children themselves: printing them would recurse as deep as they nest.
+        f.debug_struct("BucketState")
+            .field("root", &self.tree.root_pgid())
+            .field("dirty", &self.tree.is_dirty())
+            .field("sequence", &self.sequence)
+            .field("children", &self.children.len())
+            .finish()
+    }
+}
+
+impl Drop for BucketState {
+    fn drop(&mut self) {
+        let mut maps = vec![std::mem::take(&mut self.children)];
+        while let Some(map) = maps.pop() {
+            for (_, mut child) in map {
+                if !child.children.is_empty() {
+                    maps.push(std::mem::take(&mut child.children));
+                }
+                // `child` drops here with no children left: no recursion.
+            }
+        }
+    }
 }
 
 impl BucketState {
@@ -48,17 +75,26 @@ impl BucketState {
         }
     }
 
+    /// This bucket and every open bucket below it, in no particular order.
+    fn each(&self) -> impl Iterator<Item = &BucketState> {
+        let mut stack = vec![self];
+        std::iter::from_fn(move || {
+            let state = stack.pop()?;
+            stack.extend(state.children.values());
+            Some(state)
+        })
+    }
+
     /// Adds the counters of this bucket's tree and every open bucket below it.
     pub(crate) fn add_tree_stats(&self, stats: &mut rbolt_btree::TreeStats) {
-        stats.add(&self.tree.stats());
-        for child in self.children.values() {
-            child.add_tree_stats(stats);
+        for state in self.each() {
+            stats.add(&state.tree.stats());
         }
     }
 
     /// Whether anything in this bucket or below was edited.
     pub(crate) fn is_changed(&self) -> bool {
-        self.tree.is_dirty() || self.children.values().any(BucketState::is_changed)
+        self.each().any(|state| state.tree.is_dirty())
     }
 
     /// The read view of this bucket.
@@ -81,7 +117,7 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_name(name: &[u8]) -> Result<()> {
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.is_empty() {
         return Err(Error::BucketNameRequired);
     }
@@ -152,6 +188,13 @@ pub(crate) fn create_child<'s>(
     Ok(state.children.get_mut(name).expect("just inserted"))
 }
 
+/// Deletes the nested bucket `name` of `state` and frees every page of it and of the
+/// buckets nested in it, however they were edited in this transaction.
+///
+/// In three steps, so that an error leaves the transaction as it was: every page to free is
+/// found and checked first (reading only); then the bucket's key is deleted from `state`
+/// (which may fail on a corrupt page, before changing anything); then the pages are freed,
+/// which the checks made certain to succeed.
 pub(crate) fn delete_child(core: &mut TxCore, state: &mut BucketState, name: &[u8]) -> Result<()> {
     check_name(name)?;
     let pages = core.pages();
@@ -160,51 +203,98 @@ pub(crate) fn delete_child(core: &mut TxCore, state: &mut BucketState, name: &[u
         Some(entry) if !entry.is_bucket() => return Err(Error::IncompatibleValue),
         Some(_) => {}
     }
-    let mut child = match state.children.remove(name) {
-        Some(child) => child,
-        None => load_child(core, state, name)?.ok_or(Error::BucketNotFound)?,
-    };
-    free_bucket(core, &mut child, 0)?;
+    let freed = pages_of_bucket(core, state, name)?;
     let (pages, arena) = core.pages_and_arena();
     state.tree.delete(pages, arena, name, LEAF_FLAG_BUCKET)?;
+    let txid = core.alloc.txid;
+    for &(pgid, overflow) in &freed {
+        if let Err(error) = core.alloc.freelist.free(txid, pgid, overflow) {
+            // The checks above rule this out; if it happens anyway, nothing of this
+            // transaction may reach the disk.
+            debug_assert!(false, "freeing a checked page failed: {error}");
+            core.broken = true;
+            return Err(error.into());
+        }
+    }
+    state.children.remove(name);
     Ok(())
 }
 
-/// Frees every page of `bucket` and of every bucket nested in it, however they were edited
-/// in this transaction.
-fn free_bucket(core: &mut TxCore, bucket: &mut BucketState, depth: usize) -> Result<()> {
-    if depth >= BUCKET_DEPTH_MAX {
-        return Err(bucket_too_deep());
+/// Every page of the nested bucket `name` of `state` and of the buckets nested in it, with
+/// its overflow: what deleting it frees. Reads only. Fails on a corrupt page, and on a page
+/// that is reached twice, lies outside the file, or is already free or pending, so that
+/// freeing the list cannot fail.
+fn pages_of_bucket(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Vec<(Pgid, u32)>> {
+    /// A bucket still to walk: open in the transaction, or loaded from its value.
+    enum Work<'s> {
+        Open(&'s BucketState),
+        Loaded(Box<BucketState>),
     }
-    let names: Vec<Vec<u8>> = {
-        let view = bucket.tree.view(core.pages());
+    let pages = core.pages();
+    let first = match state.children.get(name) {
+        Some(open) => Work::Open(open),
+        None => Work::Loaded(Box::new(
+            load_child(core, state, name)?.ok_or(Error::BucketNotFound)?,
+        )),
+    };
+    let mut stack = vec![first];
+    let mut freed = Vec::new();
+    while let Some(work) = stack.pop() {
+        // Buckets open in the transaction may have open children, which hold their edits;
+        // a bucket loaded from its value has none.
+        let (loaded, open): (Option<Box<BucketState>>, Option<&BucketState>) = match work {
+            Work::Open(state) => (None, Some(state)),
+            Work::Loaded(state) => (Some(state), None),
+        };
+        let bucket = open.or(loaded.as_deref()).expect("one of the two");
+        bucket
+            .tree
+            .for_each_page(pages, |pgid, overflow| freed.push((pgid, overflow)))?;
+        let view = bucket.tree.view(pages);
         let mut cursor = view.cursor();
-        let mut names = Vec::new();
         let mut entry = cursor.first()?;
         while let Some(e) = entry {
             if e.is_bucket() {
-                names.push(e.key.to_vec());
+                stack.push(match open.and_then(|open| open.children.get(e.key)) {
+                    Some(child) => Work::Open(child),
+                    None => Work::Loaded(Box::new(
+                        load_child(core, bucket, e.key)?.ok_or(Error::BucketNotFound)?,
+                    )),
+                });
             }
             entry = cursor.next()?;
         }
-        names
-    };
-    for name in names {
-        let mut child = match bucket.children.remove(&name) {
-            Some(child) => child,
-            None => load_child(core, bucket, &name)?.ok_or(Error::BucketNotFound)?,
-        };
-        free_bucket(core, &mut child, depth + 1)?;
     }
-    let (pages, _, alloc) = core.parts();
-    bucket.tree.free_all(pages, alloc)
-}
-
-pub(crate) fn bucket_too_deep() -> Error {
-    Error::Corruption(rbolt_page::Corruption::new(
-        Pgid(0),
-        rbolt_page::Reason::Other("buckets nest deeper than BUCKET_DEPTH_MAX (a cycle?)"),
-    ))
+    // Every id once, within the file, not free already.
+    let high_water = core.high_water;
+    let mut ids: Vec<u64> = Vec::with_capacity(freed.len());
+    for &(pgid, overflow) in &freed {
+        let end = pgid.0.checked_add(u64::from(overflow) + 1);
+        if pgid.0 < 2 || end.is_none_or(|end| end > high_water.0) {
+            return Err(Corruption::new(
+                pgid,
+                Reason::Other("a bucket page lies outside the file"),
+            )
+            .into());
+        }
+        for id in pgid.0..pgid.0 + u64::from(overflow) + 1 {
+            if core.alloc.freelist.is_freed(Pgid(id)) {
+                return Err(Corruption::new(
+                    Pgid(id),
+                    Reason::Other("a bucket page is already on the freelist"),
+                )
+                .into());
+            }
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(
+            Corruption::new(Pgid(pair[0]), Reason::Other("page is reachable twice")).into(),
+        );
+    }
+    Ok(freed)
 }
 
 /// A bucket read through a transaction: lookups, cursors and iteration, all borrowing from
@@ -311,6 +401,11 @@ impl<'a> Bucket<'a> {
                 range.end_bound().map(|k| *k),
             ),
         )
+    }
+
+    /// A walk over this bucket and every bucket nested in it, depth first in key order.
+    pub fn walk(&self) -> crate::Walk<'a> {
+        crate::Walk::new(*self)
     }
 
     /// Calls `f` with every key and its value (`None` for a nested bucket), in key order.

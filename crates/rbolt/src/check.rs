@@ -2,7 +2,6 @@
 //! free; every page below the high-water mark reachable or free; keys in order within and
 //! across pages. Reports every problem it finds rather than stopping at the first.
 
-use crate::bucket::BUCKET_DEPTH_MAX;
 use crate::walk::PageSet;
 use rbolt_btree::{DEPTH_MAX, Pages};
 use rbolt_page::{
@@ -126,6 +125,27 @@ pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
     checker.errors
 }
 
+/// Checks the tree at page `root` of the snapshot of `meta` and every bucket below it, as
+/// `check` does, without the whole-file test for unreachable pages (bbolt's
+/// `check --from-page`).
+pub(crate) fn check_from(pages: Pages<'_>, meta: &Meta, root: Pgid) -> Vec<CheckError> {
+    let high_water = meta.high_water();
+    let mut checker = Checker {
+        pages,
+        high_water,
+        reachable: PageSet::new(high_water),
+        freed: None,
+        errors: Vec::new(),
+    };
+    checker.reachable.insert(0);
+    checker.reachable.insert(1);
+    if meta.has_freelist() {
+        checker.load_freelist(meta.freelist_pgid());
+    }
+    checker.tree(Pgid(0), root, None, None);
+    checker.errors
+}
+
 impl Checker<'_> {
     fn corrupt(&mut self, corruption: Corruption) {
         self.errors.push(CheckError::Corrupt(corruption));
@@ -171,7 +191,6 @@ impl Checker<'_> {
             low,
             high,
             depth: 0,
-            bucket_depth: 0,
         }];
         while let Some(visit) = stack.pop() {
             match visit {
@@ -181,19 +200,12 @@ impl Checker<'_> {
                     low,
                     high,
                     depth,
-                    bucket_depth,
-                } => self.page(&mut stack, parent, pgid, low, high, depth, bucket_depth),
-                Visit::Leaf {
-                    leaf,
-                    low,
-                    high,
-                    bucket_depth,
-                } => self.leaf(&mut stack, &leaf, low, high, bucket_depth),
+                } => self.page(&mut stack, parent, pgid, low, high, depth),
+                Visit::Leaf { leaf, low, high } => self.leaf(&mut stack, &leaf, low, high),
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn page<'a>(
         &mut self,
         stack: &mut Vec<Visit<'a>>,
@@ -202,7 +214,6 @@ impl Checker<'_> {
         low: Option<&'a [u8]>,
         high: Option<&'a [u8]>,
         depth: usize,
-        bucket_depth: usize,
     ) where
         Self: 'a,
     {
@@ -269,19 +280,13 @@ impl Checker<'_> {
                         low: Some(key),
                         high: next,
                         depth: depth + 1,
-                        bucket_depth,
                     });
                 }
                 // Popped in key order.
                 stack.extend(children.into_iter().rev());
             }
             Some(PageKind::Leaf) => match page.leaf() {
-                Ok(leaf) => stack.push(Visit::Leaf {
-                    leaf,
-                    low,
-                    high,
-                    bucket_depth,
-                }),
+                Ok(leaf) => stack.push(Visit::Leaf { leaf, low, high }),
                 Err(e) => self.corrupt(e),
             },
             _ => self.errors.push(CheckError::InvalidType {
@@ -297,7 +302,6 @@ impl Checker<'_> {
         leaf: &LeafPage<'a>,
         low: Option<&'a [u8]>,
         high: Option<&'a [u8]>,
-        bucket_depth: usize,
     ) {
         let pgid = leaf.pgid();
         let mut previous: Option<&[u8]> = None;
@@ -314,12 +318,6 @@ impl Checker<'_> {
             if !entry.is_bucket() {
                 continue;
             }
-            if bucket_depth >= BUCKET_DEPTH_MAX {
-                return self.corrupt(Corruption::new(
-                    pgid,
-                    Reason::Other("buckets nest too deep"),
-                ));
-            }
             match BucketValue::parse(entry.value, pgid) {
                 Err(e) => self.corrupt(e),
                 Ok(BucketValue {
@@ -329,7 +327,6 @@ impl Checker<'_> {
                     leaf: inline,
                     low: None,
                     high: None,
-                    bucket_depth: bucket_depth + 1,
                 }),
                 Ok(value) => nested.push(Visit::Page {
                     parent: pgid,
@@ -337,7 +334,6 @@ impl Checker<'_> {
                     low: None,
                     high: None,
                     depth: 0,
-                    bucket_depth: bucket_depth + 1,
                 }),
             }
         }
@@ -353,13 +349,11 @@ enum Visit<'a> {
         low: Option<&'a [u8]>,
         high: Option<&'a [u8]>,
         depth: usize,
-        bucket_depth: usize,
     },
     Leaf {
         leaf: LeafPage<'a>,
         low: Option<&'a [u8]>,
         high: Option<&'a [u8]>,
-        bucket_depth: usize,
     },
 }
 

@@ -1,17 +1,16 @@
 //! The database handle: open, recovery, the published snapshot, and the writer lock.
 
 use crate::error::{Error, Result};
-use crate::options::{Options, PAGE_SIZE_DEFAULT};
+use crate::options::Options;
 use crate::readers::Readers;
 use crate::stats::{DbStats, StatCounters};
-use crate::storage::{FileOptions, FileStorage, Mapping, OpenError, Storage};
+use crate::storage::{Claim, FileOptions, FileStorage, Mapping, OpenError, Storage};
 use crate::tx::{ReadTx, WriteTx};
 use rbolt_btree::{Arena, Pages};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    BucketHeader, FreelistPage, LeafBuilder, MAGIC, META_SIZE, Meta, PAGE_HEADER_SIZE,
-    PAGE_SIZE_MAX, PAGE_SIZE_MIN, PGID_NO_FREELIST, Pgid, Txid, VERSION, read_meta, write_freelist,
-    write_meta,
+    Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, Meta, PAGE_SIZE_SCAN_MAX,
+    PGID_NO_FREELIST, Pgid, Reason, Txid, empty_db_prefixes, find_meta1, read_meta, write_empty_db,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,6 +73,8 @@ pub(crate) struct Writer {
 #[derive(Debug)]
 pub struct Db {
     pub(crate) storage: Arc<dyn Storage>,
+    /// This handle's ownership of the storage, given up when the handle is dropped.
+    _claim: Claim,
     pub(crate) options: Options,
     pub(crate) page_size: usize,
     pub(crate) current: RwLock<Snapshot>,
@@ -91,8 +92,10 @@ impl Db {
     }
 
     /// Opens the database file at `path` with `options`: creates it if missing (unless
-    /// read-only), locks it, reads and checks its metas, maps it.
+    /// read-only), locks it, reads and checks its metas, maps it. Options are checked before
+    /// any file is touched.
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
         let path = path.as_ref();
         let file_options = FileOptions::new()
             .read_only(options.read_only)
@@ -108,43 +111,45 @@ impl Db {
         Db::open_storage(Arc::new(storage), options)
     }
 
-    /// Opens a database on any [`Storage`]: a real file, or a simulated one in tests.
+    /// Opens a database on any [`Storage`]: a real file, or a simulated one in tests. The
+    /// storage is claimed for this handle ([`Storage::claim`]): a second open of the same
+    /// storage while this handle lives fails with [`Error::StorageInUse`].
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
+        options.validate()?;
         let path = storage.path().map(Path::to_path_buf);
+        let claim = storage
+            .claim()
+            .map_err(|_| Error::StorageInUse { path: path.clone() })?;
         let io = |e| Error::io(path.as_deref(), e);
         let mut file_len = storage.len().map_err(io)?;
-        if file_len == 0 {
+        let mut found = read_metas(storage.as_ref(), path.as_deref(), file_len)?;
+        if let Some(page_size) = interrupted_creation(storage.as_ref(), file_len, &found, &options)?
+        {
             if options.read_only {
                 return Err(Error::Invalid {
                     path,
-                    reason: "the file is empty, and a read-only open cannot initialise it".into(),
-                });
-            }
-            let page_size = if options.page_size == 0 {
-                PAGE_SIZE_DEFAULT
-            } else {
-                options.page_size
-            };
-            if !page_size.is_power_of_two()
-                || !(PAGE_SIZE_MIN as usize..=PAGE_SIZE_MAX as usize).contains(&page_size)
-            {
-                return Err(Error::Invalid {
-                    path,
-                    reason: format!(
-                        "page size {page_size} is not a power of two from 512 bytes to 16 MiB"
-                    ),
+                    reason: if file_len == 0 {
+                        "the file is empty, and a read-only open cannot initialise it".into()
+                    } else {
+                        "the file's creation was interrupted before its first commit; a \
+                         read-write open initialises it"
+                            .into()
+                    },
                 });
             }
             init(storage.as_ref(), page_size).map_err(io)?;
             file_len = storage.len().map_err(io)?;
+            found = read_metas(storage.as_ref(), path.as_deref(), file_len)?;
         }
-        let (page_size, meta) = read_metas(storage.as_ref(), path.as_deref(), file_len)?;
+        let (page_size, meta) = found.choose(path.as_deref(), file_len, &options)?;
         let map_len = map_size(
             (meta.pgid * page_size as u64)
                 .max(file_len)
                 .max(options.initial_mmap_size as u64),
-            page_size,
-        );
+        )
+        .ok_or_else(|| Error::InvalidOptions {
+            reason: "the mapping this file needs does not fit in the address space".into(),
+        })?;
         let map = Arc::new(storage.map(map_len).map_err(io)?);
         let _ = map.advise_random();
         if options.mlock {
@@ -162,6 +167,7 @@ impl Db {
         }
         let db = Db {
             storage,
+            _claim: claim,
             page_size,
             current: RwLock::new(snapshot),
             writer: Mutex::new(Writer {
@@ -317,10 +323,16 @@ impl Db {
     }
 
     /// Makes everything written durable: an fdatasync, useful with `no_sync`.
+    ///
+    /// A failed sync poisons the handle, as a failed sync in a commit does: after a failed
+    /// fsync the kernel may have dropped the dirty pages it could not write, so what is on disk
+    /// is unknown until the file is opened again.
     pub fn sync(&self) -> Result<()> {
-        self.storage
-            .sync_data()
-            .map_err(|e| Error::io(self.storage.path(), e))
+        self.check_poisoned()?;
+        self.storage.sync_data().map_err(|e| {
+            self.poison();
+            Error::io(self.storage.path(), e)
+        })
     }
 
     /// Closes the database: releases the file lock and the mapping. Every transaction has
@@ -346,64 +358,243 @@ impl Db {
     }
 }
 
-/// The mapping length for `needed` bytes: powers of two from 32 KiB to 1 GiB, then 1 GiB
-/// steps, a multiple of the page size.
-pub(crate) fn map_size(needed: u64, page_size: usize) -> usize {
+/// The mapping length for `needed` bytes (a whole number of pages): powers of two from 32 KiB
+/// to 1 GiB, then 1 GiB steps, so that growth remaps rarely. `None` when that does not fit in
+/// the address space. (Only `needed` bytes are ever read; the rest is reserved address space,
+/// so the length need not be a multiple of the page size.)
+pub(crate) fn map_size(needed: u64) -> Option<usize> {
     let needed = needed.max(MAP_SIZE_MIN);
     let size = if needed <= MAP_STEP_MAX {
         needed.next_power_of_two()
     } else {
-        needed.div_ceil(MAP_STEP_MAX) * MAP_STEP_MAX
+        needed.div_ceil(MAP_STEP_MAX).checked_mul(MAP_STEP_MAX)?
     };
-    let page_size = page_size as u64;
-    (size.div_ceil(page_size) * page_size) as usize
+    // Half the address space at most: mmap cannot reserve more, and offsets stay in `isize`.
+    usize::try_from(size)
+        .ok()
+        .filter(|&size| size <= isize::MAX as usize / 2)
 }
 
 /// Writes a new database: both metas, an empty freelist (page 2) and an empty root leaf
-/// (page 3), then syncs.
+/// (page 3) in one write, then syncs.
+///
+/// A crash before the sync can leave any part of the four pages written; no commit can exist
+/// yet, and [`interrupted_creation`] recognises such a file and writes it again.
 fn init(storage: &dyn Storage, page_size: usize) -> std::io::Result<()> {
-    let mut buf = vec![0u8; page_size * 4];
-    for txid in 0..2u64 {
-        let meta = Meta {
-            magic: MAGIC,
-            version: VERSION,
-            page_size: page_size as u32,
-            flags: 0,
-            root: BucketHeader {
-                root: 3,
-                sequence: 0,
-            },
-            freelist: 2,
-            pgid: 4,
-            txid,
-            checksum: 0,
-        };
-        let start = txid as usize * page_size;
-        write_meta(&mut buf[start..start + page_size], &meta);
-    }
-    write_freelist(
-        &mut buf[2 * page_size..3 * page_size],
-        Pgid(2),
-        0,
-        std::iter::empty(),
-    );
-    LeafBuilder::new(&mut buf[3 * page_size..], Pgid(3), 0, 0).finish();
-    // The freelist and root pages first, then the metas that point at them, each made
-    // durable before the next: a crash can leave metas missing (a clear error at open), never
-    // valid metas over pages that never reached the disk.
-    storage.write_all_at(&buf[2 * page_size..], 2 * page_size as u64)?;
-    storage.sync_data()?;
-    storage.write_all_at(&buf[..2 * page_size], 0)?;
+    let mut buf = vec![0u8; page_size * EMPTY_DB_PAGES];
+    write_empty_db(&mut buf, page_size);
+    storage.write_all_at(&buf, 0)?;
     storage.sync_data()
 }
 
-/// Reads both metas and returns the page size and the newest valid meta.
-fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Result<(usize, Meta)> {
+/// Whether the file holds no commit and an interrupted creation left it incomplete (or it is
+/// empty): then it is initialised again, with the page size returned. Only read-write opens
+/// act on it; nothing is lost, since a file in this state has never been committed to.
+///
+/// Creation is one write of four pages and one sync; a crash before the sync can leave any of
+/// its sectors written or not, and a failed write (`ENOSPC`) any prefix of it. So a file
+/// qualifies when its metas are intact and still those of a new file (txids 0 and 1, four
+/// pages) but the four pages are not all there; or when no meta is intact and every byte of the
+/// file is either zero or what creation with this open's page size writes there. Anything else
+/// — a file of another program, say — is left alone. (A committed file cut from outside to
+/// fewer bytes than a meta page also qualifies when what is left is the start of its meta 0,
+/// which every meta shares with a new file's: nothing of its data is left in it either.)
+fn interrupted_creation(
+    storage: &dyn Storage,
+    file_len: u64,
+    found: &FoundMetas,
+    options: &Options,
+) -> Result<Option<usize>> {
+    let path = storage.path();
+    if file_len == 0 {
+        return Ok(Some(options.page_size_for_new_file()));
+    }
+    let (page_size, fresh_metas) = match found.newest_intact() {
+        Some(newest) => {
+            // A meta naming a huge page size is more likely damage than a creation: writing
+            // four such pages again is not done on its word.
+            let fresh = newest.txid <= 1
+                && newest.pgid == EMPTY_DB_PAGES as u64
+                && newest.page_size <= PAGE_SIZE_SCAN_MAX;
+            if !fresh {
+                return Ok(None);
+            }
+            (newest.page_size as usize, true)
+        }
+        None => (options.page_size_for_new_file(), false),
+    };
+    let image_len = (EMPTY_DB_PAGES * page_size) as u64;
+    if file_len > image_len {
+        return Ok(None);
+    }
+    // Compare with what creation writes: the start of each page, zeros elsewhere. The file is
+    // at most four pages, and read in pieces of at most a page.
+    let prefixes = empty_db_prefixes(page_size);
+    let expected = |offset: u64| -> u8 {
+        let (page, within) = (
+            offset / page_size as u64,
+            (offset % page_size as u64) as usize,
+        );
+        prefixes[page as usize].get(within).copied().unwrap_or(0)
+    };
+    let mut matches = true;
+    let mut buf = vec![0u8; page_size.min(file_len as usize)];
+    let mut offset = 0u64;
+    while offset < file_len {
+        let len = ((file_len - offset) as usize).min(buf.len());
+        storage
+            .read_exact_at(&mut buf[..len], offset)
+            .map_err(|e| Error::io(path, e))?;
+        for (i, &have) in buf[..len].iter().enumerate() {
+            let want = expected(offset + i as u64);
+            // Intact new-file metas: any difference means a page is missing. No meta: every
+            // byte is either one creation wrote or still zero.
+            if have != want && (fresh_metas || have != 0) {
+                matches = false;
+            }
+        }
+        offset += len as u64;
+    }
+    if fresh_metas {
+        let complete = matches && file_len == image_len && found.both_valid();
+        return Ok((!complete).then_some(page_size));
+    }
+    let torn_creation = matches;
+    Ok(torn_creation.then_some(page_size))
+}
+
+/// One meta of a file, as read at open.
+#[derive(Debug)]
+enum MetaState {
+    /// Intact, and its fields are sound.
+    Valid(Meta),
+    /// Intact, but its high-water mark lies past the end of the file.
+    PastEnd(Meta),
+    /// Intact (its checksum matches) but a field is impossible.
+    Unsound(Meta, Corruption),
+    /// Not a meta: torn, absent or of another format.
+    Broken(Corruption),
+}
+
+impl MetaState {
+    /// The meta, if its checksum matched: it was written whole.
+    fn intact(&self) -> Option<&Meta> {
+        match self {
+            MetaState::Valid(meta) | MetaState::PastEnd(meta) | MetaState::Unsound(meta, _) => {
+                Some(meta)
+            }
+            MetaState::Broken(_) => None,
+        }
+    }
+}
+
+/// What the two metas of a file hold.
+#[derive(Debug)]
+struct FoundMetas {
+    /// The page size: meta 0's, or that of meta 1 found by probing; `None` if neither.
+    page_size: Option<u64>,
+    /// Meta 0 and meta 1 (both `Broken` when no page size was found).
+    metas: [MetaState; 2],
+    /// The first bytes of the file, to tell "not a bbolt file" from a damaged one; `None`
+    /// when the file is too short to hold them.
+    first: Option<[u8; META_PAGE_LEN]>,
+    /// Why meta 0 did not give the page size.
+    meta0_error: Option<Corruption>,
+}
+
+impl FoundMetas {
+    /// The intact meta with the largest txid.
+    fn newest_intact(&self) -> Option<&Meta> {
+        self.metas
+            .iter()
+            .filter_map(MetaState::intact)
+            .max_by_key(|meta| meta.txid)
+    }
+
+    fn both_valid(&self) -> bool {
+        self.metas
+            .iter()
+            .all(|meta| matches!(meta, MetaState::Valid(_)))
+    }
+
+    /// The page size and the meta to open from: the newest sound meta. A torn newest meta
+    /// (checksum wrong) falls back to the other; an intact newest meta past the end of the
+    /// file does not, unless the options ask for it (see `Error::Truncated`).
+    fn choose(
+        &self,
+        path: Option<&Path>,
+        file_len: u64,
+        options: &Options,
+    ) -> Result<(usize, Meta)> {
+        let Some(page_size) = self.page_size else {
+            let Some(first) = self.first else {
+                return Err(Error::Invalid {
+                    path: path.map(PathBuf::from),
+                    reason: format!("the file is {file_len} bytes, too short for a meta page"),
+                });
+            };
+            let error = self
+                .meta0_error
+                .clone()
+                .unwrap_or_else(|| Corruption::new(Pgid(0), Reason::Other("no meta found")));
+            if Meta::read_unchecked(&first).is_none_or(|m| m.magic != MAGIC) {
+                // Not even the magic number: not a bbolt file at all, whatever else is wrong.
+                return Err(Error::Invalid {
+                    path: path.map(PathBuf::from),
+                    reason: format!("not a bbolt database ({error})"),
+                });
+            }
+            return Err(Error::from_meta(path, error));
+        };
+        let truncated = |meta: &Meta| Error::Truncated {
+            path: path.map(PathBuf::from),
+            expected: meta.pgid.saturating_mul(page_size),
+            actual: file_len,
+        };
+        let past_end = self.metas.iter().find_map(|state| match state {
+            MetaState::PastEnd(meta) if self.newest_intact() == Some(meta) => Some(meta),
+            _ => None,
+        });
+        if let Some(meta) = past_end
+            && !options.fallback_on_truncation
+        {
+            return Err(truncated(meta));
+        }
+        let best = self
+            .metas
+            .iter()
+            .filter_map(|state| match state {
+                MetaState::Valid(meta) => Some(*meta),
+                _ => None,
+            })
+            .max_by_key(|meta| meta.txid);
+        if let Some(meta) = best {
+            return Ok((page_size as usize, meta));
+        }
+        if let Some(meta) = past_end {
+            return Err(truncated(meta));
+        }
+        let error = self
+            .metas
+            .iter()
+            .find_map(|state| match state {
+                MetaState::Unsound(_, error) | MetaState::Broken(error) => Some(error.clone()),
+                _ => None,
+            })
+            .expect("no sound meta means an error was recorded");
+        Err(Error::from_meta(path, error))
+    }
+}
+
+/// Reads both metas. The page size comes from meta 0, or else from meta 1, found by probing
+/// the powers of two and then by scanning the start of the file for it (Go bbolt writes page
+/// sizes that are not powers of two, and a torn meta 0 is what a crash leaves).
+fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Result<FoundMetas> {
     // A meta past the end is absent; a read that fails is an error of its own, never taken for
     // an invalid meta (falling back to the older meta would hide the newest commit).
-    let read_at = |offset: u64| -> Result<Option<[u8; PAGE_HEADER_SIZE + META_SIZE]>> {
-        let mut buf = [0u8; PAGE_HEADER_SIZE + META_SIZE];
-        if offset + buf.len() as u64 > file_len {
+    let read_at = |offset: u64| -> Result<Option<[u8; META_PAGE_LEN]>> {
+        let mut buf = [0u8; META_PAGE_LEN];
+        if offset.saturating_add(buf.len() as u64) > file_len {
             return Ok(None);
         }
         storage
@@ -412,88 +603,96 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
         Ok(Some(buf))
     };
     let Some(first) = read_at(0)? else {
-        return Err(Error::Invalid {
-            path: path.map(PathBuf::from),
-            reason: format!("the file is {file_len} bytes, too short for a meta page"),
+        let short = || {
+            MetaState::Broken(Corruption::new(
+                Pgid(0),
+                Reason::Truncated {
+                    what: "meta page",
+                    need: META_PAGE_LEN as u64,
+                    have: file_len,
+                },
+            ))
+        };
+        return Ok(FoundMetas {
+            page_size: None,
+            metas: [short(), short()],
+            first: None,
+            meta0_error: None,
         });
     };
     let meta0 = read_meta(&first, Pgid(0));
-    // The page size comes from meta 0, or else from meta 1 found by probing.
-    let page_size = match &meta0 {
-        Ok(meta) => Some(meta.page_size as u64),
-        Err(_) => {
-            let mut found = None;
-            for offset in (0..16).map(|i| u64::from(PAGE_SIZE_MIN) << i) {
-                let meta = read_at(offset)?.and_then(|buf| read_meta(&buf, Pgid(1)).ok());
-                if meta.is_some_and(|meta| u64::from(meta.page_size) == offset) {
-                    found = Some(offset);
-                    break;
-                }
-            }
-            found
+    let (page_size, meta0_error) = match meta0 {
+        Ok(meta) => (Some(u64::from(meta.page_size)), None),
+        Err(error) => {
+            let meta1 = find_meta1(file_len, |buf, offset| {
+                storage
+                    .read_exact_at(buf, offset)
+                    .map_err(|e| Error::io(path, e))
+            })?;
+            (meta1.map(|meta| u64::from(meta.page_size)), Some(error))
         }
     };
     let Some(page_size) = page_size else {
-        let error = meta0.expect_err("meta 0 is invalid when no page size was found");
-        if Meta::read_unchecked(&first).is_none_or(|m| m.magic != MAGIC) {
-            // Not even the magic number: not a bbolt file at all, whatever else is wrong.
-            return Err(Error::Invalid {
-                path: path.map(PathBuf::from),
-                reason: format!("not a bbolt database ({error})"),
-            });
-        }
-        return Err(Error::from_meta(path, error));
+        return Ok(FoundMetas {
+            page_size: None,
+            metas: [
+                MetaState::Broken(meta0_error.clone().expect("meta 0 failed")),
+                MetaState::Broken(Corruption::new(Pgid(1), Reason::Other("not found"))),
+            ],
+            first: Some(first),
+            meta0_error,
+        });
     };
-    let mut best: Option<Meta> = None;
-    let mut first_error = None;
+    let mut metas = Vec::with_capacity(2);
     for index in 0..2u64 {
-        let checked = read_at(index * page_size)?
-            .ok_or_else(|| {
-                rbolt_page::Corruption::new(
-                    Pgid(index),
-                    rbolt_page::Reason::Truncated {
-                        what: "meta page",
-                        need: (index + 1) * page_size,
-                        have: file_len,
-                    },
-                )
-            })
-            .and_then(|buf| read_meta(&buf, Pgid(index)))
-            .and_then(|meta| meta.validate_fields(Pgid(index), file_len).map(|()| meta))
-            .and_then(|meta| {
-                if meta.txid >= TXID_MAX {
-                    // No commit can follow it, and readers count past it.
-                    Err(rbolt_page::Corruption::new(
-                        Pgid(index),
-                        rbolt_page::Reason::Other("txid at its largest value"),
-                    ))
-                } else if u64::from(meta.page_size) == page_size {
-                    Ok(meta)
-                } else {
-                    Err(rbolt_page::Corruption::new(
-                        Pgid(index),
-                        rbolt_page::Reason::BadPageSize(meta.page_size),
-                    ))
-                }
-            });
-        match checked {
-            Ok(meta) => {
-                if best.is_none_or(|b| meta.txid > b.txid) {
-                    best = Some(meta);
-                }
-            }
+        let pgid = Pgid(index);
+        let Some(buf) = read_at(index * page_size)? else {
+            metas.push(MetaState::Broken(Corruption::new(
+                pgid,
+                Reason::Truncated {
+                    what: "meta page",
+                    need: (index * page_size).saturating_add(META_PAGE_LEN as u64),
+                    have: file_len,
+                },
+            )));
+            continue;
+        };
+        let meta = match read_meta(&buf, pgid) {
+            Ok(meta) => meta,
             Err(error) => {
-                first_error.get_or_insert(error);
+                metas.push(MetaState::Broken(error));
+                continue;
             }
-        }
+        };
+        let state = if u64::from(meta.page_size) != page_size {
+            MetaState::Unsound(
+                meta,
+                Corruption::new(pgid, Reason::BadPageSize(meta.page_size)),
+            )
+        } else if meta.txid >= TXID_MAX {
+            // No commit can follow it, and readers count past it.
+            MetaState::Unsound(
+                meta,
+                Corruption::new(pgid, Reason::Other("txid at its largest value")),
+            )
+        } else {
+            match meta.validate_fields(pgid, file_len) {
+                Ok(()) => MetaState::Valid(meta),
+                Err(error) if matches!(error.reason, Reason::HighWaterPastEnd { .. }) => {
+                    MetaState::PastEnd(meta)
+                }
+                Err(error) => MetaState::Unsound(meta, error),
+            }
+        };
+        metas.push(state);
     }
-    match best {
-        Some(meta) => Ok((page_size as usize, meta)),
-        None => Err(Error::from_meta(
-            path,
-            first_error.expect("no valid meta means an error was recorded"),
-        )),
-    }
+    let [meta0, meta1]: [MetaState; 2] = metas.try_into().expect("two metas");
+    Ok(FoundMetas {
+        page_size: Some(page_size),
+        metas: [meta0, meta1],
+        first: Some(first),
+        meta0_error,
+    })
 }
 
 /// Loads the freelist of `snapshot`: from its page, or by scanning for unreachable pages when

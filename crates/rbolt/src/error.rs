@@ -70,6 +70,46 @@ pub enum Error {
         /// The version found.
         reason: String,
     },
+    /// The newest commit's meta is intact but the file ends before the pages it points to:
+    /// the file was truncated from outside (a sound commit grows and syncs the file before it
+    /// writes the meta). Opening from the older meta would let the next commit overwrite the
+    /// only pointer to the newest data, so the open is refused; set
+    /// `Options::fallback_on_truncation` (or run `rbolt surgery revert-meta-page`) to open the
+    /// older commit deliberately, e.g. after a power loss with `no_grow_sync`.
+    #[error(
+        "{} is {actual} bytes, but its newest commit needs {expected}: the file was truncated \
+         from outside. Restore the file, or open it with Options::fallback_on_truncation to \
+         go back to the older commit (losing the newest)",
+        DisplayPath(.path)
+    )]
+    Truncated {
+        /// The file.
+        path: Option<PathBuf>,
+        /// The bytes the newest meta's high-water mark needs.
+        expected: u64,
+        /// The file's length.
+        actual: u64,
+    },
+    /// Options that cannot work, refused before any file is touched.
+    #[error("invalid options: {reason}")]
+    InvalidOptions {
+        /// Which option and why.
+        reason: String,
+    },
+    /// The storage is already open as a database (in this process): a second handle would
+    /// be a second writer.
+    #[error(
+        "{} is already open as a database in this process; share that handle instead",
+        DisplayPath(.path)
+    )]
+    StorageInUse {
+        /// The file.
+        path: Option<PathBuf>,
+    },
+    /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
+    /// them out, since a writer rewrites metas and free pages while readers live.
+    #[error("raw page access needs a database opened read-only")]
+    RawAccessNeedsReadOnly,
     /// Both metas fail their checksum.
     #[error("checksum error in {}: {reason}", DisplayPath(.path))]
     Checksum {

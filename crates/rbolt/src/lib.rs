@@ -64,6 +64,7 @@ mod check;
 mod db;
 mod error;
 mod iter;
+mod nested;
 mod options;
 mod readers;
 mod stats;
@@ -73,11 +74,12 @@ mod verify;
 mod walk;
 
 pub use backup::compact;
-pub use bucket::{BUCKET_DEPTH_MAX, Bucket, BucketMut};
+pub use bucket::{Bucket, BucketMut};
 pub use check::CheckError;
 pub use db::Db;
 pub use error::{Error, Result};
 pub use iter::{Cursor, CursorMut, Entry, Iter};
+pub use nested::{Walk, WalkStep};
 pub use options::{
     ALLOC_SIZE_DEFAULT, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options, PAGE_SIZE_DEFAULT,
 };

@@ -57,6 +57,11 @@ pub struct Options {
     pub max_batch_delay: Duration,
     /// Past this size the file grows in steps of this many bytes.
     pub alloc_size: u64,
+    /// When the newest meta is intact but points past the end of the file (the file was
+    /// truncated from outside), open the older meta instead of failing with
+    /// `Error::Truncated`. The newest commit is lost, and the next commit overwrites its meta.
+    /// Only for recovery, e.g. after a power loss with `no_grow_sync`.
+    pub fallback_on_truncation: bool,
 }
 
 impl Default for Options {
@@ -75,6 +80,38 @@ impl Default for Options {
             max_batch_size: MAX_BATCH_SIZE_DEFAULT,
             max_batch_delay: MAX_BATCH_DELAY_DEFAULT,
             alloc_size: ALLOC_SIZE_DEFAULT,
+            fallback_on_truncation: false,
+        }
+    }
+}
+
+impl Options {
+    /// Checks that the options can work, before any file is touched: `Error::InvalidOptions`
+    /// names the first that cannot. `Db::open_with` calls it.
+    pub fn validate(&self) -> crate::Result<()> {
+        let invalid = |reason: String| Err(crate::Error::InvalidOptions { reason });
+        let (min, max) = (rbolt_page::PAGE_SIZE_MIN, rbolt_page::PAGE_SIZE_MAX);
+        if self.page_size != 0 && !(min as usize..=max as usize).contains(&self.page_size) {
+            return invalid(format!(
+                "page_size {} is outside {min}..={max} bytes (0 picks {PAGE_SIZE_DEFAULT})",
+                self.page_size
+            ));
+        }
+        if crate::db::map_size(self.initial_mmap_size as u64).is_none() {
+            return invalid(format!(
+                "initial_mmap_size {} does not fit in the address space",
+                self.initial_mmap_size
+            ));
+        }
+        Ok(())
+    }
+
+    /// The page size a new file gets.
+    pub(crate) fn page_size_for_new_file(&self) -> usize {
+        if self.page_size == 0 {
+            PAGE_SIZE_DEFAULT
+        } else {
+            self.page_size
         }
     }
 }
@@ -121,4 +158,6 @@ setters! {
     max_batch_delay: Duration,
     /// Sets `alloc_size`.
     alloc_size: u64,
+    /// Sets `fallback_on_truncation`.
+    fallback_on_truncation: bool,
 }

@@ -1,12 +1,12 @@
 //! Counters: of the database, of transactions, and of buckets' pages.
 
-use crate::bucket::{BUCKET_DEPTH_MAX, Bucket};
+use crate::bucket::{Bucket, BucketState};
 use crate::error::Result;
 use crate::walk::{PageSet, enter_page, not_a_tree_page};
-use rbolt_btree::TreeView;
 use rbolt_page::{
     BRANCH_ELEMENT_SIZE, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, PAGE_HEADER_SIZE, PageKind, Pgid,
 };
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -203,10 +203,23 @@ fn leaf_used(leaf: &LeafPage<'_>) -> usize {
 
 /// Where a bucket's tree is, for the stats walk.
 enum StatsRoot<'a> {
-    Page(Pgid),
+    /// A committed tree; in a write transaction, with the buckets opened in it, which hold
+    /// their edits (the tree's own values for them are as of the last commit).
+    Page(Pgid, Option<&'a BTreeMap<Vec<u8>, BucketState>>),
     Inline(&'a [u8]),
-    /// Edited in a write transaction: only its entries are counted.
-    Edited(TreeView<'a>),
+    /// Edited in a write transaction: its entries and nested buckets are counted as they are
+    /// now; it has no pages of its own until commit.
+    Edited(Bucket<'a>),
+}
+
+impl<'a> StatsRoot<'a> {
+    fn of(bucket: &Bucket<'a>) -> StatsRoot<'a> {
+        match (bucket.view.root_inline(), bucket.view.root_pgid()) {
+            (Some(inline), _) => StatsRoot::Inline(inline),
+            (None, Some(pgid)) => StatsRoot::Page(pgid, bucket.children),
+            (None, None) => StatsRoot::Edited(*bucket),
+        }
+    }
 }
 
 /// One bucket's counts: its own tree's, and the sum over the buckets nested in it.
@@ -222,17 +235,10 @@ struct BucketCounts {
 pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
     let pages = bucket.view.pages();
     let mut seen = PageSet::new(pages.high_water());
-    let root = match (bucket.view.root_inline(), bucket.view.root_pgid()) {
-        (Some(inline), _) => StatsRoot::Inline(inline),
-        (None, Some(pgid)) => StatsRoot::Page(pgid),
-        (None, None) => StatsRoot::Edited(bucket.view),
-    };
+    let root = StatsRoot::of(bucket);
     let mut buckets: Vec<BucketCounts> = Vec::new();
-    let mut work = vec![(root, None, 0usize)];
-    while let Some((root, parent, bucket_depth)) = work.pop() {
-        if bucket_depth >= BUCKET_DEPTH_MAX {
-            return Err(crate::bucket::bucket_too_deep());
-        }
+    let mut work = vec![(root, None)];
+    while let Some((root, parent)) = work.pop() {
         let index = buckets.len();
         let mut own = BucketStats {
             bucket_n: 1,
@@ -246,16 +252,26 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
                 own.inline_bucket_inuse = leaf_used(&leaf);
                 own.depth = 1;
             }
-            StatsRoot::Edited(view) => {
-                let mut cursor = view.cursor();
-                let mut entry = cursor.first()?;
-                while entry.is_some() {
+            StatsRoot::Edited(edited) => {
+                let mut nested = Vec::new();
+                for entry in edited.iter() {
+                    let entry = entry?;
                     own.key_n += 1;
-                    entry = cursor.next()?;
+                    if entry.is_bucket() {
+                        let child = edited.bucket(entry.key())?.ok_or_else(|| {
+                            crate::error::Error::from(rbolt_page::Corruption::new(
+                                Pgid(0),
+                                rbolt_page::Reason::Other("a bucket entry that does not open"),
+                            ))
+                        })?;
+                        nested.push((StatsRoot::of(&child), Some(index)));
+                    }
                 }
+                // Visited in key order, like the buckets of a page.
+                work.extend(nested.into_iter().rev());
                 own.depth = 1;
             }
-            StatsRoot::Page(root) => {
+            StatsRoot::Page(root, open) => {
                 let mut pages_left = vec![(Pgid(0), root, 0usize)];
                 while let Some((owner, pgid, depth)) = pages_left.pop() {
                     let page = enter_page(pages, owner, pgid, depth, &mut seen)?;
@@ -273,14 +289,23 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
                                 if !entry.is_bucket() {
                                     continue;
                                 }
+                                if let Some(child) = open.and_then(|open| open.get(entry.key)) {
+                                    let child = Bucket {
+                                        view: child.tree.view(pages),
+                                        sequence: child.sequence,
+                                        children: Some(&child.children),
+                                    };
+                                    work.push((StatsRoot::of(&child), Some(index)));
+                                    continue;
+                                }
                                 let value = BucketValue::parse(entry.value, pgid)?;
                                 let child = match value.inline {
                                     Some(_) => StatsRoot::Inline(
                                         &entry.value[rbolt_page::BUCKET_HEADER_SIZE..],
                                     ),
-                                    None => StatsRoot::Page(value.header.root_pgid()),
+                                    None => StatsRoot::Page(value.header.root_pgid(), None),
                                 };
-                                work.push((child, Some(index), bucket_depth + 1));
+                                work.push((child, Some(index)));
                             }
                         }
                         PageKind::Branch => {

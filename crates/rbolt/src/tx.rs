@@ -2,7 +2,8 @@
 
 use crate::alloc::TxAlloc;
 use crate::bucket::{
-    Bucket, BucketMut, BucketState, create_child, delete_child, header_bytes, open_child,
+    Bucket, BucketMut, BucketState, check_name, create_child, delete_child, header_bytes,
+    open_child,
 };
 use crate::db::{Db, Snapshot, Writer, map_size};
 use crate::error::{Error, Result};
@@ -13,8 +14,8 @@ use crate::storage::Mapping;
 use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST, PageHeader, Pgid,
-    Txid, pages_for, write_meta,
+    BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
+    PageHeader, Pgid, Reason, Txid, pages_for, write_meta,
 };
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -33,6 +34,9 @@ pub(crate) struct TxCore {
     pub(crate) high_water: Pgid,
     pub(crate) arena: Arena,
     pub(crate) alloc: TxAlloc,
+    /// An operation failed halfway, after a change it could not undo (only a corrupt file or a
+    /// bug can cause it): the transaction refuses to commit, so nothing of it reaches the disk.
+    pub(crate) broken: bool,
 }
 
 impl TxCore {
@@ -54,6 +58,23 @@ impl TxCore {
             &mut self.alloc,
         )
     }
+}
+
+/// The open state of the bucket at `path` below `root` (`root` itself for an empty path),
+/// opening the buckets on the way; `None` when one of them does not exist.
+pub(crate) fn state_at<'s>(
+    core: &TxCore,
+    root: &'s mut BucketState,
+    path: &[&[u8]],
+) -> Result<Option<&'s mut BucketState>> {
+    let mut state = root;
+    for name in path {
+        match open_child(core, state, name)? {
+            Some(child) => state = child,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(state))
 }
 
 /// A read transaction: a consistent snapshot of the database as of one commit, for as long as
@@ -96,12 +117,28 @@ impl<'db> ReadTx<'db> {
     }
 
     /// The committed pages of this snapshot.
-    pub fn pages(&self) -> Pages<'_> {
+    pub(crate) fn pages(&self) -> Pages<'_> {
         pages_of(
             &self.snapshot.map,
             self.db.page_size,
             self.snapshot.meta.high_water(),
         )
+    }
+
+    /// The bytes of this snapshot's pages, page `n` at `n * page_size`, up to its high-water
+    /// mark: for tools that read pages directly (`rbolt pages`, `rbolt check --from-page`).
+    ///
+    /// Only a read-only handle gives them out ([`Error::RawAccessNeedsReadOnly`] otherwise):
+    /// a writer rewrites the metas and reuses free pages while readers live, which is sound
+    /// for the pages a snapshot reaches but not for raw bytes borrowed from anywhere. On a
+    /// read-only handle no writer exists (the shared file lock keeps them out), so nothing
+    /// below the high-water mark changes while the bytes are borrowed.
+    pub fn raw_pages(&self) -> Result<&[u8]> {
+        if !self.db.is_read_only() {
+            return Err(Error::RawAccessNeedsReadOnly);
+        }
+        let len = self.snapshot.meta.pgid * self.db.page_size as u64;
+        Ok(&self.snapshot.map[..len as usize])
     }
 
     /// The root bucket, whose entries are the top-level buckets.
@@ -142,6 +179,45 @@ impl<'db> ReadTx<'db> {
     pub fn check(&self) -> Vec<crate::CheckError> {
         crate::check::check(self.pages(), &self.snapshot.meta)
     }
+
+    /// Checks the tree at page `root` and every bucket below it as [`ReadTx::check`] does,
+    /// but not the whole file (bbolt's `check --from-page`): for looking at one damaged
+    /// subtree.
+    pub fn check_from(&self, root: Pgid) -> Vec<crate::CheckError> {
+        crate::check::check_from(self.pages(), &self.snapshot.meta, root)
+    }
+
+    /// The free pages of this snapshot, ascending: the ids its freelist page lists (pending
+    /// ones included), or, in a file that keeps no freelist, every page below the high-water
+    /// mark that nothing reaches.
+    pub fn free_page_ids(&self) -> Result<Vec<Pgid>> {
+        let meta = &self.snapshot.meta;
+        let pages = self.pages();
+        if meta.has_freelist() {
+            let span = pages.page(Pgid(0), meta.freelist_pgid())?;
+            let page = rbolt_page::FreelistPage::new(span, meta.freelist_pgid())?;
+            let mut ids: Vec<Pgid> = page.iter().collect();
+            ids.sort_unstable();
+            if let Some(id) = ids.iter().find(|id| id.0 < 2 || **id >= meta.high_water()) {
+                return Err(Corruption::new(
+                    meta.freelist_pgid(),
+                    Reason::Other(if id.0 < 2 {
+                        "the freelist lists a meta page"
+                    } else {
+                        "the freelist lists a page past the high-water mark"
+                    }),
+                )
+                .into());
+            }
+            ids.dedup();
+            return Ok(ids);
+        }
+        let reachable = crate::walk::reachable_pages(pages, meta)?;
+        Ok((2..meta.pgid)
+            .filter(|&id| !reachable.contains(id))
+            .map(Pgid)
+            .collect())
+    }
 }
 
 impl Drop for ReadTx<'_> {
@@ -163,6 +239,8 @@ pub struct WriteTx<'db> {
     on_commit: Vec<Box<dyn FnOnce() + 'db>>,
     stats: TxStats,
     ended: bool,
+    /// The meta write has started and the new state is not yet published.
+    meta_started: bool,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) force: bool,
 }
@@ -210,11 +288,13 @@ impl<'db> WriteTx<'db> {
                 high_water: meta.high_water(),
                 arena,
                 alloc,
+                broken: false,
             },
             root: BucketState::from_root(meta.root_pgid(), meta.root.sequence),
             on_commit: Vec::new(),
             stats: TxStats::default(),
             ended: false,
+            meta_started: false,
             force: false,
         }
     }
@@ -227,11 +307,6 @@ impl<'db> WriteTx<'db> {
     /// The id this transaction commits as.
     pub fn id(&self) -> Txid {
         self.core.alloc.txid
-    }
-
-    /// The pages of the snapshot this transaction started from.
-    pub fn pages(&self) -> Pages<'_> {
-        self.core.pages()
     }
 
     /// The root bucket as a read view (its entries are the top-level buckets).
@@ -255,17 +330,57 @@ impl<'db> WriteTx<'db> {
         Ok(open_child(core, &mut self.root, name)?.map(|state| BucketMut { core, state }))
     }
 
-    /// The bucket at `path` (top-level name, then nested names), open for writing.
+    /// The bucket at `path` (top-level name, then nested names), open for writing; `None`
+    /// when a bucket on the path does not exist. An empty path is `BucketNameRequired`: the
+    /// root bucket holds only buckets and is changed through them (as in bbolt).
     pub fn bucket_path_mut(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
+        if path.is_empty() {
+            return Err(Error::BucketNameRequired);
+        }
+        let core = &mut self.core;
+        Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
+    }
+
+    /// The bucket at `path` (top-level name, then nested names), open for writing, creating
+    /// every bucket on the path that does not exist yet (like `mkdir -p`), in one walk down.
+    /// An empty path is `BucketNameRequired`; a name on the path that holds a value is
+    /// `IncompatibleValue`. An error leaves the buckets created before it in place; they are
+    /// part of the transaction like any other edit.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket_path(&[b"a", b"b", b"c"])?.put(b"k", b"v"))?;
+    /// db.view(|tx| {
+    ///     let c = tx.bucket(b"a")?.unwrap().bucket(b"b")?.unwrap().bucket(b"c")?.unwrap();
+    ///     assert_eq!(c.get(b"k")?, Some(&b"v"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn create_bucket_path(&mut self, path: &[&[u8]]) -> Result<BucketMut<'_>> {
+        if path.is_empty() {
+            return Err(Error::BucketNameRequired);
+        }
         let core = &mut self.core;
         let mut state = &mut self.root;
         for name in path {
-            match open_child(core, state, name)? {
-                Some(child) => state = child,
-                None => return Ok(None),
-            }
+            state = create_child(core, state, name, true)?;
         }
-        Ok(Some(BucketMut { core, state }))
+        Ok(BucketMut { core, state })
+    }
+
+    /// The bucket at `path`, the root bucket for an empty path: for copies that must carry
+    /// whatever a source file holds.
+    pub(crate) fn bucket_at(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
+        let core = &mut self.core;
+        Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
+    }
+
+    /// Sets the root bucket's sequence, which only files of other tools use.
+    pub(crate) fn set_root_sequence(&mut self, sequence: u64) {
+        self.root.sequence = sequence;
+        self.force = true;
     }
 
     /// Creates the top-level bucket `name`.
@@ -289,7 +404,9 @@ impl<'db> WriteTx<'db> {
 
     /// Moves the bucket at path `from` to path `to` (both: top-level name, then nested
     /// names; the last name is the bucket's name there, so a move can also rename). The
-    /// destination's parent must exist and `to` must be free.
+    /// destination's parent must exist and `to` must be free; the new name is checked as
+    /// `create_bucket` checks one. The bucket keeps what this transaction wrote in it. An
+    /// error changes nothing.
     pub fn move_bucket(&mut self, from: &[&[u8]], to: &[&[u8]]) -> Result<()> {
         let (Some((name, from_parent)), Some((new_name, to_parent))) =
             (from.split_last(), to.split_last())
@@ -302,55 +419,64 @@ impl<'db> WriteTx<'db> {
         if to.len() > from.len() && to[..from.len()] == *from {
             return Err(Error::MoveIntoSelf);
         }
-        if new_name.is_empty() {
-            return Err(Error::BucketNameRequired);
-        }
-        // Take the bucket out of its parent: its value bytes, and its state if open.
-        let (value, state) = {
-            let parent = self
-                .bucket_path_mut(from_parent)?
-                .ok_or(Error::BucketNotFound)?;
-            let pages = parent.core.pages();
+        check_name(new_name)?;
+        // Check both ends before changing either: the source is a bucket, the destination's
+        // parent exists and the new name is free.
+        let value = {
+            let parent =
+                state_at(&self.core, &mut self.root, from_parent)?.ok_or(Error::BucketNotFound)?;
             let entry = parent
-                .state
                 .tree
-                .get(pages, name)?
+                .get(self.core.pages(), name)?
                 .ok_or(Error::BucketNotFound)?;
             if !entry.is_bucket() {
                 return Err(Error::IncompatibleValue);
             }
-            let value = entry.value.to_vec();
-            (value, parent.state.children.remove(*name))
+            entry.value.to_vec()
         };
         {
-            let parent = self
-                .bucket_path_mut(to_parent)?
-                .ok_or(Error::BucketNotFound)?;
-            let pages = parent.core.pages();
-            match parent.state.tree.get(pages, new_name)? {
+            let parent =
+                state_at(&self.core, &mut self.root, to_parent)?.ok_or(Error::BucketNotFound)?;
+            match parent.tree.get(self.core.pages(), new_name)? {
                 Some(entry) if entry.is_bucket() => return Err(Error::BucketExists),
                 Some(_) => return Err(Error::IncompatibleValue),
                 None => {}
             }
         }
-        // Both ends are checked: now change them.
+        // Insert at the destination first: if that fails nothing has changed. Then remove the
+        // source; if that fails, take the insert back (its path is edited now, so that
+        // cannot read a page and fail).
         {
-            let parent = self.bucket_path_mut(from_parent)?.expect("checked above");
-            let (pages, arena) = parent.core.pages_and_arena();
-            parent
-                .state
+            let parent = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
+            let (pages, arena) = self.core.pages_and_arena();
+            let outcome = parent
                 .tree
-                .delete(pages, arena, name, LEAF_FLAG_BUCKET)?;
+                .put(pages, arena, new_name, &value, LEAF_FLAG_BUCKET)?;
+            debug_assert_eq!(outcome, Put::Inserted);
         }
-        let parent = self.bucket_path_mut(to_parent)?.expect("checked above");
-        let (pages, arena) = parent.core.pages_and_arena();
-        let outcome = parent
-            .state
-            .tree
-            .put(pages, arena, new_name, &value, LEAF_FLAG_BUCKET)?;
-        debug_assert_eq!(outcome, Put::Inserted);
-        if let Some(state) = state {
-            parent.state.children.insert(new_name.to_vec(), state);
+        let removed = {
+            let parent = state_at(&self.core, &mut self.root, from_parent)?.expect("checked");
+            let (pages, arena) = self.core.pages_and_arena();
+            parent.tree.delete(pages, arena, name, LEAF_FLAG_BUCKET)
+        };
+        if let Err(error) = removed {
+            let error = Error::from(error);
+            let parent = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
+            let (pages, arena) = self.core.pages_and_arena();
+            if parent
+                .tree
+                .delete(pages, arena, new_name, LEAF_FLAG_BUCKET)
+                .is_err()
+            {
+                self.core.broken = true;
+            }
+            return Err(error);
+        }
+        // The bucket's open state, with this transaction's edits, moves along.
+        let from_state = state_at(&self.core, &mut self.root, from_parent)?.expect("checked");
+        if let Some(state) = from_state.children.remove(*name) {
+            let to_state = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
+            to_state.children.insert(new_name.to_vec(), state);
         }
         Ok(())
     }
@@ -381,16 +507,18 @@ impl<'db> WriteTx<'db> {
 
     /// Writes every change and makes it durable: dirty pages, then an fdatasync, then the
     /// meta, then an fdatasync (none with `no_sync`). On error nothing of this transaction is
-    /// visible; an error at or after the first sync poisons the handle.
+    /// visible; an error at or after the first sync poisons the handle. The `on_commit` hooks
+    /// run after the writer is released, so a hook may start a write transaction.
     pub fn commit(mut self) -> Result<()> {
         let started = Instant::now();
-        let result = self.commit_inner();
-        match result {
+        match self.commit_inner() {
             Ok(()) => {
                 self.stats.commit_time = started.elapsed();
                 self.db.counters.tx_committed(&self.stats());
                 self.ended = true;
-                for f in std::mem::take(&mut self.on_commit) {
+                let hooks = std::mem::take(&mut self.on_commit);
+                drop(self);
+                for f in hooks {
                     f();
                 }
                 Ok(())
@@ -403,6 +531,14 @@ impl<'db> WriteTx<'db> {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
+        if self.core.broken {
+            return Err(Error::Corruption(Corruption::new(
+                Pgid(0),
+                Reason::Other(
+                    "an operation of this transaction failed halfway; it can only be rolled back",
+                ),
+            )));
+        }
         if !self.root.is_changed() && !self.force {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
@@ -413,21 +549,31 @@ impl<'db> WriteTx<'db> {
         let txid = self.core.alloc.txid;
         self.writer.verify.before(db);
 
-        // Merge nodes left small by deletes, then write children before parents.
-        let rebalance_started = Instant::now();
-        rebalance_all(&mut self.core, &mut self.root, 0)?;
-        self.stats.rebalance_time = rebalance_started.elapsed();
+        // Merge nodes left small by deletes and write every edited bucket, children before
+        // parents, then the root bucket.
         let spill_started = Instant::now();
         failpoint!("commit::before-spill");
-        spill_children(&mut self.core, &mut self.root, 0)?;
-        let root_pgid = match self.root.tree.root_pgid() {
-            Some(pgid) if !self.root.tree.is_dirty() => pgid,
-            _ => {
-                let (pages, arena, alloc) = self.core.parts();
-                self.root.tree.spill(pages, arena, alloc)?
+        let mut spilled = Spilled::default();
+        spill_buckets(&mut self.core, &mut self.root, &mut spilled)?;
+        let root_pgid = {
+            let (pages, arena, alloc) = self.core.parts();
+            let rebalance_started = Instant::now();
+            self.root.tree.rebalance(pages, arena, alloc)?;
+            spilled.rebalance_time += rebalance_started.elapsed();
+            match self.root.tree.root_pgid() {
+                Some(pgid) if !self.root.tree.is_dirty() => pgid,
+                _ => self.root.tree.spill(pages, arena, alloc)?,
             }
         };
-        self.stats.spill_time = spill_started.elapsed();
+        // The nested buckets' states are gone from the root now: keep their counters.
+        self.stats.node_count += spilled.trees.node_count;
+        self.stats.split += spilled.trees.split;
+        self.stats.rebalance += spilled.trees.rebalance;
+        self.stats.spill += spilled.trees.spill;
+        self.stats.rebalance_time = spilled.rebalance_time;
+        self.stats.spill_time = spill_started
+            .elapsed()
+            .saturating_sub(spilled.rebalance_time);
 
         let mut meta = self.base;
         meta.txid = txid.0;
@@ -465,9 +611,18 @@ impl<'db> WriteTx<'db> {
         let needed = meta.pgid * page_size as u64;
         let new_map = if needed > self.core.map.len() as u64 {
             failpoint!("commit::remap");
+            let len = map_size(needed).ok_or_else(|| {
+                Error::io(
+                    db.storage.path(),
+                    std::io::Error::new(
+                        std::io::ErrorKind::OutOfMemory,
+                        "the file would outgrow the address space",
+                    ),
+                )
+            })?;
             let map = db
                 .storage
-                .map(map_size(needed, page_size))
+                .map(len)
                 .map_err(|e| Error::io(db.storage.path(), e))?;
             let _ = map.advise_random();
             Some(Arc::new(map))
@@ -488,11 +643,14 @@ impl<'db> WriteTx<'db> {
                 Error::io(db.storage.path(), e)
             })?;
         }
-        // The meta, then the second sync: the commit point.
+        // The meta, then the second sync: the commit point. From the moment the meta write
+        // starts the disk may hold the new txid, so any way out of here but success poisons
+        // (an error below, or a panic through `abort`).
         let mut meta_page = vec![0u8; page_size];
         let meta = write_meta(&mut meta_page, &meta);
         let meta_offset = (meta.txid % 2) * page_size as u64;
         failpoint!("commit::before-meta");
+        self.meta_started = true;
         db.storage
             .write_all_at(&meta_page, meta_offset)
             .map_err(|e| {
@@ -512,8 +670,11 @@ impl<'db> WriteTx<'db> {
 
         // Committed: publish to readers and hand the writer state back.
         alloc.freelist.commit(txid);
+        let grew = self.writer.file_len < alloc.file_len;
+        let remapped = new_map.is_some();
         let map = new_map.unwrap_or_else(|| self.core.map.clone());
-        if db.options.mlock && self.writer.file_len < alloc.file_len {
+        if db.options.mlock && (grew || remapped) {
+            // Best effort: the commit is durable already, and bbolt also only logs this.
             let _ = map.lock(alloc.file_len as usize);
         }
         self.writer.file_len = alloc.file_len;
@@ -524,6 +685,7 @@ impl<'db> WriteTx<'db> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             std::mem::replace(&mut *current, Snapshot { meta, map })
         };
+        self.meta_started = false;
         // The writer's reference to the old mapping goes here; readers still holding it keep
         // it mapped until they end.
         failpoint!("commit::unmap", poison db);
@@ -554,6 +716,11 @@ impl<'db> WriteTx<'db> {
         if self.ended {
             return;
         }
+        if self.meta_started || self.core.alloc.sync_failed {
+            // The meta write began (the disk may hold this commit) or a sync failed (the
+            // kernel may have dropped pages): what is on disk is unknown.
+            self.db.poison();
+        }
         let txid = self.core.alloc.txid;
         self.core.alloc.freelist.rollback(txid);
         self.give_back();
@@ -566,51 +733,84 @@ impl Drop for WriteTx<'_> {
     }
 }
 
-/// Rebalances every open bucket, children first.
-fn rebalance_all(core: &mut TxCore, state: &mut BucketState, depth: usize) -> Result<()> {
-    if depth >= crate::bucket::BUCKET_DEPTH_MAX {
-        return Err(crate::bucket::bucket_too_deep());
-    }
-    for child in state.children.values_mut() {
-        rebalance_all(core, child, depth + 1)?;
-    }
-    let (pages, arena, alloc) = core.parts();
-    state.tree.rebalance(pages, arena, alloc)
+/// What writing the nested buckets did: their trees' counters and the time spent rebalancing.
+#[derive(Default)]
+struct Spilled {
+    trees: rbolt_btree::TreeStats,
+    rebalance_time: std::time::Duration,
 }
 
-/// Writes every edited child bucket of `state` (their children first) and puts its new value
-/// in `state`'s tree: inline when small enough, else a header pointing at its new root page.
-fn spill_children(core: &mut TxCore, state: &mut BucketState, depth: usize) -> Result<()> {
-    if depth >= crate::bucket::BUCKET_DEPTH_MAX {
-        return Err(crate::bucket::bucket_too_deep());
+/// Rebalances and writes every edited bucket below `root`, each after the buckets nested in
+/// it, and puts each one's new value in its parent: inline when small enough, else a header
+/// pointing at its new root page. Iterative: buckets nest without limit.
+fn spill_buckets(core: &mut TxCore, root: &mut BucketState, spilled: &mut Spilled) -> Result<()> {
+    /// A bucket whose nested buckets are being written: its name in its parent, its state,
+    /// and the nested buckets still to write.
+    struct Frame {
+        name: Vec<u8>,
+        state: BucketState,
+        rest: std::collections::btree_map::IntoIter<Vec<u8>, BucketState>,
     }
-    let inline_max = core.alloc.page_size / 4;
-    for (name, child) in state.children.iter_mut() {
-        spill_children(core, child, depth + 1)?;
-        if !child.tree.is_dirty() {
+    let mut root_rest = std::mem::take(&mut root.children).into_iter();
+    let mut stack: Vec<Frame> = Vec::new();
+    loop {
+        let next = match stack.last_mut() {
+            Some(frame) => frame.rest.next(),
+            None => root_rest.next(),
+        };
+        if let Some((name, mut state)) = next {
+            let rest = std::mem::take(&mut state.children).into_iter();
+            stack.push(Frame { name, state, rest });
             continue;
         }
-        let (pages, arena, alloc) = core.parts();
-        let value = match child.tree.inline_size(inline_max) {
-            Some(size) => {
-                child.tree.free_all(pages, alloc)?;
-                let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
-                value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
-                child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
-                value
-            }
-            None => {
-                let root = child.tree.spill(pages, arena, alloc)?;
-                header_bytes(root, child.sequence).to_vec()
-            }
+        let Some(mut done) = stack.pop() else {
+            return Ok(());
         };
-        let outcome = state
-            .tree
-            .put(pages, arena, name, &value, LEAF_FLAG_BUCKET)?;
-        debug_assert!(
-            matches!(outcome, Put::Replaced { .. }),
-            "a child bucket's key holds a bucket"
-        );
+        let parent = match stack.last_mut() {
+            Some(frame) => &mut frame.state,
+            None => &mut *root,
+        };
+        spill_bucket(core, &done.name, &mut done.state, parent, spilled)?;
+        spilled.trees.add(&done.state.tree.stats());
     }
+}
+
+/// Rebalances and writes the bucket `child` (whose nested buckets are written already) and
+/// puts its new value under `name` in `parent`'s tree.
+fn spill_bucket(
+    core: &mut TxCore,
+    name: &[u8],
+    child: &mut BucketState,
+    parent: &mut BucketState,
+    spilled: &mut Spilled,
+) -> Result<()> {
+    let inline_max = core.alloc.page_size / 4;
+    let (pages, arena, alloc) = core.parts();
+    let rebalance_started = Instant::now();
+    child.tree.rebalance(pages, arena, alloc)?;
+    spilled.rebalance_time += rebalance_started.elapsed();
+    if !child.tree.is_dirty() {
+        return Ok(());
+    }
+    let value = match child.tree.inline_size(inline_max) {
+        Some(size) => {
+            child.tree.free_all(pages, alloc)?;
+            let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
+            value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
+            child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
+            value
+        }
+        None => {
+            let root = child.tree.spill(pages, arena, alloc)?;
+            header_bytes(root, child.sequence).to_vec()
+        }
+    };
+    let outcome = parent
+        .tree
+        .put(pages, arena, name, &value, LEAF_FLAG_BUCKET)?;
+    debug_assert!(
+        matches!(outcome, Put::Replaced { .. }),
+        "a child bucket's key holds a bucket"
+    );
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! Walks over every page reachable from a meta: trees, nested buckets, overflow spans.
 
-use crate::bucket::BUCKET_DEPTH_MAX;
 use crate::error::Result;
 use rbolt_btree::{DEPTH_MAX, Pages};
 use rbolt_page::{BucketValue, Corruption, LeafPage, Meta, PageKind, PageRef, Pgid, Reason};
@@ -93,12 +92,11 @@ pub(crate) fn not_a_tree_page(pgid: Pgid, kind: PageKind) -> crate::error::Error
     .into()
 }
 
-/// A page to visit: who points at it, its id, its depth in its tree and its bucket nesting.
+/// A page to visit: who points at it, its id and its depth in its tree.
 struct Visit {
     owner: Pgid,
     pgid: Pgid,
     depth: usize,
-    bucket_depth: usize,
 }
 
 /// Visits every page of the tree at `root` and of the buckets nested in it, iteratively:
@@ -109,15 +107,8 @@ fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> R
         owner,
         pgid: root,
         depth: 0,
-        bucket_depth: 0,
     }];
-    while let Some(Visit {
-        owner,
-        pgid,
-        depth,
-        bucket_depth,
-    }) = stack.pop()
-    {
+    while let Some(Visit { owner, pgid, depth }) = stack.pop() {
         let page = enter_page(pages, owner, pgid, depth, set)?;
         match page.kind()? {
             PageKind::Branch => {
@@ -127,11 +118,10 @@ fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> R
                         owner: pgid,
                         pgid: branch.child(index)?,
                         depth: depth + 1,
-                        bucket_depth,
                     });
                 }
             }
-            PageKind::Leaf => push_buckets(&page.leaf()?, &mut stack, bucket_depth)?,
+            PageKind::Leaf => push_buckets(&page.leaf()?, &mut stack)?,
             kind => return Err(not_a_tree_page(pgid, kind)),
         }
     }
@@ -139,25 +129,21 @@ fn visit_tree(pages: Pages<'_>, owner: Pgid, root: Pgid, set: &mut PageSet) -> R
 }
 
 /// Queues the root pages of the buckets nested in `leaf` (through inline buckets too).
-fn push_buckets(leaf: &LeafPage<'_>, stack: &mut Vec<Visit>, bucket_depth: usize) -> Result<()> {
-    let mut inline_stack = vec![(*leaf, bucket_depth)];
-    while let Some((leaf, bucket_depth)) = inline_stack.pop() {
+fn push_buckets(leaf: &LeafPage<'_>, stack: &mut Vec<Visit>) -> Result<()> {
+    let mut inline_stack = vec![*leaf];
+    while let Some(leaf) = inline_stack.pop() {
         for index in 0..leaf.len() {
             let entry = leaf.entry(index)?;
             if !entry.is_bucket() {
                 continue;
             }
-            if bucket_depth >= BUCKET_DEPTH_MAX {
-                return Err(crate::bucket::bucket_too_deep());
-            }
             let value = BucketValue::parse(entry.value, leaf.pgid())?;
             match value.inline {
-                Some(inline) => inline_stack.push((inline, bucket_depth + 1)),
+                Some(inline) => inline_stack.push(inline),
                 None => stack.push(Visit {
                     owner: leaf.pgid(),
                     pgid: value.header.root_pgid(),
                     depth: 0,
-                    bucket_depth: bucket_depth + 1,
                 }),
             }
         }

@@ -1,8 +1,7 @@
 //! `rbolt check`: bbolt's consistency check, plus a check of both meta pages.
 
 use crate::open::{LockArgs, open_error};
-use crate::raw::{RawFile, RawPages};
-use crate::walk::Walker;
+use crate::raw::RawFile;
 use anyhow::{Result, bail};
 use clap::Args;
 use rbolt_page::Pgid;
@@ -85,10 +84,8 @@ fn check_inner(args: &CheckArgs) -> Result<()> {
                         args.from_page
                     ));
                 } else {
-                    let pages = RawPages::new(tx.pages().data(), db.page_size(), high_water)?;
-                    let mut walker = Walker::new(pages, meta);
-                    walker.tree(Pgid(0), Pgid(args.from_page), None, None, 0, 0);
-                    errors.extend(walker.errors.iter().map(ToString::to_string));
+                    let found = tx.check_from(Pgid(args.from_page));
+                    errors.extend(found.iter().map(ToString::to_string));
                 }
             }
         }

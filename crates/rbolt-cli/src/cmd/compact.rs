@@ -8,9 +8,9 @@ use super::in_file;
 use super::transfer::BatchWriter;
 use crate::open::{LockArgs, open_read};
 use crate::progress::{Counter, Unit};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use rbolt::{Bucket, Db, Options};
+use rbolt::{Db, Options, WalkStep};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -107,49 +107,32 @@ fn copy(src: &Db, dst: &Db, tx_max_size: u64) -> Result<()> {
         tx_max_size,
         counter: Counter::new(crate::progress::spinner("compacting", Unit::Items, false)),
     };
-    let mut path = Vec::new();
     let root = tx.root();
-    for entry in root.iter() {
-        let entry = entry?;
-        // The root holds buckets only; anything else has no place in the copy.
-        if let Some(bucket) = root.bucket(entry.key())? {
-            copy_bucket(&mut copier, &mut path, entry.key(), &bucket)?;
+    let mut walk = root.walk();
+    let mut path: Vec<Vec<u8>> = Vec::new();
+    while let Some(step) = walk.next_step() {
+        match step? {
+            WalkStep::Enter { name, bucket } => {
+                path.push(name.to_vec());
+                copier.account(name.len() as u64)?;
+                copier.writer.bucket(&path, bucket.sequence())?;
+            }
+            WalkStep::Value { key, value } => {
+                // The root holds buckets only; Go bbolt cannot put a value there.
+                if path.is_empty() {
+                    bail!(
+                        "the root bucket holds a value (key {}), which compaction cannot carry",
+                        crate::format::hex(key)
+                    );
+                }
+                copier.account((key.len() + value.len()) as u64)?;
+                copier.writer.put(&path, key, value)?;
+            }
+            WalkStep::Leave => {
+                path.pop();
+            }
         }
     }
     copier.counter.finish();
     copier.writer.finish()
-}
-
-fn copy_bucket(
-    copier: &mut Copier<'_>,
-    path: &mut Vec<Vec<u8>>,
-    name: &[u8],
-    bucket: &Bucket<'_>,
-) -> Result<()> {
-    if path.len() >= rbolt::BUCKET_DEPTH_MAX {
-        bail!(
-            "buckets nest deeper than {} levels (a cycle?)",
-            rbolt::BUCKET_DEPTH_MAX
-        );
-    }
-    path.push(name.to_vec());
-    copier.account(name.len() as u64)?;
-    copier.writer.bucket(path, bucket.sequence())?;
-    for entry in bucket.iter() {
-        let entry = entry?;
-        match entry.value() {
-            Some(value) => {
-                copier.account((entry.key().len() + value.len()) as u64)?;
-                copier.writer.put(path, entry.key(), value)?;
-            }
-            None => {
-                let child = bucket
-                    .bucket(entry.key())?
-                    .ok_or_else(|| anyhow!("a nested bucket cannot be opened"))?;
-                copy_bucket(copier, path, entry.key(), &child)?;
-            }
-        }
-    }
-    path.pop();
-    Ok(())
 }

@@ -6,7 +6,6 @@ use super::in_file;
 use crate::format::{Format, go_quote, hex, is_printable};
 use crate::open::{LockArgs, open_read};
 use crate::raw::{RawFile, RawPages};
-use crate::walk::{PageSet, Walker};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rbolt_page::{BucketHeader, FreelistPage, LeafPage, Meta, PageKind, PageRef, Pgid};
@@ -57,8 +56,11 @@ fn pages_inner(args: &PagesArgs) -> Result<()> {
     let tx = db.begin_read()?;
     let meta = *tx.meta();
     let high_water = meta.pgid;
-    let pages = RawPages::new(tx.pages().data(), db.page_size(), high_water)?;
-    let free = free_pages(pages, &meta)?;
+    let pages = RawPages::new(tx.raw_pages()?, db.page_size(), high_water)?;
+    // Free pages, ascending: what the freelist lists, or what nothing reaches.
+    let free = tx
+        .free_page_ids()
+        .map_err(|error| anyhow!("the freelist is corrupt: {error}"))?;
     let mut w = crate::out::stdout();
     if !args.json {
         writeln!(w, "ID       TYPE       ITEMS  OVRFLW")?;
@@ -67,7 +69,7 @@ fn pages_inner(args: &PagesArgs) -> Result<()> {
     let mut id = 0u64;
     while id < high_water {
         let header = pages.header(id).expect("below the high-water mark");
-        let is_free = free.contains(id);
+        let is_free = free.binary_search(&Pgid(id)).is_ok();
         let kind = if is_free {
             "free".to_owned()
         } else {
@@ -109,26 +111,6 @@ fn pages_inner(args: &PagesArgs) -> Result<()> {
         }
     }
     crate::out::flush(w)
-}
-
-/// The free pages of the snapshot: those its freelist lists, or, for a file that keeps no
-/// freelist, those nothing reaches.
-fn free_pages(pages: RawPages<'_>, meta: &Meta) -> Result<PageSet> {
-    let mut walker = Walker::new(pages, meta);
-    if let Some(freed) = walker.freed.take() {
-        if let Some(error) = walker.errors.first() {
-            bail!("the freelist is corrupt: {error}");
-        }
-        return Ok(freed);
-    }
-    walker.tree(Pgid(0), meta.root_pgid(), None, None, 0, 0);
-    let mut free = PageSet::new(meta.pgid);
-    for id in 2..meta.pgid {
-        if !walker.reachable.contains(id) {
-            free.insert(id);
-        }
-    }
-    Ok(free)
 }
 
 /// Arguments of `page`.

@@ -7,7 +7,7 @@ use crate::format::{Format, ParseFormat, format_bytes, go_quote, hex, push_go_js
 use crate::open::{LockArgs, open_read};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
-use rbolt::{Bucket, BucketStats};
+use rbolt::{Bucket, BucketStats, WalkStep};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
@@ -393,23 +393,35 @@ fn inspect_inner(args: &InspectArgs) -> Result<()> {
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
     let mut w = crate::out::stdout();
-    inspect_bucket(&mut w, b"root", &tx.root(), 0)?;
+    let root = tx.root();
+    // One entry per open object: whether it has a "buckets" array, and whether an element
+    // was written into it yet.
+    let mut open = vec![(open_object(&mut w, b"root", &root, 0)?, false)];
+    let mut walk = root.walk();
+    while let Some(step) = walk.next_step() {
+        match step? {
+            WalkStep::Value { .. } => {}
+            WalkStep::Enter { name, bucket } => {
+                let depth = open.len();
+                let (_, written) = open.last_mut().expect("the root is open");
+                if *written {
+                    w.write_all(b",\n")?;
+                }
+                *written = true;
+                write!(w, "{}        ", "    ".repeat(2 * (depth - 1)))?;
+                open.push((open_object(&mut w, name, &bucket, depth)?, false));
+            }
+            WalkStep::Leave => close_object(&mut w, open.pop(), open.len())?,
+        }
+    }
+    close_object(&mut w, open.pop(), 0)?;
     w.write_all(b"\n")?;
     crate::out::flush(w)
 }
 
-fn inspect_bucket(
-    w: &mut impl Write,
-    name: &[u8],
-    bucket: &Bucket<'_>,
-    depth: usize,
-) -> Result<()> {
-    if depth >= rbolt::BUCKET_DEPTH_MAX {
-        bail!(
-            "buckets nest deeper than {} levels (a cycle?)",
-            rbolt::BUCKET_DEPTH_MAX
-        );
-    }
+/// Writes the start of `bucket`'s object at nesting `depth` and returns whether it has a
+/// "buckets" array to fill; an object without one is written whole.
+fn open_object(w: &mut impl Write, name: &[u8], bucket: &Bucket<'_>, depth: usize) -> Result<bool> {
     // One pass to count, so the fields come out in bbolt's order (name, keyN, buckets)
     // without holding the children in memory.
     let mut key_n = 0usize;
@@ -429,30 +441,18 @@ fn inspect_bucket(
     text.push_str(&format!(",\n{pad}    \"keyN\": {key_n}"));
     if has_children {
         text.push_str(&format!(",\n{pad}    \"buckets\": [\n"));
-        w.write_all(text.as_bytes())?;
-        let mut first = true;
-        for entry in bucket.iter() {
-            let entry = entry?;
-            if !entry.is_bucket() {
-                continue;
-            }
-            if !first {
-                w.write_all(b",\n")?;
-            }
-            first = false;
-            write!(w, "{pad}        ")?;
-            let child = bucket.bucket(entry.key())?.ok_or_else(|| {
-                anyhow!(
-                    "bucket {} cannot be opened",
-                    format_bytes(entry.key(), Format::Auto)
-                )
-            })?;
-            inspect_bucket(w, entry.key(), &child, depth + 1)?;
-        }
-        write!(w, "\n{pad}    ]\n{pad}}}")?;
     } else {
         text.push_str(&format!("\n{pad}}}"));
-        w.write_all(text.as_bytes())?;
+    }
+    w.write_all(text.as_bytes())?;
+    Ok(has_children)
+}
+
+/// Ends the object `open_object` started at nesting `depth`, if it was left open.
+fn close_object(w: &mut impl Write, object: Option<(bool, bool)>, depth: usize) -> Result<()> {
+    if let Some((true, _)) = object {
+        let pad = "    ".repeat(2 * depth);
+        write!(w, "\n{pad}    ]\n{pad}}}")?;
     }
     Ok(())
 }

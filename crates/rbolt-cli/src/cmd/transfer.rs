@@ -18,7 +18,7 @@ use crate::open::{LockArgs, open_read, open_write};
 use crate::progress::{Counter, Unit};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use rbolt::{Bucket, Db, Options, WriteTx};
+use rbolt::{Bucket, Db, Options, WalkStep, WriteTx};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -101,41 +101,33 @@ fn export_bucket(
     bucket: &Bucket<'_>,
     counter: &mut Counter,
 ) -> Result<()> {
-    if path.len() >= rbolt::BUCKET_DEPTH_MAX {
-        bail!(
-            "buckets nest deeper than {} levels (a cycle?)",
-            rbolt::BUCKET_DEPTH_MAX
-        );
-    }
-    let prefix = line_prefix(path);
-    for entry in bucket.iter() {
-        let entry = entry?;
-        match entry.value() {
-            Some(value) => {
+    let mut walk = bucket.walk();
+    let mut prefix = line_prefix(path);
+    while let Some(step) = walk.next_step() {
+        match step? {
+            WalkStep::Value { key, value } => {
+                if path.is_empty() {
+                    bail!(
+                        "the root bucket holds a value (key {}), which the export format cannot carry",
+                        crate::format::hex(key)
+                    );
+                }
                 w.write_all(prefix.as_bytes())?;
                 w.write_all(b",\"key\":\"")?;
-                write_hex(w, entry.key())?;
+                write_hex(w, key)?;
                 w.write_all(b"\",\"value\":\"")?;
                 write_hex(w, value)?;
                 w.write_all(b"\"}\n")?;
                 counter.add(1);
             }
-            None => {
-                let child = bucket.bucket(entry.key())?.ok_or_else(|| {
-                    anyhow!(
-                        "nested bucket {} cannot be opened",
-                        crate::format::hex(entry.key())
-                    )
-                })?;
-                path.push(entry.key().to_vec());
-                writeln!(
-                    w,
-                    "{},\"sequence\":{}}}",
-                    line_prefix(path),
-                    child.sequence()
-                )?;
-                export_bucket(w, path, &child, counter)?;
+            WalkStep::Enter { name, bucket } => {
+                path.push(name.to_vec());
+                prefix = line_prefix(path);
+                writeln!(w, "{prefix},\"sequence\":{}}}", bucket.sequence())?;
+            }
+            WalkStep::Leave => {
                 path.pop();
+                prefix = line_prefix(path);
             }
         }
     }
@@ -181,7 +173,9 @@ impl<'db> BatchWriter<'db> {
     /// Makes sure the bucket at `path` exists (and its parents), with `sequence`.
     pub fn bucket(&mut self, path: &[Vec<u8>], sequence: u64) -> Result<()> {
         let fill_percent = self.fill_percent;
-        if let Some((_, parent)) = path.split_last() {
+        if let Some((_, parent)) = path.split_last()
+            && !parent.is_empty()
+        {
             // The parent holds the new bucket's name: pack it as tightly as its keys.
             bucket_mut(self.tx(), parent, true)?.set_fill_percent(fill_percent);
         }

@@ -19,26 +19,12 @@ pub fn bucket_mut<'t>(
 ) -> Result<BucketMut<'t>> {
     let path: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
     let on_path = || format!("bucket {}", show_path(names));
-    // Looked up first and fetched again after: returning the first borrow on one branch only
-    // is what the borrow checker cannot yet accept.
-    if tx.bucket_path_mut(&path).with_context(on_path)?.is_none() {
-        if !create {
-            bail!("bucket not found: {}", show_path(names));
-        }
-        for depth in 0..path.len() {
-            let mut parent = tx
-                .bucket_path_mut(&path[..depth])
-                .with_context(on_path)?
-                .expect("every parent exists by now");
-            parent
-                .create_bucket_if_not_exists(path[depth])
-                .with_context(on_path)?;
-        }
+    if create {
+        return tx.create_bucket_path(&path).with_context(on_path);
     }
-    Ok(tx
-        .bucket_path_mut(&path)
+    tx.bucket_path_mut(&path)
         .with_context(on_path)?
-        .expect("the bucket exists by now"))
+        .ok_or_else(|| anyhow!("bucket not found: {}", show_path(names)))
 }
 
 /// Arguments of `put`.
@@ -122,8 +108,12 @@ fn delete_inner(args: &DeleteArgs) -> Result<()> {
         let (name, parent) = names.split_last().expect("clap requires one argument");
         let db = open_write(&args.path, &args.lock, false, Options::default())?;
         let mut tx = db.begin_write()?;
-        let mut parent_bucket = bucket_mut(&mut tx, parent, false)?;
-        parent_bucket.delete_bucket(name).map_err(|e| match e {
+        let deleted = if parent.is_empty() {
+            tx.delete_bucket(name)
+        } else {
+            bucket_mut(&mut tx, parent, false)?.delete_bucket(name)
+        };
+        deleted.map_err(|e| match e {
             rbolt::Error::BucketNotFound => anyhow!("bucket not found: {}", show_path(&names)),
             e => anyhow!(e).context(format!("cannot delete bucket {}", show_path(&names))),
         })?;

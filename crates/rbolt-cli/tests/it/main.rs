@@ -6,6 +6,7 @@ mod cli;
 mod damaged;
 mod fixtures;
 mod memory;
+mod nesting;
 mod roundtrip;
 mod support;
 mod surgery;

@@ -98,7 +98,7 @@ where
     finish(output)
 }
 
-fn finish(output: Output) -> Run {
+pub fn finish(output: Output) -> Run {
     Run {
         code: output
             .status

@@ -571,11 +571,22 @@ fn meta_field_failures() {
     let huge = u64::MAX;
     check(|_| {}, file_len, Ok(()));
 
-    for size in [0, 511, 513, 4095, 1 << 25, u32::MAX, 3 << 10] {
+    // Any size Go bbolt writes is sound, powers of two or not; only sizes that cannot hold a
+    // meta page, or past the largest, are not.
+    for size in [0, 1, 79, (1 << 30) + 1, u32::MAX] {
         let mut meta = base_meta();
         meta.page_size = size;
         let found = meta.validate_fields(Pgid(1), huge).map_err(|e| e.reason);
         assert_eq!(found, Err(Reason::BadPageSize(size)), "page size {size}");
+    }
+    for size in [80, 256, 511, 513, 3000, 4095, 1 << 25, 1 << 30] {
+        let mut meta = base_meta();
+        meta.page_size = size;
+        assert_eq!(
+            meta.validate_fields(Pgid(1), huge),
+            Ok(()),
+            "page size {size}"
+        );
     }
     check(|m| m.page_size = 512, huge, Ok(()));
     check(|m| m.page_size = 1 << 24, huge, Ok(()));
@@ -677,18 +688,27 @@ fn meta_selection() {
         change(&mut meta);
         write_meta(page, &meta);
     }
-    for shift in 0..=15 {
-        let page_size = 512 << shift;
+    let page_sizes = (0..=15)
+        .map(|shift| 512 << shift)
+        .chain([80, 100, 256, 3000, 12345]);
+    for page_size in page_sizes {
         check(page_size, |_, _| {}, Ok((1, 1)));
         // Meta 1 (the newest) fails its checksum: meta 0 is used.
         check(page_size, |b, ps| b[ps + 72] ^= 1, Ok((0, 0)));
-        // Meta 0 is wiped: the page size is found by probing for meta 1.
+        // Meta 0 is wiped: the page size is found by probing (or scanning) for meta 1.
         check(page_size, |b, ps| b[..ps].fill(0), Ok((1, 1)));
-        // Meta 1's high-water mark lies past the end of the file: meta 0 is used.
+        // Meta 1, intact and the newest, lies past the end of the file: truncated from
+        // outside, not a torn write, so there is no falling back to meta 0.
         check(
             page_size,
             |b, ps| rewrite(b, ps, 1, |m| m.pgid = 5),
-            Ok((0, 0)),
+            Err(()),
+        );
+        // The same in the older meta: the newest is sound and chosen.
+        check(
+            page_size,
+            |b, ps| rewrite(b, ps, 0, |m| m.pgid = 5),
+            Ok((1, 1)),
         );
         // Meta 0 becomes the newer one.
         check(

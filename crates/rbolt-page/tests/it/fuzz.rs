@@ -503,21 +503,20 @@ fn check_fields(meta: &Meta, pgid: Pgid, file_len: u64) {
         pgid: id,
         high_water: meta.pgid,
     };
-    let expected =
-        if !page_size.is_power_of_two() || !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) {
-            Err(Reason::BadPageSize(page_size))
-        } else if meta.root.root < 2 || meta.root.root >= meta.pgid {
-            Err(id_error("root", meta.root.root))
-        } else if meta.freelist != u64::MAX && (meta.freelist < 2 || meta.freelist >= meta.pgid) {
-            Err(id_error("freelist", meta.freelist))
-        } else if u128::from(meta.pgid) * u128::from(page_size) > u128::from(file_len) {
-            Err(Reason::HighWaterPastEnd {
-                high_water: meta.pgid,
-                file_len,
-            })
-        } else {
-            Ok(())
-        };
+    let expected = if !(PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&page_size) {
+        Err(Reason::BadPageSize(page_size))
+    } else if meta.root.root < 2 || meta.root.root >= meta.pgid {
+        Err(id_error("root", meta.root.root))
+    } else if meta.freelist != u64::MAX && (meta.freelist < 2 || meta.freelist >= meta.pgid) {
+        Err(id_error("freelist", meta.freelist))
+    } else if u128::from(meta.pgid) * u128::from(page_size) > u128::from(file_len) {
+        Err(Reason::HighWaterPastEnd {
+            high_water: meta.pgid,
+            file_len,
+        })
+    } else {
+        Ok(())
+    };
     let found = meta.validate_fields(pgid, file_len);
     if let Err(error) = &found {
         named(error, pgid);

@@ -5,9 +5,8 @@
 use rbolt_fixtures::{Bucket, Item};
 use rbolt_page::{
     BRANCH_ELEMENT_SIZE, BranchPage, BucketHeader, BucketValue, Corruption, LEAF_ELEMENT_SIZE,
-    LeafBuilder, LeafPage, MAGIC, Meta, PAGE_HEADER_SIZE, PAGE_SIZE_MIN, PageHeader, PageKind,
-    PageRef, Pgid, Reason, VERSION, check_overflow, check_pgid, read_meta, span_len,
-    write_freelist, write_meta,
+    LeafPage, Meta, PAGE_HEADER_SIZE, PageHeader, PageKind, PageRef, Pgid, Reason, check_overflow,
+    check_pgid, read_meta, span_len,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -493,24 +492,39 @@ impl Db {
 pub(crate) fn select_meta(bytes: &[u8]) -> Result<(usize, Meta), Corruption> {
     let page_size = probe_page_size(bytes)?;
     let file_len = bytes.len() as u64;
-    let read = |index: usize| -> Result<Meta, Corruption> {
+    // Each meta: intact (its checksum matches) or not, and sound or why not.
+    let read = |index: usize| -> (Option<Meta>, Result<Meta, Corruption>) {
         let pgid = Pgid(index as u64);
         let page = bytes.get(index * page_size..).unwrap_or_default();
-        let meta = read_meta(page, pgid)?;
-        meta.validate_fields(pgid, file_len)?;
+        let meta = match read_meta(page, pgid) {
+            Ok(meta) => meta,
+            Err(error) => return (None, Err(error)),
+        };
         if meta.page_size as usize != page_size {
-            return Err(Corruption::new(
-                pgid,
-                Reason::Other("metas disagree on the page size"),
-            ));
+            let error = Corruption::new(pgid, Reason::Other("metas disagree on the page size"));
+            return (Some(meta), Err(error));
         }
-        Ok(meta)
+        (
+            Some(meta),
+            meta.validate_fields(pgid, file_len).map(|()| meta),
+        )
     };
-    match (read(0), read(1)) {
-        (Ok(meta0), Ok(meta1)) if meta1.txid > meta0.txid => Ok((1, meta1)),
-        (Ok(meta0), _) => Ok((0, meta0)),
-        (Err(_), Ok(meta1)) => Ok((1, meta1)),
-        (Err(error), Err(_)) => Err(error),
+    let (metas, sound): (Vec<_>, Vec<_>) = [read(0), read(1)].into_iter().unzip();
+    // An intact newest meta past the end of the file is a truncation: no falling back.
+    let newest = (0..2)
+        .filter(|&i| metas[i].is_some())
+        .max_by_key(|&i| metas[i].map(|m| m.txid));
+    if let Some(newest) = newest
+        && let Err(error) = &sound[newest]
+        && matches!(error.reason, Reason::HighWaterPastEnd { .. })
+    {
+        return Err(error.clone());
+    }
+    match (&sound[0], &sound[1]) {
+        (Ok(meta0), Ok(meta1)) if meta1.txid > meta0.txid => Ok((1, *meta1)),
+        (Ok(meta0), _) => Ok((0, *meta0)),
+        (Err(_), Ok(meta1)) => Ok((1, *meta1)),
+        (Err(error), Err(_)) => Err(error.clone()),
     }
 }
 
@@ -519,48 +533,21 @@ fn probe_page_size(bytes: &[u8]) -> Result<usize, Corruption> {
         Ok(meta) => return Ok(meta.page_size as usize),
         Err(error) => error,
     };
-    for shift in 0..=15 {
-        let page_size = (PAGE_SIZE_MIN as usize) << shift;
-        let Some(page) = bytes.get(page_size..) else {
-            break;
-        };
-        if let Ok(meta) = read_meta(page, Pgid(1))
-            && meta.page_size as usize == page_size
-        {
-            return Ok(page_size);
-        }
+    let found = rbolt_page::find_meta1(bytes.len() as u64, |buf, offset| {
+        let start = offset as usize;
+        buf.copy_from_slice(&bytes[start..start + buf.len()]);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match found {
+        Ok(Some(meta)) => Ok(meta.page_size as usize),
+        _ => Err(error),
     }
-    Err(error)
 }
 
 /// A new database as bbolt's `init` writes it: metas with txids 0 and 1, an empty freelist at
 /// page 2, an empty root leaf at page 3, high-water mark 4.
 pub(crate) fn new_db(page_size: usize) -> Vec<u8> {
-    let mut bytes = vec![0u8; 4 * page_size];
-    for txid in 0..2u64 {
-        let meta = Meta {
-            magic: MAGIC,
-            version: VERSION,
-            page_size: page_size as u32,
-            flags: 0,
-            root: BucketHeader {
-                root: 3,
-                sequence: 0,
-            },
-            freelist: 2,
-            pgid: 4,
-            txid,
-            checksum: 0,
-        };
-        let start = txid as usize * page_size;
-        write_meta(&mut bytes[start..start + page_size], &meta);
-    }
-    write_freelist(
-        &mut bytes[2 * page_size..3 * page_size],
-        Pgid(2),
-        0,
-        std::iter::empty(),
-    );
-    LeafBuilder::new(&mut bytes[3 * page_size..], Pgid(3), 0, 0).finish();
+    let mut bytes = vec![0u8; rbolt_page::EMPTY_DB_PAGES * page_size];
+    rbolt_page::write_empty_db(&mut bytes, page_size);
     bytes
 }

@@ -1,9 +1,9 @@
 //! rbolt-raft's integration tests: openraft's storage suite on rbolt files, reopen after every
-//! kind of write, a three-node cluster that loses its leader, and SIGKILL during writes.
+//! kind of write, and a three-node cluster that loses its leader. SIGKILL during writes is
+//! the `kill` test target (tests/kill), which runs its own children.
 
 mod cluster;
 mod common;
-mod kill;
 mod power_loss;
 mod reader;
 mod reopen;

@@ -36,11 +36,14 @@ fn fuzz_corpus() {
     let (mut ops_runs, ops_failures) = run(ops, ops_corpus(2, ops_n, 2000).into_iter(), "ops");
     failures.extend(ops_failures);
     let mut open_runs = open_runs;
+    let mut random_runs = 0;
     if soak() {
-        // Random inputs until the time is up, half for each target.
-        let deadline = Duration::from_secs_f64(soak_minutes() * 60.0);
+        // Random inputs for the soak's minutes, counted from here (not from the start, or a
+        // short soak would spend them all on the fixed corpus), and at least one round.
+        let budget = Duration::from_secs_f64(soak_minutes() * 60.0);
+        let random_started = Instant::now();
         let mut seed = 1000;
-        while started.elapsed() < deadline {
+        while random_runs == 0 || random_started.elapsed() < budget {
             seed += 1;
             let (n, f) = run(
                 open_bytes,
@@ -48,17 +51,24 @@ fn fuzz_corpus() {
                 "open-bytes",
             );
             open_runs += n;
+            random_runs += n;
             failures.extend(f);
             let (n, f) = run(ops, ops_corpus(seed, 200, 6000).into_iter(), "ops");
             ops_runs += n;
+            random_runs += n;
             failures.extend(f);
         }
     }
     Summary::new("fuzz")
         .field("open_bytes_inputs", open_runs)
         .field("ops_inputs", ops_runs)
+        .field("random_inputs", random_runs)
         .field("failures", failures.total())
         .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
         .print();
     assert!(failures.is_empty(), "{failures}");
+    assert!(
+        !soak() || random_runs > 0,
+        "the soak's random phase ran no input"
+    );
 }

@@ -3,30 +3,36 @@ use rbolt_reliability::summary::size;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// A directory for the database files: tmpfs when there is one (SIGKILL keeps the page cache,
-/// so a disk adds only fsync time), `RBOLT_KILL_DIR` if set.
-fn kill_dir() -> tempfile::TempDir {
-    let base = std::env::var_os("RBOLT_KILL_DIR")
-        .map(PathBuf::from)
-        .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|p| p.is_dir()))
-        .unwrap_or_else(std::env::temp_dir);
-    tempfile::tempdir_in(base).expect("temp dir")
+/// Directories for the database files: one on the disk the tests run on (the build's own
+/// temporary directory, where fsync reaches a device) and one on tmpfs when there is one;
+/// `RBOLT_KILL_DIR` replaces both.
+fn kill_dirs() -> Vec<tempfile::TempDir> {
+    if let Some(dir) = std::env::var_os("RBOLT_KILL_DIR") {
+        return vec![tempfile::tempdir_in(dir).expect("temp dir")];
+    }
+    let mut dirs = vec![tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir")];
+    if let Some(shm) = Some(PathBuf::from("/dev/shm")).filter(|p| p.is_dir()) {
+        dirs.push(tempfile::tempdir_in(shm).expect("temp dir"));
+    }
+    dirs
 }
 
 #[test]
 fn kill_loop() {
-    let dir = kill_dir();
+    let dirs = kill_dirs();
     let kills = size("RBOLT_KILLS", 500, 10_000);
-    // Two files side by side, with different options (see `power::variant`).
+    // Two loops side by side, with different options (see `power::variant`), the first on
+    // the disk.
     let seeds = [0u64, 3];
     let started = Instant::now();
     let reports: Vec<KillReport> = std::thread::scope(|scope| {
         let handles: Vec<_> = seeds
             .iter()
-            .map(|&seed| {
+            .enumerate()
+            .map(|(index, &seed)| {
                 let config = KillConfig {
                     child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
-                    dir: dir.path().to_path_buf(),
+                    dir: dirs[index % dirs.len()].path().to_path_buf(),
                     seed,
                     kills: kills / seeds.len() as u64,
                     delay_max: Duration::from_millis(30),
@@ -49,4 +55,9 @@ fn kill_loop() {
         report.kills,
         kills / seeds.len() as u64 * seeds.len() as u64
     );
+    // The loop must have reached the moments it is about: creation, racing creators, and kills
+    // before a child had the file open.
+    assert!(report.new_files >= 4, "{}", report.summary());
+    assert!(report.raced_files >= 2, "{}", report.summary());
+    assert!(report.kills_before_ready > 0, "{}", report.summary());
 }

@@ -17,6 +17,7 @@ fn power_loss() {
         .summary()
         .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
         .print();
+    report.print_allowed();
     assert!(report.images >= 10_000 || std::env::var("RBOLT_POWER_SEEDS").is_ok());
     assert!(report.is_clean(), "{}", report.failures);
 }

@@ -12,7 +12,7 @@ use memmap2::MmapOptions;
 use rustix::fs::{FallocateFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Mapping, Storage, fdio, read_only_error};
+use super::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
 
 /// How long [`FileStorage::open`] sleeps between attempts to take a contended lock.
 const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
@@ -151,6 +151,8 @@ pub struct FileStorage {
     /// another grow to a larger length must not run, or the `ftruncate` fallback could shrink
     /// the file back.
     grow_lock: Mutex<()>,
+    /// Which database has the file open (see [`Storage::claim`]).
+    claim: ClaimFlag,
 }
 
 impl FileStorage {
@@ -160,24 +162,42 @@ impl FileStorage {
     /// and returns [`OpenError::LockTimeout`] when the wait runs out.
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileStorage, OpenError> {
         let path = path.as_ref();
+        let open_error = |source: io::Error| OpenError::Open {
+            path: path.to_owned(),
+            source,
+        };
         // CLOEXEC: a child process must not inherit the descriptor, or it would keep the lock
         // (and the file) alive after this handle is dropped.
         let mut flags = OFlags::CLOEXEC;
-        if options.read_only {
-            flags |= OFlags::RDONLY;
+        flags |= if options.read_only {
+            OFlags::RDONLY
         } else {
-            flags |= OFlags::RDWR;
-            if options.create {
-                flags |= OFlags::CREATE;
+            OFlags::RDWR
+        };
+        let mode = Mode::from_raw_mode(options.mode);
+        let create = options.create && !options.read_only;
+        let (fd, created) = loop {
+            match fdio::retry_on_interrupt(|| rustix::fs::open(path, flags, mode)) {
+                Ok(fd) => break (fd, false),
+                Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => return Err(open_error(error)),
             }
+            // Missing: create it, and know that we did (EXCL), so that the directory entry is
+            // made durable by the one who made it. Another process may win the race to create
+            // it: then open what it created.
+            match fdio::retry_on_interrupt(|| {
+                rustix::fs::open(path, flags | OFlags::CREATE | OFlags::EXCL, mode)
+            }) {
+                Ok(fd) => break (fd, true),
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(open_error(error)),
+            }
+        };
+        if created {
+            // A new file's name is durable only once its directory is synced; a crash before
+            // that could lose the file after its first commits were acknowledged.
+            sync_parent_dir(path).map_err(open_error)?;
         }
-        let fd = fdio::retry_on_interrupt(|| {
-            rustix::fs::open(path, flags, Mode::from_raw_mode(options.mode))
-        })
-        .map_err(|source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
         let file = File::from(fd);
         lock(&file, path, !options.read_only, options.lock_timeout)?;
         Ok(FileStorage {
@@ -185,12 +205,21 @@ impl FileStorage {
             path: path.to_owned(),
             read_only: options.read_only,
             grow_lock: Mutex::new(()),
+            claim: ClaimFlag::default(),
         })
     }
 
     /// Whether the file was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Cuts the file to zero bytes, to write it anew: for a copy that replaces whatever was
+    /// at its path. Only after the lock is taken, so a file another handle has open (a
+    /// database, say) is never cut.
+    pub fn clear(&self) -> io::Result<()> {
+        self.check_writable("truncate")?;
+        fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, 0))
     }
 
     fn check_writable(&self, op: &str) -> io::Result<()> {
@@ -200,6 +229,22 @@ impl FileStorage {
             Ok(())
         }
     }
+}
+
+/// Syncs the directory holding `path`, so that a name just created in it survives a crash.
+pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let dir = fdio::retry_on_interrupt(|| {
+        rustix::fs::open(
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    })?;
+    fdio::sync_all(dir.as_fd())
 }
 
 /// Takes the advisory lock on `file`, waiting as `timeout` says.
@@ -326,5 +371,9 @@ impl Storage for FileStorage {
 
     fn path(&self) -> Option<&Path> {
         Some(&self.path)
+    }
+
+    fn claim(&self) -> io::Result<Claim> {
+        self.claim.claim()
     }
 }

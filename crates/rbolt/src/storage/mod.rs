@@ -16,8 +16,10 @@ mod sim;
 use std::fmt;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use file::{FileOptions, FileStorage, OpenError};
+pub use file::{FileOptions, FileStorage, OpenError, sync_parent_dir};
 pub use mapping::Mapping;
 pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE, SimFile};
 
@@ -89,6 +91,53 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
 
     /// The file's path, for error messages; `None` for storage that has no path.
     fn path(&self) -> Option<&Path>;
+
+    /// Takes the file for one open database, until the returned [`Claim`] is dropped.
+    ///
+    /// Two databases open on one file would each believe they are its only writer, and one
+    /// would rewrite pages the other's readers are reading. So a database claims its storage
+    /// when it opens and keeps the claim until it closes; a second claim of the same file —
+    /// through another `Arc` of the same storage, or a clone of a [`SimFile`] — fails with
+    /// [`io::ErrorKind::ResourceBusy`] while the first is held. A claim can only be made by the
+    /// storages of this module, so a wrapper around one delegates to it.
+    fn claim(&self) -> io::Result<Claim>;
+}
+
+/// Proof that one open database owns a storage's file; dropping it gives the file up. Made
+/// only by [`Storage::claim`] of this module's storages.
+#[derive(Debug)]
+pub struct Claim {
+    owned: Arc<AtomicBool>,
+}
+
+/// The flag behind [`Storage::claim`]: one per file, shared by every handle on that file.
+#[derive(Debug, Default)]
+pub(crate) struct ClaimFlag {
+    owned: Arc<AtomicBool>,
+}
+
+impl ClaimFlag {
+    /// Claims the file, or fails if a database already holds it.
+    pub(crate) fn claim(&self) -> io::Result<Claim> {
+        match self
+            .owned
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(Claim {
+                owned: self.owned.clone(),
+            }),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                "the storage is already open as a database",
+            )),
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.owned.store(false, Ordering::Release);
+    }
 }
 
 /// The error a read-only storage returns for `op` instead of touching the file.

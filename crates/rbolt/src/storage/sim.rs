@@ -12,7 +12,7 @@ use memmap2::MmapOptions;
 use rustix::fs::MemfdFlags;
 use rustix::io::Errno;
 
-use super::{Mapping, Storage, fdio};
+use super::{Claim, ClaimFlag, Mapping, Storage, fdio};
 
 /// The unit a simulated disk writes atomically: a crash keeps or loses each 512-byte sector of
 /// an unsynced write as a whole. Sectors are aligned to file offsets, not to the write.
@@ -63,6 +63,8 @@ struct Shared {
     /// Held for the whole of each operation, so the live contents, the pending list and the
     /// counters always agree.
     state: Mutex<State>,
+    /// Which database has the file open: every clone shares it (see [`Storage::claim`]).
+    claim: ClaimFlag,
 }
 
 struct State {
@@ -234,13 +236,15 @@ struct Rule {
 enum RuleOps {
     At(u64),
     From(u64),
+    Kind(OpKind),
 }
 
 impl RuleOps {
-    fn contains(self, op: u64) -> bool {
+    fn contains(self, op: u64, kind: OpKind) -> bool {
         match self {
             RuleOps::At(at) => op == at,
             RuleOps::From(from) => op >= from,
+            RuleOps::Kind(of) => kind == of,
         }
     }
 }
@@ -276,6 +280,16 @@ impl FaultPlan {
         self
     }
 
+    /// Every operation of `kind` fails with `error` without doing anything: to fail, say, only
+    /// the fsync that follows growth (the only [`OpKind::SyncAll`] a database makes).
+    pub fn fail_kind(mut self, kind: OpKind, error: FaultError) -> FaultPlan {
+        self.rules.push(Rule {
+            ops: RuleOps::Kind(kind),
+            action: Action::Fail(error),
+        });
+        self
+    }
+
     /// If operation `op` is a write, it writes only its first `len` bytes (at most all of
     /// them), which become pending like any write, and then fails with `error`. Any other
     /// operation fails as with [`fail_at`](FaultPlan::fail_at).
@@ -297,8 +311,8 @@ impl FaultPlan {
         self
     }
 
-    fn action_for(&self, op: u64) -> Option<Action> {
-        let mut matching = self.rules.iter().filter(|rule| rule.ops.contains(op));
+    fn action_for(&self, op: u64, kind: OpKind) -> Option<Action> {
+        let mut matching = self.rules.iter().filter(|rule| rule.ops.contains(op, kind));
         if matching
             .clone()
             .any(|rule| matches!(rule.action, Action::Crash))
@@ -377,6 +391,7 @@ impl SimFile {
             shared: Arc::new(Shared {
                 memfd,
                 state: Mutex::new(state),
+                claim: ClaimFlag::default(),
             }),
         })
     }
@@ -506,7 +521,7 @@ impl SimFile {
         if let Some(crashed_at) = state.crashed_at {
             return Err(crashed(op, crashed_at));
         }
-        match state.plan.action_for(op) {
+        match state.plan.action_for(op, kind) {
             None => Ok(None),
             Some(Action::Crash) => {
                 state.crashed_at = Some(op);
@@ -633,6 +648,10 @@ impl Storage for SimFile {
 
     fn path(&self) -> Option<&Path> {
         None
+    }
+
+    fn claim(&self) -> io::Result<Claim> {
+        self.shared.claim.claim()
     }
 }
 
@@ -812,14 +831,17 @@ mod tests {
             .fail_from(3, FaultError::Io)
             .fail_at(5, FaultError::NoSpace)
             .crash_at(7);
-        assert!(plan.action_for(2).is_none());
+        assert!(plan.action_for(2, OpKind::Write).is_none());
         assert!(matches!(
-            plan.action_for(5),
+            plan.action_for(5, OpKind::Write),
             Some(Action::Fail(FaultError::Io))
         ));
-        assert!(matches!(plan.action_for(7), Some(Action::Crash)));
         assert!(matches!(
-            plan.action_for(8),
+            plan.action_for(7, OpKind::Write),
+            Some(Action::Crash)
+        ));
+        assert!(matches!(
+            plan.action_for(8, OpKind::Write),
             Some(Action::Fail(FaultError::Io))
         ));
     }

@@ -1,5 +1,6 @@
 //! rbolt's integration tests: one binary, one module per area.
 
+mod api_model;
 mod basics;
 mod check;
 mod commit;
@@ -7,5 +8,6 @@ mod concurrency;
 mod fixtures;
 mod model;
 mod open;
+mod regressions;
 mod storage;
 mod support;

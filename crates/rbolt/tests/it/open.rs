@@ -75,8 +75,11 @@ fn metas_past_the_end_of_the_file_are_rejected() {
     file.set_len(4 * 4096).unwrap();
     drop(file);
     let error = Db::open(&path).unwrap_err();
-    assert!(matches!(error, Error::Corruption(_)), "{error}");
-    assert!(error.to_string().contains("past the end"), "{error}");
+    assert!(
+        matches!(error, Error::Truncated { actual, .. } if actual == 4 * 4096),
+        "{error}"
+    );
+    assert!(error.to_string().contains("truncated"), "{error}");
 }
 
 #[test]

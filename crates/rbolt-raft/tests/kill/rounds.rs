@@ -1,8 +1,9 @@
-//! SIGKILL during writes. A child process (this test binary, re-run on
-//! [`child_process_entry`]) writes to a store and reports each operation on stdout before
-//! (`begin`) and after (`done`) it; the parent kills it at a random moment, reopens the store,
-//! and requires exactly the state of every `done` operation, plus or minus the one in flight.
-//! Rounds go on from the state the previous one left.
+//! SIGKILL during writes. A child process (this test binary, re-run with `--child`; see
+//! `main.rs`) writes to a store and reports each operation on stdout before (`begin`) and after
+//! (`done`) it; the parent kills it at a random moment, reopens the store, and requires exactly
+//! the state of every `done` operation, plus or minus the one in flight. Rounds go on from the
+//! state the previous one left. The stores live under the target directory, on the disk the
+//! tests run on.
 
 use crate::common::{
     Rng, TestConfig, TestMachine, append, apply, data, entry, log_id, payload, tmp_leftovers, vote,
@@ -15,11 +16,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Which loop the child runs, and on what.
-const CHILD_MODE: &str = "RBOLT_RAFT_KILL_CHILD";
-const CHILD_DIR: &str = "RBOLT_RAFT_KILL_DIR";
-const CHILD_DONORS: &str = "RBOLT_RAFT_KILL_DONORS";
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -28,8 +24,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Marks the child's report lines among the test harness's own output (which may share the
-/// first line: libtest prints `test name ... ` before the test runs).
+/// Marks the child's report lines among anything else it may print.
 const REPORT: &str = "rbolt-raft-report: ";
 
 /// Writes one report line straight to the process's stdout, flushed, so that what the parent
@@ -46,42 +41,35 @@ fn report(line: &str) -> Option<String> {
         .map(|at| line[at + REPORT.len()..].to_owned())
 }
 
-/// The entry point of the child process. Run by the test harness without the environment
-/// variable (as part of `cargo test`) it does nothing.
-#[test]
-fn child_process_entry() {
-    let Ok(mode) = std::env::var(CHILD_MODE) else {
-        return;
-    };
-    let dir = std::env::var(CHILD_DIR).expect("the parent names the directory");
-    match mode.as_str() {
-        "append" => runtime().block_on(append_loop(Path::new(&dir))),
-        "install" => {
-            let donors = std::env::var(CHILD_DONORS).expect("the parent names the donors");
+/// The child process: `args` are what followed `--child` on its command line, the loop to run
+/// and its directories. It runs until it is killed.
+pub fn child(args: &[String]) {
+    match args {
+        [mode, dir] if mode == "append" => runtime().block_on(append_loop(Path::new(dir))),
+        [mode, dir, donors] if mode == "install" => {
             let donors: Vec<&str> = donors.split(',').collect();
-            runtime().block_on(install_loop(Path::new(&dir), &donors));
+            runtime().block_on(install_loop(Path::new(dir), &donors));
         }
-        other => panic!("unknown child mode {other}"),
+        other => panic!("unknown child arguments {other:?}"),
     }
 }
 
-/// Starts this test binary on [`child_process_entry`] with `env`.
-fn spawn_child(env: &[(&str, &str)]) -> Child {
+/// Starts this test binary as a child running `args` (see [`child`]).
+fn spawn_child(args: &[&str]) -> Child {
     let exe = std::env::current_exe().expect("the test binary");
-    let mut command = Command::new(exe);
-    command
-        .args([
-            "kill::child_process_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    Command::new(exe)
+        .arg("--child")
+        .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    command.spawn().expect("the child starts")
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the child starts")
+}
+
+/// A directory for a test's stores under the target directory: on the disk the tests run on,
+/// not a tmpfs that might hide what a real file system does.
+fn test_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir")
 }
 
 /// Reads the child's report lines until `dones` operations are done (or it exits), waits a
@@ -347,18 +335,17 @@ async fn append_loop(dir: &Path) {
     }
 }
 
-#[test]
-fn sigkill_during_log_and_state_writes_loses_nothing_acknowledged() {
+pub fn sigkill_during_log_and_state_writes_loses_nothing_acknowledged() {
     let started = Instant::now();
     let (mut rng, seed) = Rng::from_env_or_time();
     eprintln!("sigkill during writes: RBOLT_RAFT_SEED={seed}");
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = test_dir();
     let dir_str = dir.path().to_str().expect("utf-8 path");
     let rt = runtime();
     let mut expected = Durable::default();
     let (mut kills, mut in_flight_kills, mut dones) = (0, 0, 0);
     for round in 0..8 {
-        let child = spawn_child(&[(CHILD_MODE, "append"), (CHILD_DIR, dir_str)]);
+        let child = spawn_child(&["append", dir_str]);
         let reported = run_and_kill(child, 20 + rng.below(200) as usize, &mut rng);
         kills += 1;
         dones += reported.iter().filter(|l| l.starts_with("done ")).count();
@@ -401,6 +388,105 @@ fn sigkill_during_log_and_state_writes_loses_nothing_acknowledged() {
     );
 }
 
+/// Rounds of the first-open test.
+const FIRST_OPEN_ROUNDS: u64 = 24;
+/// The first-open test kills its child at most this many times the time a child takes from
+/// its start to its first acknowledged write (measured first), so that most kills land
+/// while the directories and files are being created.
+const FIRST_OPEN_KILL_SPAN: u32 = 2;
+
+/// SIGKILL from the first moment of a store's life. Each round starts a child on a directory
+/// that does not exist yet (nor does its parent), kills it after a random delay from 0 to
+/// [`FIRST_OPEN_KILL_SPAN`] times a child's time to its first write, and requires that the store then opens and holds exactly what
+/// the child reported done (plus or minus the operation in flight), with no temporary file
+/// left once it is open.
+pub fn sigkill_during_first_open_leaves_a_store_that_opens() {
+    let started = Instant::now();
+    let (mut rng, seed) = Rng::from_env_or_time();
+    eprintln!("sigkill during first open: RBOLT_RAFT_SEED={seed}");
+    let root = test_dir();
+    let rt = runtime();
+    let first_write = {
+        let dir = root.path().join("calibration");
+        let spawned = Instant::now();
+        let mut child = spawn_child(&["append", dir.to_str().expect("utf-8 path")]);
+        let stdout = child.stdout.take().expect("piped stdout");
+        let first_done = BufReader::new(stdout)
+            .lines()
+            .map_while(|line| line.ok())
+            .find(|line| report(line).is_some_and(|r| r.starts_with("done ")));
+        let elapsed = spawned.elapsed();
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap the child");
+        assert!(first_done.is_some(), "the calibration child wrote nothing");
+        elapsed
+    };
+    let kill_us_max = (first_write * FIRST_OPEN_KILL_SPAN).as_micros() as u64;
+    // What each kill found on disk, before the reopen.
+    let mut found: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut dones = 0;
+    for round in 0..FIRST_OPEN_ROUNDS {
+        let dir = root.path().join(format!("round-{round}")).join("node");
+        let child = spawn_child(&["append", dir.to_str().expect("utf-8 path")]);
+        let reported = kill_after(child, Duration::from_micros(rng.below(kill_us_max + 1)));
+        let state = if !dir.exists() {
+            "no directory"
+        } else if !dir.join(rbolt_raft::STATE_FILE).exists() {
+            "a directory without files"
+        } else if !dir.join(rbolt_raft::LOG_FILE).exists() {
+            "the state file only"
+        } else if reported.iter().any(|l| l.starts_with("done ")) {
+            "both files and acknowledged writes"
+        } else {
+            "both files"
+        };
+        *found.entry(state).or_default() += 1;
+        dones += reported.iter().filter(|l| l.starts_with("done ")).count();
+        let (acknowledged, in_flight) = Durable::default().replay(&reported);
+        let recovered = rt.block_on(recover(&dir));
+        let leftovers = tmp_leftovers(&dir);
+        assert!(
+            leftovers.is_empty(),
+            "round {round}: open removes the leftovers of a killed creation: {leftovers:?}"
+        );
+        let with_in_flight = in_flight.as_deref().map(|op| acknowledged.after(op));
+        assert!(
+            recovered == acknowledged || with_in_flight.as_ref() == Some(&recovered),
+            "round {round}: after SIGKILL during the first open (in flight: {in_flight:?}) the \
+             store holds\n{recovered:?}\nbut acknowledged\n{acknowledged:?}"
+        );
+    }
+    let found = found
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    eprintln!(
+        "sigkill during first open: {FIRST_OPEN_ROUNDS} kills from 0 to {kill_us_max} us \
+         after the start (a child's first write took {first_write:.2?}) found {found}; every \
+         store reopened, {dones} operations acknowledged, 0 lost; {:.2?}",
+        started.elapsed()
+    );
+}
+
+/// Kills `child` `delay` after now and returns every line it reported.
+fn kill_after(mut child: Child, delay: Duration) -> Vec<String> {
+    std::thread::sleep(delay);
+    // A child that died on its own did so before the kill: that is a failure of its own.
+    let early = child.try_wait().expect("child status");
+    assert!(
+        early.is_none(),
+        "the child died on its own ({early:?}) before the kill: see its stderr"
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap the child");
+    let stdout = child.stdout.take().expect("piped stdout");
+    BufReader::new(stdout)
+        .lines()
+        .filter_map(|line| report(&line.expect("child stdout")))
+        .collect()
+}
+
 /// The child's install loop: installs the donors' snapshots in turn, for ever.
 async fn install_loop(dir: &Path, donors: &[&str]) {
     let mut snapshots = Vec::new();
@@ -428,13 +514,12 @@ async fn install_loop(dir: &Path, donors: &[&str]) {
     }
 }
 
-#[test]
-fn sigkill_during_snapshot_install_leaves_old_or_new_state() {
+pub fn sigkill_during_snapshot_install_leaves_old_or_new_state() {
     let started = Instant::now();
     let (mut rng, seed) = Rng::from_env_or_time();
     eprintln!("sigkill during installs: RBOLT_RAFT_SEED={seed}");
     let rt = runtime();
-    let root = tempfile::tempdir().expect("tempdir");
+    let root = test_dir();
     // Two donors with different states, each with a snapshot of a few hundred KiB.
     let mut donors = Vec::new();
     for (d, (first, term)) in [(0u64, 3u64), (5000, 9)].into_iter().enumerate() {
@@ -489,11 +574,7 @@ fn sigkill_during_snapshot_install_leaves_old_or_new_state() {
     let (mut kills, mut dones, mut mid_install) = (0, 0, 0);
     let mut last_done: Option<usize> = None;
     for round in 0..8 {
-        let child = spawn_child(&[
-            (CHILD_MODE, "install"),
-            (CHILD_DIR, &dir_str),
-            (CHILD_DONORS, &donor_list),
-        ]);
+        let child = spawn_child(&["install", &dir_str, &donor_list]);
         let reported = run_and_kill(child, 1 + rng.below(6) as usize, &mut rng);
         kills += 1;
         let mut in_flight = None;

@@ -1,0 +1,250 @@
+//! Durable write throughput of a three-node cluster beside a single rbolt `Db`, on the same
+//! machine, measured in interleaved repeats (medians printed, ratios from the same run).
+//!
+//! ```text
+//! cargo bench -p rbolt-raft-node --bench throughput
+//! ```
+//!
+//! Each repeat runs, for the same time and with the same number of concurrent writers of
+//! distinct 16-byte keys and 100-byte values:
+//! - **cluster**: three `rbolt-raft-node` processes on loopback; each writer sends `PUT`s to the
+//!   leader over HTTP and waits for each acknowledgement (committed on two of three nodes and
+//!   applied on the leader, every append and apply durable with two `fdatasync`s);
+//! - **Db::update**: one rbolt file, each writer a thread committing one key per transaction;
+//! - **Db::batch**: the same through `Db::batch`, which coalesces concurrent writers into one
+//!   commit, as openraft coalesces concurrent proposals into one append.
+//!
+//! The cluster's log counters tell how many entries each append carried, hence the
+//! `fdatasync`s per entry (two per append and two per apply batch, on the leader and on each
+//! follower). Environment: `RBOLT_RAFT_BENCH_SECONDS` (default 5), `RBOLT_RAFT_BENCH_REPEATS`
+//! (3), `RBOLT_RAFT_BENCH_WRITERS` (16).
+
+use rbolt_raft_node::api::Status;
+use rbolt_raft_node::client::Client;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const NODE_EXE: &str = env!("CARGO_BIN_EXE_rbolt-raft-node");
+const VALUE_BYTES: usize = 100;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn key(writer: u64, n: u64) -> String {
+    format!("w{writer:03}-{n:011}")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// What one cluster run measured.
+struct ClusterRun {
+    writes_per_sec: f64,
+    /// On the leader, during the run.
+    entries_per_append: f64,
+    entries_per_apply: f64,
+}
+
+fn run_cluster(seconds: u64, writers: u64) -> ClusterRun {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let peers = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{}={a}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut children: Vec<Child> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| {
+            Command::new(NODE_EXE)
+                .args(["serve", "--id", &(i + 1).to_string(), "--listen", addr])
+                .args(["--peers", &peers, "--data-dir"])
+                .arg(root.path().join(format!("node-{}", i + 1)))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("node starts")
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = runtime.block_on(async {
+        let client = Client::new().with_timeout(Duration::from_secs(30));
+        let quick = client.with_timeout(Duration::from_secs(1)).retrying(false);
+        let leader = loop {
+            let mut found = None;
+            for addr in &addrs {
+                if let Ok(status) = quick.status(addr).await
+                    && status.state == "Leader"
+                {
+                    found = Some((addr.clone(), status));
+                }
+            }
+            if let Some(found) = found {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let (leader_addr, before) = leader;
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicU64::new(0));
+        let value = "v".repeat(VALUE_BYTES);
+        let tasks: Vec<_> = (0..writers)
+            .map(|w| {
+                let (client, addr, stop, acked, value) = (
+                    client.clone(),
+                    leader_addr.clone(),
+                    Arc::clone(&stop),
+                    Arc::clone(&acked),
+                    value.clone(),
+                );
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        client.put(&addr, &key(w, n), &value).await.expect("write");
+                        acked.fetch_add(1, Ordering::Relaxed);
+                        n += 1;
+                    }
+                })
+            })
+            .collect();
+        let started = Instant::now();
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        let done = acked.load(Ordering::Relaxed);
+        let elapsed = started.elapsed();
+        let after: Status = quick.status(&leader_addr).await.expect("leader status");
+        stop.store(true, Ordering::Relaxed);
+        for task in tasks {
+            task.await.expect("writer");
+        }
+        let appends = (after.log_appends - before.log_appends).max(1);
+        let entries = after.log_entries_appended - before.log_entries_appended;
+        let applies = (after.apply_commits - before.apply_commits).max(1);
+        let applied = after.entries_applied - before.entries_applied;
+        ClusterRun {
+            writes_per_sec: done as f64 / elapsed.as_secs_f64(),
+            entries_per_append: entries as f64 / appends as f64,
+            entries_per_apply: applied as f64 / applies as f64,
+        }
+    });
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    run
+}
+
+fn run_db(seconds: u64, writers: u64, batch: bool) -> f64 {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let db = Arc::new(rbolt::Db::open(root.path().join("bench.db")).expect("open"));
+    db.update(|tx| {
+        tx.create_bucket(b"kv")?;
+        Ok(())
+    })
+    .expect("bucket");
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let value = vec![b'v'; VALUE_BYTES];
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let (db, stop, done, value) = (
+                Arc::clone(&db),
+                Arc::clone(&stop),
+                Arc::clone(&done),
+                value.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let (k, value) = (key(w, n), value.clone());
+                    let put = move |tx: &mut rbolt::WriteTx<'_>| {
+                        tx.bucket_mut(b"kv")?
+                            .expect("bucket")
+                            .put(k.as_bytes(), &value)?;
+                        Ok(())
+                    };
+                    if batch {
+                        db.batch(put).expect("batch");
+                    } else {
+                        db.update(put).expect("update");
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let writes = done.load(Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.join().expect("writer");
+    }
+    writes as f64 / elapsed.as_secs_f64()
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let seconds = env_or("RBOLT_RAFT_BENCH_SECONDS", 5);
+    let repeats = env_or("RBOLT_RAFT_BENCH_REPEATS", 3).max(1);
+    let writers = env_or("RBOLT_RAFT_BENCH_WRITERS", 16).max(1);
+    let (mut cluster, mut update, mut batch) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut per_append, mut per_apply) = (Vec::new(), Vec::new());
+    let (mut vs_update, mut vs_batch) = (Vec::new(), Vec::new());
+    for repeat in 0..repeats {
+        let run = run_cluster(seconds, writers);
+        let u = run_db(seconds, writers, false);
+        let b = run_db(seconds, writers, true);
+        eprintln!(
+            "repeat {repeat}: cluster {:.0} writes/s ({:.1} entries per append, {:.1} per apply \
+             batch), Db::update {u:.0}/s, Db::batch {b:.0}/s",
+            run.writes_per_sec, run.entries_per_append, run.entries_per_apply
+        );
+        vs_update.push(run.writes_per_sec / u);
+        vs_batch.push(run.writes_per_sec / b);
+        cluster.push(run.writes_per_sec);
+        per_append.push(run.entries_per_append);
+        per_apply.push(run.entries_per_apply);
+        update.push(u);
+        batch.push(b);
+    }
+    let per_append = median(&mut per_append);
+    let per_apply = median(&mut per_apply);
+    println!(
+        "raft throughput: {writers} writers, {seconds} s x {repeats} interleaved repeats, \
+         medians: 3-node cluster {:.0} writes/s, single Db::update {:.0}/s, single Db::batch \
+         {:.0}/s; cluster/update {:.2}x, cluster/batch {:.2}x; leader: {per_append:.1} \
+         entries per log append, {per_apply:.1} per apply batch = {:.2} fdatasyncs per entry on \
+         the leader (each follower about the same)",
+        median(&mut cluster),
+        median(&mut update),
+        median(&mut batch),
+        median(&mut vs_update),
+        median(&mut vs_batch),
+        2.0 / per_append + 2.0 / per_apply
+    );
+}

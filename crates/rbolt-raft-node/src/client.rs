@@ -1,0 +1,372 @@
+//! A client of the node's HTTP API, for the command line and the tests: writes and reads
+//! follow the `307` redirects a follower answers with to the leader.
+
+use crate::api::{
+    AddLearner, ChangeMembers, ErrorReply, MembershipReply, PATH_KV, PATH_LEARNERS, PATH_MEMBERS,
+    PATH_STATUS, Status, WriteReply,
+};
+use crate::http::{self, Answer, HttpClient, SendError};
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Redirects followed for one request, at most (a leader change during a request can add one
+/// or two; more means the nodes disagree about who leads).
+pub const REDIRECTS_MAX: usize = 5;
+
+/// How long one request may take by default, redirects and retries included.
+pub const TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// The pause before trying again while no leader can be reached.
+pub const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Characters of a key sent as they are in a URL path; everything else is percent-encoded.
+const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// What went wrong with a request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No answer.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// An answer other than success.
+    #[error("{addr} answered {status}: {message}")]
+    Status {
+        /// The node that answered.
+        addr: String,
+        /// Its status.
+        status: StatusCode,
+        /// Its error message.
+        message: String,
+    },
+    /// A redirect without a usable `Location`, or more than [`REDIRECTS_MAX`] of them.
+    #[error("redirect from {addr}: {reason}")]
+    Redirect {
+        /// The node that redirected.
+        addr: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A body that is not what the API promises.
+    #[error("unexpected answer from {addr}: {reason}")]
+    Decode {
+        /// The node that answered.
+        addr: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl ClientError {
+    /// Whether the node answered that the write was refused or failed before it could be
+    /// acknowledged (not that it timed out with an unknown outcome).
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client of any node.
+#[derive(Clone)]
+pub struct Client {
+    http: HttpClient,
+    timeout: Duration,
+    follow: bool,
+    retry: bool,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client::new()
+    }
+}
+
+/// The path of `key` under `/kv`.
+pub fn key_path(key: &str) -> String {
+    format!("{PATH_KV}/{}", utf8_percent_encode(key, KEY_ENCODE))
+}
+
+/// Splits `http://host:port/path?query` into the address and the path with its query.
+fn split_location(location: &str) -> Option<(String, String)> {
+    let rest = location.strip_prefix("http://")?;
+    let slash = rest.find('/')?;
+    Some((rest[..slash].to_owned(), rest[slash..].to_owned()))
+}
+
+impl Client {
+    /// A client that follows redirects and allows [`TIMEOUT_DEFAULT`] per request.
+    pub fn new() -> Client {
+        Client {
+            http: http::client(None),
+            timeout: TIMEOUT_DEFAULT,
+            follow: true,
+            retry: true,
+        }
+    }
+
+    /// This client with another timeout per request.
+    pub fn with_timeout(&self, timeout: Duration) -> Client {
+        Client {
+            timeout,
+            ..self.clone()
+        }
+    }
+
+    /// This client, following redirects or not (a test that must know which node
+    /// acknowledged a write follows none).
+    pub fn following_redirects(&self, follow: bool) -> Client {
+        Client {
+            follow,
+            ..self.clone()
+        }
+    }
+
+    /// This client, retrying while no leader can be reached or not (see [`Client::request`]).
+    pub fn retrying(&self, retry: bool) -> Client {
+        Client {
+            retry,
+            ..self.clone()
+        }
+    }
+
+    /// Sends a request to `addr`, following redirects if this client does; returns the
+    /// address that answered and its answer.
+    ///
+    /// While no leader can be reached (a redirect to a node that refuses connections, or a
+    /// `503` during an election) it tries again from `addr` every [`RETRY_PAUSE`] until the
+    /// timeout. Retrying is safe for every request of this API: a refused connection carried
+    /// no request, and a write that answered `503` is at worst proposed again (puts and
+    /// deletes are idempotent).
+    pub async fn request(
+        &self,
+        addr: &str,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+    ) -> Result<(String, Answer), ClientError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let attempt = self
+                .request_once(addr, method.clone(), path_and_query, body.clone(), deadline)
+                .await;
+            let retry = match &attempt {
+                Err(ClientError::Send(SendError::Unreachable { .. })) => true,
+                Ok((_, answer)) => answer.status == StatusCode::SERVICE_UNAVAILABLE,
+                Err(_) => false,
+            };
+            if !retry || !self.retry || tokio::time::Instant::now() + RETRY_PAUSE >= deadline {
+                return attempt;
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    async fn request_once(
+        &self,
+        addr: &str,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+        deadline: tokio::time::Instant,
+    ) -> Result<(String, Answer), ClientError> {
+        let mut addr = addr.to_owned();
+        let mut path_and_query = path_and_query.to_owned();
+        for _ in 0..=REDIRECTS_MAX {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let answer = http::send(
+                &self.http,
+                &addr,
+                method.clone(),
+                &path_and_query,
+                &[],
+                http::full(body.clone()),
+                left,
+            )
+            .await?;
+            if answer.status != StatusCode::TEMPORARY_REDIRECT || !self.follow {
+                return Ok((addr, answer));
+            }
+            let location = answer.location.as_deref().unwrap_or("");
+            let Some((next, next_path)) = split_location(location) else {
+                return Err(ClientError::Redirect {
+                    addr,
+                    reason: format!("unusable Location {location:?}"),
+                });
+            };
+            addr = next;
+            path_and_query = next_path;
+        }
+        Err(ClientError::Redirect {
+            addr,
+            reason: format!("more than {REDIRECTS_MAX} redirects"),
+        })
+    }
+
+    /// A request whose success is a JSON body of `T`.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<T, ClientError> {
+        let (addr, answer) = self.request(addr, method, path, body).await?;
+        if answer.status != StatusCode::OK {
+            return Err(status_error(addr, &answer));
+        }
+        serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode {
+            addr,
+            reason: e.to_string(),
+        })
+    }
+
+    async fn post<Q: Serialize, T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        message: &Q,
+    ) -> Result<T, ClientError> {
+        let body = serde_json::to_vec(message).map_err(|e| ClientError::Decode {
+            addr: addr.to_owned(),
+            reason: e.to_string(),
+        })?;
+        self.call(addr, Method::POST, path, body.into()).await
+    }
+
+    /// Sets `key` to `value` through the leader; `Ok` means committed and applied.
+    pub async fn put(&self, addr: &str, key: &str, value: &str) -> Result<WriteReply, ClientError> {
+        let body = Bytes::copy_from_slice(value.as_bytes());
+        self.call(addr, Method::PUT, &key_path(key), body).await
+    }
+
+    /// Deletes `key` through the leader; `Ok` means committed and applied.
+    pub async fn delete(&self, addr: &str, key: &str) -> Result<WriteReply, ClientError> {
+        self.call(addr, Method::DELETE, &key_path(key), Bytes::new())
+            .await
+    }
+
+    /// The value of `key`: linearizable through the leader, or `local` to `addr`'s state.
+    pub async fn get(
+        &self,
+        addr: &str,
+        key: &str,
+        local: bool,
+    ) -> Result<Option<String>, ClientError> {
+        let mut path = key_path(key);
+        if local {
+            path.push_str("?read=local");
+        }
+        let (addr, answer) = self.request(addr, Method::GET, &path, Bytes::new()).await?;
+        match answer.status {
+            StatusCode::OK => String::from_utf8(answer.body.to_vec())
+                .map(Some)
+                .map_err(|e| ClientError::Decode {
+                    addr,
+                    reason: e.to_string(),
+                }),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(status_error(addr, &answer)),
+        }
+    }
+
+    /// Every key and value: linearizable through the leader, or `local` to `addr`'s state.
+    pub async fn dump(
+        &self,
+        addr: &str,
+        local: bool,
+    ) -> Result<BTreeMap<String, String>, ClientError> {
+        let path = if local {
+            format!("{PATH_KV}?read=local")
+        } else {
+            PATH_KV.to_owned()
+        };
+        self.call(addr, Method::GET, &path, Bytes::new()).await
+    }
+
+    /// `addr`'s own [`Status`] (never redirected).
+    pub async fn status(&self, addr: &str) -> Result<Status, ClientError> {
+        self.call(addr, Method::GET, PATH_STATUS, Bytes::new())
+            .await
+    }
+
+    /// Adds node `id` at `learner_addr` as a learner; returns once it has caught up.
+    pub async fn add_learner(
+        &self,
+        addr: &str,
+        id: u64,
+        learner_addr: &str,
+    ) -> Result<MembershipReply, ClientError> {
+        let learner = AddLearner {
+            id,
+            addr: learner_addr.to_owned(),
+        };
+        self.post(addr, PATH_LEARNERS, &learner).await
+    }
+
+    /// Makes exactly `voters` the voting members.
+    pub async fn change_members(
+        &self,
+        addr: &str,
+        voters: Vec<u64>,
+    ) -> Result<MembershipReply, ClientError> {
+        self.post(addr, PATH_MEMBERS, &ChangeMembers { voters })
+            .await
+    }
+}
+
+fn status_error(addr: String, answer: &Answer) -> ClientError {
+    let message = serde_json::from_slice::<ErrorReply>(&answer.body)
+        .map(|e| e.error)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&answer.body).into_owned());
+    ClientError::Status {
+        addr,
+        status: answer.status,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_encoded_so_the_server_decodes_them_back() {
+        for key in [
+            "plain",
+            "with space",
+            "a/b?c=d&e#f",
+            "ünïcødé",
+            "%41",
+            "-_.~",
+        ] {
+            let path = key_path(key);
+            let encoded = path.strip_prefix("/kv/").expect("under /kv");
+            assert!(!encoded.contains(['/', '?', '#', ' ']), "{path}");
+            let decoded = percent_encoding::percent_decode_str(encoded)
+                .decode_utf8()
+                .expect("utf-8");
+            assert_eq!(decoded, key);
+        }
+    }
+
+    #[test]
+    fn locations_split_into_address_and_path() {
+        assert_eq!(
+            split_location("http://127.0.0.1:7001/kv/a?read=local"),
+            Some(("127.0.0.1:7001".to_owned(), "/kv/a?read=local".to_owned()))
+        );
+        assert_eq!(split_location("https://x/kv"), None);
+        assert_eq!(split_location("http://no-path"), None);
+    }
+}

@@ -1,0 +1,525 @@
+//! Starting, killing and asking the node processes of a test cluster, and the checks every
+//! cluster test ends with.
+
+use rbolt_raft_node::api::Status;
+use rbolt_raft_node::client::Client;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::OpenOptions;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Cluster tests take this in turn: each starts several processes and measures elections.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The node binary under test.
+pub const NODE_EXE: &str = env!("CARGO_BIN_EXE_rbolt-raft-node");
+
+/// Raft timing for the tests: fast elections, frequent snapshots and no log kept behind
+/// them, so a node that was down catches up by installing a snapshot.
+pub const TIMING_ARGS: &[&str] = &[
+    "--heartbeat-ms",
+    "50",
+    "--election-timeout-ms",
+    "300",
+    "--snapshot-every",
+    "200",
+    "--logs-to-keep",
+    "0",
+];
+
+/// A generous bound for anything a healthy cluster does (an election, a restart, catching
+/// up) on a loaded two-core machine.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A small xorshift generator: tests print their seed so a failure can be replayed with
+/// `RBOLT_RAFT_SEED`.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn from_env_or_time(test: &str) -> Rng {
+        let seed = std::env::var("RBOLT_RAFT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+                    ^ u64::from(std::process::id())
+            });
+        eprintln!("{test}: RBOLT_RAFT_SEED={seed}");
+        Rng(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// A duration from `low` to `high` milliseconds.
+    pub fn millis(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(low + self.below(high - low + 1))
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One node of a test cluster.
+pub struct NodeSpec {
+    /// Where the process listens.
+    pub listen: SocketAddr,
+    /// Its address in `--peers` (the listen address, or a proxy in front of it).
+    pub public: String,
+    pub dir: PathBuf,
+}
+
+/// Node processes in a directory under the target directory (on the disk the tests run on).
+pub struct Cluster {
+    pub root: tempfile::TempDir,
+    pub nodes: BTreeMap<u64, NodeSpec>,
+    children: BTreeMap<u64, Child>,
+    /// `--peers` of the initial members.
+    peers: String,
+    /// Extra arguments of `serve`.
+    args: Vec<String>,
+    /// A client that asks one node and does not wait: for status polls.
+    quick: Client,
+}
+
+impl Cluster {
+    /// A cluster of nodes `1..=n` on 127.0.0.1, all initial members.
+    pub fn new(n: u64, args: &[&str]) -> Cluster {
+        let nodes = (1..=n)
+            .map(|id| {
+                let listen: SocketAddr = format!("127.0.0.1:{}", free_port())
+                    .parse()
+                    .expect("address");
+                (id, listen, listen.to_string())
+            })
+            .collect();
+        Cluster::with_addresses(nodes, args)
+    }
+
+    /// A cluster whose node `id` listens on `listen` and is known to its peers as `public`.
+    pub fn with_addresses(nodes: Vec<(u64, SocketAddr, String)>, args: &[&str]) -> Cluster {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+        let peers = nodes
+            .iter()
+            .map(|(id, _, public)| format!("{id}={public}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = nodes
+            .into_iter()
+            .map(|(id, listen, public)| {
+                let dir = root.path().join(format!("node-{id}")).join("data");
+                (
+                    id,
+                    NodeSpec {
+                        listen,
+                        public,
+                        dir,
+                    },
+                )
+            })
+            .collect();
+        Cluster {
+            root,
+            nodes,
+            children: BTreeMap::new(),
+            peers,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            quick: Client::new()
+                .with_timeout(Duration::from_secs(1))
+                .following_redirects(false)
+                .retrying(false),
+        }
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// Where a client reaches node `id` directly.
+    pub fn addr(&self, id: u64) -> String {
+        self.nodes[&id].listen.to_string()
+    }
+
+    fn log_path(&self, id: u64) -> PathBuf {
+        self.root.path().join(format!("node-{id}.log"))
+    }
+
+    /// Starts node `id` (its process must not be running) as an initial member.
+    pub fn start(&mut self, id: u64) {
+        let peers = self.peers.clone();
+        self.start_with_peers(id, &peers);
+    }
+
+    /// Starts node `id` with `peers` (empty: a node that joins later).
+    pub fn start_with_peers(&mut self, id: u64, peers: &str) {
+        assert!(!self.children.contains_key(&id), "node {id} is running");
+        let spec = &self.nodes[&id];
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(id))
+            .expect("node log");
+        let mut command = Command::new(NODE_EXE);
+        command
+            .arg("serve")
+            .arg("--id")
+            .arg(id.to_string())
+            .arg("--data-dir")
+            .arg(&spec.dir)
+            .arg("--listen")
+            .arg(spec.listen.to_string())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        if !peers.is_empty() {
+            command.arg("--peers").arg(peers);
+        }
+        let child = command.spawn().expect("the node starts");
+        self.children.insert(id, child);
+    }
+
+    /// SIGKILLs node `id` and reaps it.
+    pub fn kill(&mut self, id: u64) {
+        let mut child = self
+            .children
+            .remove(&id)
+            .unwrap_or_else(|| panic!("node {id} is not running"));
+        if let Some(status) = child.try_wait().expect("status") {
+            panic!(
+                "node {id} exited on its own ({status}) before the kill:\n{}",
+                self.log_tail(id)
+            );
+        }
+        // `Child::kill` is SIGKILL on Unix: no shutdown, no flush.
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+    }
+
+    pub fn is_running(&self, id: u64) -> bool {
+        self.children.contains_key(&id)
+    }
+
+    /// Panics with its log if a node that should be running has exited.
+    pub fn check_alive(&mut self) {
+        let ids: Vec<u64> = self.children.keys().copied().collect();
+        for id in ids {
+            if let Some(status) = self
+                .children
+                .get_mut(&id)
+                .and_then(|c| c.try_wait().ok())
+                .flatten()
+            {
+                panic!("node {id} exited ({status}):\n{}", self.log_tail(id));
+            }
+        }
+    }
+
+    /// The last lines of node `id`'s output.
+    pub fn log_tail(&self, id: u64) -> String {
+        let text = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Node `id`'s status, if it answers within a second.
+    pub async fn status(&self, id: u64) -> Option<Status> {
+        if !self.is_running(id) {
+            return None;
+        }
+        self.quick.status(&self.addr(id)).await.ok()
+    }
+
+    /// The running node that leads in the highest term, if any.
+    pub async fn leader(&self) -> Option<Status> {
+        let mut leader: Option<Status> = None;
+        for id in self.ids() {
+            if let Some(status) = self.status(id).await
+                && status.state == "Leader"
+                && leader.as_ref().is_none_or(|l| l.term < status.term)
+            {
+                leader = Some(status);
+            }
+        }
+        leader
+    }
+
+    /// Waits for a leader among `among` in a term above `term_above`.
+    pub async fn wait_for_leader(&mut self, among: &[u64], term_above: u64) -> Status {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            for &id in among {
+                if let Some(status) = self.status(id).await
+                    && status.state == "Leader"
+                    && status.term > term_above
+                {
+                    return status;
+                }
+            }
+            self.check_alive();
+            assert!(
+                Instant::now() < deadline,
+                "no leader among {among:?} above term {term_above} within {PATIENCE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits until node `id` answers.
+    pub async fn wait_until_up(&mut self, id: u64) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.status(id).await.is_none() {
+            self.check_alive();
+            assert!(Instant::now() < deadline, "node {id} did not come up");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits until every running node has applied the same index, the leader's commit index
+    /// at that moment, and returns each node's data (read locally).
+    pub async fn wait_converged(&mut self) -> BTreeMap<u64, BTreeMap<String, String>> {
+        let deadline = Instant::now() + PATIENCE;
+        let running: Vec<u64> = self.children.keys().copied().collect();
+        loop {
+            self.check_alive();
+            let mut statuses = Vec::new();
+            for &id in &running {
+                statuses.extend(self.status(id).await);
+            }
+            let leader = statuses.iter().find(|s| s.state == "Leader");
+            if let Some(leader) = leader
+                && statuses.len() == running.len()
+                && statuses
+                    .iter()
+                    .all(|s| s.applied == leader.committed && s.leader == Some(leader.id))
+            {
+                let mut data = BTreeMap::new();
+                for &id in &running {
+                    let dump = self
+                        .quick
+                        .with_timeout(Duration::from_secs(30))
+                        .dump(&self.addr(id), true)
+                        .await
+                        .unwrap_or_else(|e| panic!("node {id} dumps its data: {e}"));
+                    data.insert(id, dump);
+                }
+                // Nothing was written between the statuses and the dumps if all still agree.
+                let mut again = Vec::new();
+                for &id in &running {
+                    again.extend(self.status(id).await.map(|s| s.applied));
+                }
+                if again.iter().all(|a| *a == leader.committed) && again.len() == running.len() {
+                    return data;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the nodes did not converge within {PATIENCE:?}: {statuses:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The entries of node `id`'s data directory.
+    pub fn dir_entries(&self, id: u64) -> BTreeSet<String> {
+        list_dir(&self.nodes[&id].dir)
+    }
+}
+
+pub fn list_dir(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The writes of a test: every one sent (key and the one value ever sent for it) and those
+/// acknowledged.
+#[derive(Default)]
+pub struct Ledger {
+    pub sent: BTreeMap<String, String>,
+    pub acked: BTreeSet<String>,
+    /// Writes whose every attempt failed or timed out: they may or may not have taken effect.
+    pub unknown: u64,
+}
+
+/// Checks the converged `data` of every node against `ledger`: every acknowledged write is on
+/// every node, every key a node holds was sent with exactly that value, and the nodes agree.
+/// `absent` are keys that must be on no node. Returns the number of acknowledged writes lost
+/// (the caller asserts 0 after printing its summary).
+pub fn check_data(
+    data: &BTreeMap<u64, BTreeMap<String, String>>,
+    ledger: &Ledger,
+    absent: &BTreeSet<String>,
+) -> usize {
+    let mut lost = 0;
+    for (id, all) in data {
+        for key in &ledger.acked {
+            if all.get(key) != ledger.sent.get(key) {
+                lost += 1;
+                eprintln!("node {id}: acknowledged {key} is {:?}", all.get(key));
+            }
+        }
+        for (key, value) in all {
+            assert_eq!(
+                ledger.sent.get(key),
+                Some(value),
+                "node {id} holds {key} = {value}, which was never sent"
+            );
+            assert!(
+                !absent.contains(key),
+                "node {id} holds {key}, which must not exist"
+            );
+        }
+    }
+    let first = data.values().next().expect("a node");
+    for (id, all) in data {
+        assert!(
+            all == first,
+            "node {id} disagrees with node {}",
+            data.keys().next().expect("a node")
+        );
+    }
+    lost
+}
+
+/// The median and maximum of `samples`.
+pub fn p50_max(samples: &[Duration]) -> (Duration, Duration) {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    (
+        sorted.get(sorted.len() / 2).copied().unwrap_or_default(),
+        sorted.last().copied().unwrap_or_default(),
+    )
+}
+
+/// Client writers running against a cluster, each writing its own keys in turn.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+/// How long a writer keeps trying one write (on other nodes, through elections) before it
+/// counts it as unknown and moves on.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(15);
+
+/// The value written for `key`: the key, padded to `bytes`.
+pub fn value_for(key: &str, bytes: usize) -> String {
+    let mut value = format!("{key}:");
+    while value.len() < bytes {
+        value.push('x');
+    }
+    value
+}
+
+impl Load {
+    /// Starts `writers` writers, writing keys `PREFIX<writer>-<n>` with values of
+    /// `value_bytes` to the nodes at `addrs` in turn (following redirects to the leader).
+    pub fn start(addrs: Vec<String>, writers: usize, prefix: &str, value_bytes: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let client = Client::new()
+            .with_timeout(Duration::from_secs(3))
+            .retrying(false);
+        let tasks = (0..writers)
+            .map(|w| {
+                let (stop, ledger, client, addrs) = (
+                    Arc::clone(&stop),
+                    Arc::clone(&ledger),
+                    client.clone(),
+                    addrs.clone(),
+                );
+                let prefix = prefix.to_owned();
+                tokio::spawn(async move {
+                    let mut n = 0usize;
+                    while !stop.load(Ordering::Relaxed) {
+                        let key = format!("{prefix}{w}-{n:06}");
+                        let value = value_for(&key, value_bytes);
+                        lock(&ledger).sent.insert(key.clone(), value.clone());
+                        let deadline = Instant::now() + WRITE_PATIENCE;
+                        let mut at = w + n;
+                        loop {
+                            let addr = &addrs[at % addrs.len()];
+                            // Retrying a put of the same value is harmless: puts are
+                            // idempotent, so any attempt that took effect left the same state.
+                            if client.put(addr, &key, &value).await.is_ok() {
+                                lock(&ledger).acked.insert(key);
+                                break;
+                            }
+                            if Instant::now() >= deadline {
+                                lock(&ledger).unknown += 1;
+                                break;
+                            }
+                            at += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        n += 1;
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            tasks,
+            ledger,
+        }
+    }
+
+    /// Writes acknowledged so far.
+    pub fn acked(&self) -> usize {
+        lock(&self.ledger).acked.len()
+    }
+
+    /// Stops the writers (each finishes the write it is on) and returns what they did.
+    pub async fn stop(self) -> Ledger {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            task.await.expect("writer task");
+        }
+        std::mem::take(&mut *lock(&self.ledger))
+    }
+}
+
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,306 @@
+//! The model-based test of the public API (issue 12, defect 1's property test).
+//!
+//! Random sequences of bucket, key, cursor, sequence and transaction operations run against
+//! the facade and against an in-memory model of nested buckets at once. Every result is
+//! compared, the error variant included; after every operation the open transaction's whole
+//! visible state (every bucket, key, value and sequence) equals the model — after an `Err`,
+//! the model as it was before the call. Operations are chosen to fail as often as to
+//! succeed: missing and existing names, empty names and keys, names, keys and values over
+//! the limits, the wrong kind, moves onto themselves, into their own children, to missing
+//! parents and onto existing names, commits past `max_size`. Transactions commit, roll back,
+//! are dropped, panic inside `update`; the database is reopened with other options and
+//! read-only; old readers on other threads must keep their snapshots; `compact`,
+//! `write_to`, `copy_file` and `batch` run beside; after every commit the database checks
+//! clean.
+//!
+//! The run prints one summary line and fails unless every kind of operation and every class
+//! of chosen failure occurred. `RBOLT_API_MODEL_CASES` sets the number of cases per seed,
+//! `RBOLT_API_MODEL_SEED` replays a run, and `RBOLT_API_MODEL_MINUTES` runs seed after seed
+//! for that long (`cargo xtask soak` does).
+
+mod exec;
+mod model;
+mod ops;
+mod reads;
+mod session;
+
+use model::{Class, ErrKind};
+use ops::Case;
+use quickcheck::{Gen, QuickCheck, TestResult};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+// While it was written this test kept each class of failure it found behind a flag until
+// the fix landed (failed moves dropping edits, nesting past about 400 levels, on_commit hooks
+// calling `update`, move names over `KEY_SIZE_MAX`, a writable root, and `Bucket::stats` in a
+// write transaction missing nested buckets). None is left: every class runs.
+
+/// Deep chains of buckets: from this many levels...
+pub const CHAIN_DEPTH_MIN: usize = 100;
+/// ...to at most this many, past the 1,024 levels the facade once capped nesting at (issue 12,
+/// decision 4: nesting has no limit). A bound on the test's cost, not on the facade: every
+/// step compares every bucket. Creates and moves that would nest deeper are skipped.
+pub const NESTING_DEPTH_TESTED_MAX: usize = 1100;
+/// Old readers kept open at once.
+pub const READERS_MAX: usize = 3;
+
+/// Cases in CI (`cargo test`, dev profile): 15 to 30 seconds on a shared two-core machine.
+const CASES_CI: u64 = 250;
+/// Cases per seed under `cargo xtask soak` (`RBOLT_SOAK=1`), which also sets
+/// `RBOLT_API_MODEL_MINUTES`: seeds follow one another until the time is spent.
+const CASES_SOAK: u64 = 500;
+/// quickcheck's size parameter (the ops draw their own ranges).
+const GEN_SIZE: usize = 100;
+
+/// Counts of what ran, to print and to prove the run was not vacuous.
+#[derive(Default)]
+pub struct Tally {
+    pub cases: u64,
+    pub ops: u64,
+    /// The deepest nesting of buckets built.
+    depth_max: usize,
+    kinds: BTreeMap<&'static str, u64>,
+    events: BTreeMap<&'static str, u64>,
+    errors: BTreeMap<&'static str, u64>,
+    classes: BTreeMap<Class, u64>,
+    skipped: BTreeMap<&'static str, u64>,
+}
+
+impl Tally {
+    /// A kind of API call ran.
+    pub fn kind(&mut self, name: &'static str) {
+        *self.kinds.entry(name).or_default() += 1;
+    }
+
+    /// A transaction-level event happened (a commit, a reopen, ...).
+    pub fn event(&mut self, name: &'static str) {
+        *self.events.entry(name).or_default() += 1;
+    }
+
+    /// A call failed as the model said, for `class`.
+    pub fn error(&mut self, kind: &ErrKind, class: Class) {
+        *self.errors.entry(kind.name()).or_default() += 1;
+        *self.classes.entry(class).or_default() += 1;
+    }
+
+    /// Buckets were nested `depth` levels deep.
+    pub fn depth(&mut self, depth: usize) {
+        self.depth_max = self.depth_max.max(depth);
+    }
+
+    /// An operation was not run because an exclusion flag is set.
+    pub fn skip(&mut self, name: &'static str) {
+        *self.skipped.entry(name).or_default() += 1;
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.cases += other.cases;
+        self.ops += other.ops;
+        self.depth_max = self.depth_max.max(other.depth_max);
+        for (k, v) in other.kinds {
+            *self.kinds.entry(k).or_default() += v;
+        }
+        for (k, v) in other.events {
+            *self.events.entry(k).or_default() += v;
+        }
+        for (k, v) in other.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        for (k, v) in other.classes {
+            *self.classes.entry(k).or_default() += v;
+        }
+        for (k, v) in other.skipped {
+            *self.skipped.entry(k).or_default() += v;
+        }
+    }
+
+    fn summary(&self, first_seed: u64, seeds: u64) -> String {
+        let list = |map: &BTreeMap<&'static str, u64>| {
+            map.iter()
+                .map(|(k, v)| format!("{k}:{v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let events: String = self
+            .events
+            .iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect();
+        let classes: Vec<String> = self
+            .classes
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", k.name()))
+            .collect();
+        format!(
+            "api-model: seeds={seeds} first_seed={first_seed} cases={} ops={} calls={}{events} \
+             nesting_max={} errors={} classes={} skipped={}",
+            self.cases,
+            self.ops,
+            self.kinds.values().sum::<u64>(),
+            self.depth_max,
+            list(&self.errors),
+            classes.join(","),
+            if self.skipped.is_empty() {
+                "none".to_string()
+            } else {
+                list(&self.skipped)
+            },
+        )
+    }
+
+    /// Fails unless every kind of call, every event and every class of chosen failure
+    /// occurred.
+    fn assert_complete(&self) {
+        let mut kinds = vec![
+            "put",
+            "delete",
+            "get",
+            "create_bucket(tx)",
+            "create_bucket(nested)",
+            "create_bucket_if_not_exists(tx)",
+            "create_bucket_if_not_exists(nested)",
+            "delete_bucket(tx)",
+            "delete_bucket(nested)",
+            "move_bucket",
+            "bucket_path_mut",
+            "bucket_mut(tx)",
+            "bucket_mut(nested)",
+            "bucket(view)",
+            "cursor.forward",
+            "cursor.backward",
+            "cursor.seek",
+            "cursor.current",
+            "cursor_mut.forward",
+            "cursor_mut.backward",
+            "cursor_mut.seek",
+            "cursor_mut.delete",
+            "iter",
+            "range",
+            "iter.next",
+            "iter.next_back",
+            "sequence",
+            "set_sequence",
+            "next_sequence",
+            "for_each",
+            "for_each_bucket",
+            "tx.for_each",
+            "stats",
+            "deep-chain",
+            "bulk.put",
+            "bulk.delete",
+            "bulk.cursor_mut.delete",
+            "on_commit",
+        ];
+        kinds.push("on_commit.update");
+        let events = [
+            "commits",
+            "rollbacks",
+            "drops",
+            "panics",
+            "update-errors",
+            "max-size",
+            "reopens",
+            "read-only-reopens",
+            "old-readers",
+            "reader-checks",
+            "compacts",
+            "write-tos",
+            "copy-files",
+            "batches",
+            "batch-calls",
+            "hooks-run",
+            "deep-chains",
+        ];
+        let mut missing: Vec<String> = Vec::new();
+        missing.extend(
+            kinds
+                .iter()
+                .filter(|k| !self.kinds.contains_key(*k))
+                .map(|k| format!("call {k}")),
+        );
+        missing.extend(
+            events
+                .iter()
+                .filter(|k| !self.events.contains_key(*k))
+                .map(|k| format!("event {k}")),
+        );
+        missing.extend(
+            Class::ALL
+                .iter()
+                .filter(|c| !self.classes.contains_key(*c))
+                .map(|c| format!("failure class {}", c.name())),
+        );
+        assert!(
+            missing.is_empty(),
+            "the run never tried: {}",
+            missing.join(", ")
+        );
+    }
+}
+
+/// The counts of every case that passed.
+static TOTAL: Mutex<Option<Tally>> = Mutex::new(None);
+
+fn property(case: Case) -> TestResult {
+    let mut tally = Tally {
+        cases: 1,
+        ..Tally::default()
+    };
+    session::run(&case, &mut tally);
+    TOTAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_or_insert_with(Tally::default)
+        .merge(tally);
+    TestResult::passed()
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name}={text}: not a number")),
+    )
+}
+
+#[test]
+fn the_public_api_matches_a_model_of_nested_buckets() {
+    let soak = std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let cases = env_number::<u64>("RBOLT_API_MODEL_CASES").unwrap_or(if soak {
+        CASES_SOAK
+    } else {
+        CASES_CI
+    });
+    let deadline = env_number("RBOLT_API_MODEL_MINUTES")
+        .map(|minutes: f64| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
+    let mut seed = env_number::<u64>("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let first_seed = seed;
+    let mut seeds = 0;
+    loop {
+        // Shown with a failure (and live under --nocapture): the seed replays the round.
+        println!("api-model: seed={seed} (RBOLT_API_MODEL_SEED={seed} replays this round)");
+        QuickCheck::new()
+            .rng(Gen::from_size_and_seed(GEN_SIZE, seed))
+            .tests(cases)
+            .max_tests(cases)
+            .quickcheck(property as fn(Case) -> TestResult);
+        seeds += 1;
+        match deadline {
+            Some(deadline) if Instant::now() < deadline => seed = seed.wrapping_add(1),
+            _ => break,
+        }
+    }
+    let tally = TOTAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .expect("cases ran");
+    assert_eq!(tally.cases, cases * seeds, "every case ran");
+    eprintln!("{}", tally.summary(first_seed, seeds));
+    tally.assert_complete();
+}

@@ -1,0 +1,648 @@
+//! Runs a case: the database is opened, used and reopened as the operations say; write
+//! transactions commit, roll back, are dropped, panic inside `update`, fail inside `update`
+//! and fail at commit past `max_size`; old readers on other threads keep their snapshot;
+//! `compact`, `write_to`, `copy_file` and `batch` run beside. After every step the open
+//! transaction equals the model; after every commit the database equals the committed model
+//! and checks clean.
+
+use super::exec::{self, Cx, Hooks};
+use super::model::{Class, ErrKind, Item, Model, res};
+use super::ops::{Case, Op, PAGE_SIZES, Rng};
+use super::reads::compare_tree;
+use super::{READERS_MAX, Tally};
+use rbolt::storage::{SimFile, Storage};
+use rbolt::{
+    ALLOC_SIZE_DEFAULT, Db, Error, FreelistKind, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT,
+    Options, WriteTx,
+};
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Opens a database on a simulated file (the only place the test opens one on `SimFile`).
+pub fn open(sim: &SimFile, options: Options) -> rbolt::Result<Db> {
+    Db::open_storage(Arc::new(sim.clone()), options)
+}
+
+/// The top-level bucket `batch` calls write into.
+const BATCH_BUCKET: &[u8] = b"batch";
+/// The top-level bucket of the value that passes `max_size`.
+const BIG_BUCKET: &[u8] = b"big";
+
+/// The payload of a deliberate panic inside an `update` closure; thrown with
+/// `resume_unwind`, so no panic message is printed.
+struct Deliberate;
+
+/// Checks that `db`'s newest commit equals `expected` and checks clean.
+pub fn verify(db: &Db, expected: &Model) -> Result<(), String> {
+    let (same, errors) = db
+        .view(|tx| Ok((compare_tree(tx.root(), expected), tx.check())))
+        .map_err(|e| format!("view: {e}"))?;
+    same?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("check found: {errors:?}"))
+    }
+}
+
+/// A read transaction kept open on another thread.
+struct Reader {
+    /// Each request carries where to send the comparison of the snapshot with the model.
+    requests: mpsc::Sender<mpsc::Sender<Result<(), String>>>,
+    handle: JoinHandle<()>,
+}
+
+/// What ends a session (the life of one handle).
+enum Next {
+    Reopen(Options),
+    ReadOnly { index: usize, compact: bool },
+    MaxSize { index: usize, inner: Range<usize> },
+    Done,
+}
+
+/// One case's database and what it must hold.
+struct World {
+    sim: SimFile,
+    page_size: usize,
+    options: Options,
+    committed: Model,
+    readers: Vec<Reader>,
+    dir: Option<tempfile::TempDir>,
+}
+
+/// The operation a final commit or check is reported as.
+static FINAL: Op = Op::Commit;
+
+/// Runs `case`, counting into `tally`. Panics (with the operation) on a difference.
+pub fn run(case: &Case, tally: &mut Tally) {
+    let options = Options::default()
+        .page_size(case.page_size)
+        .freelist(case.freelist)
+        .no_freelist_sync(case.no_freelist_sync);
+    let mut world = World {
+        sim: SimFile::new().expect("a simulated file"),
+        page_size: case.page_size,
+        options,
+        committed: Model::default(),
+        readers: Vec::new(),
+        dir: None,
+    };
+    let mut next = 0;
+    loop {
+        let db = Arc::new(world.open(world.options.clone()));
+        // One open handle per storage: a second one would be a second writer.
+        let second = open(&world.sim, Options::default().read_only(next % 2 == 0));
+        let mut cx = Cx::new(&mut *tally, next, &FINAL);
+        cx.detail = "(a second handle on the open storage)".into();
+        cx.expect(
+            "opening the storage again",
+            res(second.map(|_| ())),
+            Err((ErrKind::StorageInUse, Class::SecondHandle)),
+        );
+        let step = world.session(&db, &case.ops, &mut next, tally);
+        world.stop_readers();
+        assert_eq!(Arc::strong_count(&db), 1, "a reader still holds the handle");
+        drop(db);
+        match step {
+            Next::Reopen(options) => {
+                tally.event("reopens");
+                world.options = options;
+            }
+            Next::ReadOnly { index, compact } => {
+                let mut cx = Cx::new(&mut *tally, index, &case.ops[index]);
+                world.read_only(compact, &mut cx);
+            }
+            Next::MaxSize { index, inner } => {
+                let mut cx = Cx::new(&mut *tally, index, &case.ops[index]);
+                world.max_size(&case.ops, inner, &mut cx);
+            }
+            Next::Done => break,
+        }
+    }
+    // What was committed is there after a last reopen with default options.
+    let db = world.open(Options::default());
+    drop(db);
+}
+
+impl World {
+    fn open(&self, options: Options) -> Db {
+        let db = open(&self.sim, options.clone())
+            .unwrap_or_else(|e| panic!("opening with {options:?}: {e}"));
+        assert_eq!(db.page_size(), self.page_size, "a file keeps its page size");
+        if let Err(e) = verify(&db, &self.committed) {
+            panic!("after opening with {options:?}: {e}");
+        }
+        db
+    }
+
+    fn session(&mut self, db: &Arc<Db>, ops: &[Op], next: &mut usize, tally: &mut Tally) -> Next {
+        let mut model = self.committed.clone();
+        let mut hooks = Hooks::default();
+        let mut tx = Some(db.begin_write().expect("begin_write"));
+        while *next < ops.len() {
+            let index = *next;
+            *next += 1;
+            let op = &ops[index];
+            tally.ops += 1;
+            let mut cx = Cx::new(&mut *tally, index, op);
+            match op {
+                Op::Commit => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a commit"));
+                }
+                Op::Rollback => {
+                    cx.tally.event("rollbacks");
+                    tx.take().expect("a transaction is open").rollback();
+                    self.discard(db, &mut model, &mut hooks, &mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a rollback"));
+                }
+                Op::DropTx => {
+                    cx.tally.event("drops");
+                    drop(tx.take());
+                    self.discard(db, &mut model, &mut hooks, &mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a drop"));
+                }
+                Op::PanicInUpdate { n } | Op::ErrInUpdate { n } => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    let inner = *next..(*next + usize::from(*n)).min(ops.len());
+                    *next = inner.end;
+                    let panics = matches!(op, Op::PanicInUpdate { .. });
+                    self.failing_update(db, ops, inner, panics, &mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a failed update"));
+                }
+                Op::MaxSize { n } => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    let inner = *next..(*next + usize::from(*n)).min(ops.len());
+                    *next = inner.end;
+                    return Next::MaxSize { index, inner };
+                }
+                Op::Reopen { options } => {
+                    drop(tx.take());
+                    self.discard(db, &mut model, &mut hooks, &mut cx);
+                    return Next::Reopen(self.reopen_options(*options));
+                }
+                Op::ReadOnlyReopen { compact } => {
+                    drop(tx.take());
+                    self.discard(db, &mut model, &mut hooks, &mut cx);
+                    return Next::ReadOnly {
+                        index,
+                        compact: *compact,
+                    };
+                }
+                Op::OldReader => self.spawn_reader(db, &mut cx),
+                Op::Compact { tx_max_size, page } => {
+                    self.compact(db, *tx_max_size, *page, &mut cx);
+                }
+                Op::WriteTo => self.write_to(db, &mut cx),
+                Op::CopyFile => self.copy_file(db, &mut cx),
+                Op::Batch { threads, failing } => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    self.batch(db, usize::from(*threads), *failing, &mut model, &mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a batch"));
+                }
+                _ => exec::apply(
+                    tx.as_mut().expect("a transaction is open"),
+                    &mut model,
+                    &self.committed,
+                    &mut hooks,
+                    &mut cx,
+                ),
+            }
+            if let Some(tx) = &tx
+                && let Err(e) = compare_tree(tx.root(), &model)
+            {
+                cx.fail(format_args!("the transaction differs from the model: {e}"));
+            }
+        }
+        let mut cx = Cx::new(tally, ops.len(), &FINAL);
+        self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+        Next::Done
+    }
+
+    /// Commits: the hooks run, the database equals the model and checks clean, old readers
+    /// still see their snapshots.
+    fn commit(
+        &mut self,
+        db: &Db,
+        tx: Option<WriteTx<'_>>,
+        model: &mut Model,
+        hooks: &mut Hooks,
+        cx: &mut Cx<'_>,
+    ) {
+        cx.tally.event("commits");
+        if let Err(e) = tx.expect("a transaction is open").commit() {
+            cx.fail(format_args!("commit: {e}"));
+        }
+        if let Err(e) = hooks.committed(model, cx.tally) {
+            cx.fail(e);
+        }
+        self.committed = model.clone();
+        if let Err(e) = verify(db, &self.committed) {
+            cx.fail(format_args!("after the commit: {e}"));
+        }
+        self.check_readers(cx);
+    }
+
+    /// After a rollback: the model goes back to the last commit, no hook ran, and the
+    /// database still holds that commit.
+    fn discard(&mut self, db: &Db, model: &mut Model, hooks: &mut Hooks, cx: &mut Cx<'_>) {
+        *model = self.committed.clone();
+        if let Err(e) = hooks.discarded() {
+            cx.fail(e);
+        }
+        if let Err(e) = verify(db, &self.committed) {
+            cx.fail(format_args!("after a rollback: {e}"));
+        }
+    }
+
+    /// `db.update` whose closure runs `ops[inner]` and then panics or returns an error:
+    /// nothing of it is committed, no hook runs, and the handle goes on working.
+    fn failing_update(
+        &mut self,
+        db: &Db,
+        ops: &[Op],
+        inner: Range<usize>,
+        panics: bool,
+        cx: &mut Cx<'_>,
+    ) {
+        let mut scratch = self.committed.clone();
+        let mut hooks = Hooks::default();
+        let committed = &self.committed;
+        let tally = &mut *cx.tally;
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            db.update(|tx| -> rbolt::Result<()> {
+                run_inner(tx, ops, inner, &mut scratch, committed, &mut hooks, tally);
+                if panics {
+                    resume_unwind(Box::new(Deliberate));
+                }
+                Err(Error::SameBuckets)
+            })
+        }));
+        match result {
+            Err(payload) if panics && payload.is::<Deliberate>() => cx.tally.event("panics"),
+            // A failure of the test inside the closure.
+            Err(payload) => resume_unwind(payload),
+            Ok(result) if panics => cx.fail(format_args!(
+                "update returned {:?} although its closure panicked",
+                result.map_err(|e| e.to_string())
+            )),
+            Ok(result) => {
+                cx.tally.event("update-errors");
+                cx.expect(
+                    "update whose closure returned an error",
+                    res(result),
+                    Err((ErrKind::SameBuckets, Class::ClosureError)),
+                );
+            }
+        }
+        if let Err(e) = hooks.discarded() {
+            cx.fail(e);
+        }
+        if let Err(e) = verify(db, &self.committed) {
+            cx.fail(format_args!("after a failed update: {e}"));
+        }
+    }
+
+    /// Reopens with `max_size` at the file's length, writes more than the file holds, and
+    /// commits: `MaxSizeReached`, the database as before, the handle usable.
+    fn max_size(&mut self, ops: &[Op], inner: Range<usize>, cx: &mut Cx<'_>) {
+        cx.tally.event("max-size");
+        let len = self.sim.len().expect("the file's length");
+        let db = self.open(self.options.clone().max_size(len));
+        let mut scratch = self.committed.clone();
+        let mut hooks = Hooks::default();
+        let mut tx = db.begin_write().expect("begin_write");
+        run_inner(
+            &mut tx,
+            ops,
+            inner,
+            &mut scratch,
+            &self.committed,
+            &mut hooks,
+            cx.tally,
+        );
+        let big = vec![0x5a; len as usize + 4 * self.page_size];
+        let put = res(tx
+            .create_bucket_if_not_exists(BIG_BUCKET)
+            .and_then(|mut b| b.put(b"value", &big)));
+        cx.same("a put larger than the file", &put, &Ok(()));
+        cx.expect(
+            "commit past max_size",
+            res(tx.commit()),
+            Err((
+                ErrKind::MaxSizeReached { max_size: len },
+                Class::MaxSizeReached,
+            )),
+        );
+        if let Err(e) = hooks.discarded() {
+            cx.fail(e);
+        }
+        if let Err(e) = verify(&db, &self.committed) {
+            cx.fail(format_args!("after a commit refused for max_size: {e}"));
+        }
+        // The handle goes on: an empty commit, and a read.
+        let tx = db.begin_write().expect("begin_write after MaxSizeReached");
+        cx.same("an empty commit", &res(tx.commit()), &Ok(()));
+        cx.same("the file's length", &db.file_len().ok(), &Some(len));
+        if let Err(e) = verify(&db, &self.committed) {
+            cx.fail(format_args!("after a commit refused for max_size: {e}"));
+        }
+    }
+
+    /// A read-only handle: it reads what was committed, refuses to write, copies, and leaves
+    /// the file's bytes as they were.
+    fn read_only(&mut self, compact: bool, cx: &mut Cx<'_>) {
+        cx.tally.event("read-only-reopens");
+        let before = self.sim.live_image().expect("the file's bytes");
+        let db = self.open(self.options.clone().read_only(true));
+        let refused = Err((ErrKind::DatabaseReadOnly, Class::ReadOnly));
+        cx.expect(
+            "begin_write on a read-only handle",
+            res(db.begin_write().map(|_| ())),
+            refused.clone(),
+        );
+        cx.expect(
+            "update on a read-only handle",
+            res(db.update(|_| Ok(()))),
+            refused.clone(),
+        );
+        cx.expect(
+            "batch on a read-only handle",
+            res(db.batch(|_| Ok(()))),
+            refused,
+        );
+        if compact {
+            self.compact(&db, 0, 0, cx);
+        } else {
+            self.write_to(&db, cx);
+        }
+        drop(db);
+        if self.sim.live_image().expect("the file's bytes") != before {
+            cx.fail("a read-only handle changed the file");
+        }
+    }
+
+    fn reopen_options(&self, seed: u32) -> Options {
+        let mut rng = Rng::new(seed, 9);
+        Options::default()
+            .freelist(if rng.percent() < 50 {
+                FreelistKind::Array
+            } else {
+                FreelistKind::Span
+            })
+            .no_freelist_sync(rng.percent() < 30)
+            .no_grow_sync(rng.percent() < 30)
+            // Ignored for an existing file, which keeps its own.
+            .page_size(PAGE_SIZES[rng.below(PAGE_SIZES.len())])
+            .initial_mmap_size(if rng.percent() < 20 { 1 << 20 } else { 0 })
+            .alloc_size(if rng.percent() < 30 {
+                4 * self.page_size as u64
+            } else {
+                ALLOC_SIZE_DEFAULT
+            })
+            // Batches cut short by size, or by a short delay.
+            .max_batch_size(match rng.percent() {
+                0..=19 => 1 + rng.below(2),
+                _ => MAX_BATCH_SIZE_DEFAULT,
+            })
+            .max_batch_delay(if rng.percent() < 30 {
+                Duration::from_millis(1)
+            } else {
+                MAX_BATCH_DELAY_DEFAULT
+            })
+    }
+
+    fn spawn_reader(&mut self, db: &Arc<Db>, cx: &mut Cx<'_>) {
+        if self.readers.len() >= READERS_MAX {
+            let oldest = self.readers.remove(0);
+            drop(oldest.requests);
+            oldest.handle.join().expect("a reader thread");
+        }
+        cx.tally.event("old-readers");
+        let (requests, incoming) = mpsc::channel::<mpsc::Sender<Result<(), String>>>();
+        let (ready, started) = mpsc::channel();
+        let db = Arc::clone(db);
+        let expected = self.committed.clone();
+        let handle = std::thread::spawn(move || {
+            let read = match db.begin_read() {
+                Ok(read) => read,
+                Err(e) => {
+                    let _ = ready.send(Err(format!("begin_read: {e}")));
+                    return;
+                }
+            };
+            let _ = ready.send(compare_tree(read.root(), &expected));
+            while let Ok(reply) = incoming.recv() {
+                let errors = read.check();
+                let result = compare_tree(read.root(), &expected).and_then(|()| {
+                    if errors.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(format!("check found: {errors:?}"))
+                    }
+                });
+                let _ = reply.send(result);
+            }
+        });
+        match started.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => cx.fail(format_args!("a new reader: {e}")),
+            Err(_) => cx.fail("a reader thread died"),
+        }
+        self.readers.push(Reader { requests, handle });
+    }
+
+    fn check_readers(&self, cx: &mut Cx<'_>) {
+        for reader in &self.readers {
+            let (reply, result) = mpsc::channel();
+            if reader.requests.send(reply).is_err() {
+                cx.fail("a reader thread died");
+            }
+            match result.recv() {
+                Ok(Ok(())) => cx.tally.event("reader-checks"),
+                Ok(Err(e)) => cx.fail(format_args!(
+                    "an old reader no longer sees its snapshot: {e}"
+                )),
+                Err(_) => cx.fail("a reader thread died"),
+            }
+        }
+    }
+
+    fn stop_readers(&mut self) {
+        for reader in self.readers.drain(..) {
+            drop(reader.requests);
+            reader.handle.join().expect("a reader thread");
+        }
+    }
+
+    /// `compact` into a new file: the copy equals the last commit and checks clean.
+    fn compact(&mut self, db: &Db, tx_max_size: u16, page: u8, cx: &mut Cx<'_>) {
+        cx.tally.event("compacts");
+        let sim = SimFile::new().expect("a simulated file");
+        let page_size = PAGE_SIZES[usize::from(page) % PAGE_SIZES.len()];
+        let dst = open(&sim, Options::default().page_size(page_size)).expect("a new file");
+        // One transaction, or a commit every few hundred bytes.
+        let tx_max_size = match tx_max_size % 3 {
+            0 => 0,
+            _ => 64 + u64::from(tx_max_size % 2000),
+        };
+        cx.same(
+            "compact",
+            &res(rbolt::compact(&dst, db, tx_max_size)),
+            &Ok(()),
+        );
+        if let Err(e) = verify(&dst, &self.committed) {
+            cx.fail(format_args!("the compacted copy: {e}"));
+        }
+    }
+
+    /// `ReadTx::write_to`: the copy opens and equals the last commit.
+    fn write_to(&mut self, db: &Db, cx: &mut Cx<'_>) {
+        cx.tally.event("write-tos");
+        let mut image = Vec::new();
+        let written = db.begin_read().and_then(|read| read.write_to(&mut image));
+        cx.same("write_to", &res(written), &Ok(image.len() as u64));
+        let sim = SimFile::from_image(image).expect("a simulated file");
+        match open(&sim, Options::default()) {
+            Ok(copy) => {
+                if let Err(e) = verify(&copy, &self.committed) {
+                    cx.fail(format_args!("the copy write_to made: {e}"));
+                }
+            }
+            Err(e) => cx.fail(format_args!("the copy write_to made does not open: {e}")),
+        }
+    }
+
+    /// `ReadTx::copy_file`: the copy opens (read-only, on a real file) and equals the last
+    /// commit.
+    fn copy_file(&mut self, db: &Db, cx: &mut Cx<'_>) {
+        cx.tally.event("copy-files");
+        let dir = self
+            .dir
+            .get_or_insert_with(|| tempfile::tempdir().expect("a temporary directory"));
+        let path = dir.path().join("copy.db");
+        let written = db.begin_read().and_then(|read| read.copy_file(&path));
+        let len = std::fs::metadata(&path).map(|m| m.len()).ok();
+        cx.same("copy_file", &res(written).ok(), &len);
+        match Db::open_with(&path, Options::default().read_only(true)) {
+            Ok(copy) => {
+                if let Err(e) = verify(&copy, &self.committed) {
+                    cx.fail(format_args!("the copy copy_file made: {e}"));
+                }
+            }
+            Err(e) => cx.fail(format_args!("the copy copy_file made does not open: {e}")),
+        }
+        std::fs::remove_file(&path).expect("remove the copy");
+    }
+
+    /// `batch` from several threads: each call's writes are committed, except those of the
+    /// call that fails, whose caller gets its error.
+    fn batch(
+        &mut self,
+        db: &Db,
+        threads: usize,
+        failing: bool,
+        model: &mut Model,
+        cx: &mut Cx<'_>,
+    ) {
+        cx.tally.event("batches");
+        // Each call: its puts, and whether it fails.
+        type Call = (Vec<(Vec<u8>, Vec<u8>)>, bool);
+        let calls: Vec<Call> = (0..threads)
+            .map(|thread| {
+                let puts = (0..3)
+                    .map(|j| {
+                        (
+                            format!("t{}-{thread}-{j}", cx.index).into_bytes(),
+                            format!("written by batch call {thread}").into_bytes(),
+                        )
+                    })
+                    .collect();
+                (puts, failing && thread == 0)
+            })
+            .collect();
+        let results: Vec<Result<(), ErrKind>> = std::thread::scope(|s| {
+            let handles: Vec<_> = calls
+                .iter()
+                .map(|(puts, fails)| {
+                    let puts = puts.clone();
+                    let fails = *fails;
+                    s.spawn(move || {
+                        res(db.batch(move |tx| {
+                            let mut bucket = tx.create_bucket_if_not_exists(BATCH_BUCKET)?;
+                            for (key, value) in &puts {
+                                bucket.put(key, value)?;
+                            }
+                            if fails {
+                                // The bucket exists now: BucketExists.
+                                tx.create_bucket(BATCH_BUCKET)?;
+                            }
+                            Ok(())
+                        }))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a batch thread"))
+                .collect()
+        });
+        for ((puts, fails), result) in calls.iter().zip(results) {
+            cx.tally.event("batch-calls");
+            if *fails {
+                cx.expect(
+                    "a batch call that fails",
+                    result,
+                    Err((ErrKind::BucketExists, Class::BatchCallError)),
+                );
+                continue;
+            }
+            cx.same("a batch call", &result, &Ok(()));
+            let bucket = model
+                .entries
+                .entry(BATCH_BUCKET.to_vec())
+                .or_insert_with(|| Item::Bucket(Model::default()));
+            let Item::Bucket(bucket) = bucket else {
+                unreachable!("top-level entries are buckets")
+            };
+            for (key, value) in puts {
+                bucket
+                    .entries
+                    .insert(key.clone(), Item::Value(value.clone()));
+            }
+        }
+        self.committed = model.clone();
+        if let Err(e) = verify(db, &self.committed) {
+            cx.fail(format_args!("after a batch: {e}"));
+        }
+        self.check_readers(cx);
+    }
+}
+
+/// Runs the in-transaction operations of `ops[inner]` inside another transaction (an
+/// `update` closure, or one that will fail at commit), against `scratch`.
+fn run_inner(
+    tx: &mut WriteTx<'_>,
+    ops: &[Op],
+    inner: Range<usize>,
+    scratch: &mut Model,
+    committed: &Model,
+    hooks: &mut Hooks,
+    tally: &mut Tally,
+) {
+    for index in inner {
+        let op = &ops[index];
+        if !op.in_tx() {
+            continue;
+        }
+        tally.ops += 1;
+        let mut cx = Cx::new(&mut *tally, index, op);
+        exec::apply(tx, scratch, committed, hooks, &mut cx);
+        if let Err(e) = compare_tree(tx.root(), scratch) {
+            cx.fail(format_args!("the transaction differs from the model: {e}"));
+        }
+    }
+}
