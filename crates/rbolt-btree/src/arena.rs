@@ -8,10 +8,11 @@
 
 use crate::node::Node;
 
-/// Single-page buffers kept at most (16 MiB of 4 KiB pages).
-pub const POOL_BUFFERS_MAX: usize = 4096;
+/// Single-page buffers kept at most (32 MiB of 4 KiB pages): a transaction that edits more
+/// pages than this allocates the rest (LMDB keeps every page buffer it ever dirtied).
+pub const POOL_BUFFERS_MAX: usize = 8192;
 /// Key-prefix arrays kept at most (one per node, see `node.rs`).
-const POOL_PREFIXES_MAX: usize = 4096;
+const POOL_PREFIXES_MAX: usize = 8192;
 
 /// A pool of single-page buffers for nodes.
 #[derive(Debug, Default)]
@@ -93,6 +94,26 @@ impl Arena {
         if nodes.capacity() > self.nodes.capacity() {
             self.nodes = nodes;
         }
+    }
+
+    /// A buffer of exactly `len` bytes (as `take`) that starts with `bytes`: from the pool
+    /// when it is one page, else allocated and filled without writing it twice.
+    pub(crate) fn take_with(&mut self, page_size: usize, len: usize, bytes: &[u8]) -> Box<[u8]> {
+        debug_assert!(
+            bytes.len() <= len,
+            "{} bytes in a buffer of {len}",
+            bytes.len()
+        );
+        if len == page_size && page_size == self.page_size && !self.pool.is_empty() {
+            let mut buf = self.take(page_size, len);
+            buf[..bytes.len()].copy_from_slice(bytes);
+            return buf;
+        }
+        let fill = if cfg!(debug_assertions) { 0xA5 } else { 0 };
+        let mut buf = Vec::with_capacity(len);
+        buf.extend_from_slice(bytes);
+        buf.resize(len, fill);
+        buf.into_boxed_slice()
     }
 
     /// Takes `buf` back for reuse if it is one page of `page_size` bytes (and there is room).

@@ -48,6 +48,10 @@ const _: () = assert!(LEAF_ELEMENT_SIZE == ELEM && BRANCH_ELEMENT_SIZE == ELEM);
 /// The most elements a page can count (its header's count is 16 bits).
 pub const PAGE_COUNT_MAX: usize = u16::MAX as usize;
 
+/// A new node's prefix array starts with room for a page's bytes divided by this (32 keys in
+/// a 4 KiB page, about a page of 16-byte keys with 100-byte values).
+const PREFIXES_RESERVE_DIVISOR: usize = 128;
+
 /// Inserts a packed node takes in place before it switches to the gap layout: a packed
 /// insert moves everything after the new element once, the switch and the packing before
 /// the node is written move (or copy) the whole image once each.
@@ -142,6 +146,8 @@ impl Node {
     pub fn empty(arena: &mut Arena, page_size: usize, len: usize, leaf: bool) -> Node {
         let mut node = Node::empty_in(arena.take(page_size, len), leaf);
         node.prefixes = arena.take_prefixes();
+        // Room for a page of average entries, so that the array does not grow one by one.
+        node.prefixes.reserve(len / PREFIXES_RESERVE_DIVISOR);
         node
     }
 
@@ -223,8 +229,11 @@ impl Node {
         // the bytes up to the end of the data are copied, not the free space after it.
         let len = bytes.len();
         let end = data_end(bytes);
-        let mut buf = arena.take(page_size, pages_for(len, page_size) * page_size);
-        buf[..end].copy_from_slice(&bytes[..end]);
+        let mut buf = arena.take_with(
+            page_size,
+            pages_for(len, page_size) * page_size,
+            &bytes[..end],
+        );
         let mut prefixes = arena.take_prefixes();
         // Checked as `len` bytes: an element pointing past `end` points past the span too.
         let layout = match check_page(&buf[..len], owner, &mut prefixes) {

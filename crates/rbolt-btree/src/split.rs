@@ -183,6 +183,9 @@ impl Tree {
         page_size: usize,
         arena: &mut Arena,
     ) -> Pieces {
+        if let Some(piece) = self.split_at_append_point(id, pending, page_size, arena) {
+            return piece;
+        }
         self.nodes[id as usize].ensure_packed(page_size, arena);
         let node = &self.nodes[id as usize];
         let leaf = node.is_leaf();
@@ -247,6 +250,43 @@ impl Tree {
             .into_iter()
             .map(|piece| self.push_node(piece))
             .collect()
+    }
+
+    /// The common split of a sorted load, without planning: a leaf filled in ascending order
+    /// (and within its fill percent, if one is set) overflows with an entry after its last.
+    /// The node stays as it is (packed when it is written) and a new one takes the entry.
+    /// `None` when the split is another.
+    fn split_at_append_point(
+        &mut self,
+        id: NodeId,
+        pending: Option<(usize, &NewEntry<'_>)>,
+        page_size: usize,
+        arena: &mut Arena,
+    ) -> Option<Pieces> {
+        let (index, entry) = pending?;
+        let node = &self.nodes[id as usize];
+        let threshold = match self.policy(node.appended, page_size) {
+            Policy::Append => page_size,
+            Policy::Fill { threshold } => threshold,
+            Policy::Middle => return None,
+        };
+        let alone = PAGE_HEADER_SIZE + entry.size();
+        if !node.is_leaf()
+            || index != node.count()
+            || node.count() == 0
+            || node.used() > threshold.min(page_size)
+            || alone > page_size
+        {
+            return None;
+        }
+        let mut piece = Node::empty(arena, page_size, page_size, true);
+        piece.insert(0, entry);
+        piece.appended = true;
+        self.nodes[id as usize].appended = false;
+        self.stats.split += 1;
+        let mut pieces = Pieces::new();
+        pieces.push(self.push_node(piece));
+        Some(pieces)
     }
 
     /// Puts the first keys of `pieces` (split off node `id`, whose parents are `path`) into

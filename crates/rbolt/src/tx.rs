@@ -266,9 +266,10 @@ impl<'db> WriteTx<'db> {
             .take()
             .expect("a writable database has its freelist loaded");
         let mut arena = std::mem::take(&mut writer.arena);
-        // The page buffers the last commit wrote become this transaction's nodes.
-        arena.recycle(db.page_size, std::mem::take(&mut writer.pool));
-        let pool = Vec::new();
+        // The page buffers the last commit wrote become this transaction's nodes; the emptied
+        // list keeps its room for the buffers this one writes.
+        let mut pool = std::mem::take(&mut writer.pool);
+        arena.recycle(db.page_size, pool.drain(..));
         let alloc = TxAlloc::new(
             Txid(meta.txid + 1),
             db.page_size,
