@@ -1036,14 +1036,15 @@ fn check_page(bytes: &[u8], owner: Pgid, prefixes: &mut Vec<u64>) -> Result<Layo
                         },
                     ));
                 }
-                if previous.is_some_and(|prev| compare_keys(prev, entry.key).is_ge()) {
+                let prefix = key_prefix(entry.key);
+                if !ascending(previous, prefixes.last(), entry.key, prefix) {
                     return Err(Corruption::new(owner, Reason::KeyOrder { index }));
                 }
                 if entry.is_bucket() {
                     BucketValue::parse(entry.value, owner)?;
                 }
                 previous = Some(entry.key);
-                prefixes.push(key_prefix(entry.key));
+                prefixes.push(prefix);
                 let start = entry.key.as_ptr() as usize - base;
                 note(count, start, entry.key.len() + entry.value.len());
             }
@@ -1061,11 +1062,12 @@ fn check_page(bytes: &[u8], owner: Pgid, prefixes: &mut Vec<u64>) -> Result<Layo
             let mut previous: Option<&[u8]> = None;
             for index in 0..count {
                 let key = page.key(index)?;
-                if previous.is_some_and(|prev| compare_keys(prev, key).is_ge()) {
+                let prefix = key_prefix(key);
+                if !ascending(previous, prefixes.last(), key, prefix) {
                     return Err(Corruption::new(owner, Reason::KeyOrder { index }));
                 }
                 previous = Some(key);
-                prefixes.push(key_prefix(key));
+                prefixes.push(prefix);
                 note(count, key.as_ptr() as usize - base, key.len());
             }
             (false, count)
@@ -1083,6 +1085,25 @@ fn check_page(bytes: &[u8], owner: Pgid, prefixes: &mut Vec<u64>) -> Result<Layo
         used: elem_off(count) + data_len,
         packed,
     })
+}
+
+/// Whether `key` (prefix `prefix`) sorts strictly after `previous` (prefix
+/// `previous_prefix`), or comes first: by the prefixes, and by the keys on a tie.
+#[inline]
+fn ascending(
+    previous: Option<&[u8]>,
+    previous_prefix: Option<&u64>,
+    key: &[u8],
+    prefix: u64,
+) -> bool {
+    match (previous, previous_prefix) {
+        (Some(previous), Some(&previous_prefix)) => match previous_prefix.cmp(&prefix) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => compare_keys(previous, key) == Ordering::Less,
+        },
+        _ => true,
+    }
 }
 
 /// The checked page `bytes` laid out anew in `buf`: its elements, then each entry's data in
