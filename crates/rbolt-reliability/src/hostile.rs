@@ -10,11 +10,11 @@
 use crate::alloc_track;
 use crate::model::{Tree, read_db};
 use crate::power::panic_message;
-use crate::rng::Rng;
 use crate::scan::{ScanError, entries_max, scan_db};
 use crate::summary::{Failures, Summary};
 use rbolt::storage::{Claim, Mapping, SimFile, Storage};
 use rbolt::{Db, Options, WriteTx};
+use rbolt_fixtures::rng::Rng;
 use rbolt_page::{
     BranchBuilder, BucketHeader, LEAF_FLAG_BUCKET, LeafBuilder, MAGIC, Meta, PGID_NO_FREELIST,
     Pgid, VERSION, fnv1a64, write_freelist, write_meta,

@@ -7,11 +7,11 @@
 
 use crate::model::{Tree, describe_difference, progress, read_db};
 use crate::power::{Acked, Verdict, judge, panic_message, variant};
-use crate::rng::Rng;
 use crate::summary::{Failures, Summary};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, Options};
+use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

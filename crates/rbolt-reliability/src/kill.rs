@@ -11,10 +11,10 @@
 
 use crate::model::{Tree, describe_difference, digest, progress, read_db};
 use crate::power::variant;
-use crate::rng::Rng;
 use crate::summary::{Failures, Summary};
 use crate::workload::{Workload, commit_step};
 use rbolt::{Db, Options};
+use rbolt_fixtures::rng::Rng;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

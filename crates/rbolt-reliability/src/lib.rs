@@ -6,7 +6,8 @@
 //! injected I/O errors ([`io_errors`]), corrupt and truncated files ([`hostile`]) and the fuzz
 //! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
 //! model ([`model`]), a bounded full scan ([`scan`]), and the one summary line each suite
-//! prints ([`summary`]). The tests in `tests/` run them at CI size; `cargo xtask soak` runs
+//! prints ([`summary`]). Their random choices come from `rbolt_fixtures::rng`, so every suite
+//! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak` runs
 //! them large (`RBOLT_SOAK=1`).
 //!
 //! It uses rbolt only through its public API and must never change it: a bug found here is
@@ -20,7 +21,6 @@ pub mod io_errors;
 pub mod kill;
 pub mod model;
 pub mod power;
-pub mod rng;
 pub mod scan;
 pub mod summary;
 pub mod workload;

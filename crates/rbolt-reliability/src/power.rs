@@ -5,11 +5,11 @@
 //! commit and are reopened once more.
 
 use crate::model::{Tree, describe_difference, progress, read_db};
-use crate::rng::Rng;
 use crate::summary::{Failures, Summary};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
 use rbolt::storage::{CrashProfile, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, FreelistKind, Options};
+use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -38,10 +38,6 @@ struct Report<'a> {
 /// still opens (from the older one) and may pass bbolt's check, but it has lost its last
 /// commit and deserves a line. A file that does not open at all reports why as an error line.
 pub fn check(args: &CheckArgs) -> Result<()> {
-    super::in_file(&args.path, check_inner(args))
-}
-
-fn check_inner(args: &CheckArgs) -> Result<()> {
     crate::open::check_exists(&args.path)?;
     let mut errors: Vec<String> = Vec::new();
     let spinner = crate::progress::spinner("checking", crate::progress::Unit::Items, false);

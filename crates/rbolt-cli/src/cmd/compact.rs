@@ -4,7 +4,6 @@
 //! the same thing with the same public calls (fill percent 1.0, a commit every `--tx-max-size`
 //! bytes of keys and values).
 
-use super::in_file;
 use super::transfer::BatchWriter;
 use crate::open::{LockArgs, open_read};
 use crate::progress::{Counter, Unit};
@@ -36,10 +35,6 @@ pub struct CompactArgs {
 /// `rbolt compact -o DST SRC`: prints `X -> Y bytes (gain=Z.ZZx)` as bbolt does. The new file
 /// keeps the source's page size (bbolt's uses the OS page size) and permissions.
 pub fn compact(args: &CompactArgs) -> Result<()> {
-    in_file(&args.path, compact_inner(args))
-}
-
-fn compact_inner(args: &CompactArgs) -> Result<()> {
     crate::open::check_exists(&args.path)?;
     if let Ok(meta) = std::fs::metadata(&args.output)
         && meta.len() > 0

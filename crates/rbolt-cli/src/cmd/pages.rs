@@ -2,7 +2,6 @@
 //! `page`, `page-item` and `dump`, which read the raw file so they work on files that do not
 //! open.
 
-use super::in_file;
 use crate::format::{Format, go_quote, hex, is_printable};
 use crate::open::{LockArgs, open_read};
 use crate::raw::{RawFile, RawPages};
@@ -48,10 +47,6 @@ struct PageRow<'a> {
 /// `rbolt pages PATH`: every page below the high-water mark, overflow pages folded into the
 /// page they continue; free pages show as `free`.
 pub fn pages(args: &PagesArgs) -> Result<()> {
-    in_file(&args.path, pages_inner(args))
-}
-
-fn pages_inner(args: &PagesArgs) -> Result<()> {
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
     let meta = *tx.meta();
@@ -139,10 +134,6 @@ pub struct PageArgs {
 /// `rbolt page PATH PGID... | --all`: each page's header and elements, as bbolt prints them.
 /// A page that cannot be printed says so and the others follow; the exit status is then 1.
 pub fn page(args: &PageArgs) -> Result<()> {
-    in_file(&args.path, page_inner(args))
-}
-
-fn page_inner(args: &PageArgs) -> Result<()> {
     let raw = RawFile::open(&args.path)?;
     let width = if args.wide {
         None
@@ -309,10 +300,6 @@ pub struct PageItemArgs {
 
 /// `rbolt page-item PATH PGID ITEM`: the key, then the value, of one leaf element.
 pub fn page_item(args: &PageItemArgs) -> Result<()> {
-    in_file(&args.path, page_item_inner(args))
-}
-
-fn page_item_inner(args: &PageItemArgs) -> Result<()> {
     let raw = RawFile::open(&args.path)?;
     let (header, bytes) = raw.read_page(args.pgid)?;
     if args.item >= u64::from(header.count) {
@@ -355,10 +342,6 @@ pub struct DumpArgs {
 /// `rbolt dump PATH PGID...`: a hex dump of each page, 16 bytes a line in 2-byte groups,
 /// runs of equal lines folded into `*`, as bbolt prints it.
 pub fn dump(args: &DumpArgs) -> Result<()> {
-    in_file(&args.path, dump_inner(args))
-}
-
-fn dump_inner(args: &DumpArgs) -> Result<()> {
     const LINE_BYTES: usize = 16;
     let raw = RawFile::open(&args.path)?;
     let page_size = raw.page_size();

@@ -2,7 +2,7 @@
 //! `get`, `stats`, `inspect`. Each opens the file read-only with a shared lock and reads one
 //! snapshot.
 
-use super::{find_bucket, in_file, parse_names, show_path};
+use super::{find_bucket, parse_names, show_path};
 use crate::format::{Format, ParseFormat, format_bytes, go_quote, hex, push_go_json_string};
 use crate::open::{LockArgs, open_read};
 use anyhow::{Result, anyhow, bail};
@@ -57,10 +57,6 @@ struct Info {
 /// `rbolt info PATH`: bbolt prints the page size only; this prints it first, then the rest of
 /// the meta in use.
 pub fn info(args: &InfoArgs) -> Result<()> {
-    in_file(&args.path, info_inner(args))
-}
-
-fn info_inner(args: &InfoArgs) -> Result<()> {
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
     let meta = *tx.meta();
@@ -112,10 +108,6 @@ pub struct BucketsArgs {
 
 /// `rbolt buckets PATH`: the top-level bucket names, one a line.
 pub fn buckets(args: &BucketsArgs) -> Result<()> {
-    in_file(&args.path, buckets_inner(args))
-}
-
-fn buckets_inner(args: &BucketsArgs) -> Result<()> {
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
     let mut w = crate::out::stdout();
@@ -149,10 +141,6 @@ pub struct KeysArgs {
 /// `rbolt keys PATH BUCKET [SUBBUCKET...]`: every key of the bucket, nested bucket names
 /// included, streamed.
 pub fn keys(args: &KeysArgs) -> Result<()> {
-    in_file(&args.path, keys_inner(args))
-}
-
-fn keys_inner(args: &KeysArgs) -> Result<()> {
     let names = parse_names(&args.buckets, args.bucket_format)?;
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
@@ -189,10 +177,6 @@ pub struct GetArgs {
 
 /// `rbolt get PATH BUCKET... KEY`.
 pub fn get(args: &GetArgs) -> Result<()> {
-    in_file(&args.path, get_inner(args))
-}
-
-fn get_inner(args: &GetArgs) -> Result<()> {
     let names = parse_names(&args.buckets, args.bucket_format)?;
     let key = crate::format::parse_arg(&args.key, args.parse_format, "key")?;
     if key.is_empty() {
@@ -270,10 +254,6 @@ fn percent(part: usize, whole: usize) -> i64 {
 
 /// `rbolt stats PATH [PREFIX]`: the sum of the statistics of the matching top-level buckets.
 pub fn stats(args: &StatsArgs) -> Result<()> {
-    in_file(&args.path, stats_inner(args))
-}
-
-fn stats_inner(args: &StatsArgs) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let prefix = args.prefix.as_bytes();
     let db = open_read(&args.path, &args.lock)?;
@@ -386,10 +366,6 @@ pub struct InspectArgs {
 /// `rbolt inspect PATH`: the bucket tree as bbolt prints it (Go's `json.MarshalIndent` with
 /// four spaces), written as it is walked rather than built in memory first.
 pub fn inspect(args: &InspectArgs) -> Result<()> {
-    in_file(&args.path, inspect_inner(args))
-}
-
-fn inspect_inner(args: &InspectArgs) -> Result<()> {
     let db = open_read(&args.path, &args.lock)?;
     let tx = db.begin_read()?;
     let mut w = crate::out::stdout();

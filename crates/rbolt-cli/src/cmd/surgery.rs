@@ -128,8 +128,10 @@ pub struct MetaUpdateArgs {
     pub meta_page: u64,
 }
 
-/// Runs a surgery command.
+/// Runs a surgery command, naming its source file in any error (as `main` does for the
+/// other commands).
 pub fn run(command: SurgeryCommand) -> Result<()> {
+    use super::in_file;
     match command {
         SurgeryCommand::RevertMetaPage(args) => in_file(&args.path, revert_meta_page(&args)),
         SurgeryCommand::CopyPage(args) => in_file(&args.base.path, copy_page(&args)),
@@ -158,10 +160,6 @@ pub fn run(command: SurgeryCommand) -> Result<()> {
             in_file(&args.base.path, meta_update(&args))
         }
     }
-}
-
-fn in_file<T>(path: &Path, result: Result<T>) -> Result<T> {
-    super::in_file(path, result)
 }
 
 /// A copy of the source being repaired: a temporary file beside the output, renamed over it

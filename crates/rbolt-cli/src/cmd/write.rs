@@ -1,7 +1,7 @@
 //! `put` and `delete`: small edits in one transaction each (bbolt's tool has neither). They
 //! open the file read-write with an exclusive lock, and never create a file that is missing.
 
-use super::{in_file, parse_names, show_path};
+use super::{parse_names, show_path};
 use crate::format::{ParseFormat, go_quote, hex};
 use crate::open::{LockArgs, open_write};
 use anyhow::{Context, Result, anyhow, bail};
@@ -51,10 +51,6 @@ pub struct PutArgs {
 
 /// `rbolt put PATH BUCKET... KEY VALUE`.
 pub fn put(args: &PutArgs) -> Result<()> {
-    in_file(&args.path, put_inner(args))
-}
-
-fn put_inner(args: &PutArgs) -> Result<()> {
     let [buckets @ .., key, value] = args.args.as_slice() else {
         unreachable!("clap requires three arguments");
     };
@@ -99,10 +95,6 @@ pub struct DeleteArgs {
 /// `rbolt delete PATH BUCKET... KEY` or `rbolt delete --bucket PATH BUCKET...`. A missing key
 /// or bucket is an error, and nothing is written then.
 pub fn delete(args: &DeleteArgs) -> Result<()> {
-    in_file(&args.path, delete_inner(args))
-}
-
-fn delete_inner(args: &DeleteArgs) -> Result<()> {
     if args.bucket {
         let names = parse_names(&args.args, args.bucket_format)?;
         let (name, parent) = names.split_last().expect("clap requires one argument");
