@@ -491,7 +491,7 @@ fn panic_mode(
 
 /// The child's side: `failpoint PATH SEED NAME`. Opens the file the parent prepared, makes
 /// point `NAME` panic, and commits the trigger step: it must not return.
-pub fn child_main(args: &[String]) -> Result<(), String> {
+pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     let [path, seed, name] = args else {
         return Err("usage: failpoint PATH SEED NAME".into());
     };

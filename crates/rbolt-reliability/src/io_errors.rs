@@ -6,6 +6,7 @@
 //! acknowledged state (or the one in flight, when the failure came at or after its meta write).
 
 use crate::model::{Tree, describe_difference, progress, read_db};
+use crate::parallel::{Report, run_units};
 use crate::power::{Acked, Verdict, judge, panic_message, variant};
 use crate::summary::{Failures, Summary};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
@@ -13,8 +14,7 @@ use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, Options};
 use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How big an I/O-error run is.
 #[derive(Clone, Debug)]
@@ -62,9 +62,8 @@ pub struct IoReport {
     pub failures: Failures,
 }
 
-impl IoReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: IoReport) {
+impl Report for IoReport {
+    fn merge(&mut self, other: IoReport) {
         self.runs += other.runs;
         self.faults_fired += other.faults_fired;
         self.surfaced += other.surfaced;
@@ -80,7 +79,9 @@ impl IoReport {
         self.panics += other.panics;
         self.failures.extend(other.failures);
     }
+}
 
+impl IoReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
         Summary::new("io-errors")
@@ -152,28 +153,9 @@ impl Fault {
 
 /// Runs the I/O-error suite.
 pub fn run(config: &IoConfig) -> IoReport {
-    let next = AtomicU64::new(0);
-    let total = Mutex::new(IoReport::default());
-    std::thread::scope(|scope| {
-        for _ in 0..config.threads.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= config.seeds {
-                        break;
-                    }
-                    let report = run_seed(config.first_seed + i, config);
-                    total
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .merge(report);
-                }
-            });
-        }
-    });
-    total
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    run_units(config.seeds, config.threads, |i| {
+        run_seed(config.first_seed + i, config)
+    })
 }
 
 struct Seed {

@@ -10,6 +10,7 @@
 //! racing to create and open it, one of them waiting for the other's lock.
 
 use crate::model::{Tree, describe_difference, digest, progress, read_db};
+use crate::parallel::Report;
 use crate::power::variant;
 use crate::summary::{Failures, Summary};
 use crate::workload::{Workload, commit_step};
@@ -67,9 +68,8 @@ pub struct KillReport {
     pub failures: Failures,
 }
 
-impl KillReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: KillReport) {
+impl Report for KillReport {
+    fn merge(&mut self, other: KillReport) {
         self.kills += other.kills;
         self.acked_commits += other.acked_commits;
         self.in_flight_landed += other.in_flight_landed;
@@ -84,7 +84,9 @@ impl KillReport {
         self.file_bytes = self.file_bytes.max(other.file_bytes);
         self.failures.extend(other.failures);
     }
+}
 
+impl KillReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
         Summary::new("kill-loop")
@@ -521,7 +523,7 @@ fn verify(
 /// The child's side: `kill-loop PATH SEED STEP`. Opens the file (creating it if missing),
 /// which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits steps
 /// after it until killed, printing `ack STEP TXID DIGEST` after each commit returns.
-pub fn child_main(args: &[String]) -> Result<(), String> {
+pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     let [path, seed, start] = args else {
         return Err("usage: kill-loop PATH SEED STEP|any".into());
     };

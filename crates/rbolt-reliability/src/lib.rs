@@ -7,19 +7,23 @@
 //! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
 //! model ([`model`]), a bounded full scan ([`scan`]), and the one summary line each suite
 //! prints ([`summary`]). Their random choices come from `rbolt_fixtures::rng`, so every suite
-//! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak` runs
-//! them large (`RBOLT_SOAK=1`).
+//! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak`
+//! runs them large (`RBOLT_SOAK=1`). The child processes the suites start run the
+//! `rbolt-crash-child` binary, whose entry points (`child`) are hidden from the API.
 //!
 //! It uses rbolt only through its public API and must never change it: a bug found here is
 //! shown by a failing test and fixed by the facade's owner.
 
 pub mod alloc_track;
+#[doc(hidden)]
+pub mod child;
 pub mod failpoints;
 pub mod fuzz;
 pub mod hostile;
 pub mod io_errors;
 pub mod kill;
 pub mod model;
+pub mod parallel;
 pub mod power;
 pub mod scan;
 pub mod summary;

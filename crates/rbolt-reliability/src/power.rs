@@ -5,14 +5,14 @@
 //! commit and are reopened once more.
 
 use crate::model::{Tree, describe_difference, progress, read_db};
+use crate::parallel::{Report, run_units};
 use crate::summary::{Failures, Summary};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
 use rbolt::storage::{CrashProfile, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, FreelistKind, Options};
 use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Why images of an interrupted creation whose sectors came back as garbage may be refused:
 /// printed with the count, so that the one allowed failure class is never silent.
@@ -71,9 +71,8 @@ pub struct PowerReport {
     pub failures: Failures,
 }
 
-impl PowerReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: PowerReport) {
+impl Report for PowerReport {
+    fn merge(&mut self, other: PowerReport) {
         self.seeds += other.seeds;
         self.crash_points += other.crash_points;
         self.images += other.images;
@@ -88,7 +87,9 @@ impl PowerReport {
         self.panics += other.panics;
         self.failures.extend(other.failures);
     }
+}
 
+impl PowerReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
         Summary::new("power-loss")
@@ -148,28 +149,9 @@ pub fn variant(seed: u64) -> (Options, &'static str) {
 
 /// Runs the power-loss suite.
 pub fn run(config: &PowerConfig) -> PowerReport {
-    let next = AtomicU64::new(0);
-    let total = Mutex::new(PowerReport::default());
-    std::thread::scope(|scope| {
-        for _ in 0..config.threads.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= config.seeds {
-                        break;
-                    }
-                    let report = run_seed(config.first_seed + i, config);
-                    total
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .merge(report);
-                }
-            });
-        }
-    });
-    total
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    run_units(config.seeds, config.threads, |i| {
+        run_seed(config.first_seed + i, config)
+    })
 }
 
 /// The workload of one seed and what a run without faults does.

@@ -551,3 +551,10 @@ pub(crate) fn new_db(page_size: usize) -> Vec<u8> {
     rbolt_page::write_empty_db(&mut bytes, page_size);
     bytes
 }
+
+/// The meta `new_db` writes on page `pgid` (0 or 1): txid `pgid`, root 3, freelist 2,
+/// high-water mark 4.
+pub(crate) fn new_meta(page_size: usize, pgid: u64) -> Meta {
+    let prefix = &rbolt_page::empty_db_prefixes(page_size)[pgid as usize];
+    read_meta(prefix, Pgid(pgid)).expect("a new database's meta is valid")
+}
