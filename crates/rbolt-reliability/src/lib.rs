@@ -5,7 +5,8 @@
 //! loss over a simulated file ([`power`]), failpoints in the commit path ([`failpoints`]),
 //! injected I/O errors ([`io_errors`]), corrupt and truncated files ([`hostile`]) and the fuzz
 //! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
-//! model ([`model`]), a bounded full scan ([`scan`]), and the one summary line each suite
+//! model ([`model`]), a bounded full scan ([`scan`]), how a reopened file is judged
+//! ([`verdict`]), the worker threads ([`parallel`]), and the one summary line each suite
 //! prints ([`summary`]). Their random choices come from `rbolt_fixtures::rng`, so every suite
 //! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak`
 //! runs them large (`RBOLT_SOAK=1`). The child processes the suites start run the
@@ -27,4 +28,5 @@ pub mod parallel;
 pub mod power;
 pub mod scan;
 pub mod summary;
+pub mod verdict;
 pub mod workload;

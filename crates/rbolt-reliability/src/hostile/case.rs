@@ -190,11 +190,14 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
         }));
         let peak = alloc_track::peak();
         let file_len = Storage::len(&sim).unwrap_or(image.len() as u64);
-        if watch.max_map() > map_bound(file_len) {
+        if watch.map_len_max() > map_bound(file_len) {
             tally.oversize_maps += 1;
             tally.fail(
                 &what,
-                format!("mapped {} bytes of a {file_len}-byte file", watch.max_map()),
+                format!(
+                    "mapped {} bytes of a {file_len}-byte file",
+                    watch.map_len_max()
+                ),
             );
         }
         // A panic's own report allocates (a backtrace); the panic is the failure then.

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[derive(Debug)]
 pub struct Watch {
     inner: SimFile,
-    max_map: AtomicUsize,
-    max_read: AtomicUsize,
+    map_len_max: AtomicUsize,
+    read_len_max: AtomicUsize,
 }
 
 impl Watch {
@@ -20,14 +20,14 @@ impl Watch {
     pub fn new(inner: SimFile) -> Watch {
         Watch {
             inner,
-            max_map: AtomicUsize::new(0),
-            max_read: AtomicUsize::new(0),
+            map_len_max: AtomicUsize::new(0),
+            read_len_max: AtomicUsize::new(0),
         }
     }
 
     /// The largest mapping asked for, in bytes.
-    pub fn max_map(&self) -> usize {
-        self.max_map.load(Ordering::Relaxed)
+    pub fn map_len_max(&self) -> usize {
+        self.map_len_max.load(Ordering::Relaxed)
     }
 }
 
@@ -37,7 +37,7 @@ impl Storage for Watch {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.max_read.fetch_max(buf.len(), Ordering::Relaxed);
+        self.read_len_max.fetch_max(buf.len(), Ordering::Relaxed);
         self.inner.read_exact_at(buf, offset)
     }
 
@@ -62,7 +62,7 @@ impl Storage for Watch {
     }
 
     fn map(&self, len: usize) -> io::Result<Mapping> {
-        self.max_map.fetch_max(len, Ordering::Relaxed);
+        self.map_len_max.fetch_max(len, Ordering::Relaxed);
         self.inner.map(len)
     }
 
