@@ -3,7 +3,7 @@
 //! open.
 
 use crate::format::{Format, go_quote, hex, is_printable};
-use crate::open::{LockArgs, open_read};
+use crate::open::{FileArgs, open_read};
 use crate::raw::{RawFile, RawPages};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
@@ -26,13 +26,11 @@ pub fn type_name(flags: u16) -> String {
 /// Arguments of `pages`.
 #[derive(Args, Debug)]
 pub struct PagesArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Print one JSON object a line instead of the table.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 #[derive(Serialize)]
@@ -47,7 +45,7 @@ struct PageRow<'a> {
 /// `rbolt pages PATH`: every page below the high-water mark, overflow pages folded into the
 /// page they continue; free pages show as `free`.
 pub fn pages(args: &PagesArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let meta = *tx.meta();
     let high_water = meta.pgid;

@@ -13,7 +13,7 @@
 //! holds one bucket path, import one line and one transaction's edits.
 
 use super::write::bucket_mut;
-use crate::open::{LockArgs, open_read, open_write};
+use crate::open::{FileArgs, LockArgs, open_read, open_write};
 use crate::progress::{Counter, Unit};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -25,18 +25,16 @@ use std::path::PathBuf;
 /// Arguments of `export`.
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt export PATH`: every bucket (with its sequence) and every key, one JSON object a line.
 pub fn export(args: &ExportArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let stdout_busy = args.output.is_none();
     let mut counter = Counter::new(crate::progress::spinner(
@@ -52,7 +50,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
             crate::out::flush(w)?;
         }
         Some(output) => {
-            if same_file(output, &args.path) {
+            if same_file(output, &args.file.path) {
                 bail!("--output names the database itself");
             }
             let file = std::fs::File::create(output)

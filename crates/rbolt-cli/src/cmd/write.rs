@@ -3,7 +3,7 @@
 
 use super::{parse_names, show_path};
 use crate::format::{ParseFormat, go_quote, hex};
-use crate::open::{LockArgs, open_write};
+use crate::open::{FileArgs, LockArgs, open_write};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use rbolt::{BucketMut, Options, WriteTx};
@@ -73,8 +73,8 @@ pub fn put(args: &PutArgs) -> Result<()> {
                           rbolt delete --bucket [OPTIONS] <PATH> <BUCKET>..."
 )]
 pub struct DeleteArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// The bucket, the names of nested buckets, then the key (with --bucket: the path of the
     /// bucket to delete).
     #[arg(required = true, num_args = 1.., value_names = ["BUCKET", "KEY"])]
@@ -88,8 +88,6 @@ pub struct DeleteArgs {
     /// How bucket names on the command line are written.
     #[arg(long, value_enum, default_value = "ascii-encoded")]
     pub bucket_format: ParseFormat,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt delete PATH BUCKET... KEY` or `rbolt delete --bucket PATH BUCKET...`. A missing key
@@ -98,7 +96,7 @@ pub fn delete(args: &DeleteArgs) -> Result<()> {
     if args.bucket {
         let names = parse_names(&args.args, args.bucket_format)?;
         let (name, parent) = names.split_last().expect("clap requires one argument");
-        let db = open_write(&args.path, &args.lock, false, Options::default())?;
+        let db = open_write(&args.file.path, &args.file.lock, false, Options::default())?;
         let mut tx = db.begin_write()?;
         let deleted = if parent.is_empty() {
             tx.delete_bucket(name)
@@ -120,7 +118,7 @@ pub fn delete(args: &DeleteArgs) -> Result<()> {
     }
     let names = parse_names(buckets, args.bucket_format)?;
     let key = crate::format::parse_arg(key, args.parse_format, "key")?;
-    let db = open_write(&args.path, &args.lock, false, Options::default())?;
+    let db = open_write(&args.file.path, &args.file.lock, false, Options::default())?;
     let mut tx = db.begin_write()?;
     let mut bucket = bucket_mut(&mut tx, &names, false)?;
     let deleted = bucket.delete(&key).map_err(|e| match e {
