@@ -19,7 +19,7 @@ const POOL_PAGES_MAX: usize = 1024;
 /// 64 KiB one, 3.5 µs for a lone page, measured here). Random updates after a bulk load
 /// rewrite single pages, so big commits are cut into writes of this size: sequential writes
 /// lose little (1.4 GB/s at 64 KiB against 1.65 GB/s at 1 MiB).
-const WRITE_BYTES_MAX: usize = 64 * 1024;
+pub(crate) const WRITE_BYTES_MAX: usize = 64 * 1024;
 
 /// Writes the contiguous buffers `run` from `offset` in vectored writes of at most
 /// `WRITE_BYTES_MAX` bytes each.

@@ -1,9 +1,11 @@
 //! Hot backup and compaction.
 
+use crate::alloc::WRITE_BYTES_MAX;
 use crate::bucket::BucketMut;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::nested::WalkStep;
+use crate::storage::{FileOptions, FileStorage, Storage};
 use crate::tx::{ReadTx, WriteTx};
 use rbolt_page::{Meta, write_meta};
 use std::io::Write;
@@ -46,22 +48,59 @@ impl ReadTx<'_> {
         Ok(total)
     }
 
-    /// Writes a consistent copy of this snapshot to a new file at `path` (replacing any file
-    /// there) and syncs it.
+    /// Writes a consistent copy of this snapshot to a file at `path` (replacing any file
+    /// there) and syncs it, and the directory too when the file is new. The file is locked as
+    /// a database file is, and not waited for: a path another handle has open is an error,
+    /// never overwritten. Writes go out in pieces of at most 64 KiB.
     pub fn copy_file(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
         let io = |e| Error::io(Some(path), e);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(io)?;
-        let mut writer = std::io::BufWriter::new(file);
+        let options = FileOptions::new().lock_timeout(Some(std::time::Duration::ZERO));
+        let storage = FileStorage::open(path, options).map_err(|e| io(e.into()))?;
+        storage.clear().map_err(io)?;
+        let mut writer = StorageWriter::new(&storage);
         let written = self.write_to(&mut writer)?;
-        let file = writer.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
+        writer.flush().map_err(io)?;
+        storage.sync_all().map_err(io)?;
         Ok(written)
+    }
+}
+
+/// An `io::Write` onto a storage from its start, in writes of at most `WRITE_BYTES_MAX` bytes
+/// (the facade's rule for every write system call; see `alloc.rs`).
+struct StorageWriter<'s> {
+    storage: &'s dyn Storage,
+    buf: Vec<u8>,
+    offset: u64,
+}
+
+impl<'s> StorageWriter<'s> {
+    fn new(storage: &'s dyn Storage) -> StorageWriter<'s> {
+        StorageWriter {
+            storage,
+            buf: Vec::with_capacity(WRITE_BYTES_MAX),
+            offset: 0,
+        }
+    }
+}
+
+impl Write for StorageWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let take = bytes.len().min(WRITE_BYTES_MAX - self.buf.len());
+        self.buf.extend_from_slice(&bytes[..take]);
+        if self.buf.len() == WRITE_BYTES_MAX {
+            self.flush()?;
+        }
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.storage.write_all_at(&self.buf, self.offset)?;
+            self.offset += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
     }
 }
 

@@ -106,6 +106,13 @@ pub enum Error {
         /// The file.
         path: Option<PathBuf>,
     },
+    /// This thread holds the write transaction already: starting another (`begin_write`,
+    /// `update` or `batch` inside `update`) would wait for itself for ever.
+    #[error(
+        "this thread holds the write transaction already; do the work inside it, or commit or \
+         roll it back first"
+    )]
+    WriteTxOnThisThread,
     /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
     /// them out, since a writer rewrites metas and free pages while readers live.
     #[error("raw page access needs a database opened read-only")]

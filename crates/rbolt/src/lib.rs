@@ -80,7 +80,8 @@ pub use error::{Error, Result};
 pub use iter::{Cursor, CursorMut, Entry, Iter};
 pub use nested::{Walk, WalkStep};
 pub use options::{
-    ALLOC_SIZE_DEFAULT, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options, PAGE_SIZE_DEFAULT,
+    ALLOC_SIZE_DEFAULT, Durability, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options,
+    PAGE_SIZE_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};

@@ -349,3 +349,25 @@ fn stats_inside_a_write_transaction_do_not_wait_for_it() {
     tx.commit().unwrap();
     assert_eq!(db.stats().write_tx_n, 1);
 }
+
+#[test]
+fn copy_file_refuses_a_path_another_handle_has_open() {
+    let (dir, db) = temp_db();
+    db.update(|tx| tx.create_bucket(b"b")?.put(b"k", b"v"))
+        .unwrap();
+    let live = dir.path().join("db");
+    let before = std::fs::read(&live).unwrap();
+    let error = db.view(|tx| tx.copy_file(&live)).unwrap_err();
+    assert!(matches!(error, rbolt::Error::Io { .. }), "{error}");
+    assert!(
+        std::fs::read(&live).unwrap() == before,
+        "the live file changed"
+    );
+    // Onto a file that exists and is not open: replaced whole.
+    let other = dir.path().join("other");
+    std::fs::write(&other, vec![7u8; 1 << 20]).unwrap();
+    let written = db.view(|tx| tx.copy_file(&other)).unwrap();
+    assert_eq!(std::fs::metadata(&other).unwrap().len(), written);
+    let copy = Db::open(&other).unwrap();
+    assert_clean(&copy);
+}
