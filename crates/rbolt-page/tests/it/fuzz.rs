@@ -839,7 +839,10 @@ fn well_formed_headers_with_arbitrary_elements() {
 
 #[test]
 fn meta_fields() {
-    #[allow(clippy::too_many_arguments)] // quickcheck passes each input as an argument
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "quickcheck passes each input as an argument"
+    )]
     fn property(
         pick: u8,
         raw_page_size: u32,
