@@ -76,11 +76,11 @@ pub use backup::compact;
 pub use bucket::{Bucket, BucketMut};
 pub use check::CheckError;
 pub use db::Db;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use iter::{Cursor, CursorMut, Entry, Iter};
 pub use nested::{Walk, WalkStep};
 pub use options::{
-    ALLOC_SIZE_DEFAULT, Durability, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options,
+    ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
     PAGE_SIZE_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;

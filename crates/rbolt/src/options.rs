@@ -6,9 +6,9 @@ use std::time::Duration;
 /// The page size of new files when none is given: the usual OS page size.
 pub const PAGE_SIZE_DEFAULT: usize = 4096;
 /// Batches run once they hold this many calls...
-pub const MAX_BATCH_SIZE_DEFAULT: usize = 1000;
+pub const BATCH_SIZE_MAX_DEFAULT: usize = 1000;
 /// ...or once the first call has waited this long.
-pub const MAX_BATCH_DELAY_DEFAULT: Duration = Duration::from_millis(10);
+pub const BATCH_DELAY_MAX_DEFAULT: Duration = Duration::from_millis(10);
 /// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
 pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
 
@@ -44,6 +44,7 @@ pub enum Durability {
 /// assert!(!options.read_only);
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// How long to wait for the file lock: `None` waits for ever (bbolt's timeout 0),
     /// `Some(Duration::ZERO)` tries once, `Some(d)` gives up after `d` with `Error::Timeout`.
@@ -99,8 +100,8 @@ impl Default for Options {
             initial_mmap_size: 0,
             max_size: 0,
             mlock: false,
-            max_batch_size: MAX_BATCH_SIZE_DEFAULT,
-            max_batch_delay: MAX_BATCH_DELAY_DEFAULT,
+            max_batch_size: BATCH_SIZE_MAX_DEFAULT,
+            max_batch_delay: BATCH_DELAY_MAX_DEFAULT,
             alloc_size: ALLOC_SIZE_DEFAULT,
             fallback_on_truncation: false,
         }
