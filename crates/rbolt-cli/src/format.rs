@@ -1,6 +1,6 @@
 //! How keys, values and names are shown and parsed: bbolt's `--format` modes, Go's `%q`
-//! quoting, Go's JSON string escaping (for `inspect`), and the manifest's name encoding (for
-//! `export`).
+//! quoting and Go's JSON string escaping (for `inspect`). Hex is the manifest format's
+//! (`rbolt-manifest`), the same lowercase hex bbolt prints.
 //!
 //! bbolt's tools are written in Go, so "printable" and "quoted" mean what Go's `unicode.IsPrint`
 //! and `strconv.Quote` mean. Rust's standard library has no Unicode general categories, so
@@ -8,8 +8,10 @@
 //! those as non-printable, this module as printable); keys holding unassigned code points are
 //! vanishingly rare.
 
-use crate::sha256::sha256;
 use clap::ValueEnum;
+use rbolt_manifest::parse_hex;
+pub use rbolt_manifest::{hex, write_hex};
+use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -36,54 +38,6 @@ pub enum ParseFormat {
     AsciiEncoded,
     /// Hex digits, two per byte.
     Hex,
-}
-
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    push_hex(&mut out, bytes);
-    out
-}
-
-/// Appends the lowercase hex of `bytes` to `out`.
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
-    for &byte in bytes {
-        out.push(HEX_DIGITS[usize::from(byte >> 4)] as char);
-        out.push(HEX_DIGITS[usize::from(byte & 0xf)] as char);
-    }
-}
-
-/// Writes the lowercase hex of `bytes` to `w` without building a string first (values may be
-/// megabytes long).
-pub fn write_hex(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
-    let mut buf = [0u8; 1024];
-    for chunk in bytes.chunks(buf.len() / 2) {
-        for (i, &byte) in chunk.iter().enumerate() {
-            buf[2 * i] = HEX_DIGITS[usize::from(byte >> 4)];
-            buf[2 * i + 1] = HEX_DIGITS[usize::from(byte & 0xf)];
-        }
-        w.write_all(&buf[..2 * chunk.len()])?;
-    }
-    Ok(())
-}
-
-/// The bytes of hex text (either case).
-pub fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
-    if !text.len().is_multiple_of(2) {
-        return Err(format!("odd length hex string {text:?}"));
-    }
-    let digit = |c: u8| -> Result<u8, String> {
-        (c as char)
-            .to_digit(16)
-            .map(|d| d as u8)
-            .ok_or_else(|| format!("invalid hex digit {:?} in {text:?}", c as char))
-    };
-    text.as_bytes()
-        .chunks(2)
-        .map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect()
 }
 
 /// Reads a command-line argument as bytes in `format`.
@@ -214,7 +168,7 @@ pub fn write_bytes(w: &mut impl Write, bytes: &[u8], format: Format) -> io::Resu
         Format::AsciiEncoded => w.write_all(go_quote(bytes).as_bytes()),
         Format::Redacted => {
             write!(w, "<redacted len:{} sha256:", bytes.len())?;
-            write_hex(w, &sha256(bytes))?;
+            write_hex(w, &Sha256::digest(bytes))?;
             w.write_all(b">")
         }
     }
@@ -258,37 +212,10 @@ pub fn push_go_json_string(out: &mut String, bytes: &[u8]) {
     out.push('"');
 }
 
-/// Appends a bucket name as the manifest writes it: a JSON string when the name is UTF-8 with
-/// no control character (only `"` and `\` escaped, everything else raw), else `{"hex":"..."}`.
-pub fn push_manifest_name(out: &mut String, name: &[u8]) {
-    match std::str::from_utf8(name) {
-        Ok(text) if !text.chars().any(char::is_control) => {
-            out.push('"');
-            for c in text.chars() {
-                if c == '"' || c == '\\' {
-                    out.push('\\');
-                }
-                out.push(c);
-            }
-            out.push('"');
-        }
-        _ => {
-            out.push_str("{\"hex\":\"");
-            push_hex(out, name);
-            out.push_str("\"}");
-        }
-    }
-}
-
-/// Shortens `text` to at most `width` columns (counting characters), marking the cut with `…`.
+/// Shortens `text` to at most `width` terminal columns, marking the cut with `…`. Columns are
+/// display width: a CJK character or an emoji takes two, a combining mark none.
 pub fn elide(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
-    if text.chars().count() <= width {
-        return text.into();
-    }
-    let keep = width.saturating_sub(1);
-    let mut out: String = text.chars().take(keep).collect();
-    out.push('…');
-    out.into()
+    console::truncate_str(text, width, "…")
 }
 
 #[cfg(test)]
@@ -343,17 +270,17 @@ mod tests {
             Format::Redacted,
             "<redacted len:3 sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad>",
         );
-    }
-
-    #[test]
-    fn hex_round_trip_and_errors() {
-        assert_eq!(parse_hex("00ff10").unwrap(), [0, 0xff, 0x10]);
-        assert_eq!(parse_hex("ABcd").unwrap(), [0xab, 0xcd]);
-        assert!(parse_hex("abc").is_err());
-        assert!(parse_hex("zz").is_err());
-        let mut out = Vec::new();
-        write_hex(&mut out, &[0xde; 700]).unwrap();
-        assert_eq!(out, "de".repeat(700).as_bytes());
+        check(
+            b"",
+            Format::Redacted,
+            "<redacted len:0 sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855>",
+        );
+        // 56..63 bytes: SHA-256's length no longer fits in the first padding block.
+        check(
+            &[b'a'; 60],
+            Format::Redacted,
+            "<redacted len:60 sha256:11ee391211c6256460b6ed375957fadd8061cafbb31daf967db875aebd5aaad4>",
+        );
     }
 
     #[test]
@@ -367,21 +294,21 @@ mod tests {
         assert_eq!(go(b"a<b>&\"\\"), r#""a\u003cb\u003e\u0026\"\\""#);
         assert_eq!(go(b"\x00\n\x1f\x7f"), "\"\\u0000\\n\\u001f\x7f\"");
         assert_eq!(go(b"\x00\xff\x10"), r#""\u0000\ufffd\u0010""#);
-        let manifest = |bytes: &[u8]| {
-            let mut out = String::new();
-            push_manifest_name(&mut out, bytes);
-            out
-        };
-        assert_eq!(manifest(b"beta"), r#""beta""#);
-        assert_eq!(manifest(b"q\"b\\"), r#""q\"b\\""#);
-        assert_eq!(manifest("ünï<>".as_bytes()), "\"ünï<>\"");
-        assert_eq!(manifest(b"\x00\xff\x10"), r#"{"hex":"00ff10"}"#);
-        assert_eq!(manifest("c1\u{85}".as_bytes()), r#"{"hex":"6331c285"}"#);
     }
 
     #[test]
     fn elision() {
         assert_eq!(elide("short", 10), "short");
         assert_eq!(elide("0123456789abc", 10), "012345678…");
+        assert_eq!(elide("0123456789", 10), "0123456789");
+        assert_eq!(elide("abc", 0), "…");
+        // Wide characters take two columns each: four of them fill eight.
+        assert_eq!(elide("日本語日本語", 10), "日本語日…");
+        assert_eq!(elide("日本語日本", 10), "日本語日本");
+        // A combining mark takes no column of its own.
+        assert_eq!(
+            elide("e\u{301}e\u{301}e\u{301}", 3),
+            "e\u{301}e\u{301}e\u{301}"
+        );
     }
 }

@@ -19,7 +19,6 @@ mod open;
 mod out;
 mod progress;
 mod raw;
-mod sha256;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -87,25 +86,28 @@ enum Command {
     Surgery(cmd::surgery::SurgeryCommand),
 }
 
+/// Runs the command. Every error of a command on a file names the file: it is added here, in
+/// one place, rather than by each command.
 fn run(cli: Cli) -> anyhow::Result<()> {
+    use cmd::in_file;
     match cli.command {
         Command::Version => cmd::read::version(),
-        Command::Info(args) => cmd::read::info(&args),
-        Command::Check(args) => cmd::check::check(&args),
-        Command::Buckets(args) => cmd::read::buckets(&args),
-        Command::Keys(args) => cmd::read::keys(&args),
-        Command::Get(args) => cmd::read::get(&args),
-        Command::Put(args) => cmd::write::put(&args),
-        Command::Delete(args) => cmd::write::delete(&args),
-        Command::Stats(args) => cmd::read::stats(&args),
-        Command::Pages(args) => cmd::pages::pages(&args),
-        Command::Page(args) => cmd::pages::page(&args),
-        Command::PageItem(args) => cmd::pages::page_item(&args),
-        Command::Dump(args) => cmd::pages::dump(&args),
-        Command::Inspect(args) => cmd::read::inspect(&args),
-        Command::Compact(args) => cmd::compact::compact(&args),
-        Command::Export(args) => cmd::transfer::export(&args),
-        Command::Import(args) => cmd::transfer::import(&args),
+        Command::Info(args) => in_file(&args.file.path, cmd::read::info(&args)),
+        Command::Check(args) => in_file(&args.file.path, cmd::check::check(&args)),
+        Command::Buckets(args) => in_file(&args.file.path, cmd::read::buckets(&args)),
+        Command::Keys(args) => in_file(&args.file.path, cmd::read::keys(&args)),
+        Command::Get(args) => in_file(&args.file.path, cmd::read::get(&args)),
+        Command::Put(args) => in_file(&args.path, cmd::write::put(&args)),
+        Command::Delete(args) => in_file(&args.file.path, cmd::write::delete(&args)),
+        Command::Stats(args) => in_file(&args.file.path, cmd::read::stats(&args)),
+        Command::Pages(args) => in_file(&args.file.path, cmd::pages::pages(&args)),
+        Command::Page(args) => in_file(&args.path, cmd::pages::page(&args)),
+        Command::PageItem(args) => in_file(&args.path, cmd::pages::page_item(&args)),
+        Command::Dump(args) => in_file(&args.path, cmd::pages::dump(&args)),
+        Command::Inspect(args) => in_file(&args.file.path, cmd::read::inspect(&args)),
+        Command::Compact(args) => in_file(&args.path, cmd::compact::compact(&args)),
+        Command::Export(args) => in_file(&args.file.path, cmd::transfer::export(&args)),
+        Command::Import(args) => in_file(&args.path, cmd::transfer::import(&args)),
         Command::Bench(args) => cmd::bench::bench(args),
         Command::Surgery(command) => cmd::surgery::run(command),
     }

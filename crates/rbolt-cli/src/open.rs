@@ -4,8 +4,17 @@
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rbolt::{Db, Options};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The database file a command works on, and how long to wait for its lock.
+#[derive(Args, Clone, Debug)]
+pub struct FileArgs {
+    /// The database file.
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
+}
 
 /// How long to wait for the file lock.
 #[derive(Args, Clone, Debug)]

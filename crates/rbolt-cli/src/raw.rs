@@ -14,9 +14,6 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// Bytes at the start of a meta page that hold everything the meta has.
-pub const META_PAGE_BYTES: usize = META_PAGE_LEN;
-
 /// A database file opened for raw reading.
 #[derive(Debug)]
 pub struct RawFile {
@@ -59,8 +56,8 @@ impl RawFile {
 
     fn find_page_size(&self) -> Result<usize> {
         let in_range = |size: u32| (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(&size);
-        let first = self.read_short(0, META_PAGE_BYTES)?;
-        if first.len() < META_PAGE_BYTES {
+        let first = self.read_short(0, META_PAGE_LEN)?;
+        if first.len() < META_PAGE_LEN {
             bail!(
                 "{} is not a bbolt database: it is {} bytes long, too short for a meta page",
                 self.path.display(),
@@ -175,9 +172,9 @@ impl RawFile {
     /// Both metas, each with whether it passes the database's checks.
     pub fn metas(&self) -> Result<[MetaSlot; 2]> {
         let slot = |index: u64| -> Result<MetaSlot> {
-            let bytes = self.read_short(index * self.page_size as u64, META_PAGE_BYTES)?;
+            let bytes = self.read_short(index * self.page_size as u64, META_PAGE_LEN)?;
             let meta = Meta::read_unchecked(&bytes);
-            let valid = if bytes.len() < META_PAGE_BYTES {
+            let valid = if bytes.len() < META_PAGE_LEN {
                 Err(Corruption::new(
                     Pgid(index),
                     Reason::Truncated {

@@ -1,13 +1,18 @@
 //! Test support for every rbolt crate: the database files Go bbolt wrote (in
-//! `tests/data/bbolt`, gzip-compressed), their manifests parsed into a model, and the manifest
-//! format written back out.
+//! `tests/data/bbolt`, gzip-compressed), their manifests parsed into a model and written back
+//! out (the format itself is `rbolt-manifest`'s), and [`rng`], the seeded generator tests and
+//! suites draw their cases from.
 //!
-//! This crate is a dev-dependency only. It reads nothing outside the repository.
+//! This crate is a dev-dependency only (and a dependency of the reliability suites). It reads
+//! nothing outside the repository.
+
+pub mod rng;
 
 use flate2::read::GzDecoder;
+pub use rbolt_manifest::hex;
+use rbolt_manifest::{Entry, Line};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -92,21 +97,14 @@ impl Bucket {
     pub fn from_manifest(text: &str) -> Bucket {
         let mut root = Bucket::default();
         for (number, line) in text.lines().enumerate() {
-            let value: Value = serde_json::from_str(line)
+            let Line { bucket, entry } = rbolt_manifest::parse_line(line)
                 .unwrap_or_else(|e| panic!("manifest line {}: {e}", number + 1));
-            let path: Vec<Vec<u8>> = value["bucket"]
-                .as_array()
-                .expect("bucket path")
-                .iter()
-                .map(parse_name)
-                .collect();
-            let bucket = root.bucket_path_mut(&path);
-            if let Some(sequence) = value.get("sequence") {
-                bucket.sequence = sequence.as_u64().expect("sequence is an integer");
-            } else {
-                let key = parse_hex(value["key"].as_str().expect("key"));
-                let val = parse_hex(value["value"].as_str().expect("value"));
-                bucket.entries.insert(key, Item::Value(val));
+            let bucket = root.bucket_path_mut(&bucket);
+            match entry {
+                Entry::Sequence(sequence) => bucket.sequence = sequence,
+                Entry::Value { key, value } => {
+                    bucket.entries.insert(key, Item::Value(value));
+                }
             }
         }
         root
@@ -161,30 +159,28 @@ impl Bucket {
     /// Writes the content in manifest form (this is the root bucket: its sequence is not
     /// written).
     pub fn to_manifest(&self) -> String {
-        let mut out = String::new();
+        let mut out = Vec::new();
         let mut path = Vec::new();
         self.write_entries(&mut path, &mut out);
-        out
+        String::from_utf8(out).expect("manifest lines are UTF-8")
     }
 
-    fn write_entries(&self, path: &mut Vec<Vec<u8>>, out: &mut String) {
+    fn write_entries(&self, path: &mut Vec<Vec<u8>>, out: &mut Vec<u8>) {
+        let prefix = rbolt_manifest::line_prefix(path);
         for (key, item) in &self.entries {
             match item {
                 Item::Value(value) => {
-                    out.push_str("{\"bucket\":");
-                    write_path(path, out);
-                    let _ = writeln!(
-                        out,
-                        ",\"key\":\"{}\",\"value\":\"{}\"}}",
-                        hex(key),
-                        hex(value)
-                    );
+                    rbolt_manifest::write_value_line(out, &prefix, key, value)
+                        .expect("writing to a vector cannot fail");
                 }
                 Item::Bucket(bucket) => {
                     path.push(key.clone());
-                    out.push_str("{\"bucket\":");
-                    write_path(path, out);
-                    let _ = writeln!(out, ",\"sequence\":{}}}", bucket.sequence);
+                    rbolt_manifest::write_sequence_line(
+                        out,
+                        &rbolt_manifest::line_prefix(path),
+                        bucket.sequence,
+                    )
+                    .expect("writing to a vector cannot fail");
                     bucket.write_entries(path, out);
                     path.pop();
                 }
@@ -193,55 +189,15 @@ impl Bucket {
     }
 }
 
-fn parse_name(value: &Value) -> Vec<u8> {
-    match value {
-        Value::String(text) => text.as_bytes().to_vec(),
-        Value::Object(map) => parse_hex(map["hex"].as_str().expect("hex name")),
-        other => panic!("unexpected bucket name {other}"),
-    }
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+/// A bucket name as the fixtures' summaries and manifests spell it: a string, or
+/// `{"hex": "..."}`.
+pub fn parse_name(value: &Value) -> Vec<u8> {
+    rbolt_manifest::parse_name(value).unwrap_or_else(|| panic!("unexpected bucket name {value}"))
 }
 
 /// Bytes of lowercase or uppercase hex text.
 pub fn parse_hex(text: &str) -> Vec<u8> {
-    assert!(text.len().is_multiple_of(2), "odd hex length");
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digit"))
-        .collect()
-}
-
-fn write_path(path: &[Vec<u8>], out: &mut String) {
-    out.push('[');
-    for (i, name) in path.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        match std::str::from_utf8(name) {
-            Ok(text) if !text.chars().any(char::is_control) => {
-                out.push('"');
-                for c in text.chars() {
-                    if c == '"' || c == '\\' {
-                        out.push('\\');
-                    }
-                    out.push(c);
-                }
-                out.push('"');
-            }
-            _ => {
-                let _ = write!(out, "{{\"hex\":\"{}\"}}", hex(name));
-            }
-        }
-    }
-    out.push(']');
+    rbolt_manifest::parse_hex(text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[cfg(test)]

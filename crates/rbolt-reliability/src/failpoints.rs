@@ -15,6 +15,7 @@ use crate::model::{
     Item, PROGRESS_BUCKET, STEP_KEY, Tree, describe_difference, freelist_counts, progress, read_db,
 };
 use crate::summary::{Failures, Summary};
+use crate::verdict::{Failure, Reopens, Verdict, judge};
 use crate::workload::{Op, Workload, apply_model, commit_step};
 use rbolt::{Db, Error, Options};
 use std::collections::BTreeMap;
@@ -57,14 +58,9 @@ pub struct FailpointReport {
     /// Rolled-back commits whose freelist counts changed, or whose retry allocated differently
     /// from a run without the failure.
     pub freelist_mismatches: u64,
-    /// Reopens at an older state than the last acknowledged one.
-    pub lost_acked: u64,
-    /// Reopens whose check found problems.
-    pub check_failures: u64,
-    /// Reopens that failed.
-    pub open_failures: u64,
-    /// States that are neither acknowledged nor in flight, or handles in the wrong poison state.
-    pub wrong_state: u64,
+    /// Reopens, and reads through a rolled-back handle, that did not show what was
+    /// acknowledged (`wrong_state` also counts handles in the wrong poison state).
+    pub reopens: Reopens,
     /// Reopens, after a `return` or a `panic`, at the in-flight state (allowed at and past the
     /// meta write).
     pub at_in_flight: u64,
@@ -79,7 +75,7 @@ impl FailpointReport {
             .iter()
             .filter(|(name, _)| self.census.get(name).copied().unwrap_or(0) == 0)
             .count();
-        Summary::new("failpoints")
+        let summary = Summary::new("failpoints")
             .field("points", POINTS.len())
             .field("census_hits", self.census.values().sum::<u64>())
             .field("never_hit", never_hit)
@@ -87,11 +83,8 @@ impl FailpointReport {
             .field("panic_hits", self.panic_hits)
             .field("poisoned", self.poisoned)
             .field("at_in_flight", self.at_in_flight)
-            .field("freelist_mismatches", self.freelist_mismatches)
-            .field("lost_acked", self.lost_acked)
-            .field("check_failures", self.check_failures)
-            .field("open_failures", self.open_failures)
-            .field("wrong_state", self.wrong_state)
+            .field("freelist_mismatches", self.freelist_mismatches);
+        self.reopens.fields(summary)
     }
 
     /// Whether every point was hit in every mode and behaved.
@@ -102,10 +95,7 @@ impl FailpointReport {
             && self.return_hits == POINTS.len() as u64
             && self.panic_hits == POINTS.len() as u64
             && self.freelist_mismatches == 0
-            && self.lost_acked == 0
-            && self.check_failures == 0
-            && self.open_failures == 0
-            && self.wrong_state == 0
+            && self.reopens.is_clean()
             && self.failures.is_empty()
     }
 }
@@ -282,7 +272,7 @@ fn control(dir: &Path, setup: &Setup) -> Result<Control, String> {
     })
 }
 
-/// How a reopened file compares with what was acknowledged.
+/// Reopens `path` and judges it: it must hold `acked`, or `in_flight` when given.
 fn judge_reopen(
     path: &Path,
     options: &Options,
@@ -291,56 +281,14 @@ fn judge_reopen(
     what: &str,
     report: &mut FailpointReport,
 ) {
-    let db = match Db::open_with(path, options.clone()) {
-        Ok(db) => db,
-        Err(error) => {
-            report.open_failures += 1;
-            report.failures.push(format!("{what}: reopen: {error}"));
-            return;
-        }
-    };
-    match db.view(|tx| Ok(tx.check())) {
-        Ok(errors) if errors.is_empty() => {}
-        Ok(errors) => {
-            report.check_failures += 1;
-            report
-                .failures
-                .push(format!("{what}: check after reopen: {}", errors[0]));
-            return;
-        }
-        Err(error) => {
-            report.check_failures += 1;
-            report.failures.push(format!("{what}: check: {error}"));
-            return;
-        }
+    let db = Db::open_with(path, options.clone());
+    match judge(db.as_ref(), false, acked, in_flight) {
+        Verdict::Acked => {}
+        Verdict::InFlight => report.at_in_flight += 1,
+        // Only the power-loss suite tells garbage apart; `judge` never says this.
+        Verdict::InitGarbage => unreachable!("the failpoint suite does not classify garbage"),
+        Verdict::Failed(failure) => report.reopens.record(failure, what, &mut report.failures),
     }
-    let state = match read_db(&db) {
-        Ok(state) => state,
-        Err(error) => {
-            report.check_failures += 1;
-            report.failures.push(format!("{what}: read: {error}"));
-            return;
-        }
-    };
-    if state == *acked {
-        return;
-    }
-    if in_flight.is_some_and(|t| state == *t) {
-        report.at_in_flight += 1;
-        return;
-    }
-    let detail = format!(
-        "{what}: reopened at step {}, acknowledged {}: {}",
-        progress(&state),
-        progress(acked),
-        describe_difference(acked, &state)
-    );
-    if progress(&state) < progress(acked) {
-        report.lost_acked += 1;
-    } else {
-        report.wrong_state += 1;
-    }
-    report.failures.push(detail);
 }
 
 fn return_mode(
@@ -375,7 +323,7 @@ fn return_mode(
         if matches!(write, Err(Error::Poisoned)) && matches!(read, Err(Error::Poisoned)) {
             report.poisoned += 1;
         } else {
-            report.wrong_state += 1;
+            report.reopens.wrong_state += 1;
             report.failures.push(format!(
                 "{what}: the handle is not poisoned (begin_write {write:?}, begin_read {read:?})"
             ));
@@ -386,7 +334,7 @@ fn return_mode(
     }
     // Rolled back: the handle works, the freelist is as it was, the file as acknowledged.
     if let Err(error) = db.begin_read().map(drop) {
-        report.wrong_state += 1;
+        report.reopens.wrong_state += 1;
         report.failures.push(format!(
             "{what}: the handle does not work after a rollback: {error}"
         ));
@@ -401,15 +349,18 @@ fn return_mode(
     match read_db(&db) {
         Ok(state) if state == acked => {}
         Ok(state) => {
-            report.wrong_state += 1;
-            report.failures.push(format!(
-                "{what}: the handle shows changes of the failed commit: {}",
+            let detail = format!(
+                "the handle shows changes of the failed commit: {}",
                 describe_difference(&acked, &state)
-            ));
+            );
+            let failures = &mut report.failures;
+            report
+                .reopens
+                .record(Failure::Wrong(detail), &what, failures);
         }
         Err(error) => {
-            report.check_failures += 1;
-            report.failures.push(format!("{what}: read: {error}"));
+            let failure = Failure::Check(format!("read: {error}"));
+            report.reopens.record(failure, &what, &mut report.failures);
         }
     }
     // What a reopen would find now (a copy, so that this handle goes on).
@@ -491,7 +442,7 @@ fn panic_mode(
 
 /// The child's side: `failpoint PATH SEED NAME`. Opens the file the parent prepared, makes
 /// point `NAME` panic, and commits the trigger step: it must not return.
-pub fn child_main(args: &[String]) -> Result<(), String> {
+pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     let [path, seed, name] = args else {
         return Err("usage: failpoint PATH SEED NAME".into());
     };

@@ -12,10 +12,10 @@
 
 use crate::hostile::{Expect, evaluate, fix_meta_checksum};
 use crate::model::{Item, Path, Tree, bucket_at, describe_difference, read_bucket, read_db};
-use crate::rng::Rng;
 use crate::workload::{Op, apply_model, apply_tx};
 use rbolt::storage::{CrashProfile, FaultPlan, SimFile};
 use rbolt::{Db, FreelistKind, Options, WriteTx};
+use rbolt_fixtures::rng::Rng;
 use std::sync::Arc;
 
 /// Inputs longer than this are ignored: they only slow a fuzzer down.

@@ -6,15 +6,16 @@
 //! acknowledged state (or the one in flight, when the failure came at or after its meta write).
 
 use crate::model::{Tree, describe_difference, progress, read_db};
-use crate::power::{Acked, Verdict, judge, panic_message, variant};
-use crate::rng::Rng;
+use crate::parallel::{Report, run_units};
+use crate::power::{panic_message, variant};
 use crate::summary::{Failures, Summary};
+use crate::verdict::{Acked, Failure, Reopens, Verdict};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, Options};
+use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How big an I/O-error run is.
 #[derive(Clone, Debug)]
@@ -48,23 +49,17 @@ pub struct IoReport {
     pub rolled_back: u64,
     /// Rollbacks after which the freelist counts or the content differ from before.
     pub rollback_mismatches: u64,
-    /// Reopens at an older state than the last acknowledged one.
-    pub lost_acked: u64,
-    /// Reopens whose check found problems.
-    pub check_failures: u64,
-    /// Reopens that failed (past the new file's first commit).
-    pub open_failures: u64,
-    /// Reopens at a state that is neither acknowledged nor in flight.
-    pub wrong_state: u64,
+    /// Reopens (in the middle of the workload, and of the file as the process sees it and
+    /// as a power loss would leave it) that did not show what was acknowledged.
+    pub reopens: Reopens,
     /// Panics.
     pub panics: u64,
     /// Descriptions of the failures.
     pub failures: Failures,
 }
 
-impl IoReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: IoReport) {
+impl Report for IoReport {
+    fn merge(&mut self, other: IoReport) {
         self.runs += other.runs;
         self.faults_fired += other.faults_fired;
         self.surfaced += other.surfaced;
@@ -73,17 +68,16 @@ impl IoReport {
         self.not_poisoned += other.not_poisoned;
         self.rolled_back += other.rolled_back;
         self.rollback_mismatches += other.rollback_mismatches;
-        self.lost_acked += other.lost_acked;
-        self.check_failures += other.check_failures;
-        self.open_failures += other.open_failures;
-        self.wrong_state += other.wrong_state;
+        self.reopens.merge(other.reopens);
         self.panics += other.panics;
         self.failures.extend(other.failures);
     }
+}
 
+impl IoReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        Summary::new("io-errors")
+        let summary = Summary::new("io-errors")
             .field("runs", self.runs)
             .field("faults_fired", self.faults_fired)
             .field("surfaced", self.surfaced)
@@ -91,12 +85,8 @@ impl IoReport {
             .field("poisoned", self.poisoned)
             .field("not_poisoned", self.not_poisoned)
             .field("rolled_back", self.rolled_back)
-            .field("rollback_mismatches", self.rollback_mismatches)
-            .field("lost_acked", self.lost_acked)
-            .field("check_failures", self.check_failures)
-            .field("open_failures", self.open_failures)
-            .field("wrong_state", self.wrong_state)
-            .field("panics", self.panics)
+            .field("rollback_mismatches", self.rollback_mismatches);
+        self.reopens.fields(summary).field("panics", self.panics)
     }
 
     /// Whether every fault was handled as it must be.
@@ -104,10 +94,7 @@ impl IoReport {
         self.swallowed == 0
             && self.not_poisoned == 0
             && self.rollback_mismatches == 0
-            && self.lost_acked == 0
-            && self.check_failures == 0
-            && self.open_failures == 0
-            && self.wrong_state == 0
+            && self.reopens.is_clean()
             && self.panics == 0
             && self.failures.is_empty()
     }
@@ -152,28 +139,9 @@ impl Fault {
 
 /// Runs the I/O-error suite.
 pub fn run(config: &IoConfig) -> IoReport {
-    let next = AtomicU64::new(0);
-    let total = Mutex::new(IoReport::default());
-    std::thread::scope(|scope| {
-        for _ in 0..config.threads.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= config.seeds {
-                        break;
-                    }
-                    let report = run_seed(config.first_seed + i, config);
-                    total
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .merge(report);
-                }
-            });
-        }
-    });
-    total
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    run_units(config.seeds, config.threads, |i| {
+        run_seed(config.first_seed + i, config)
+    })
 }
 
 struct Seed {
@@ -316,24 +284,22 @@ fn workload_run(
             match read_db(&db) {
                 Ok(state) if state == setup.models[step as usize] => {}
                 Ok(state) => {
-                    let counter = if progress(&state) < step {
-                        &mut report.lost_acked
-                    } else {
-                        &mut report.wrong_state
-                    };
-                    *counter += 1;
-                    report.failures.push(format!(
-                        "{what}: the reopen in the middle shows step {}, acknowledged {step}: {}",
+                    let detail = format!(
+                        "the reopen in the middle shows step {}, acknowledged {step}: {}",
                         progress(&state),
                         describe_difference(&setup.models[step as usize], &state)
-                    ));
+                    );
+                    let failure = if progress(&state) < step {
+                        Failure::Lost(detail)
+                    } else {
+                        Failure::Wrong(detail)
+                    };
+                    report.reopens.record(failure, what, &mut report.failures);
                     return acked;
                 }
                 Err(error) => {
-                    report.check_failures += 1;
-                    report
-                        .failures
-                        .push(format!("{what}: read after the reopen: {error}"));
+                    let failure = Failure::Check(format!("read after the reopen: {error}"));
+                    report.reopens.record(failure, what, &mut report.failures);
                     return acked;
                 }
             }
@@ -423,28 +389,13 @@ fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: 
     for (image, which) in [(live, "live"), (durable, "durable")] {
         let copy = SimFile::from_image(image).expect("memfd");
         let db = Db::open_storage(Arc::new(copy), setup.options.clone());
-        let verdict = judge(&setup.models, db.as_ref(), acked);
         let what = format!("{what}, {which} image");
-        match verdict {
-            Verdict::Acked(_) | Verdict::InFlight(_) => {}
-            // An I/O error leaves no garbage: a file whose creation failed must open.
-            Verdict::InitError(e) | Verdict::OpenFailure(e) => {
-                report.open_failures += 1;
-                report.failures.push(format!("{what}: open failed: {e}"));
-            }
-            Verdict::CheckFailure(e) => {
-                report.check_failures += 1;
-                report.failures.push(format!("{what}: {e}"));
-            }
-            Verdict::Lost(e) => {
-                report.lost_acked += 1;
-                report.failures.push(format!("{what}: lost: {e}"));
-            }
-            Verdict::Wrong(e) => {
-                report.wrong_state += 1;
-                report.failures.push(format!("{what}: wrong state: {e}"));
-            }
+        match acked.judge(&setup.models, db.as_ref()) {
+            Verdict::Acked | Verdict::InFlight => {}
+            // `judge` never says this (only the power-loss suite tells garbage apart): an I/O
+            // error leaves none, so a file whose creation failed must open.
             Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
+            Verdict::Failed(failure) => report.reopens.record(failure, &what, &mut report.failures),
         }
     }
 }

@@ -9,12 +9,14 @@
 //! during every growth of the file; and every other new file is created by two children
 //! racing to create and open it, one of them waiting for the other's lock.
 
-use crate::model::{Tree, describe_difference, digest, progress, read_db};
+use crate::model::{Tree, digest, progress, read_db};
+use crate::parallel::Report;
 use crate::power::variant;
-use crate::rng::Rng;
 use crate::summary::{Failures, Summary};
+use crate::verdict::{Failure, Reopens, Verdict, judge};
 use crate::workload::{Workload, commit_step};
 use rbolt::{Db, Options};
+use rbolt_fixtures::rng::Rng;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,15 +46,9 @@ pub struct KillReport {
     pub acked_commits: u64,
     /// Kills after which the step in flight turned out committed.
     pub in_flight_landed: u64,
-    /// Reopens that found an older state than the last acknowledged one.
-    pub lost_acked: u64,
-    /// Reopens whose check found problems.
-    pub check_failures: u64,
-    /// Reopens that failed.
-    pub open_failures: u64,
-    /// Reopens at a state that is neither acknowledged nor in flight, or acknowledgements whose
-    /// digest differs from the model's.
-    pub wrong_state: u64,
+    /// Reopens after a kill that did not show what was acknowledged (`wrong_state` also
+    /// counts acknowledgements whose step or digest differs from the model's).
+    pub reopens: Reopens,
     /// Children that ended by themselves with an error instead of being killed.
     pub child_errors: u64,
     /// Files the loop started from nothing (each created by a child it may kill).
@@ -67,16 +63,12 @@ pub struct KillReport {
     pub failures: Failures,
 }
 
-impl KillReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: KillReport) {
+impl Report for KillReport {
+    fn merge(&mut self, other: KillReport) {
         self.kills += other.kills;
         self.acked_commits += other.acked_commits;
         self.in_flight_landed += other.in_flight_landed;
-        self.lost_acked += other.lost_acked;
-        self.check_failures += other.check_failures;
-        self.open_failures += other.open_failures;
-        self.wrong_state += other.wrong_state;
+        self.reopens.merge(other.reopens);
         self.child_errors += other.child_errors;
         self.new_files += other.new_files;
         self.raced_files += other.raced_files;
@@ -84,17 +76,17 @@ impl KillReport {
         self.file_bytes = self.file_bytes.max(other.file_bytes);
         self.failures.extend(other.failures);
     }
+}
 
+impl KillReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        Summary::new("kill-loop")
+        let summary = Summary::new("kill-loop")
             .field("kills", self.kills)
             .field("acked_commits", self.acked_commits)
-            .field("in_flight_landed", self.in_flight_landed)
-            .field("lost_acked", self.lost_acked)
-            .field("check_failures", self.check_failures)
-            .field("open_failures", self.open_failures)
-            .field("wrong_state", self.wrong_state)
+            .field("in_flight_landed", self.in_flight_landed);
+        self.reopens
+            .fields(summary)
             .field("child_errors", self.child_errors)
             .field("new_files", self.new_files)
             .field("raced_files", self.raced_files)
@@ -104,12 +96,7 @@ impl KillReport {
 
     /// Whether every reopen was as it must be.
     pub fn is_clean(&self) -> bool {
-        self.lost_acked == 0
-            && self.check_failures == 0
-            && self.open_failures == 0
-            && self.wrong_state == 0
-            && self.child_errors == 0
-            && self.failures.is_empty()
+        self.reopens.is_clean() && self.child_errors == 0 && self.failures.is_empty()
     }
 }
 
@@ -227,22 +214,31 @@ fn verify_step(
 ) -> bool {
     let model = models.get(*step).clone();
     let next = models.get(*step + 1).clone();
-    match verify(path, options, *step, &model, &next) {
-        Ok(Recovered::Acked) => true,
-        Ok(Recovered::InFlight) => {
+    let db = Db::open_with(path, options.clone());
+    let mut verdict = judge(db.as_ref(), false, &model, Some(&next));
+    if let (Verdict::Acked | Verdict::InFlight, Ok(db)) = (&verdict, &db) {
+        // The content says which step the file holds; the meta's txid must say the same.
+        let holds = *step + u64::from(matches!(verdict, Verdict::InFlight));
+        match db.view(|tx| Ok(tx.id().0)) {
+            Ok(txid) if txid == txid_of(holds) => {}
+            Ok(txid) => {
+                let detail = format!("txid {txid} holds step {holds}");
+                verdict = Verdict::Failed(Failure::Wrong(detail));
+            }
+            Err(error) => verdict = Verdict::Failed(Failure::Check(error.to_string())),
+        }
+    }
+    match verdict {
+        Verdict::Acked => true,
+        Verdict::InFlight => {
             report.in_flight_landed += 1;
             *step += 1;
             true
         }
-        Err(failure) => {
-            let (counter, message) = match failure {
-                Failure::Open(e) => (&mut report.open_failures, format!("open: {e}")),
-                Failure::Check(e) => (&mut report.check_failures, e),
-                Failure::Lost(e) => (&mut report.lost_acked, format!("lost: {e}")),
-                Failure::Wrong(e) => (&mut report.wrong_state, format!("wrong state: {e}")),
-            };
-            *counter += 1;
-            report.failures.push(format!("{what}: {message}"));
+        // Only the power-loss suite tells garbage apart; `judge` never says this.
+        Verdict::InitGarbage => unreachable!("the kill loop does not classify garbage"),
+        Verdict::Failed(failure) => {
+            report.reopens.record(failure, what, &mut report.failures);
             false
         }
     }
@@ -306,7 +302,7 @@ impl Models {
             last = ready;
             for ack in &run.acks {
                 if ack.step != last + 1 || ack.txid != txid_of(ack.step) {
-                    report.wrong_state += 1;
+                    report.reopens.wrong_state += 1;
                     return Err(format!(
                         "acknowledged step {} as txid {} after step {last}",
                         ack.step, ack.txid
@@ -315,7 +311,7 @@ impl Models {
                 last = ack.step;
                 report.acked_commits += 1;
                 if digest(self.get(last)) != ack.digest {
-                    report.wrong_state += 1;
+                    report.reopens.wrong_state += 1;
                     return Err(format!(
                         "step {last}: the child's digest differs from the model's"
                     ));
@@ -460,68 +456,10 @@ fn kill_children(
     Ok(runs)
 }
 
-enum Recovered {
-    Acked,
-    /// The step after the acknowledged one had committed.
-    InFlight,
-}
-
-enum Failure {
-    Open(String),
-    Check(String),
-    Lost(String),
-    Wrong(String),
-}
-
-fn verify(
-    path: &Path,
-    options: &Options,
-    step: u64,
-    model: &Tree,
-    next: &Tree,
-) -> Result<Recovered, Failure> {
-    let db = Db::open_with(path, options.clone()).map_err(|e| Failure::Open(e.to_string()))?;
-    let errors = db
-        .view(|tx| Ok(tx.check()))
-        .map_err(|e| Failure::Check(e.to_string()))?;
-    if let Some(first) = errors.first() {
-        return Err(Failure::Check(format!(
-            "check found {} problem(s), first: {first}",
-            errors.len()
-        )));
-    }
-    let state = read_db(&db).map_err(|e| Failure::Check(format!("reading: {e}")))?;
-    let txid = db
-        .view(|tx| Ok(tx.id().0))
-        .map_err(|e| Failure::Check(e.to_string()))?;
-    if txid != txid_of(progress(&state)) {
-        return Err(Failure::Wrong(format!(
-            "txid {txid} holds step {}",
-            progress(&state)
-        )));
-    }
-    if state == *model {
-        return Ok(Recovered::Acked);
-    }
-    if state == *next {
-        return Ok(Recovered::InFlight);
-    }
-    let detail = format!(
-        "content of step {}, acknowledged {step}: {}",
-        progress(&state),
-        describe_difference(model, &state)
-    );
-    if progress(&state) < step {
-        Err(Failure::Lost(detail))
-    } else {
-        Err(Failure::Wrong(detail))
-    }
-}
-
 /// The child's side: `kill-loop PATH SEED STEP`. Opens the file (creating it if missing),
 /// which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits steps
 /// after it until killed, printing `ack STEP TXID DIGEST` after each commit returns.
-pub fn child_main(args: &[String]) -> Result<(), String> {
+pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     let [path, seed, start] = args else {
         return Err("usage: kill-loop PATH SEED STEP|any".into());
     };

@@ -5,22 +5,28 @@
 //! loss over a simulated file ([`power`]), failpoints in the commit path ([`failpoints`]),
 //! injected I/O errors ([`io_errors`]), corrupt and truncated files ([`hostile`]) and the fuzz
 //! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
-//! model ([`model`]), a bounded full scan ([`scan`]), and the one summary line each suite
-//! prints ([`summary`]). The tests in `tests/` run them at CI size; `cargo xtask soak` runs
-//! them large (`RBOLT_SOAK=1`).
+//! model ([`model`]), a bounded full scan ([`scan`]), how a reopened file is judged
+//! ([`verdict`]), the worker threads ([`parallel`]), and the one summary line each suite
+//! prints ([`summary`]). Their random choices come from `rbolt_fixtures::rng`, so every suite
+//! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak`
+//! runs them large (`RBOLT_SOAK=1`). The child processes the suites start run the
+//! `rbolt-crash-child` binary, whose entry points (`child`) are hidden from the API.
 //!
 //! It uses rbolt only through its public API and must never change it: a bug found here is
 //! shown by a failing test and fixed by the facade's owner.
 
 pub mod alloc_track;
+#[doc(hidden)]
+pub mod child;
 pub mod failpoints;
 pub mod fuzz;
 pub mod hostile;
 pub mod io_errors;
 pub mod kill;
 pub mod model;
+pub mod parallel;
 pub mod power;
-pub mod rng;
 pub mod scan;
 pub mod summary;
+pub mod verdict;
 pub mod workload;

@@ -4,15 +4,16 @@
 //! acknowledged commit or of the one in flight. Some recoveries crash again during their next
 //! commit and are reopened once more.
 
-use crate::model::{Tree, describe_difference, progress, read_db};
-use crate::rng::Rng;
+use crate::model::{Tree, describe_difference, read_db};
+use crate::parallel::{Report, run_units};
 use crate::summary::{Failures, Summary};
+use crate::verdict::{Acked, Failure, Reopens, Verdict};
 use crate::workload::{Op, Workload, all_ops, commit_step, models};
 use rbolt::storage::{CrashProfile, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, FreelistKind, Options};
+use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Why images of an interrupted creation whose sectors came back as garbage may be refused:
 /// printed with the count, so that the one allowed failure class is never silent.
@@ -57,23 +58,17 @@ pub struct PowerReport {
     /// Images of a crash during a new file's creation whose creation write came back with
     /// garbage sectors, refused at open (the one allowed case; see [`INIT_GARBAGE_REASON`]).
     pub init_garbage_refused: u64,
-    /// Images that reopened at an older state than the last acknowledged commit.
-    pub lost_acked: u64,
-    /// Images whose check found problems (or whose content could not be read).
-    pub check_failures: u64,
-    /// Images past the first commit that did not open.
-    pub open_failures: u64,
-    /// Images that opened at a state that is neither the acknowledged nor the in-flight one.
-    pub wrong_state: u64,
+    /// Images that did not reopen as they must (a creation cut short included, unless it
+    /// is the allowed case).
+    pub reopens: Reopens,
     /// Panics anywhere in reopening, checking or reading.
     pub panics: u64,
     /// Descriptions of the failures.
     pub failures: Failures,
 }
 
-impl PowerReport {
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: PowerReport) {
+impl Report for PowerReport {
+    fn merge(&mut self, other: PowerReport) {
         self.seeds += other.seeds;
         self.crash_points += other.crash_points;
         self.images += other.images;
@@ -81,29 +76,24 @@ impl PowerReport {
         self.at_acked += other.at_acked;
         self.at_in_flight += other.at_in_flight;
         self.init_garbage_refused += other.init_garbage_refused;
-        self.lost_acked += other.lost_acked;
-        self.check_failures += other.check_failures;
-        self.open_failures += other.open_failures;
-        self.wrong_state += other.wrong_state;
+        self.reopens.merge(other.reopens);
         self.panics += other.panics;
         self.failures.extend(other.failures);
     }
+}
 
+impl PowerReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        Summary::new("power-loss")
+        let summary = Summary::new("power-loss")
             .field("seeds", self.seeds)
             .field("crash_points", self.crash_points)
             .field("images", self.images)
             .field("compound_images", self.compound_images)
             .field("at_acked", self.at_acked)
             .field("at_in_flight", self.at_in_flight)
-            .field("init_garbage_refused", self.init_garbage_refused)
-            .field("lost_acked", self.lost_acked)
-            .field("check_failures", self.check_failures)
-            .field("open_failures", self.open_failures)
-            .field("wrong_state", self.wrong_state)
-            .field("panics", self.panics)
+            .field("init_garbage_refused", self.init_garbage_refused);
+        self.reopens.fields(summary).field("panics", self.panics)
     }
 
     /// Prints the reason for the allowed class, when it occurred (after the summary line).
@@ -118,12 +108,7 @@ impl PowerReport {
 
     /// Whether every image recovered as it must.
     pub fn is_clean(&self) -> bool {
-        self.lost_acked == 0
-            && self.check_failures == 0
-            && self.open_failures == 0
-            && self.wrong_state == 0
-            && self.panics == 0
-            && self.failures.is_empty()
+        self.reopens.is_clean() && self.panics == 0 && self.failures.is_empty()
     }
 }
 
@@ -148,28 +133,9 @@ pub fn variant(seed: u64) -> (Options, &'static str) {
 
 /// Runs the power-loss suite.
 pub fn run(config: &PowerConfig) -> PowerReport {
-    let next = AtomicU64::new(0);
-    let total = Mutex::new(PowerReport::default());
-    std::thread::scope(|scope| {
-        for _ in 0..config.threads.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= config.seeds {
-                        break;
-                    }
-                    let report = run_seed(config.first_seed + i, config);
-                    total
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .merge(report);
-                }
-            });
-        }
-    });
-    total
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    run_units(config.seeds, config.threads, |i| {
+        run_seed(config.first_seed + i, config)
+    })
 }
 
 /// The workload of one seed and what a run without faults does.
@@ -221,16 +187,6 @@ fn is_crash_point(kind: OpKind) -> bool {
         kind,
         OpKind::Write | OpKind::WriteVectored | OpKind::SyncData | OpKind::SyncAll | OpKind::Grow
     )
-}
-
-/// What the workload had acknowledged when the file crashed (or failed).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Acked {
-    /// The last step whose commit returned `Ok`; `None` if the new file's initialisation
-    /// itself did not finish.
-    pub(crate) step: Option<u64>,
-    /// The step whose commit was under way, if any.
-    pub(crate) in_flight: Option<u64>,
 }
 
 /// Runs every crash point of seed `seed`.
@@ -339,20 +295,6 @@ pub(crate) fn is_torn_creation(image: &[u8], page_size: usize) -> bool {
         })
 }
 
-/// How one reopened image turned out.
-pub(crate) enum Verdict {
-    Acked(u64),
-    InFlight(u64),
-    /// A crash during the creation of the file left an image that does not open.
-    InitError(String),
-    /// As `InitError`, for an image with garbage where creation wrote: allowed, counted.
-    InitGarbage,
-    OpenFailure(String),
-    CheckFailure(String),
-    Lost(String),
-    Wrong(String),
-}
-
 /// Reopens `image`, judges it, and (when `compound` holds a seed) crashes it again during its
 /// next commit and judges that image too.
 fn check_image(
@@ -369,8 +311,8 @@ fn check_image(
         let garbage = !is_torn_creation(&image, page_size);
         let sim = SimFile::from_image(image).expect("memfd");
         let db = Db::open_storage(Arc::new(sim.clone()), reference.options.clone());
-        let verdict = match judge(&reference.models, db.as_ref(), acked) {
-            Verdict::InitError(_) if garbage => Verdict::InitGarbage,
+        let verdict = match acked.judge(&reference.models, db.as_ref()) {
+            Verdict::Failed(Failure::InitError(_)) if garbage => Verdict::InitGarbage,
             verdict => verdict,
         };
         (sim, db.ok(), verdict)
@@ -385,101 +327,15 @@ fn check_image(
             return;
         }
     };
-    let recovered = record(verdict, what, report);
+    let recovered = acked.recovered(&verdict);
+    match verdict {
+        Verdict::Acked => report.at_acked += 1,
+        Verdict::InFlight => report.at_in_flight += 1,
+        Verdict::InitGarbage => report.init_garbage_refused += 1,
+        Verdict::Failed(failure) => report.reopens.record(failure, what, &mut report.failures),
+    }
     if let (Some(seed), Some(step), Some(db)) = (compound, recovered, db) {
         compound_crash(reference, sim, db, step, seed, what, report);
-    }
-}
-
-/// Counts `verdict`; returns the step the database recovered to, if it recovered.
-pub(crate) fn record(verdict: Verdict, what: &str, report: &mut PowerReport) -> Option<u64> {
-    match verdict {
-        Verdict::Acked(step) => {
-            report.at_acked += 1;
-            Some(step)
-        }
-        Verdict::InFlight(step) => {
-            report.at_in_flight += 1;
-            Some(step)
-        }
-        Verdict::InitError(e) => {
-            report.open_failures += 1;
-            report
-                .failures
-                .push(format!("{what}: a creation cut short did not open: {e}"));
-            None
-        }
-        Verdict::InitGarbage => {
-            report.init_garbage_refused += 1;
-            None
-        }
-        Verdict::OpenFailure(e) => {
-            report.open_failures += 1;
-            report.failures.push(format!("{what}: open failed: {e}"));
-            None
-        }
-        Verdict::CheckFailure(e) => {
-            report.check_failures += 1;
-            report.failures.push(format!("{what}: {e}"));
-            None
-        }
-        Verdict::Lost(e) => {
-            report.lost_acked += 1;
-            report.failures.push(format!("{what}: lost: {e}"));
-            None
-        }
-        Verdict::Wrong(e) => {
-            report.wrong_state += 1;
-            report.failures.push(format!("{what}: wrong state: {e}"));
-            None
-        }
-    }
-}
-
-/// Judges a reopened database against the models of the steps (`models[k]`: after step `k`).
-pub(crate) fn judge(models: &[Tree], db: Result<&Db, &rbolt::Error>, acked: Acked) -> Verdict {
-    let db = match (db, acked.step) {
-        (Ok(db), _) => db,
-        // A crash while the file was being created: it must open all the same (the caller
-        // knows the one exception).
-        (Err(error), None) => return Verdict::InitError(error.to_string()),
-        (Err(error), Some(_)) => return Verdict::OpenFailure(error.to_string()),
-    };
-    match db.view(|tx| Ok(tx.check())) {
-        Ok(errors) if errors.is_empty() => {}
-        Ok(errors) => {
-            return Verdict::CheckFailure(format!(
-                "check found {} problem(s), first: {}",
-                errors.len(),
-                errors[0]
-            ));
-        }
-        Err(error) => return Verdict::CheckFailure(format!("check: {error}")),
-    }
-    let state = match read_db(db) {
-        Ok(state) => state,
-        Err(error) => return Verdict::CheckFailure(format!("reading the content: {error}")),
-    };
-    let acked_step = acked.step.unwrap_or(0);
-    if state == models[acked_step as usize] {
-        return Verdict::Acked(acked_step);
-    }
-    if let Some(in_flight) = acked.in_flight
-        && state == models[in_flight as usize]
-    {
-        return Verdict::InFlight(in_flight);
-    }
-    let found = progress(&state);
-    let expected = &models[acked_step as usize];
-    let detail = format!(
-        "content of step {found}, acknowledged {acked_step}, in flight {:?}; vs acknowledged: {}",
-        acked.in_flight,
-        describe_difference(expected, &state)
-    );
-    if found < acked_step {
-        Verdict::Lost(detail)
-    } else {
-        Verdict::Wrong(detail)
     }
 }
 

@@ -26,6 +26,12 @@ impl Summary {
         self
     }
 
+    /// Appends `secs=S.S`: the seconds since `started`, the last field of every suite's line.
+    #[must_use]
+    pub fn secs_since(self, started: std::time::Instant) -> Summary {
+        self.field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+    }
+
     /// Prints the line on stderr.
     pub fn print(&self) {
         eprintln!("{self}");

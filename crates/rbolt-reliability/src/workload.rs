@@ -9,9 +9,9 @@
 //! database tells which step it holds.
 
 use crate::model::{PROGRESS_BUCKET, Path, STEP_KEY, Tree, bucket_at, bucket_at_mut};
-use crate::rng::Rng;
 use rbolt::{BucketMut, Error, Result, WriteTx};
 use rbolt_fixtures::Item;
+use rbolt_fixtures::rng::Rng;
 
 /// The top-level bucket bulk inserts go to.
 pub const BULK_BUCKET: &[u8] = b"bulk";

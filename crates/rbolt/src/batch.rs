@@ -94,6 +94,8 @@ pub(crate) fn run<F>(db: &Db, f: F) -> Result<()>
 where
     F: Fn(&mut WriteTx<'_>) -> Result<()> + Send + Sync + 'static,
 {
+    // A caller holding the writer would wait for a batch that needs it.
+    db.check_not_writer()?;
     let f: BatchFn = Arc::new(f);
     let mailbox = Arc::new(Mailbox::default());
     let batcher = &db.batcher;

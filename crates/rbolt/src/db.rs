@@ -13,7 +13,7 @@ use rbolt_page::{
     PGID_NO_FREELIST, Pgid, Reason, Txid, empty_db_prefixes, find_meta1, read_meta, write_empty_db,
 };
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// The largest txid a meta may carry: the next commit, and readers' slot values, must not
@@ -81,6 +81,12 @@ pub struct Db {
     pub(crate) writer: Mutex<Writer>,
     pub(crate) readers: Readers,
     pub(crate) poisoned: AtomicBool,
+    /// The thread that holds the writer (`thread_id`), 0 when none does: a thread asking for
+    /// the writer it holds gets an error instead of waiting for itself.
+    pub(crate) writer_thread: AtomicU64,
+    /// A commit made with `Durability::None` is not durable yet: the next durable commit syncs
+    /// before it writes anything (see `WriteTx::set_durability`).
+    pub(crate) unsynced: AtomicBool,
     pub(crate) counters: StatCounters,
     pub(crate) batcher: crate::batch::Batcher,
 }
@@ -99,10 +105,11 @@ impl Db {
         let path = path.as_ref();
         let file_options = FileOptions::new()
             .read_only(options.read_only)
-            .create(!options.read_only)
+            .create(!options.read_only && options.create)
             .lock_timeout(options.lock_timeout);
         let storage = FileStorage::open(path, file_options).map_err(|error| match error {
             OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
+            OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
             OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
                 path: Some(path),
                 source,
@@ -180,6 +187,8 @@ impl Db {
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
+            writer_thread: AtomicU64::new(0),
+            unsynced: AtomicBool::new(false),
             counters,
             batcher: crate::batch::Batcher::default(),
             options,
@@ -225,6 +234,14 @@ impl Db {
         self.poisoned.store(true, Ordering::Release);
     }
 
+    /// Fails if this thread holds the writer: waiting for it would wait for ever.
+    pub(crate) fn check_not_writer(&self) -> Result<()> {
+        if self.writer_thread.load(Ordering::Acquire) == thread_id() {
+            return Err(Error::WriteTxOnThisThread);
+        }
+        Ok(())
+    }
+
     /// The committed snapshot readers start from.
     pub(crate) fn snapshot(&self) -> Snapshot {
         self.current
@@ -249,18 +266,24 @@ impl Db {
         Ok(ReadTx::new(self, snapshot, slot))
     }
 
-    /// Starts the write transaction, waiting for the one under way (if any) to end. Calling it
-    /// again on a thread that already holds a write transaction deadlocks.
+    /// Starts the write transaction, waiting for the one under way (if any) to end. On a thread
+    /// that holds the write transaction already (an `update` inside an `update`, say) it fails
+    /// at once with [`Error::WriteTxOnThisThread`] instead of waiting for itself.
     pub fn begin_write(&self) -> Result<WriteTx<'_>> {
         if self.options.read_only {
             return Err(Error::DatabaseReadOnly);
         }
         self.check_poisoned()?;
+        self.check_not_writer()?;
         let mut writer = self
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.check_poisoned()?;
+        self.writer_thread.store(thread_id(), Ordering::Release);
+        if let Err(error) = self.check_poisoned() {
+            self.writer_thread.store(0, Ordering::Release);
+            return Err(error);
+        }
         let snapshot = self.snapshot();
         let mut readers = std::mem::take(&mut writer.readers_scratch);
         readers.clear();
@@ -332,7 +355,9 @@ impl Db {
         self.storage.sync_data().map_err(|e| {
             self.poison();
             Error::io(self.storage.path(), e)
-        })
+        })?;
+        self.unsynced.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Closes the database: releases the file lock and the mapping. Every transaction has
@@ -356,6 +381,15 @@ impl Db {
             .len()
             .map_err(|e| Error::io(self.storage.path(), e))
     }
+}
+
+/// A number for the calling thread, never 0 (which means "no thread").
+pub(crate) fn thread_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ID.with(|id| *id)
 }
 
 /// The mapping length for `needed` bytes (a whole number of pages): powers of two from 32 KiB

@@ -11,32 +11,42 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A key must be at least one byte long.
-    #[error("key required")]
+    #[error("key required: keys are 1 to {max} bytes", max = rbolt_page::KEY_SIZE_MAX)]
     KeyRequired,
     /// A key is longer than `KEY_SIZE_MAX` (32,768 bytes).
-    #[error("key too large: {len} bytes, at most {max}", max = rbolt_page::KEY_SIZE_MAX)]
+    #[error(
+        "key too large: {len} bytes, at most {max}; hash or shorten long keys",
+        max = rbolt_page::KEY_SIZE_MAX
+    )]
     KeyTooLarge {
         /// The key's length.
         len: usize,
     },
     /// A value is longer than `VALUE_SIZE_MAX` (2^31 - 2 bytes).
-    #[error("value too large: {len} bytes, at most {max}", max = rbolt_page::VALUE_SIZE_MAX)]
+    #[error(
+        "value too large: {len} bytes, at most {max}; store it in pieces under several keys",
+        max = rbolt_page::VALUE_SIZE_MAX
+    )]
     ValueTooLarge {
         /// The value's length.
         len: usize,
     },
     /// A bucket of that name already exists.
-    #[error("bucket already exists")]
+    #[error("bucket already exists (create_bucket_if_not_exists opens it instead)")]
     BucketExists,
     /// No bucket of that name exists.
-    #[error("bucket not found")]
+    #[error("bucket not found (create it with create_bucket, or use create_bucket_if_not_exists)")]
     BucketNotFound,
     /// A bucket name must be at least one byte long.
-    #[error("bucket name required")]
+    #[error(
+        "bucket name required: names are 1 to {max} bytes, and the root holds only buckets",
+        max = rbolt_page::KEY_SIZE_MAX
+    )]
     BucketNameRequired,
     /// The key holds a bucket where a value was expected, or a value where a bucket was.
     #[error(
-        "incompatible value: the key holds a bucket where a value was expected or the other way round"
+        "incompatible value: the key holds a bucket where a value was expected or the other way \
+         round (delete_bucket removes a bucket, delete a value)"
     )]
     IncompatibleValue,
     /// A bucket move whose source and destination are the same bucket.
@@ -46,10 +56,14 @@ pub enum Error {
     #[error("a bucket cannot be moved into itself or into a bucket nested inside it")]
     MoveIntoSelf,
     /// The database was opened read-only.
-    #[error("database is read-only")]
+    #[error("database is read-only: open it without Options::read_only to write")]
     DatabaseReadOnly,
     /// The file lock was not obtained within the timeout.
-    #[error("timed out waiting for the file lock on {}", DisplayPath(.path))]
+    #[error(
+        "timed out waiting for the file lock on {}: another process has it open (a longer \
+         Options::lock_timeout waits longer)",
+        DisplayPath(.path)
+    )]
     Timeout {
         /// The file.
         path: Option<PathBuf>,
@@ -106,6 +120,13 @@ pub enum Error {
         /// The file.
         path: Option<PathBuf>,
     },
+    /// This thread holds the write transaction already: starting another (`begin_write`,
+    /// `update` or `batch` inside `update`) would wait for itself for ever.
+    #[error(
+        "this thread holds the write transaction already; do the work inside it, or commit or \
+         roll it back first"
+    )]
+    WriteTxOnThisThread,
     /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
     /// them out, since a writer rewrites metas and free pages while readers live.
     #[error("raw page access needs a database opened read-only")]
@@ -119,14 +140,17 @@ pub enum Error {
         reason: String,
     },
     /// The database would grow past `Options::max_size`.
-    #[error("database reached its maximum size of {max_size} bytes")]
+    #[error(
+        "database reached its maximum size of {max_size} bytes; the transaction was rolled \
+         back (raise Options::max_size, or delete data first)"
+    )]
     MaxSizeReached {
         /// The limit.
         max_size: u64,
     },
     /// Bytes in the file do not form what they should. (The corruption is in the message,
     /// so it is not also the `source`.)
-    #[error("corrupt database: {0}")]
+    #[error("corrupt database: {0} (`rbolt check` lists every problem)")]
     Corruption(Corruption),
     /// The freelist refused an operation (a double free, which means a corrupt file).
     #[error("freelist: {0}")]
@@ -146,6 +170,69 @@ pub enum Error {
     Poisoned,
 }
 
+/// What kind of [`Error`] an error is, without its details: for matching and comparing
+/// (`Error` holds an `io::Error`, which cannot be compared).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let error = db.update(|tx| tx.create_bucket(b"").map(drop)).unwrap_err();
+/// assert_eq!(error.kind(), rbolt::ErrorKind::BucketNameRequired);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// [`Error::KeyRequired`].
+    KeyRequired,
+    /// [`Error::KeyTooLarge`].
+    KeyTooLarge,
+    /// [`Error::ValueTooLarge`].
+    ValueTooLarge,
+    /// [`Error::BucketExists`].
+    BucketExists,
+    /// [`Error::BucketNotFound`].
+    BucketNotFound,
+    /// [`Error::BucketNameRequired`].
+    BucketNameRequired,
+    /// [`Error::IncompatibleValue`].
+    IncompatibleValue,
+    /// [`Error::SameBuckets`].
+    SameBuckets,
+    /// [`Error::MoveIntoSelf`].
+    MoveIntoSelf,
+    /// [`Error::DatabaseReadOnly`].
+    DatabaseReadOnly,
+    /// [`Error::Timeout`].
+    Timeout,
+    /// [`Error::Invalid`].
+    Invalid,
+    /// [`Error::VersionMismatch`].
+    VersionMismatch,
+    /// [`Error::Truncated`].
+    Truncated,
+    /// [`Error::InvalidOptions`].
+    InvalidOptions,
+    /// [`Error::StorageInUse`].
+    StorageInUse,
+    /// [`Error::WriteTxOnThisThread`].
+    WriteTxOnThisThread,
+    /// [`Error::RawAccessNeedsReadOnly`].
+    RawAccessNeedsReadOnly,
+    /// [`Error::Checksum`].
+    Checksum,
+    /// [`Error::MaxSizeReached`].
+    MaxSizeReached,
+    /// [`Error::Corruption`].
+    Corruption,
+    /// [`Error::Freelist`].
+    Freelist,
+    /// [`Error::Io`].
+    Io,
+    /// [`Error::Poisoned`].
+    Poisoned,
+}
+
 impl From<Corruption> for Error {
     fn from(corruption: Corruption) -> Error {
         Error::Corruption(corruption)
@@ -162,6 +249,36 @@ impl From<FreelistError> for Error {
 }
 
 impl Error {
+    /// The kind of error, for matching and comparing.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::KeyRequired => ErrorKind::KeyRequired,
+            Error::KeyTooLarge { .. } => ErrorKind::KeyTooLarge,
+            Error::ValueTooLarge { .. } => ErrorKind::ValueTooLarge,
+            Error::BucketExists => ErrorKind::BucketExists,
+            Error::BucketNotFound => ErrorKind::BucketNotFound,
+            Error::BucketNameRequired => ErrorKind::BucketNameRequired,
+            Error::IncompatibleValue => ErrorKind::IncompatibleValue,
+            Error::SameBuckets => ErrorKind::SameBuckets,
+            Error::MoveIntoSelf => ErrorKind::MoveIntoSelf,
+            Error::DatabaseReadOnly => ErrorKind::DatabaseReadOnly,
+            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::Invalid { .. } => ErrorKind::Invalid,
+            Error::VersionMismatch { .. } => ErrorKind::VersionMismatch,
+            Error::Truncated { .. } => ErrorKind::Truncated,
+            Error::InvalidOptions { .. } => ErrorKind::InvalidOptions,
+            Error::StorageInUse { .. } => ErrorKind::StorageInUse,
+            Error::WriteTxOnThisThread => ErrorKind::WriteTxOnThisThread,
+            Error::RawAccessNeedsReadOnly => ErrorKind::RawAccessNeedsReadOnly,
+            Error::Checksum { .. } => ErrorKind::Checksum,
+            Error::MaxSizeReached { .. } => ErrorKind::MaxSizeReached,
+            Error::Corruption(_) => ErrorKind::Corruption,
+            Error::Freelist(_) => ErrorKind::Freelist,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Poisoned => ErrorKind::Poisoned,
+        }
+    }
+
     /// An I/O error on `path`.
     pub(crate) fn io(path: Option<&std::path::Path>, source: io::Error) -> Error {
         Error::Io {

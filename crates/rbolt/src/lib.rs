@@ -77,11 +77,12 @@ pub use backup::compact;
 pub use bucket::{Bucket, BucketMut};
 pub use check::CheckError;
 pub use db::Db;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use iter::{Cursor, CursorMut, Entry, Iter};
 pub use nested::{Walk, WalkStep};
 pub use options::{
-    ALLOC_SIZE_DEFAULT, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT, Options, PAGE_SIZE_DEFAULT,
+    ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
+    PAGE_SIZE_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};

@@ -6,11 +6,29 @@ use std::time::Duration;
 /// The page size of new files when none is given: the usual OS page size.
 pub const PAGE_SIZE_DEFAULT: usize = 4096;
 /// Batches run once they hold this many calls...
-pub const MAX_BATCH_SIZE_DEFAULT: usize = 1000;
+pub const BATCH_SIZE_MAX_DEFAULT: usize = 1000;
 /// ...or once the first call has waited this long.
-pub const MAX_BATCH_DELAY_DEFAULT: Duration = Duration::from_millis(10);
+pub const BATCH_DELAY_MAX_DEFAULT: Duration = Duration::from_millis(10);
 /// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
 pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
+
+/// How a write transaction's commit reaches the disk ([`WriteTx::set_durability`]).
+///
+/// [`WriteTx::set_durability`]: crate::WriteTx::set_durability
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Two `fdatasync`s: when `commit` returns, the commit and every one before it survive a
+    /// crash or a power loss.
+    #[default]
+    Immediate,
+    /// No sync (Go bbolt's `NoSync`): the commit is visible at once and survives a crash of
+    /// the process, but a power loss before the next `Immediate` commit or `Db::sync` may lose
+    /// it and the other unsynced commits, or leave the file unopenable. The next `Immediate`
+    /// commit syncs them first, so a crash during it finds them whole. For loads that can be
+    /// redone.
+    None,
+}
 
 /// Options for [`Db::open_with`](crate::Db::open_with). `Options::default()` gives bbolt's
 /// defaults; the methods set one field each and chain.
@@ -26,15 +44,19 @@ pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
 /// assert!(!options.read_only);
 /// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// How long to wait for the file lock: `None` waits for ever (bbolt's timeout 0),
     /// `Some(Duration::ZERO)` tries once, `Some(d)` gives up after `d` with `Error::Timeout`.
     pub lock_timeout: Option<Duration>,
     /// Open read-only with a shared lock: other read-only openers may share the file.
     pub read_only: bool,
-    /// Skip the two fdatasyncs of a commit: fast, and a crash may lose or corrupt recent
-    /// commits. For bulk loads that can be redone.
+    /// Commit with `Durability::None` unless a transaction says otherwise: no fdatasyncs, fast,
+    /// and a power loss may lose or corrupt recent commits. For bulk loads that can be redone.
     pub no_sync: bool,
+    /// Create the file when it does not exist (read-write opens; the default). With `false`,
+    /// opening a missing file is an error, so a mistyped path does not make a new database.
+    pub create: bool,
     /// Skip the fsync after the file grows.
     pub no_grow_sync: bool,
     /// Do not write the freelist at commit; it is rebuilt by scanning the file at open.
@@ -70,6 +92,7 @@ impl Default for Options {
             lock_timeout: None,
             read_only: false,
             no_sync: false,
+            create: true,
             no_grow_sync: false,
             no_freelist_sync: false,
             freelist: FreelistKind::Array,
@@ -77,8 +100,8 @@ impl Default for Options {
             initial_mmap_size: 0,
             max_size: 0,
             mlock: false,
-            max_batch_size: MAX_BATCH_SIZE_DEFAULT,
-            max_batch_delay: MAX_BATCH_DELAY_DEFAULT,
+            max_batch_size: BATCH_SIZE_MAX_DEFAULT,
+            max_batch_delay: BATCH_DELAY_MAX_DEFAULT,
             alloc_size: ALLOC_SIZE_DEFAULT,
             fallback_on_truncation: false,
         }
@@ -138,6 +161,8 @@ setters! {
     read_only: bool,
     /// Sets `no_sync`.
     no_sync: bool,
+    /// Sets `create`.
+    create: bool,
     /// Sets `no_grow_sync`.
     no_grow_sync: bool,
     /// Sets `no_freelist_sync`.

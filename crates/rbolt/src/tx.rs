@@ -8,6 +8,7 @@ use crate::bucket::{
 use crate::db::{Db, Snapshot, Writer, map_size};
 use crate::error::{Error, Result};
 use crate::iter::{Entry, Iter};
+use crate::options::Durability;
 use crate::readers::ReaderSlot;
 use crate::stats::TxStats;
 use crate::storage::Mapping;
@@ -17,6 +18,7 @@ use rbolt_page::{
     BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
     PageHeader, Pgid, Reason, Txid, pages_for, write_meta,
 };
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
@@ -241,6 +243,8 @@ pub struct WriteTx<'db> {
     ended: bool,
     /// The meta write has started and the new state is not yet published.
     meta_started: bool,
+    /// Whether the commit syncs.
+    durability: Durability,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) force: bool,
 }
@@ -296,6 +300,11 @@ impl<'db> WriteTx<'db> {
             stats: TxStats::default(),
             ended: false,
             meta_started: false,
+            durability: if db.options.no_sync {
+                Durability::None
+            } else {
+                Durability::Immediate
+            },
             force: false,
         }
     }
@@ -482,6 +491,36 @@ impl<'db> WriteTx<'db> {
         Ok(())
     }
 
+    /// Sets how this transaction's commit reaches the disk; the default is
+    /// `Durability::Immediate`, or `Durability::None` when the database was opened with
+    /// `Options::no_sync`. A bulk load can make its commits `None` and end with one
+    /// `Immediate` commit or [`Db::sync`](crate::Db::sync), with no reopen.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rbolt::Durability;
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// for chunk in 0..10u32 {
+    ///     let mut tx = db.begin_write()?;
+    ///     tx.set_durability(Durability::None);
+    ///     let mut b = tx.create_bucket_if_not_exists(b"load")?;
+    ///     for i in 0..100u32 {
+    ///         b.put(&(chunk * 100 + i).to_be_bytes(), b"row")?;
+    ///     }
+    ///     tx.commit()?;
+    /// }
+    /// db.sync()?; // everything above is durable from here on
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
+    /// How this transaction's commit will reach the disk.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
     /// Registers `f` to run after this transaction commits successfully.
     pub fn on_commit(&mut self, f: impl FnOnce() + 'db) {
         self.on_commit.push(Box::new(f));
@@ -549,6 +588,16 @@ impl<'db> WriteTx<'db> {
         let page_size = db.page_size;
         let txid = self.core.alloc.txid;
         self.writer.verify.before(db);
+        let sync = self.durability == Durability::Immediate;
+        if sync && db.unsynced.load(Ordering::Acquire) {
+            // Commits made without syncs come first: made durable before this one reuses any
+            // page they freed, so that a crash during this commit finds them whole.
+            db.storage.sync_data().map_err(|e| {
+                db.poison();
+                Error::io(db.storage.path(), e)
+            })?;
+            db.unsynced.store(false, Ordering::Release);
+        }
 
         // Merge nodes left small by deletes and write every edited bucket, children before
         // parents, then the root bucket.
@@ -638,7 +687,7 @@ impl<'db> WriteTx<'db> {
         failpoint!("commit::before-write");
         alloc.flush()?;
         failpoint!("commit::before-data-sync");
-        if !db.options.no_sync {
+        if sync {
             db.storage.sync_data().map_err(|e| {
                 db.poison();
                 Error::io(db.storage.path(), e)
@@ -659,7 +708,7 @@ impl<'db> WriteTx<'db> {
                 Error::io(db.storage.path(), e)
             })?;
         failpoint!("commit::before-meta-sync", poison db);
-        if !db.options.no_sync {
+        if sync {
             db.storage.sync_data().map_err(|e| {
                 db.poison();
                 Error::io(db.storage.path(), e)
@@ -670,6 +719,9 @@ impl<'db> WriteTx<'db> {
         self.stats.writes = alloc.writes + 1;
 
         // Committed: publish to readers and hand the writer state back.
+        if !sync {
+            db.unsynced.store(true, Ordering::Release);
+        }
         alloc.freelist.commit(txid);
         let grew = self.writer.file_len < alloc.file_len;
         let remapped = new_map.is_some();
@@ -701,6 +753,9 @@ impl<'db> WriteTx<'db> {
     /// Returns the freelist, buffers and arena to the writer state.
     fn give_back(&mut self) {
         self.ended = true;
+        self.db
+            .writer_thread
+            .store(0, std::sync::atomic::Ordering::Release);
         let alloc = &mut self.core.alloc;
         alloc.recycle();
         self.db.counters.freelist_changed(&alloc.freelist);

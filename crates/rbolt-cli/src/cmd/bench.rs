@@ -16,6 +16,7 @@ use crate::duration::go_string;
 use crate::progress::{Counter, Unit};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{ArgAction, Args, ValueEnum};
+use fastrand::Rng;
 use rbolt::{Db, Options};
 use std::io::Write;
 use std::path::PathBuf;
@@ -132,34 +133,6 @@ impl Results {
     }
 }
 
-/// A small, fast pseudo-random generator (SplitMix64); benchmarks need spread, not secrecy.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Rng {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        Rng(nanos ^ u64::from(std::process::id()).rotate_left(32))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
-
 /// Where keys come from: counting up from 1, or random.
 struct KeySource {
     next: u32,
@@ -169,7 +142,7 @@ struct KeySource {
 impl KeySource {
     fn next(&mut self, rng: &mut Rng) -> u32 {
         if self.random {
-            rng.next_u32()
+            rng.u32(..)
         } else {
             self.next = self.next.wrapping_add(1);
             self.next
@@ -237,7 +210,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         .no_sync(args.no_sync);
     let db = Db::open_with(&path, options)
         .with_context(|| format!("cannot create {}", path.display()))?;
-    let mut rng = Rng::seeded();
+    // Seeded from the clock and the thread, like Go's `rand`: each run draws other keys.
+    let mut rng = Rng::new();
 
     let (write, mut keys) = run_writes(&db, &args, &mut rng).context("write")?;
     if args.read_mode == ReadMode::Rnd {
@@ -245,9 +219,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             // Some written keys were deleted again: look up the ones that are left.
             keys = surviving_keys(&db)?;
         }
-        for i in (1..keys.len()).rev() {
-            keys.swap(i, rng.below(i + 1));
-        }
+        rng.shuffle(&mut keys);
     }
     let read = run_reads(&db, &args, &keys).context("read")?;
 

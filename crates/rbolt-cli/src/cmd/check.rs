@@ -1,19 +1,18 @@
 //! `rbolt check`: bbolt's consistency check, plus a check of both meta pages.
 
-use crate::open::{LockArgs, open_error};
+use crate::open::{FileArgs, open_error};
 use crate::raw::RawFile;
 use anyhow::{Result, bail};
 use clap::Args;
 use rbolt_page::Pgid;
 use serde::Serialize;
 use std::io::Write;
-use std::path::PathBuf;
 
 /// Arguments of `check`.
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Check only the tree under this page (and the buckets below it), as bbolt's
     /// `--from-page` does; 0 checks the whole file.
     #[arg(long, value_name = "PGID", default_value_t = 0)]
@@ -21,8 +20,6 @@ pub struct CheckArgs {
     /// Print one JSON object (`{"ok":..,"errors":[..]}`) instead of text.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 #[derive(Serialize)]
@@ -38,25 +35,21 @@ struct Report<'a> {
 /// still opens (from the older one) and may pass bbolt's check, but it has lost its last
 /// commit and deserves a line. A file that does not open at all reports why as an error line.
 pub fn check(args: &CheckArgs) -> Result<()> {
-    super::in_file(&args.path, check_inner(args))
-}
-
-fn check_inner(args: &CheckArgs) -> Result<()> {
-    crate::open::check_exists(&args.path)?;
+    crate::open::check_exists(&args.file.path)?;
     let mut errors: Vec<String> = Vec::new();
     let spinner = crate::progress::spinner("checking", crate::progress::Unit::Items, false);
     // Opening first takes the shared lock, so the metas read next cannot be mid-commit.
     let options = rbolt::Options::default()
         .read_only(true)
-        .lock_timeout(args.lock.lock_timeout());
-    let opened = match rbolt::Db::open_with(&args.path, options) {
+        .lock_timeout(args.file.lock.lock_timeout());
+    let opened = match rbolt::Db::open_with(&args.file.path, options) {
         Err(error @ rbolt::Error::Timeout { .. }) => {
             spinner.finish_and_clear();
-            return Err(open_error(&args.path, error, &args.lock));
+            return Err(open_error(&args.file.path, error, &args.file.lock));
         }
-        other => other.map_err(|error| open_error(&args.path, error, &args.lock)),
+        other => other.map_err(|error| open_error(&args.file.path, error, &args.file.lock)),
     };
-    match RawFile::open(&args.path) {
+    match RawFile::open(&args.file.path) {
         Ok(raw) => {
             for slot in raw.metas()? {
                 if let Err(corruption) = slot.valid {
@@ -113,7 +106,11 @@ fn check_inner(args: &CheckArgs) -> Result<()> {
     }
     crate::out::flush(w)?;
     if !errors.is_empty() {
-        bail!("{}: {} errors found", args.path.display(), errors.len());
+        bail!(
+            "{}: {} errors found",
+            args.file.path.display(),
+            errors.len()
+        );
     }
     Ok(())
 }

@@ -4,7 +4,6 @@
 //! the same thing with the same public calls (fill percent 1.0, a commit every `--tx-max-size`
 //! bytes of keys and values).
 
-use super::in_file;
 use super::transfer::BatchWriter;
 use crate::open::{LockArgs, open_read};
 use crate::progress::{Counter, Unit};
@@ -24,8 +23,8 @@ pub struct CompactArgs {
     #[arg(value_name = "SRC")]
     pub path: PathBuf,
     /// Commit the copy every this many bytes of keys and values (0: one transaction).
-    #[arg(long, default_value_t = 65536)]
-    pub tx_max_size: u64,
+    #[arg(long = "tx-max-size", default_value_t = 65536)]
+    pub tx_size_max: u64,
     /// Do not sync the new file while writing it (faster; not crash-safe until it is done).
     #[arg(long)]
     pub no_sync: bool,
@@ -36,10 +35,6 @@ pub struct CompactArgs {
 /// `rbolt compact -o DST SRC`: prints `X -> Y bytes (gain=Z.ZZx)` as bbolt does. The new file
 /// keeps the source's page size (bbolt's uses the OS page size) and permissions.
 pub fn compact(args: &CompactArgs) -> Result<()> {
-    in_file(&args.path, compact_inner(args))
-}
-
-fn compact_inner(args: &CompactArgs) -> Result<()> {
     crate::open::check_exists(&args.path)?;
     if let Ok(meta) = std::fs::metadata(&args.output)
         && meta.len() > 0
@@ -56,7 +51,7 @@ fn compact_inner(args: &CompactArgs) -> Result<()> {
         .no_sync(args.no_sync);
     let dst = Db::open_with(&args.output, options)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let result = copy(&src, &dst, args.tx_max_size);
+    let result = copy(&src, &dst, args.tx_size_max);
     drop(dst);
     if let Err(error) = result {
         // A half-written copy is worth nothing and would stop the next attempt.
@@ -82,14 +77,14 @@ fn compact_inner(args: &CompactArgs) -> Result<()> {
 struct Copier<'db> {
     writer: BatchWriter<'db>,
     in_tx: u64,
-    tx_max_size: u64,
+    tx_size_max: u64,
     counter: Counter,
 }
 
 impl Copier<'_> {
     /// Commits first when `bytes` more would pass the transaction size.
     fn account(&mut self, bytes: u64) -> Result<()> {
-        if self.tx_max_size != 0 && self.in_tx + bytes > self.tx_max_size {
+        if self.tx_size_max != 0 && self.in_tx + bytes > self.tx_size_max {
             self.writer.commit()?;
             self.in_tx = 0;
         }
@@ -99,12 +94,12 @@ impl Copier<'_> {
     }
 }
 
-fn copy(src: &Db, dst: &Db, tx_max_size: u64) -> Result<()> {
+fn copy(src: &Db, dst: &Db, tx_size_max: u64) -> Result<()> {
     let tx = src.begin_read()?;
     let mut copier = Copier {
         writer: BatchWriter::new(dst, 1.0)?,
         in_tx: 0,
-        tx_max_size,
+        tx_size_max,
         counter: Counter::new(crate::progress::spinner("compacting", Unit::Items, false)),
     };
     let root = tx.root();

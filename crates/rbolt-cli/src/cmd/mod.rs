@@ -43,7 +43,8 @@ pub fn find_bucket<'t>(tx: &'t ReadTx<'_>, names: &[Vec<u8>]) -> Result<Bucket<'
 }
 
 /// Names `path` in the error of a command working on it, unless the message names it already
-/// (the facade's open errors do).
+/// (the facade's open errors do). The dispatchers (`main`'s `run`, `surgery::run`) call it, so
+/// that no command has to.
 pub fn in_file<T>(path: &std::path::Path, result: Result<T>) -> Result<T> {
     result.map_err(|error| {
         let shown = path.display().to_string();

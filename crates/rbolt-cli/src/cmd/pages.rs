@@ -2,9 +2,8 @@
 //! `page`, `page-item` and `dump`, which read the raw file so they work on files that do not
 //! open.
 
-use super::in_file;
 use crate::format::{Format, go_quote, hex, is_printable};
-use crate::open::{LockArgs, open_read};
+use crate::open::{FileArgs, open_read};
 use crate::raw::{RawFile, RawPages};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
@@ -27,13 +26,11 @@ pub fn type_name(flags: u16) -> String {
 /// Arguments of `pages`.
 #[derive(Args, Debug)]
 pub struct PagesArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Print one JSON object a line instead of the table.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 #[derive(Serialize)]
@@ -48,11 +45,7 @@ struct PageRow<'a> {
 /// `rbolt pages PATH`: every page below the high-water mark, overflow pages folded into the
 /// page they continue; free pages show as `free`.
 pub fn pages(args: &PagesArgs) -> Result<()> {
-    in_file(&args.path, pages_inner(args))
-}
-
-fn pages_inner(args: &PagesArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let meta = *tx.meta();
     let high_water = meta.pgid;
@@ -139,10 +132,6 @@ pub struct PageArgs {
 /// `rbolt page PATH PGID... | --all`: each page's header and elements, as bbolt prints them.
 /// A page that cannot be printed says so and the others follow; the exit status is then 1.
 pub fn page(args: &PageArgs) -> Result<()> {
-    in_file(&args.path, page_inner(args))
-}
-
-fn page_inner(args: &PageArgs) -> Result<()> {
     let raw = RawFile::open(&args.path)?;
     let width = if args.wide {
         None
@@ -309,10 +298,6 @@ pub struct PageItemArgs {
 
 /// `rbolt page-item PATH PGID ITEM`: the key, then the value, of one leaf element.
 pub fn page_item(args: &PageItemArgs) -> Result<()> {
-    in_file(&args.path, page_item_inner(args))
-}
-
-fn page_item_inner(args: &PageItemArgs) -> Result<()> {
     let raw = RawFile::open(&args.path)?;
     let (header, bytes) = raw.read_page(args.pgid)?;
     if args.item >= u64::from(header.count) {
@@ -355,10 +340,6 @@ pub struct DumpArgs {
 /// `rbolt dump PATH PGID...`: a hex dump of each page, 16 bytes a line in 2-byte groups,
 /// runs of equal lines folded into `*`, as bbolt prints it.
 pub fn dump(args: &DumpArgs) -> Result<()> {
-    in_file(&args.path, dump_inner(args))
-}
-
-fn dump_inner(args: &DumpArgs) -> Result<()> {
     const LINE_BYTES: usize = 16;
     let raw = RawFile::open(&args.path)?;
     let page_size = raw.page_size();

@@ -2,16 +2,15 @@
 //! `get`, `stats`, `inspect`. Each opens the file read-only with a shared lock and reads one
 //! snapshot.
 
-use super::{find_bucket, in_file, parse_names, show_path};
+use super::{find_bucket, parse_names, show_path};
 use crate::format::{Format, ParseFormat, format_bytes, go_quote, hex, push_go_json_string};
-use crate::open::{LockArgs, open_read};
+use crate::open::{FileArgs, open_read};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rbolt::{Bucket, BucketStats, WalkStep};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
 
 /// `rbolt version`.
 pub fn version() -> Result<()> {
@@ -31,13 +30,11 @@ pub fn version() -> Result<()> {
 /// Arguments of `info`.
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 #[derive(Serialize)]
@@ -57,11 +54,7 @@ struct Info {
 /// `rbolt info PATH`: bbolt prints the page size only; this prints it first, then the rest of
 /// the meta in use.
 pub fn info(args: &InfoArgs) -> Result<()> {
-    in_file(&args.path, info_inner(args))
-}
-
-fn info_inner(args: &InfoArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let meta = *tx.meta();
     let info = Info {
@@ -74,7 +67,7 @@ fn info_inner(args: &InfoArgs) -> Result<()> {
         hwm: meta.pgid,
         flags: meta.flags,
         checksum: format!("{:016x}", meta.checksum),
-        file_size: std::fs::metadata(&args.path)?.len(),
+        file_size: std::fs::metadata(&args.file.path)?.len(),
     };
     let mut w = crate::out::stdout();
     if args.json {
@@ -101,22 +94,16 @@ fn info_inner(args: &InfoArgs) -> Result<()> {
 /// Arguments of `buckets`.
 #[derive(Args, Debug)]
 pub struct BucketsArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// How to print bucket names (bbolt prints the raw bytes).
     #[arg(long, short = 'f', value_enum, default_value = "bytes")]
     pub format: Format,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt buckets PATH`: the top-level bucket names, one a line.
 pub fn buckets(args: &BucketsArgs) -> Result<()> {
-    in_file(&args.path, buckets_inner(args))
-}
-
-fn buckets_inner(args: &BucketsArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let mut w = crate::out::stdout();
     for entry in tx.buckets() {
@@ -131,8 +118,8 @@ fn buckets_inner(args: &BucketsArgs) -> Result<()> {
 /// Arguments of `keys`.
 #[derive(Args, Debug)]
 pub struct KeysArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// The bucket, then the names of nested buckets down to the one to list.
     #[arg(required = true, num_args = 1.., value_name = "BUCKET")]
     pub buckets: Vec<OsString>,
@@ -142,19 +129,13 @@ pub struct KeysArgs {
     /// How bucket names on the command line are written (new in rbolt: reaches binary names).
     #[arg(long, value_enum, default_value = "ascii-encoded")]
     pub bucket_format: ParseFormat,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt keys PATH BUCKET [SUBBUCKET...]`: every key of the bucket, nested bucket names
 /// included, streamed.
 pub fn keys(args: &KeysArgs) -> Result<()> {
-    in_file(&args.path, keys_inner(args))
-}
-
-fn keys_inner(args: &KeysArgs) -> Result<()> {
     let names = parse_names(&args.buckets, args.bucket_format)?;
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let bucket = find_bucket(&tx, &names)?;
     let mut w = crate::out::stdout();
@@ -167,8 +148,8 @@ fn keys_inner(args: &KeysArgs) -> Result<()> {
 /// Arguments of `get`.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// The bucket, then the names of nested buckets down to the one that holds the key.
     #[arg(required = true, num_args = 1.., value_name = "BUCKET")]
     pub buckets: Vec<OsString>,
@@ -183,22 +164,16 @@ pub struct GetArgs {
     /// How to print the value.
     #[arg(long, short = 'f', value_enum, default_value = "auto")]
     pub format: Format,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt get PATH BUCKET... KEY`.
 pub fn get(args: &GetArgs) -> Result<()> {
-    in_file(&args.path, get_inner(args))
-}
-
-fn get_inner(args: &GetArgs) -> Result<()> {
     let names = parse_names(&args.buckets, args.bucket_format)?;
     let key = crate::format::parse_arg(&args.key, args.parse_format, "key")?;
     if key.is_empty() {
         bail!("key required");
     }
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let bucket = find_bucket(&tx, &names)?;
     let value = bucket.get(&key)?.ok_or_else(|| {
@@ -220,16 +195,14 @@ fn get_inner(args: &GetArgs) -> Result<()> {
 /// Arguments of `stats`.
 #[derive(Args, Debug)]
 pub struct StatsArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Count only the top-level buckets whose names start with these bytes.
     #[arg(default_value = "")]
     pub prefix: OsString,
     /// Print one JSON object (bbolt's `BucketStats` field names) instead of text.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `BucketStats` with bbolt's field names, for `--json`.
@@ -270,13 +243,9 @@ fn percent(part: usize, whole: usize) -> i64 {
 
 /// `rbolt stats PATH [PREFIX]`: the sum of the statistics of the matching top-level buckets.
 pub fn stats(args: &StatsArgs) -> Result<()> {
-    in_file(&args.path, stats_inner(args))
-}
-
-fn stats_inner(args: &StatsArgs) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let prefix = args.prefix.as_bytes();
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let root = tx.root();
     let mut s = BucketStats::default();
@@ -377,20 +346,14 @@ fn stats_inner(args: &StatsArgs) -> Result<()> {
 /// Arguments of `inspect`.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// The database file.
-    pub path: PathBuf,
     #[command(flatten)]
-    pub lock: LockArgs,
+    pub file: FileArgs,
 }
 
 /// `rbolt inspect PATH`: the bucket tree as bbolt prints it (Go's `json.MarshalIndent` with
 /// four spaces), written as it is walked rather than built in memory first.
 pub fn inspect(args: &InspectArgs) -> Result<()> {
-    in_file(&args.path, inspect_inner(args))
-}
-
-fn inspect_inner(args: &InspectArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let mut w = crate::out::stdout();
     let root = tx.root();

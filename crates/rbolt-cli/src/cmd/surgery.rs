@@ -5,13 +5,13 @@
 
 use crate::open::{LockArgs, check_exists};
 use crate::progress::Unit;
-use crate::raw::{META_PAGE_BYTES, RawFile};
+use crate::raw::RawFile;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use rbolt::{Db, Options};
 use rbolt_page::{
-    BranchBuilder, LeafBuilder, Meta, PageHeader, PageKind, PageRef, Pgid, branch_page_size,
-    leaf_page_size, pages_for,
+    BranchBuilder, LeafBuilder, META_PAGE_LEN, Meta, PageHeader, PageKind, PageRef, Pgid,
+    branch_page_size, leaf_page_size, pages_for,
 };
 use std::fs::File;
 use std::io::{Read, Write};
@@ -128,8 +128,10 @@ pub struct MetaUpdateArgs {
     pub meta_page: u64,
 }
 
-/// Runs a surgery command.
+/// Runs a surgery command, naming its source file in any error (as `main` does for the
+/// other commands).
 pub fn run(command: SurgeryCommand) -> Result<()> {
+    use super::in_file;
     match command {
         SurgeryCommand::RevertMetaPage(args) => in_file(&args.path, revert_meta_page(&args)),
         SurgeryCommand::CopyPage(args) => in_file(&args.base.path, copy_page(&args)),
@@ -158,10 +160,6 @@ pub fn run(command: SurgeryCommand) -> Result<()> {
             in_file(&args.base.path, meta_update(&args))
         }
     }
-}
-
-fn in_file<T>(path: &Path, result: Result<T>) -> Result<T> {
-    super::in_file(path, result)
 }
 
 /// A copy of the source being repaired: a temporary file beside the output, renamed over it
@@ -308,10 +306,10 @@ fn meta_record(meta: &Meta) -> [u8; 64] {
 
 /// The first bytes of meta page `index` holding `meta`: a meta page header naming the page,
 /// and the record with its checksum recomputed.
-fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_BYTES] {
+fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_LEN] {
     let mut meta = *meta;
     meta.checksum = meta.compute_checksum();
-    let mut out = [0u8; META_PAGE_BYTES];
+    let mut out = [0u8; META_PAGE_LEN];
     PageHeader::new(Pgid(index), PageKind::Meta, 0, 0).write(&mut out);
     out[16..].copy_from_slice(&meta_record(&meta));
     out
@@ -528,7 +526,7 @@ fn freelist_abandon(args: &BaseArgs) -> Result<()> {
     let mut skipped = Vec::new();
     for (index, slot) in metas.iter().enumerate() {
         let index = index as u64;
-        let bytes = raw.read_short(index * raw.page_size() as u64, META_PAGE_BYTES)?;
+        let bytes = raw.read_short(index * raw.page_size() as u64, META_PAGE_LEN)?;
         match (slot.meta, rbolt_page::read_meta(&bytes, Pgid(index))) {
             (Some(meta), Ok(_)) => {
                 let meta = Meta {
@@ -645,7 +643,7 @@ fn meta_update(args: &MetaUpdateArgs) -> Result<()> {
     let raw = RawFile::open(&args.base.path)?;
     let index = args.meta_page;
     let offset = index * raw.page_size() as u64;
-    let bytes = raw.read_exact(offset, META_PAGE_BYTES)?;
+    let bytes = raw.read_exact(offset, META_PAGE_LEN)?;
     let mut meta = Meta::read_unchecked(&bytes).expect("enough bytes were read");
     for &(name, value) in &fields {
         match name {

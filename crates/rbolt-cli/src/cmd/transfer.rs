@@ -1,5 +1,6 @@
-//! `export` and `import`: the whole content of a database as JSON lines, in the format of the
-//! fixtures' `*.manifest.jsonl` files (tests/data/bbolt/README.md), and back.
+//! `export` and `import`: the whole content of a database as JSON lines in the manifest format
+//! of the fixtures' `*.manifest.jsonl` files (tests/data/bbolt/README.md), and back. The lines
+//! themselves are `rbolt-manifest`'s to write and parse.
 //!
 //! ```text
 //! {"bucket":["top"],"sequence":0}
@@ -11,38 +12,29 @@
 //! parent's keys, as its own line followed by its whole subtree. Both directions stream: export
 //! holds one bucket path, import one line and one transaction's edits.
 
-use super::in_file;
 use super::write::bucket_mut;
-use crate::format::{parse_hex, push_manifest_name, write_hex};
-use crate::open::{LockArgs, open_read, open_write};
+use crate::open::{FileArgs, LockArgs, open_read, open_write};
 use crate::progress::{Counter, Unit};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use rbolt::{Bucket, Db, Options, WalkStep, WriteTx};
-use serde::Deserialize;
-use std::borrow::Cow;
+use rbolt_manifest::Entry;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 
 /// Arguments of `export`.
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt export PATH`: every bucket (with its sequence) and every key, one JSON object a line.
 pub fn export(args: &ExportArgs) -> Result<()> {
-    in_file(&args.path, export_inner(args))
-}
-
-fn export_inner(args: &ExportArgs) -> Result<()> {
-    let db = open_read(&args.path, &args.lock)?;
+    let db = open_read(&args.file.path, &args.file.lock)?;
     let tx = db.begin_read()?;
     let stdout_busy = args.output.is_none();
     let mut counter = Counter::new(crate::progress::spinner(
@@ -58,7 +50,7 @@ fn export_inner(args: &ExportArgs) -> Result<()> {
             crate::out::flush(w)?;
         }
         Some(output) => {
-            if same_file(output, &args.path) {
+            if same_file(output, &args.file.path) {
                 bail!("--output names the database itself");
             }
             let file = std::fs::File::create(output)
@@ -82,19 +74,6 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
-/// The start of every line of the bucket at `path`: `{"bucket":[...]`.
-fn line_prefix(path: &[Vec<u8>]) -> String {
-    let mut prefix = String::from("{\"bucket\":[");
-    for (i, name) in path.iter().enumerate() {
-        if i > 0 {
-            prefix.push(',');
-        }
-        push_manifest_name(&mut prefix, name);
-    }
-    prefix.push(']');
-    prefix
-}
-
 fn export_bucket(
     w: &mut impl Write,
     path: &mut Vec<Vec<u8>>,
@@ -102,7 +81,7 @@ fn export_bucket(
     counter: &mut Counter,
 ) -> Result<()> {
     let mut walk = bucket.walk();
-    let mut prefix = line_prefix(path);
+    let mut prefix = rbolt_manifest::line_prefix(path);
     while let Some(step) = walk.next_step() {
         match step? {
             WalkStep::Value { key, value } => {
@@ -112,22 +91,17 @@ fn export_bucket(
                         crate::format::hex(key)
                     );
                 }
-                w.write_all(prefix.as_bytes())?;
-                w.write_all(b",\"key\":\"")?;
-                write_hex(w, key)?;
-                w.write_all(b"\",\"value\":\"")?;
-                write_hex(w, value)?;
-                w.write_all(b"\"}\n")?;
+                rbolt_manifest::write_value_line(w, &prefix, key, value)?;
                 counter.add(1);
             }
             WalkStep::Enter { name, bucket } => {
                 path.push(name.to_vec());
-                prefix = line_prefix(path);
-                writeln!(w, "{prefix},\"sequence\":{}}}", bucket.sequence())?;
+                prefix = rbolt_manifest::line_prefix(path);
+                rbolt_manifest::write_sequence_line(w, &prefix, bucket.sequence())?;
             }
             WalkStep::Leave => {
                 path.pop();
-                prefix = line_prefix(path);
+                prefix = rbolt_manifest::line_prefix(path);
             }
         }
     }
@@ -224,37 +198,9 @@ pub struct ImportArgs {
     pub lock: LockArgs,
 }
 
-/// A bucket name in a manifest line: a string, or `{"hex": "..."}`.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Name<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Hex {
-        #[serde(borrow)]
-        hex: Cow<'a, str>,
-    },
-}
-
-/// One manifest line: a bucket's sequence, or a key and its value.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Line<'a> {
-    #[serde(borrow)]
-    bucket: Vec<Name<'a>>,
-    sequence: Option<u64>,
-    #[serde(borrow)]
-    key: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    value: Option<Cow<'a, str>>,
-}
-
 /// `rbolt import PATH`: reads `export`'s lines into a new or existing file. Keys already there
 /// are overwritten; buckets are created as needed.
 pub fn import(args: &ImportArgs) -> Result<()> {
-    in_file(&args.path, import_inner(args))
-}
-
-fn import_inner(args: &ImportArgs) -> Result<()> {
     if !(0.1..=1.0).contains(&args.fill_percent) {
         bail!("--fill-percent must be between 0.1 and 1.0");
     }
@@ -333,27 +279,9 @@ fn import_into(
 }
 
 fn apply_line(writer: &mut BatchWriter<'_>, line: &str) -> Result<()> {
-    let parsed: Line<'_> = serde_json::from_str(line)?;
-    let path = parsed
-        .bucket
-        .iter()
-        .map(|name| match name {
-            Name::Text(text) => Ok(text.as_bytes().to_vec()),
-            Name::Hex { hex } => parse_hex(hex).map_err(|e| anyhow!("bucket name: {e}")),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    match (parsed.sequence, parsed.key, parsed.value) {
-        (Some(sequence), None, None) => {
-            if path.is_empty() {
-                bail!("a sequence line needs a bucket path");
-            }
-            writer.bucket(&path, sequence)
-        }
-        (None, Some(key), Some(value)) => {
-            let key = parse_hex(&key).map_err(|e| anyhow!("key: {e}"))?;
-            let value = parse_hex(&value).map_err(|e| anyhow!("value: {e}"))?;
-            writer.put(&path, &key, &value)
-        }
-        _ => bail!("expected either \"sequence\" or both \"key\" and \"value\""),
+    let line = rbolt_manifest::parse_line(line)?;
+    match line.entry {
+        Entry::Sequence(sequence) => writer.bucket(&line.bucket, sequence),
+        Entry::Value { key, value } => writer.put(&line.bucket, &key, &value),
     }
 }

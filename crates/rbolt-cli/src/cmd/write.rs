@@ -1,9 +1,9 @@
 //! `put` and `delete`: small edits in one transaction each (bbolt's tool has neither). They
 //! open the file read-write with an exclusive lock, and never create a file that is missing.
 
-use super::{in_file, parse_names, show_path};
+use super::{parse_names, show_path};
 use crate::format::{ParseFormat, go_quote, hex};
-use crate::open::{LockArgs, open_write};
+use crate::open::{FileArgs, LockArgs, open_write};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use rbolt::{BucketMut, Options, WriteTx};
@@ -51,10 +51,6 @@ pub struct PutArgs {
 
 /// `rbolt put PATH BUCKET... KEY VALUE`.
 pub fn put(args: &PutArgs) -> Result<()> {
-    in_file(&args.path, put_inner(args))
-}
-
-fn put_inner(args: &PutArgs) -> Result<()> {
     let [buckets @ .., key, value] = args.args.as_slice() else {
         unreachable!("clap requires three arguments");
     };
@@ -77,8 +73,8 @@ fn put_inner(args: &PutArgs) -> Result<()> {
                           rbolt delete --bucket [OPTIONS] <PATH> <BUCKET>..."
 )]
 pub struct DeleteArgs {
-    /// The database file.
-    pub path: PathBuf,
+    #[command(flatten)]
+    pub file: FileArgs,
     /// The bucket, the names of nested buckets, then the key (with --bucket: the path of the
     /// bucket to delete).
     #[arg(required = true, num_args = 1.., value_names = ["BUCKET", "KEY"])]
@@ -92,21 +88,15 @@ pub struct DeleteArgs {
     /// How bucket names on the command line are written.
     #[arg(long, value_enum, default_value = "ascii-encoded")]
     pub bucket_format: ParseFormat,
-    #[command(flatten)]
-    pub lock: LockArgs,
 }
 
 /// `rbolt delete PATH BUCKET... KEY` or `rbolt delete --bucket PATH BUCKET...`. A missing key
 /// or bucket is an error, and nothing is written then.
 pub fn delete(args: &DeleteArgs) -> Result<()> {
-    in_file(&args.path, delete_inner(args))
-}
-
-fn delete_inner(args: &DeleteArgs) -> Result<()> {
     if args.bucket {
         let names = parse_names(&args.args, args.bucket_format)?;
         let (name, parent) = names.split_last().expect("clap requires one argument");
-        let db = open_write(&args.path, &args.lock, false, Options::default())?;
+        let db = open_write(&args.file.path, &args.file.lock, false, Options::default())?;
         let mut tx = db.begin_write()?;
         let deleted = if parent.is_empty() {
             tx.delete_bucket(name)
@@ -128,7 +118,7 @@ fn delete_inner(args: &DeleteArgs) -> Result<()> {
     }
     let names = parse_names(buckets, args.bucket_format)?;
     let key = crate::format::parse_arg(key, args.parse_format, "key")?;
-    let db = open_write(&args.path, &args.lock, false, Options::default())?;
+    let db = open_write(&args.file.path, &args.file.lock, false, Options::default())?;
     let mut tx = db.begin_write()?;
     let mut bucket = bucket_mut(&mut tx, &names, false)?;
     let deleted = bucket.delete(&key).map_err(|e| match e {

@@ -7,11 +7,11 @@ use std::process::{Command, Stdio};
 
 /// The cap on the data segment (`ulimit -d`, in KiB): heap and private anonymous memory. The
 /// database's read-only shared mapping does not count against it.
-const DATA_LIMIT_KIB: u32 = 16 * 1024;
+const DATA_SEGMENT_KIB_MAX: u32 = 16 * 1024;
 
 /// Runs `rbolt ARGS` under the cap, counting its output's bytes and lines without keeping it.
 fn run_capped(args: &[&str]) -> (i32, u64, u64, String) {
-    let mut script = format!("ulimit -d {DATA_LIMIT_KIB} && exec \"$0\"");
+    let mut script = format!("ulimit -d {DATA_SEGMENT_KIB_MAX} && exec \"$0\"");
     for i in 1..=args.len() {
         script.push_str(&format!(" \"${i}\""));
     }
@@ -76,7 +76,10 @@ fn a_million_keys_stream_in_bounded_memory() {
     // One line per bucket and per key: about 121 MB.
     let (code, bytes, lines, stderr) = run_capped(&["export", arg(&db)]);
     assert_eq!((code, lines), (0, 1_000_001), "{stderr}");
-    assert!(bytes > 6 * u64::from(DATA_LIMIT_KIB) * 1024, "{bytes}");
+    assert!(
+        bytes > 6 * u64::from(DATA_SEGMENT_KIB_MAX) * 1024,
+        "{bytes}"
+    );
     let (code, _, lines, stderr) = run_capped(&["pages", arg(&db)]);
     assert_eq!(code, 0, "{stderr}");
     assert!(lines > 20_000, "{lines}");

@@ -159,29 +159,20 @@ fn put_get_delete() {
     rbolt(["put", arg(&db), "alpha", "k1", "v1"]).ok();
     assert_eq!(rbolt(["get", arg(&db), "alpha", "k1"]).ok(), "v1\n");
     // Hex keys and values; nested buckets created on request only.
-    rbolt([
-        "put",
-        arg(&db),
-        "new",
-        "sub",
-        "00ff",
-        "0102",
-        "--parse-format",
-        "hex",
-    ])
-    .fails_with("bucket not found: new/sub");
-    rbolt([
-        "put",
-        "-p",
-        arg(&db),
-        "new",
-        "sub",
-        "00ff",
-        "0102",
-        "--parse-format",
-        "hex",
-    ])
-    .ok();
+    let put_hex = |flags: &[&str]| {
+        let path = [
+            arg(&db),
+            "new",
+            "sub",
+            "00ff",
+            "0102",
+            "--parse-format",
+            "hex",
+        ];
+        rbolt(["put"].iter().chain(flags).chain(&path))
+    };
+    put_hex(&[]).fails_with("bucket not found: new/sub");
+    put_hex(&["-p"]).ok();
     let value = rbolt([
         "get",
         arg(&db),

@@ -1,22 +1,21 @@
 //! `surgery`: each writes a repaired copy to --output and leaves the source as it was.
 
-use crate::support::{Dir, arg, contents, rbolt, unchanged};
+use crate::support::{Dir, Run, arg, contents, rbolt, unchanged};
 use rbolt_fixtures::manifest_text;
+use std::path::Path;
+
+/// Runs `rbolt surgery COMMAND... DB --output OUT FLAGS...`.
+fn surgery(command: &[&str], db: &Path, out: &Path, flags: &[&str]) -> Run {
+    let files = [arg(db), "--output", arg(out)];
+    rbolt(["surgery"].iter().chain(command).chain(&files).chain(flags))
+}
 
 #[test]
 fn revert_meta_page_goes_back_one_transaction() {
     let dir = Dir::new();
     let db = dir.fixture("small");
     let out = dir.path("reverted.db");
-    let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "revert-meta-page",
-            arg(&db),
-            "--output",
-            arg(&out),
-        ])
-    });
+    let run = unchanged(&db, || surgery(&["revert-meta-page"], &db, &out, &[]));
     assert_eq!(run.ok(), "The meta page is reverted.\n");
     let info = rbolt(["info", arg(&out)]).ok();
     assert!(info.contains("Txn ID: 9\n"), "{info}");
@@ -38,14 +37,8 @@ fn revert_refuses_an_invalid_older_meta() {
     let db = dir.damaged("small", "bad1.db", |bytes| bytes[4096 + 20] ^= 0xff);
     let out = dir.path("out.db");
     unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "revert-meta-page",
-            arg(&db),
-            "--output",
-            arg(&out),
-        ])
-        .fails_with("meta page 1, which would become the current one, is invalid");
+        surgery(&["revert-meta-page"], &db, &out, &[])
+            .fails_with("meta page 1, which would become the current one, is invalid");
     });
     assert!(!out.exists(), "a failed surgery leaves no output");
 }
@@ -57,17 +50,12 @@ fn copy_page_copies_with_a_new_id() {
     let out = dir.path("copied.db");
     // Page 5 is free in the fixture (small.json); page 3 is the leaf of bucket alpha.
     let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "copy-page",
-            arg(&db),
-            "--output",
-            arg(&out),
-            "--from-page",
-            "3",
-            "--to-page",
-            "5",
-        ])
+        surgery(
+            &["copy-page"],
+            &db,
+            &out,
+            &["--from-page", "3", "--to-page", "5"],
+        )
     });
     assert_eq!(
         run.ok(),
@@ -76,29 +64,19 @@ fn copy_page_copies_with_a_new_id() {
     let (source, copy) = (contents(&db), contents(&out));
     assert_eq!(copy[5 * 4096..5 * 4096 + 8], 5u64.to_le_bytes());
     assert!(source[3 * 4096 + 8..4 * 4096] == copy[5 * 4096 + 8..6 * 4096]);
-    rbolt([
-        "surgery",
-        "copy-page",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--from-page",
-        "3",
-        "--to-page",
-        "3",
-    ])
+    surgery(
+        &["copy-page"],
+        &db,
+        &out,
+        &["--from-page", "3", "--to-page", "3"],
+    )
     .fails_with("the same value: 3");
-    rbolt([
-        "surgery",
-        "copy-page",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--from-page",
-        "3",
-        "--to-page",
-        "999",
-    ])
+    surgery(
+        &["copy-page"],
+        &db,
+        &out,
+        &["--from-page", "3", "--to-page", "999"],
+    )
     .fails_with("does not fit");
 }
 
@@ -108,39 +86,13 @@ fn clear_page_empties_a_leaf() {
     let db = dir.fixture("small");
     let out = dir.path("cleared.db");
     let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "clear-page",
-            arg(&db),
-            "--output",
-            arg(&out),
-            "--pageId",
-            "3",
-        ])
+        surgery(&["clear-page"], &db, &out, &["--pageId", "3"])
     });
     assert_eq!(run.ok(), "The page (3) was cleared\n");
     assert_eq!(rbolt(["keys", arg(&out), "alpha"]).ok(), "");
     assert_eq!(rbolt(["check", arg(&out)]).ok(), "OK\n");
-    rbolt([
-        "surgery",
-        "clear-page",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--pageId",
-        "1",
-    ])
-    .fails_with("at least 2");
-    rbolt([
-        "surgery",
-        "clear-page",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--pageId",
-        "30",
-    ])
-    .fails_with("\"freelist\" page");
+    surgery(&["clear-page"], &db, &out, &["--pageId", "1"]).fails_with("at least 2");
+    surgery(&["clear-page"], &db, &out, &["--pageId", "30"]).fails_with("\"freelist\" page");
 }
 
 #[test]
@@ -150,19 +102,12 @@ fn clear_page_elements_removes_a_range() {
     let out = dir.path("elements.db");
     let before = rbolt(["keys", arg(&db), "alpha"]).ok();
     let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "clear-page-elements",
-            arg(&db),
-            "--output",
-            arg(&out),
-            "--pageId",
-            "3",
-            "--from-index",
-            "2",
-            "--to-index",
-            "5",
-        ])
+        surgery(
+            &["clear-page-elements"],
+            &db,
+            &out,
+            &["--pageId", "3", "--from-index", "2", "--to-index", "5"],
+        )
     });
     assert_eq!(run.ok(), "All elements in [2, 5) in page 3 were cleared\n");
     let after = rbolt(["keys", arg(&out), "alpha"]).ok();
@@ -175,35 +120,21 @@ fn clear_page_elements_removes_a_range() {
     assert_eq!(after.lines().collect::<Vec<_>>(), expected);
     assert_eq!(rbolt(["check", arg(&out)]).ok(), "OK\n");
     // -1: to the end of the page.
-    rbolt([
-        "surgery",
-        "clear-page-elements",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--pageId",
-        "3",
-        "--from-index",
-        "1",
-        "--to-index",
-        "-1",
-    ])
+    surgery(
+        &["clear-page-elements"],
+        &db,
+        &out,
+        &["--pageId", "3", "--from-index", "1", "--to-index", "-1"],
+    )
     .ok();
     assert_eq!(rbolt(["keys", arg(&out), "alpha"]).ok().lines().count(), 1);
     // Removing children of a branch leaves their pages unreachable: a warning, and check says so.
-    let run = rbolt([
-        "surgery",
-        "clear-page-elements",
-        arg(&db),
-        "--output",
-        arg(&out),
-        "--pageId",
-        "18",
-        "--from-index",
-        "0",
-        "--to-index",
-        "1",
-    ]);
+    let run = surgery(
+        &["clear-page-elements"],
+        &db,
+        &out,
+        &["--pageId", "18", "--from-index", "0", "--to-index", "1"],
+    );
     assert!(
         run.ok()
             .starts_with("WARNING: The clearing has abandoned some pages")
@@ -219,19 +150,12 @@ fn clear_page_elements_removes_a_range() {
         ("3", "2", "bigger than"),
         ("2", "2", "equal to"),
     ] {
-        rbolt([
-            "surgery",
-            "clear-page-elements",
-            arg(&db),
-            "--output",
-            arg(&out),
-            "--pageId",
-            "3",
-            "--from-index",
-            from,
-            "--to-index",
-            to,
-        ])
+        surgery(
+            &["clear-page-elements"],
+            &db,
+            &out,
+            &["--pageId", "3", "--from-index", from, "--to-index", to],
+        )
         .fails_with(needle);
     }
 }
@@ -242,14 +166,7 @@ fn freelist_abandon_then_rebuild() {
     let db = dir.fixture("small");
     let abandoned = dir.path("abandoned.db");
     let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "freelist",
-            "abandon",
-            arg(&db),
-            "--output",
-            arg(&abandoned),
-        ])
+        surgery(&["freelist", "abandon"], &db, &abandoned, &[])
     });
     assert!(
         run.ok()
@@ -265,14 +182,7 @@ fn freelist_abandon_then_rebuild() {
 
     let rebuilt = dir.path("rebuilt.db");
     let run = unchanged(&abandoned, || {
-        rbolt([
-            "surgery",
-            "freelist",
-            "rebuild",
-            arg(&abandoned),
-            "--output",
-            arg(&rebuilt),
-        ])
+        surgery(&["freelist", "rebuild"], &abandoned, &rebuilt, &[])
     });
     assert_eq!(run.ok(), "The freelist was successfully rebuilt.\n");
     assert!(
@@ -313,18 +223,17 @@ fn meta_update_repairs_a_zeroed_meta() {
     let out = dir.path("repaired.db");
     // Meta 0 of small.json: page size 4096, root 19, freelist 30, hwm 37 (txid stays 0).
     let run = unchanged(&db, || {
-        rbolt([
-            "surgery",
-            "meta",
-            "update",
-            arg(&db),
-            "--output",
-            arg(&out),
-            "--fields",
-            "pageSize:4096,root:19",
-            "--fields",
-            "freelist:30,pgid:37",
-        ])
+        surgery(
+            &["meta", "update"],
+            &db,
+            &out,
+            &[
+                "--fields",
+                "pageSize:4096,root:19",
+                "--fields",
+                "freelist:30,pgid:37",
+            ],
+        )
     });
     assert_eq!(run.ok(), "The meta page 0 has been updated!\n");
     assert_eq!(
@@ -335,16 +244,7 @@ fn meta_update_repairs_a_zeroed_meta() {
     assert!(rbolt(["info", arg(&out)]).ok().contains("Txn ID: 9\n"));
     // Updating a valid meta with nothing to change changes nothing.
     let again = dir.path("again.db");
-    let run = rbolt([
-        "surgery",
-        "meta",
-        "update",
-        arg(&out),
-        "--output",
-        arg(&again),
-        "--meta-page",
-        "1",
-    ]);
+    let run = surgery(&["meta", "update"], &out, &again, &["--meta-page", "1"]);
     assert_eq!(run.ok(), "Nothing changed!\n");
     assert!(contents(&again) == contents(&out));
     for (field, needle) in [
@@ -352,30 +252,10 @@ fn meta_update_repairs_a_zeroed_meta() {
         ("root", "invalid key-value"),
         ("root:x", "invalid value"),
     ] {
-        rbolt([
-            "surgery",
-            "meta",
-            "update",
-            arg(&db),
-            "--output",
-            arg(&again),
-            "--fields",
-            field,
-        ])
-        .fails_with(needle);
+        surgery(&["meta", "update"], &db, &again, &["--fields", field]).fails_with(needle);
     }
     assert_eq!(
-        rbolt([
-            "surgery",
-            "meta",
-            "update",
-            arg(&db),
-            "--output",
-            arg(&again),
-            "--meta-page",
-            "2"
-        ])
-        .code,
+        surgery(&["meta", "update"], &db, &again, &["--meta-page", "2"]).code,
         2
     );
 }

@@ -2,12 +2,12 @@
 //! elements one past the page, overflow spans, unaligned input, every way a meta can fail, and
 //! the meta selection rule.
 
-use crate::support::{DEPTH_MAX, File, Walker, new_db, select_meta};
+use crate::support::{DEPTH_MAX, File, Walker, new_db, new_meta, select_meta};
 use rbolt_page::{
     BranchBuilder, BranchPage, BucketHeader, BucketValue, Corruption, FLAG_FREELIST, FLAG_LEAF,
     FREELIST_COUNT_OVERFLOW, FreelistPage, LEAF_FLAG_BUCKET, LeafBuilder, LeafEntry, LeafPage,
-    MAGIC, Meta, PageHeader, PageKind, PageRef, Pgid, Reason, VERSION, check_overflow,
-    freelist_page_size, leaf_page_size, pages_for, read_meta, span_len, write_freelist, write_meta,
+    Meta, PageHeader, PageKind, PageRef, Pgid, Reason, check_overflow, freelist_page_size,
+    leaf_page_size, pages_for, read_meta, span_len, write_freelist, write_meta,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -434,22 +434,9 @@ fn describe(bytes: &[u8], pgid: Pgid) -> String {
 // ---------------------------------------------------------------------------------------------
 // Metas.
 
-/// A valid meta of a new 4 KiB database in a 16 KiB file.
+/// A valid meta of a new 4 KiB database in a 16 KiB file (its second, txid 1).
 fn base_meta() -> Meta {
-    Meta {
-        magic: MAGIC,
-        version: VERSION,
-        page_size: 4096,
-        flags: 0,
-        root: BucketHeader {
-            root: 3,
-            sequence: 0,
-        },
-        freelist: 2,
-        pgid: 4,
-        txid: 1,
-        checksum: 0,
-    }
+    new_meta(4096, 1)
 }
 
 #[test]

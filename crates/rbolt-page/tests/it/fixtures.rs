@@ -175,10 +175,7 @@ fn check_stats(name: &str, root: &crate::support::BucketWalk, summary: &Value) {
         "{name}: top-level buckets"
     );
     for expected in per_bucket {
-        let bucket_name = match &expected["bucket"] {
-            Value::String(text) => text.as_bytes().to_vec(),
-            other => rbolt_fixtures::parse_hex(other["hex"].as_str().expect("hex name")),
-        };
+        let bucket_name = rbolt_fixtures::parse_name(&expected["bucket"]);
         let (_, stats) = root
             .children
             .iter()

@@ -4,7 +4,7 @@
 //! against an oracle written from the format's rules: the bytes a view hands out, the error
 //! variant it returns, the page it names.
 
-use crate::support::{Db, Reached, Walker};
+use crate::support::{Db, Reached, Walker, new_meta};
 use quickcheck::{Arbitrary, Gen, QuickCheck, Testable};
 use rbolt_page::{
     BranchBuilder, BranchPage, BucketHeader, BucketValue, Corruption, FLAG_BRANCH, FLAG_FREELIST,
@@ -839,7 +839,10 @@ fn well_formed_headers_with_arbitrary_elements() {
 
 #[test]
 fn meta_fields() {
-    #[allow(clippy::too_many_arguments)] // quickcheck passes each input as an argument
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "quickcheck passes each input as an argument"
+    )]
     fn property(
         pick: u8,
         raw_page_size: u32,
@@ -873,11 +876,9 @@ fn meta_fields() {
             1 => needed.saturating_sub(1),
             _ => file_len,
         };
+        // A new database's meta (magic, version, no flags) with the fields drawn here.
         let meta = Meta {
-            magic: MAGIC,
-            version: VERSION,
             page_size,
-            flags: 0,
             root: BucketHeader {
                 root: shrink(root),
                 sequence: txid.rotate_left(7),
@@ -885,7 +886,7 @@ fn meta_fields() {
             freelist,
             pgid: high_water,
             txid,
-            checksum: 0,
+            ..new_meta(4096, 0)
         };
         let mut bytes = vec![0u8; 96];
         let written = write_meta(&mut bytes, &meta);

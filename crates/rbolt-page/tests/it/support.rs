@@ -157,35 +157,31 @@ impl Stats {
 
 /// Bytes in use as bbolt's stats count them: the header, every element but the last, and
 /// the last element's pos + sizes (which reach the end of the data when pages are packed).
-fn leaf_inuse(page: &LeafPage<'_>) -> u64 {
-    match page
-        .len()
-        .checked_sub(1)
-        .and_then(|last| Some((last, page.element(last)?)))
-    {
+/// `last`: the last element's index and its pos + sizes.
+fn inuse(element_size: usize, last: Option<(usize, u64)>) -> u64 {
+    match last {
         None => PAGE_HEADER_SIZE as u64,
-        Some((last, elem)) => {
-            (PAGE_HEADER_SIZE + LEAF_ELEMENT_SIZE * last) as u64
-                + u64::from(elem.pos)
-                + u64::from(elem.ksize)
-                + u64::from(elem.vsize)
-        }
+        Some((last, data_end)) => (PAGE_HEADER_SIZE + element_size * last) as u64 + data_end,
     }
 }
 
+fn leaf_inuse(page: &LeafPage<'_>) -> u64 {
+    let last = page.len().checked_sub(1).and_then(|last| {
+        let elem = page.element(last)?;
+        Some((
+            last,
+            u64::from(elem.pos) + u64::from(elem.ksize) + u64::from(elem.vsize),
+        ))
+    });
+    inuse(LEAF_ELEMENT_SIZE, last)
+}
+
 fn branch_inuse(page: &BranchPage<'_>) -> u64 {
-    match page
-        .len()
-        .checked_sub(1)
-        .and_then(|last| Some((last, page.element(last)?)))
-    {
-        None => PAGE_HEADER_SIZE as u64,
-        Some((last, elem)) => {
-            (PAGE_HEADER_SIZE + BRANCH_ELEMENT_SIZE * last) as u64
-                + u64::from(elem.pos)
-                + u64::from(elem.ksize)
-        }
-    }
+    let last = page.len().checked_sub(1).and_then(|last| {
+        let elem = page.element(last)?;
+        Some((last, u64::from(elem.pos) + u64::from(elem.ksize)))
+    });
+    inuse(BRANCH_ELEMENT_SIZE, last)
 }
 
 /// A page the walk reached.
@@ -550,4 +546,11 @@ pub(crate) fn new_db(page_size: usize) -> Vec<u8> {
     let mut bytes = vec![0u8; rbolt_page::EMPTY_DB_PAGES * page_size];
     rbolt_page::write_empty_db(&mut bytes, page_size);
     bytes
+}
+
+/// The meta `new_db` writes on page `pgid` (0 or 1): txid `pgid`, root 3, freelist 2,
+/// high-water mark 4.
+pub(crate) fn new_meta(page_size: usize, pgid: u64) -> Meta {
+    let prefix = &rbolt_page::empty_db_prefixes(page_size)[pgid as usize];
+    read_meta(prefix, Pgid(pgid)).expect("a new database's meta is valid")
 }

@@ -14,10 +14,7 @@ fn failpoints() {
         dir.path(),
         7,
     );
-    report
-        .summary()
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
-        .print();
+    report.summary().secs_since(started).print();
     assert!(
         report.is_clean(),
         "{:#?}\n{}",

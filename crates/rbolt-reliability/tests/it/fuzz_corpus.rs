@@ -1,3 +1,6 @@
+//! The fuzz targets' logic over a deterministic corpus at CI size; under the soak, random
+//! inputs for the soak's minutes as well.
+
 use rbolt_reliability::fuzz::{open_bytes, open_bytes_corpus, ops, ops_corpus};
 use rbolt_reliability::power::panic_message;
 use rbolt_reliability::summary::{Failures, Summary, size, soak, soak_minutes};
@@ -64,7 +67,7 @@ fn fuzz_corpus() {
         .field("ops_inputs", ops_runs)
         .field("random_inputs", random_runs)
         .field("failures", failures.total())
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
+        .secs_since(started)
         .print();
     assert!(failures.is_empty(), "{failures}");
     assert!(

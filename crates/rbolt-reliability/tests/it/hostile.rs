@@ -1,3 +1,5 @@
+//! The hostile-file suite at CI size, and a check that its shapes are what they are named.
+
 use rbolt_reliability::hostile::{HostileConfig, run, shapes};
 use rbolt_reliability::summary::{size, soak};
 use std::path::PathBuf;
@@ -16,10 +18,7 @@ fn hostile_files() {
     };
     let started = Instant::now();
     let report = run(&config);
-    report
-        .summary()
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
-        .print();
+    report.summary().secs_since(started).print();
     assert!(report.tally.is_clean(), "{}", report.tally.failures);
 }
 

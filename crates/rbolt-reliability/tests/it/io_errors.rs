@@ -1,3 +1,5 @@
+//! The I/O-error suite at CI size: every storage call of a workload failed, every way.
+
 use rbolt_reliability::io_errors::{IoConfig, run};
 use rbolt_reliability::summary::size;
 use std::time::Instant;
@@ -12,10 +14,7 @@ fn io_errors() {
     };
     let started = Instant::now();
     let report = run(&config);
-    report
-        .summary()
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
-        .print();
+    report.summary().secs_since(started).print();
     assert!(report.is_clean(), "{}", report.failures);
     // The faults were injected and reached the caller (a plan that never fires would leave
     // a clean report too).

@@ -1,4 +1,7 @@
-use rbolt_reliability::kill::{KillConfig, KillReport, run};
+//! The kill loop at CI size: two loops side by side, one on the disk and one on tmpfs.
+
+use rbolt_reliability::kill::{KillConfig, run};
+use rbolt_reliability::parallel::run_units;
 use rbolt_reliability::summary::size;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -25,31 +28,17 @@ fn kill_loop() {
     // the disk.
     let seeds = [0u64, 3];
     let started = Instant::now();
-    let reports: Vec<KillReport> = std::thread::scope(|scope| {
-        let handles: Vec<_> = seeds
-            .iter()
-            .enumerate()
-            .map(|(index, &seed)| {
-                let config = KillConfig {
-                    child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
-                    dir: dirs[index % dirs.len()].path().to_path_buf(),
-                    seed,
-                    kills: kills / seeds.len() as u64,
-                    delay_max: Duration::from_millis(30),
-                };
-                scope.spawn(move || run(&config))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    let report = run_units(seeds.len() as u64, seeds.len(), |index| {
+        let index = index as usize;
+        run(&KillConfig {
+            child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
+            dir: dirs[index % dirs.len()].path().to_path_buf(),
+            seed: seeds[index],
+            kills: kills / seeds.len() as u64,
+            delay_max: Duration::from_millis(30),
+        })
     });
-    let mut report = KillReport::default();
-    for one in reports {
-        report.merge(one);
-    }
-    report
-        .summary()
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
-        .print();
+    report.summary().secs_since(started).print();
     assert!(report.is_clean(), "{}", report.failures);
     assert_eq!(
         report.kills,

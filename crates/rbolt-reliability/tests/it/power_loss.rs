@@ -1,3 +1,5 @@
+//! The power-loss suite at CI size: every write and sync point of 24 seeds, 8 images each.
+
 use rbolt_reliability::power::{PowerConfig, run};
 use rbolt_reliability::summary::size;
 use std::time::Instant;
@@ -13,10 +15,7 @@ fn power_loss() {
     };
     let started = Instant::now();
     let report = run(&config);
-    report
-        .summary()
-        .field("secs", format!("{:.1}", started.elapsed().as_secs_f64()))
-        .print();
+    report.summary().secs_since(started).print();
     report.print_allowed();
     assert!(report.images >= 10_000 || std::env::var("RBOLT_POWER_SEEDS").is_ok());
     assert!(report.is_clean(), "{}", report.failures);

@@ -108,6 +108,14 @@ pub enum OpenError {
         #[source]
         source: io::Error,
     },
+    /// The file is open already in this process in a way that excludes this open (a
+    /// read-write open excludes every other; read-only opens share). Waiting for the lock
+    /// would wait for this process itself, so it fails at once, whatever the timeout.
+    #[error("{} is already open in this process; share that handle", path.display())]
+    AlreadyOpen {
+        /// The file.
+        path: PathBuf,
+    },
     /// Another holder kept the lock for longer than the lock timeout.
     #[error("timed out after {timeout:?} waiting for the lock on {}", path.display())]
     LockTimeout {
@@ -131,6 +139,7 @@ impl From<OpenError> for io::Error {
     fn from(error: OpenError) -> io::Error {
         let kind = match &error {
             OpenError::Open { source, .. } | OpenError::Lock { source, .. } => source.kind(),
+            OpenError::AlreadyOpen { .. } => io::ErrorKind::ResourceBusy,
             OpenError::LockTimeout { .. } => io::ErrorKind::TimedOut,
         };
         io::Error::new(kind, error)
@@ -153,6 +162,76 @@ pub struct FileStorage {
     grow_lock: Mutex<()>,
     /// Which database has the file open (see [`Storage::claim`]).
     claim: ClaimFlag,
+    /// This open's entry in the process's table of open files.
+    _registered: Registered,
+}
+
+/// The files this process has open through `FileStorage`, by device and inode, with how:
+/// `flock` locks of two descriptors of one process exclude each other as those of two
+/// processes do, so a second read-write open in the same process would wait for itself.
+static OPEN_FILES: Mutex<Vec<OpenFile>> = Mutex::new(Vec::new());
+
+#[derive(Debug)]
+struct OpenFile {
+    dev: u64,
+    ino: u64,
+    readers: usize,
+    writer: bool,
+}
+
+/// An entry in `OPEN_FILES`, removed when dropped.
+#[derive(Debug)]
+struct Registered {
+    dev: u64,
+    ino: u64,
+    writer: bool,
+}
+
+impl Registered {
+    /// Registers an open of `file`, unless the process has it open in a way that conflicts.
+    fn new(file: &File, path: &Path, writer: bool) -> Result<Registered, OpenError> {
+        let stat = rustix::fs::fstat(file).map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source: source.into(),
+        })?;
+        let (dev, ino) = (stat.st_dev, stat.st_ino);
+        let mut open = OPEN_FILES.lock().unwrap_or_else(PoisonError::into_inner);
+        match open.iter_mut().find(|f| f.dev == dev && f.ino == ino) {
+            Some(entry) if writer || entry.writer => {
+                return Err(OpenError::AlreadyOpen {
+                    path: path.to_owned(),
+                });
+            }
+            Some(entry) => entry.readers += 1,
+            None => open.push(OpenFile {
+                dev,
+                ino,
+                readers: usize::from(!writer),
+                writer,
+            }),
+        }
+        Ok(Registered { dev, ino, writer })
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut open = OPEN_FILES.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(index) = open
+            .iter()
+            .position(|f| f.dev == self.dev && f.ino == self.ino)
+        {
+            let entry = &mut open[index];
+            if self.writer {
+                entry.writer = false;
+            } else {
+                entry.readers -= 1;
+            }
+            if !entry.writer && entry.readers == 0 {
+                open.swap_remove(index);
+            }
+        }
+    }
 }
 
 impl FileStorage {
@@ -199,6 +278,8 @@ impl FileStorage {
             sync_parent_dir(path).map_err(open_error)?;
         }
         let file = File::from(fd);
+        // Before the lock: a conflict within this process fails at once instead of waiting.
+        let registered = Registered::new(&file, path, !options.read_only)?;
         lock(&file, path, !options.read_only, options.lock_timeout)?;
         Ok(FileStorage {
             file,
@@ -206,6 +287,7 @@ impl FileStorage {
             read_only: options.read_only,
             grow_lock: Mutex::new(()),
             claim: ClaimFlag::default(),
+            _registered: registered,
         })
     }
 

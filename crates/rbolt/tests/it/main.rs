@@ -1,5 +1,6 @@
 //! rbolt's integration tests: one binary, one module per area.
 
+mod api;
 mod api_model;
 mod basics;
 mod check;

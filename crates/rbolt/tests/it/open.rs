@@ -119,7 +119,10 @@ fn not_a_database_and_other_versions_are_typed_errors() {
 fn a_locked_file_times_out() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let _held = Db::open(&path).unwrap();
+    drop(Db::open(&path).unwrap());
+    // Held as another process holds it (within one process a second open fails at once).
+    let held = std::fs::File::open(&path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
     let error = Db::open_with(
         &path,
         Options::default().lock_timeout(Some(std::time::Duration::from_millis(50))),

@@ -199,6 +199,57 @@ fn file_storage_read_only_rejects_writes_without_touching_the_file() {
     assert_eq!(&storage.map(8).unwrap()[..], b"original");
 }
 
+/// Takes `flock` on `path` through a descriptor of its own, as another process (bbolt, say)
+/// would: the lock `FileStorage` must wait for. (Two `FileStorage`s of one process refuse each
+/// other at once instead; see `file_storage_refuses_a_second_open_in_the_process`.)
+fn foreign_lock(path: &Path, exclusive: bool) -> std::fs::File {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap();
+    let operation = if exclusive {
+        rustix::fs::FlockOperation::LockExclusive
+    } else {
+        rustix::fs::FlockOperation::LockShared
+    };
+    rustix::fs::flock(&file, operation).unwrap();
+    file
+}
+
+#[test]
+fn file_storage_refuses_a_second_open_in_the_process() {
+    let (_dir, path) = temp_path();
+    let already = |result: Result<FileStorage, OpenError>| {
+        assert!(
+            matches!(&result, Err(OpenError::AlreadyOpen { .. })),
+            "{result:?}"
+        );
+        assert_eq!(
+            io::Error::from(result.unwrap_err()).kind(),
+            io::ErrorKind::ResourceBusy
+        );
+    };
+    let writer = open(&path, FileOptions::new());
+    // No timeout would wait for ever on the process's own lock: it fails at once instead.
+    already(FileStorage::open(&path, FileOptions::new()));
+    already(FileStorage::open(&path, FileOptions::new().read_only(true)));
+    drop(writer);
+    let reader = open(&path, FileOptions::new().read_only(true));
+    let second_reader = open(&path, FileOptions::new().read_only(true));
+    already(FileStorage::open(&path, FileOptions::new()));
+    drop((reader, second_reader));
+    // Another name for the same file is the same file.
+    let link = path.with_extension("link");
+    std::fs::hard_link(&path, &link).unwrap();
+    let writer = open(&path, FileOptions::new());
+    already(FileStorage::open(&link, FileOptions::new()));
+    drop(writer);
+    open(&link, FileOptions::new());
+}
+
 fn expect_lock_timeout(result: Result<FileStorage, OpenError>, timeout: Duration) {
     match result {
         Err(error @ OpenError::LockTimeout { .. }) => {
@@ -213,7 +264,7 @@ fn expect_lock_timeout(result: Result<FileStorage, OpenError>, timeout: Duration
 #[test]
 fn file_storage_exclusive_lock_times_out() {
     let (_dir, path) = temp_path();
-    let _holder = open(&path, FileOptions::new());
+    let _holder = foreign_lock(&path, true);
     let timeout = Duration::from_millis(50);
     let start = Instant::now();
     expect_lock_timeout(
@@ -249,8 +300,11 @@ fn file_storage_shared_locks_coexist_and_exclude_a_writer() {
     let read_only = FileOptions::new()
         .read_only(true)
         .lock_timeout(Some(Duration::ZERO));
-    let first = open(&path, read_only);
-    let second = open(&path, read_only);
+    // A FileStorage reader shares the file with another process's reader...
+    let first = foreign_lock(&path, false);
+    drop(open(&path, read_only));
+    let second = foreign_lock(&path, false);
+    // ...and a writer waits for them.
     expect_lock_timeout(
         FileStorage::open(&path, FileOptions::new().lock_timeout(Some(Duration::ZERO))),
         Duration::ZERO,
@@ -266,7 +320,7 @@ fn file_storage_shared_locks_coexist_and_exclude_a_writer() {
 #[test]
 fn file_storage_lock_released_on_drop_wakes_a_waiter() {
     let (_dir, path) = temp_path();
-    let holder = open(&path, FileOptions::new());
+    let holder = foreign_lock(&path, true);
     let hold = Duration::from_millis(100);
     let start = Instant::now();
     let releaser = thread::spawn(move || {
@@ -282,9 +336,10 @@ fn file_storage_lock_released_on_drop_wakes_a_waiter() {
         "got the lock after {waited:?}, while it was held"
     );
     storage.write_all_at(b"mine", 0).unwrap();
+    drop(storage);
 
     // And with a timeout longer than the hold, the polling path gets it too.
-    let holder = storage;
+    let holder = foreign_lock(&path, true);
     let start = Instant::now();
     let releaser = thread::spawn(move || {
         thread::sleep(hold);

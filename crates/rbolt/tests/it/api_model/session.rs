@@ -12,7 +12,7 @@ use super::reads::compare_tree;
 use super::{READERS_MAX, Tally};
 use rbolt::storage::{SimFile, Storage};
 use rbolt::{
-    ALLOC_SIZE_DEFAULT, Db, Error, FreelistKind, MAX_BATCH_DELAY_DEFAULT, MAX_BATCH_SIZE_DEFAULT,
+    ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Db, Error, FreelistKind,
     Options, WriteTx,
 };
 use std::ops::Range;
@@ -406,12 +406,12 @@ impl World {
             // Batches cut short by size, or by a short delay.
             .max_batch_size(match rng.percent() {
                 0..=19 => 1 + rng.below(2),
-                _ => MAX_BATCH_SIZE_DEFAULT,
+                _ => BATCH_SIZE_MAX_DEFAULT,
             })
             .max_batch_delay(if rng.percent() < 30 {
                 Duration::from_millis(1)
             } else {
-                MAX_BATCH_DELAY_DEFAULT
+                BATCH_DELAY_MAX_DEFAULT
             })
     }
 

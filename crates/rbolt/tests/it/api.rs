@@ -1,0 +1,181 @@
+//! What a Rust user reaches for (issue 14): durability per transaction, no same-thread
+//! deadlock, refusing to create a mistyped path.
+
+use crate::support::read_all;
+use rbolt::storage::SimFile;
+use rbolt::{Db, Durability, Error, Options};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Runs `f` on a thread and fails the test if it does not return within `limit`.
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(limit)
+        .expect("the call hung (did not return in time)")
+}
+
+#[test]
+fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), Options::default()).unwrap();
+    db.update(|tx| tx.create_bucket(b"b").map(drop)).unwrap();
+    // A load without syncs.
+    let before = sim.counts();
+    for round in 0..5u32 {
+        let mut tx = db.begin_write().unwrap();
+        assert_eq!(tx.durability(), Durability::Immediate);
+        tx.set_durability(Durability::None);
+        let mut b = tx.bucket_mut(b"b").unwrap().unwrap();
+        for i in 0..50u32 {
+            b.put(&(round * 100 + i).to_be_bytes(), b"v").unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    // (Growth still syncs the file's length unless `no_grow_sync`; data and metas do not.)
+    assert_eq!(
+        sim.counts().since(before).sync_data,
+        0,
+        "no sync in the load"
+    );
+    // The next durable commit syncs the load first, then itself.
+    let before = sim.counts();
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"last", b"v"))
+        .unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 3);
+    // After that, a durable commit is two syncs again.
+    let before = sim.counts();
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"more", b"v"))
+        .unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 2);
+    // Db::sync after unsynced commits: one sync, and the next durable commit needs no extra.
+    let mut tx = db.begin_write().unwrap();
+    tx.set_durability(Durability::None);
+    tx.bucket_mut(b"b")
+        .unwrap()
+        .unwrap()
+        .put(b"x", b"y")
+        .unwrap();
+    tx.commit().unwrap();
+    let before = sim.counts();
+    db.sync().unwrap();
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"z", b"y"))
+        .unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 3);
+    // Everything is in the durable image.
+    let content = read_all(&db).unwrap();
+    drop(db);
+    let durable = SimFile::from_image(sim.durable_image()).unwrap();
+    let db = Db::open_storage(Arc::new(durable), Options::default()).unwrap();
+    assert!(read_all(&db).unwrap() == content);
+}
+
+#[test]
+fn no_sync_in_the_options_is_the_default_durability_and_a_transaction_can_override_it() {
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), Options::default().no_sync(true)).unwrap();
+    let before = sim.counts();
+    db.update(|tx| {
+        assert_eq!(tx.durability(), Durability::None);
+        tx.create_bucket(b"b").map(drop)
+    })
+    .unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 0);
+    let before = sim.counts();
+    let mut tx = db.begin_write().unwrap();
+    tx.set_durability(Durability::Immediate);
+    tx.bucket_mut(b"b")
+        .unwrap()
+        .unwrap()
+        .put(b"k", b"v")
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 3);
+}
+
+#[test]
+fn a_thread_holding_the_writer_gets_an_error_instead_of_a_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path().join("db")).unwrap());
+    let inner = db.clone();
+    within(Duration::from_secs(20), move || {
+        let db = inner;
+        // update inside update
+        let nested = db.update(|tx| {
+            tx.create_bucket(b"b")?;
+            let error = tx.db().update(|_| Ok(())).unwrap_err();
+            assert!(matches!(error, Error::WriteTxOnThisThread), "{error}");
+            // batch inside update
+            let error = tx.db().batch(|_| Ok(())).unwrap_err();
+            assert!(matches!(error, Error::WriteTxOnThisThread), "{error}");
+            // begin_write while holding the writer
+            assert!(matches!(
+                tx.db().begin_write(),
+                Err(Error::WriteTxOnThisThread)
+            ));
+            Ok(())
+        });
+        nested.unwrap();
+        // Once the writer is given back, the same thread writes again.
+        db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
+            .unwrap();
+        let tx = db.begin_write().unwrap();
+        drop(tx);
+        db.update(|_| Ok(())).unwrap();
+    });
+    // Another thread still waits for the writer, as it should.
+    let tx = db.begin_write().unwrap();
+    let other = db.clone();
+    let waiter = std::thread::spawn(move || other.update(|_| Ok(())));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !waiter.is_finished(),
+        "another thread did not wait for the writer"
+    );
+    drop(tx);
+    waiter.join().unwrap().unwrap();
+}
+
+#[test]
+fn opening_a_file_this_process_has_open_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let path2 = path.clone();
+    // The default lock timeout waits for ever; this must not.
+    let second = within(Duration::from_secs(20), move || Db::open(&path2).err());
+    assert!(
+        matches!(second, Some(Error::StorageInUse { .. })),
+        "{second:?}"
+    );
+    let read_only = Options::default().read_only(true);
+    assert!(matches!(
+        Db::open_with(&path, read_only.clone()),
+        Err(Error::StorageInUse { .. })
+    ));
+    drop(db);
+    // Read-only opens share the file; a writer is refused while they are open.
+    let a = Db::open_with(&path, read_only.clone()).unwrap();
+    let b = Db::open_with(&path, read_only).unwrap();
+    assert!(matches!(Db::open(&path), Err(Error::StorageInUse { .. })));
+    drop((a, b));
+    Db::open(&path).unwrap();
+}
+
+#[test]
+fn create_false_refuses_a_missing_file_and_makes_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mistyped.db");
+    let error = Db::open_with(&path, Options::default().create(false)).unwrap_err();
+    assert!(
+        matches!(&error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{error}"
+    );
+    assert!(!path.exists());
+    drop(Db::open(&path).unwrap());
+    Db::open_with(&path, Options::default().create(false)).unwrap();
+}
