@@ -543,26 +543,33 @@ impl Tree {
     ) -> Result<Put> {
         debug_assert!(!key.is_empty(), "empty key");
         let page_size = pages.page_size();
-        let hint = self.append_hint.take();
-        let (path, leaf, index, undo) = match hint {
-            Some((path, leaf)) if self.nodes[leaf as usize].is_after_last(key) => {
-                let count = self.nodes[leaf as usize].count();
-                (path, leaf, Err(count), self.undo_point())
+        let entry = NewEntry::Leaf { flags, key, value };
+        // A sorted load appends to the same leaf put after put: the hint stays where it is
+        // (a path is a few hundred bytes to move) until the leaf splits.
+        if let Some((_, leaf)) = &self.append_hint
+            && self.nodes[*leaf as usize].is_after_last(key)
+        {
+            let leaf = *leaf;
+            let node = &mut self.nodes[leaf as usize];
+            let count = node.count();
+            if node.fits(entry.size(), 1, page_size) {
+                node.insert(count, &entry);
+                node.appended = true;
+            } else if let Some((path, _)) = self.append_hint.take() {
+                self.insert_entry(&path, leaf, count, &entry, page_size, arena);
             }
-            _ => {
-                let mut undo = self.undo_point();
-                let (path, leaf) = match self.descend_mut(pages, arena, key, &mut undo) {
-                    Ok(found) => found,
-                    Err(error) => {
-                        self.undo(undo, page_size, arena);
-                        return Err(error);
-                    }
-                };
-                let index = self.nodes[leaf as usize].search(key);
-                (path, leaf, index, undo)
+            return Ok(Put::Inserted);
+        }
+        self.append_hint = None;
+        let mut undo = self.undo_point();
+        let (path, leaf) = match self.descend_mut(pages, arena, key, &mut undo) {
+            Ok(found) => found,
+            Err(error) => {
+                self.undo(undo, page_size, arena);
+                return Err(error);
             }
         };
-        let entry = NewEntry::Leaf { flags, key, value };
+        let index = self.nodes[leaf as usize].search(key);
         match index {
             Ok(index) => {
                 let node = &mut self.nodes[leaf as usize];
