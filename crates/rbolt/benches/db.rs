@@ -95,7 +95,7 @@ fn batch(c: &mut Criterion) {
                     let db = &db;
                     s.spawn(move || {
                         let key = fnv32a(round);
-                        db.batch(move |tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                        db.batch(move |tx| tx.bucket_mut(b"bench")?.unwrap().put(key, b"filler"))
                             .unwrap();
                     });
                 }
@@ -110,7 +110,7 @@ fn batch(c: &mut Criterion) {
                     let db = &db;
                     s.spawn(move || {
                         let key = fnv32a(round);
-                        db.update(|tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                        db.update(|tx| tx.bucket_mut(b"bench")?.unwrap().put(key, b"filler"))
                             .unwrap();
                     });
                 }
@@ -127,7 +127,7 @@ fn batch(c: &mut Criterion) {
                         db.update(|tx| {
                             let mut bucket = tx.bucket_mut(b"bench")?.unwrap();
                             for minor in 0..100u32 {
-                                bucket.put(&fnv32a(major << 16 | minor), b"filler")?;
+                                bucket.put(fnv32a(major << 16 | minor), b"filler")?;
                             }
                             Ok(())
                         })
@@ -148,7 +148,7 @@ fn get(c: &mut Criterion) {
     db.update(|tx| {
         let mut bucket = tx.create_bucket(b"bench")?;
         for key in &keys {
-            bucket.put(key, &[0x5a; 100])?;
+            bucket.put(key, [0x5a; 100])?;
         }
         Ok(())
     })
@@ -173,7 +173,7 @@ fn get(c: &mut Criterion) {
     group.bench_function("Get1M", |b| {
         b.iter(|| {
             index = (index + 7919) % N;
-            let value = bucket.get(&keys[index]).unwrap().unwrap();
+            let value = bucket.get(keys[index]).unwrap().unwrap();
             assert_eq!(value.len(), 100);
             black_box(value)
         });
@@ -197,7 +197,7 @@ fn load(c: &mut Criterion) {
                 db.update(|tx| {
                     let mut bucket = tx.create_bucket(b"bench")?;
                     for key in &keys {
-                        bucket.put(key, &[0x5a; 100])?;
+                        bucket.put(key, [0x5a; 100])?;
                     }
                     Ok(())
                 })
@@ -221,7 +221,7 @@ fn commit(c: &mut Criterion) {
             db.update(|tx| {
                 tx.bucket_mut(b"bench")?
                     .unwrap()
-                    .put(&n.to_be_bytes(), b"value")
+                    .put(n.to_be_bytes(), b"value")
             })
             .unwrap();
         });
