@@ -20,16 +20,16 @@ where
 
 #[test]
 fn integer_and_tuple_keys_sort_as_their_values() {
-    fn integers(a: i64, b: i64, c: u32, d: u32, e: i8, f: i8, g: i128, h: i128) -> bool {
-        ordered::<i64>(a, b)
-            && ordered::<u32>(c, d)
-            && ordered::<i8>(e, f)
-            && ordered::<i128>(g, h)
-            && ordered::<u64>(a as u64, b as u64)
+    fn integers(a: (i64, i64), b: (u32, u32), c: (i8, i8), d: (i128, i128)) -> bool {
+        ordered::<i64>(a.0, a.1)
+            && ordered::<u32>(b.0, b.1)
+            && ordered::<i8>(c.0, c.1)
+            && ordered::<i128>(d.0, d.1)
+            && ordered::<u64>(a.0 as u64, a.1 as u64)
     }
     QuickCheck::new()
         .tests(2000)
-        .quickcheck(integers as fn(i64, i64, u32, u32, i8, i8, i128, i128) -> bool);
+        .quickcheck(integers as fn((i64, i64), (u32, u32), (i8, i8), (i128, i128)) -> bool);
     fn tuples(a: (u16, i32), b: (u16, i32), s: String, t: String) -> bool {
         ordered::<(u16, i32)>(a, b)
             && ordered::<(u16, &str)>((a.0, s.as_str()), (b.0, t.as_str()))
@@ -49,8 +49,8 @@ fn values_round_trip() {
     fn round_trip(a: i64, b: u128, s: String, bytes: Vec<u8>, pair: (u32, String)) -> TestResult {
         let ok = i64::from_bytes(i64::to_bytes(&a).as_ref()).unwrap() == a
             && u128::from_bytes(u128::to_bytes(&b).as_ref()).unwrap() == b
-            && <&str>::from_bytes(<&str>::to_bytes(&s.as_str()).as_ref()).unwrap() == s
-            && <&[u8]>::from_bytes(<&[u8]>::to_bytes(&bytes.as_slice()).as_ref()).unwrap()
+            && <&str>::from_bytes(<&str>::to_bytes(&s.as_str())).unwrap() == s
+            && <&[u8]>::from_bytes(<&[u8]>::to_bytes(&bytes.as_slice())).unwrap()
                 == bytes.as_slice()
             && <(u32, &str)>::from_bytes(
                 <(u32, &str)>::to_bytes(&(pair.0, pair.1.as_str())).as_ref(),
