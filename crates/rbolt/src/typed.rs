@@ -4,7 +4,7 @@
 //! A [`Value`] turns a type into bytes and back, borrowing from the transaction where the type
 //! allows (`&str`, `&[u8]`); a [`Key`] is a value whose bytes sort as the values do, so ranges
 //! and iteration come out in the type's order (integers are stored big-endian, signed ones
-//! with the sign bit flipped). A [`BucketDef`] names a bucket and its two types once:
+//! with the sign bit flipped; floats in `total_cmp` order). A [`BucketDef`] names a bucket and its two types once:
 //!
 //! ```
 //! use rbolt::{BucketDef, Db};
@@ -213,6 +213,75 @@ integers! {
     i32, u32, true;
     i64, u64, true;
     i128, u128, true;
+}
+
+/// Floating-point numbers, big-endian with their bits arranged so that the bytes sort as
+/// `total_cmp` orders the numbers (negative ones have every bit flipped, the others only the
+/// sign bit): -∞ < -1.0 < -0.0 < 0.0 < 1.0 < ∞, NaNs at the ends.
+macro_rules! floats {
+    ($($ty:ty, $bits:ty);* $(;)?) => {$(
+        impl Value for $ty {
+            type SelfType<'a> = $ty;
+            type Bytes<'a> = [u8; std::mem::size_of::<$ty>()] where Self: 'a;
+
+            fn to_bytes<'a>(value: &'a $ty) -> Self::Bytes<'a> where Self: 'a {
+                let bits = value.to_bits();
+                let sign = 1 << (<$bits>::BITS - 1);
+                let bits = if bits & sign != 0 { !bits } else { bits | sign };
+                bits.to_be_bytes()
+            }
+
+            fn from_bytes(bytes: &[u8]) -> Result<$ty> {
+                let array = bytes.try_into().map_err(|_| {
+                    decode_error::<$ty>(format!(
+                        "{} bytes, not {}",
+                        bytes.len(),
+                        std::mem::size_of::<$ty>()
+                    ))
+                })?;
+                let bits = <$bits>::from_be_bytes(array);
+                let sign = 1 << (<$bits>::BITS - 1);
+                let bits = if bits & sign != 0 { bits & !sign } else { !bits };
+                Ok(<$ty>::from_bits(bits))
+            }
+        }
+        impl Key for $ty {}
+        impl FixedWidth for $ty {
+            const WIDTH: usize = std::mem::size_of::<$ty>();
+        }
+    )*};
+}
+
+floats! {
+    f32, u32;
+    f64, u64;
+}
+
+impl Value for bool {
+    type SelfType<'a> = bool;
+    type Bytes<'a>
+        = [u8; 1]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a bool) -> [u8; 1]
+    where
+        Self: 'a,
+    {
+        [u8::from(*value)]
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<bool> {
+        match bytes {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            _ => Err(decode_error::<bool>("not one byte of 0 or 1")),
+        }
+    }
+}
+impl Key for bool {}
+impl FixedWidth for bool {
+    const WIDTH: usize = 1;
 }
 
 /// Tuples whose components but the last are fixed-width: their bytes are the components'

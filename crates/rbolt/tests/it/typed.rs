@@ -38,6 +38,33 @@ fn integer_and_tuple_keys_sort_as_their_values() {
     QuickCheck::new()
         .tests(2000)
         .quickcheck(tuples as fn((u16, i32), (u16, i32), String, String) -> bool);
+    fn floats(a: f64, b: f64, c: f32, d: f32) -> bool {
+        let f64_ok = {
+            let (ea, eb) = (f64::to_bytes(&a), f64::to_bytes(&b));
+            ea.cmp(&eb) == a.total_cmp(&b) && f64::from_bytes(&ea).unwrap().to_bits() == a.to_bits()
+        };
+        let f32_ok = {
+            let (ec, ed) = (f32::to_bytes(&c), f32::to_bytes(&d));
+            ec.cmp(&ed) == c.total_cmp(&d) && f32::from_bytes(&ec).unwrap().to_bits() == c.to_bits()
+        };
+        f64_ok && f32_ok
+    }
+    QuickCheck::new()
+        .tests(2000)
+        .quickcheck(floats as fn(f64, f64, f32, f32) -> bool);
+    for (a, b) in [
+        (f64::NEG_INFINITY, -1.0),
+        (-1.0, -0.0),
+        (-0.0, 0.0),
+        (0.0, 1.0),
+        (1.0, f64::INFINITY),
+    ] {
+        assert_eq!(
+            f64::to_bytes(&a).cmp(&f64::to_bytes(&b)),
+            std::cmp::Ordering::Less,
+            "{a} {b}"
+        );
+    }
     // Edges of the signed encoding.
     for (a, b) in [(i64::MIN, -1), (-1, 0), (0, 1), (1, i64::MAX)] {
         assert!(ordered::<i64>(a, b), "{a} {b}");
