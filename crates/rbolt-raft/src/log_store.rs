@@ -267,7 +267,7 @@ fn delete_range(bucket: &mut rbolt::BucketMut<'_>, range: impl RangeBounds<u64>)
     let mut deleted = 0;
     let mut cursor = bucket.cursor_mut();
     let mut at = cursor
-        .seek(&index_key(start))?
+        .seek(index_key(start))?
         .map(|e| key_index(e.key()))
         .transpose()?;
     while let Some(index) = at {
@@ -632,7 +632,7 @@ fn append_in<C: RaftTypeConfig>(tx: &mut WriteTx<'_>, entries: &[(u64, Vec<u8>)]
                 "appended entries are not consecutive: index {index} at position {offset} after {first}"
             )));
         }
-        log.put(&index_key(*index), entry)?;
+        log.put(index_key(*index), entry)?;
     }
     Ok(())
 }

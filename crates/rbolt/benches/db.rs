@@ -106,7 +106,7 @@ fn batch(c: &mut Criterion) {
                     let db = &db;
                     s.spawn(move || {
                         let key = fnv32a(round);
-                        db.batch(move |tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                        db.batch(move |tx| tx.bucket_mut(b"bench")?.unwrap().put(key, b"filler"))
                             .unwrap();
                     });
                 }
@@ -121,7 +121,7 @@ fn batch(c: &mut Criterion) {
                     let db = &db;
                     s.spawn(move || {
                         let key = fnv32a(round);
-                        db.update(|tx| tx.bucket_mut(b"bench")?.unwrap().put(&key, b"filler"))
+                        db.update(|tx| tx.bucket_mut(b"bench")?.unwrap().put(key, b"filler"))
                             .unwrap();
                     });
                 }
@@ -138,7 +138,7 @@ fn batch(c: &mut Criterion) {
                         db.update(|tx| {
                             let mut bucket = tx.bucket_mut(b"bench")?.unwrap();
                             for minor in 0..100u32 {
-                                bucket.put(&fnv32a(major << 16 | minor), b"filler")?;
+                                bucket.put(fnv32a(major << 16 | minor), b"filler")?;
                             }
                             Ok(())
                         })
@@ -159,7 +159,7 @@ fn get(c: &mut Criterion) {
     db.update(|tx| {
         let mut bucket = tx.create_bucket(b"bench")?;
         for key in &keys {
-            bucket.put(key, &[0x5a; 100])?;
+            bucket.put(key, [0x5a; 100])?;
         }
         Ok(())
     })
@@ -184,7 +184,7 @@ fn get(c: &mut Criterion) {
     group.bench_function("Get1M", |b| {
         b.iter(|| {
             index = (index + 7919) % N;
-            let value = bucket.get(&keys[index]).unwrap().unwrap();
+            let value = bucket.get(keys[index]).unwrap().unwrap();
             assert_eq!(value.len(), 100);
             black_box(value)
         });
@@ -208,7 +208,7 @@ fn load(c: &mut Criterion) {
                 db.update(|tx| {
                     let mut bucket = tx.create_bucket(b"bench")?;
                     for key in &keys {
-                        bucket.put(key, &[0x5a; 100])?;
+                        bucket.put(key, [0x5a; 100])?;
                     }
                     Ok(())
                 })
@@ -239,7 +239,7 @@ fn load_sorted(c: &mut Criterion) {
                     let mut bucket = tx.create_bucket(b"bench")?;
                     bucket.set_fill_percent(1.0);
                     for key in &keys {
-                        bucket.put(key, &[0x5a; 100])?;
+                        bucket.put(key, [0x5a; 100])?;
                     }
                     Ok(())
                 })
@@ -261,7 +261,7 @@ fn tx_puts(c: &mut Criterion) {
     db.update(|tx| {
         let mut bucket = tx.create_bucket(b"bench")?;
         for key in &keys(N, 11) {
-            bucket.put(key, &[0x5a; 100])?;
+            bucket.put(key, [0x5a; 100])?;
         }
         Ok(())
     })
@@ -275,7 +275,7 @@ fn tx_puts(c: &mut Criterion) {
         db.update(|tx| {
             let mut bucket = tx.bucket_mut(b"bench")?.unwrap();
             for key in batch {
-                bucket.put(key, &[0x6b; 100])?;
+                bucket.put(key, [0x6b; 100])?;
             }
             Ok(())
         })
@@ -314,7 +314,7 @@ fn commit(c: &mut Criterion) {
             db.update(|tx| {
                 tx.bucket_mut(b"bench")?
                     .unwrap()
-                    .put(&n.to_be_bytes(), b"value")
+                    .put(n.to_be_bytes(), b"value")
             })
             .unwrap();
         });

@@ -328,7 +328,8 @@ pub struct Bucket<'a> {
 impl<'a> Bucket<'a> {
     /// The value of `key`; `None` when absent or when `key` holds a nested bucket.
     #[inline]
-    pub fn get(&self, key: &[u8]) -> Result<Option<&'a [u8]>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<&'a [u8]>> {
+        let key = key.as_ref();
         Ok(match self.view.get(key)? {
             Some(entry) if !entry.is_bucket() => Some(entry.value),
             _ => None,
@@ -336,7 +337,8 @@ impl<'a> Bucket<'a> {
     }
 
     /// The nested bucket `name`, if there is one.
-    pub fn bucket(&self, name: &[u8]) -> Result<Option<Bucket<'a>>> {
+    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'a>>> {
+        let name = name.as_ref();
         if let Some(children) = self.children
             && let Some(child) = children.get(name)
         {
@@ -392,13 +394,62 @@ impl<'a> Bucket<'a> {
         )
     }
 
-    /// The entries whose keys lie in `range`, in key order; double-ended.
-    pub fn range<'k>(&self, range: impl RangeBounds<&'k [u8]>) -> Iter<'a> {
+    /// The entries whose keys lie in `range`, in key order; double-ended. The bounds are any
+    /// byte strings: `range("a".."c")`, `range(&b"k"[..]..)`, `range(start..=end)`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("letters")?;
+    ///     for key in ["a", "b", "c", "d"] {
+    ///         b.put(key, "x")?;
+    ///     }
+    ///     let keys: Vec<&[u8]> = b.range("b".."d").map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(keys, [b"b", b"c"]);
+    ///     let last: Vec<&[u8]> = b.range("c"..).rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(last, [b"d", b"c"]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter<'a> {
         Iter::new(
             self.view,
             (
-                range.start_bound().map(|k| *k),
-                range.end_bound().map(|k| *k),
+                range.start_bound().map(|k| k.as_ref()),
+                range.end_bound().map(|k| k.as_ref()),
+            ),
+        )
+    }
+
+    /// The entries whose keys start with `prefix`, in key order; double-ended.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("users")?;
+    ///     for key in ["alice", "al", "bob", "alfred", "albert"] {
+    ///         b.put(key, "")?;
+    ///     }
+    ///     let al: Vec<&[u8]> = b.prefix("al").map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(al, [&b"al"[..], b"albert", b"alfred", b"alice"]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'a> {
+        let prefix = prefix.as_ref();
+        let end = prefix_end(prefix);
+        Iter::new(
+            self.view,
+            (
+                std::ops::Bound::Included(prefix),
+                match &end {
+                    Some(end) => std::ops::Bound::Excluded(end.as_slice()),
+                    None => std::ops::Bound::Unbounded,
+                },
             ),
         )
     }
@@ -466,12 +517,15 @@ impl BucketMut<'_> {
     }
 
     /// The value of `key`; `None` when absent or when `key` holds a nested bucket.
-    pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
+        let key = key.as_ref();
         self.as_bucket().get(key)
     }
 
     /// Sets `key` to `value`. A key holding a nested bucket gives `IncompatibleValue`.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        let value = value.as_ref();
         check_key(key)?;
         if value.len() > VALUE_SIZE_MAX {
             return Err(Error::ValueTooLarge { len: value.len() });
@@ -485,7 +539,8 @@ impl BucketMut<'_> {
 
     /// Deletes `key`; returns whether it was there. A key holding a nested bucket gives
     /// `IncompatibleValue` (use `delete_bucket`).
-    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
         check_key(key)?;
         let (pages, arena) = self.core.pages_and_arena();
         match self.state.tree.delete(pages, arena, key, 0)? {
@@ -496,13 +551,15 @@ impl BucketMut<'_> {
     }
 
     /// The nested bucket `name` as a read view.
-    pub fn bucket(&self, name: &[u8]) -> Result<Option<Bucket<'_>>> {
+    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
+        let name = name.as_ref();
         self.as_bucket().bucket(name)
     }
 
     /// The nested bucket `name`, open for writing. `None` when there is no such bucket;
     /// `IncompatibleValue` when `name` holds a value.
-    pub fn bucket_mut(&mut self, name: &[u8]) -> Result<Option<BucketMut<'_>>> {
+    pub fn bucket_mut(&mut self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
+        let name = name.as_ref();
         let core = &mut *self.core;
         let state = open_child(core, self.state, name)?;
         Ok(state.map(|state| BucketMut { core, state }))
@@ -510,21 +567,24 @@ impl BucketMut<'_> {
 
     /// Creates the nested bucket `name`: `BucketExists` if it exists, `IncompatibleValue` if
     /// `name` holds a value.
-    pub fn create_bucket(&mut self, name: &[u8]) -> Result<BucketMut<'_>> {
+    pub fn create_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        let name = name.as_ref();
         let core = &mut *self.core;
         let state = create_child(core, self.state, name, false)?;
         Ok(BucketMut { core, state })
     }
 
     /// Creates the nested bucket `name` unless it exists, and returns it.
-    pub fn create_bucket_if_not_exists(&mut self, name: &[u8]) -> Result<BucketMut<'_>> {
+    pub fn create_bucket_if_not_exists(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        let name = name.as_ref();
         let core = &mut *self.core;
         let state = create_child(core, self.state, name, true)?;
         Ok(BucketMut { core, state })
     }
 
     /// Deletes the nested bucket `name` and everything in it, freeing all their pages.
-    pub fn delete_bucket(&mut self, name: &[u8]) -> Result<()> {
+    pub fn delete_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
+        let name = name.as_ref();
         delete_child(self.core, self.state, name)
     }
 
@@ -575,9 +635,14 @@ impl BucketMut<'_> {
         self.as_bucket().iter()
     }
 
-    /// The entries whose keys lie in `range`.
-    pub fn range<'k>(&self, range: impl RangeBounds<&'k [u8]>) -> Iter<'_> {
+    /// The entries whose keys lie in `range` (see [`Bucket::range`]).
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter<'_> {
         self.as_bucket().range(range)
+    }
+
+    /// The entries whose keys start with `prefix` (see [`Bucket::prefix`]).
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
+        self.as_bucket().prefix(prefix)
     }
 
     /// Page and key counts of this bucket and its nested buckets.
@@ -589,6 +654,16 @@ impl BucketMut<'_> {
 /// An entry of a bucket: a key and either its value or a nested bucket.
 pub(crate) fn entry_of(entry: rbolt_btree::Entry<'_>) -> Entry<'_> {
     Entry::new(entry.key, entry.value, entry.is_bucket())
+}
+
+/// The smallest key after every key that starts with `prefix`: the prefix with its last byte
+/// that is not 0xFF incremented and what follows dropped; `None` when there is no such key
+/// (the prefix is all 0xFF, or empty).
+fn prefix_end(prefix: &[u8]) -> Option<smallvec::SmallVec<[u8; 32]>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = smallvec::SmallVec::from_slice(&prefix[..=last]);
+    end[last] += 1;
+    Some(end)
 }
 
 /// The bucket header of a bucket value.

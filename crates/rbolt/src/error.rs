@@ -127,6 +127,17 @@ pub enum Error {
          roll it back first"
     )]
     WriteTxOnThisThread,
+    /// Stored bytes that do not decode as the type a typed bucket reads them as.
+    #[error(
+        "a stored key or value does not decode as {type_name}: {reason} (the bucket was written \
+         with other types)"
+    )]
+    Decode {
+        /// The type asked for.
+        type_name: &'static str,
+        /// What is wrong with the bytes.
+        reason: String,
+    },
     /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
     /// them out, since a writer rewrites metas and free pages while readers live.
     #[error("raw page access needs a database opened read-only")]
@@ -217,6 +228,8 @@ pub enum ErrorKind {
     StorageInUse,
     /// [`Error::WriteTxOnThisThread`].
     WriteTxOnThisThread,
+    /// [`Error::Decode`].
+    Decode,
     /// [`Error::RawAccessNeedsReadOnly`].
     RawAccessNeedsReadOnly,
     /// [`Error::Checksum`].
@@ -269,6 +282,7 @@ impl Error {
             Error::InvalidOptions { .. } => ErrorKind::InvalidOptions,
             Error::StorageInUse { .. } => ErrorKind::StorageInUse,
             Error::WriteTxOnThisThread => ErrorKind::WriteTxOnThisThread,
+            Error::Decode { .. } => ErrorKind::Decode,
             Error::RawAccessNeedsReadOnly => ErrorKind::RawAccessNeedsReadOnly,
             Error::Checksum { .. } => ErrorKind::Checksum,
             Error::MaxSizeReached { .. } => ErrorKind::MaxSizeReached,

@@ -85,7 +85,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the first entry whose key is not less than `key`.
-    pub fn seek(&mut self, key: &[u8]) -> Moved<'a> {
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Moved<'a> {
+        let key = key.as_ref();
         Ok(self.inner.seek(key)?.map(entry_of))
     }
 
@@ -311,7 +312,8 @@ impl<'a> CursorMut<'a> {
     }
 
     /// Moves to the first entry whose key is not less than `key`.
-    pub fn seek(&mut self, key: &[u8]) -> Moved<'_> {
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Moved<'_> {
+        let key = key.as_ref();
         self.moved(true, |c, _| c.seek(key))
     }
 

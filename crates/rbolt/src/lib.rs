@@ -70,6 +70,7 @@ mod readers;
 mod stats;
 pub mod storage;
 mod tx;
+mod typed;
 mod verify;
 mod walk;
 
@@ -89,3 +90,6 @@ pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
 pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::{ReadTx, WriteTx};
+#[cfg(feature = "serde")]
+pub use typed::Json;
+pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};

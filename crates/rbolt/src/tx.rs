@@ -154,7 +154,8 @@ impl<'db> ReadTx<'db> {
     }
 
     /// The top-level bucket `name`, if it exists.
-    pub fn bucket(&self, name: &[u8]) -> Result<Option<Bucket<'_>>> {
+    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
+        let name = name.as_ref();
         self.root().bucket(name)
     }
 
@@ -325,7 +326,8 @@ impl<'db> WriteTx<'db> {
     }
 
     /// The top-level bucket `name` as a read view.
-    pub fn bucket(&self, name: &[u8]) -> Result<Option<Bucket<'_>>> {
+    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
+        let name = name.as_ref();
         self.root().bucket(name)
     }
 
@@ -335,7 +337,8 @@ impl<'db> WriteTx<'db> {
     }
 
     /// The top-level bucket `name`, open for writing; `None` if there is none.
-    pub fn bucket_mut(&mut self, name: &[u8]) -> Result<Option<BucketMut<'_>>> {
+    pub fn bucket_mut(&mut self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
+        let name = name.as_ref();
         let core = &mut self.core;
         Ok(open_child(core, &mut self.root, name)?.map(|state| BucketMut { core, state }))
     }
@@ -343,7 +346,9 @@ impl<'db> WriteTx<'db> {
     /// The bucket at `path` (top-level name, then nested names), open for writing; `None`
     /// when a bucket on the path does not exist. An empty path is `BucketNameRequired`: the
     /// root bucket holds only buckets and is changed through them (as in bbolt).
-    pub fn bucket_path_mut(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
+    pub fn bucket_path_mut<P: AsRef<[u8]>>(&mut self, path: &[P]) -> Result<Option<BucketMut<'_>>> {
+        let path: smallvec::SmallVec<[&[u8]; 8]> = path.iter().map(AsRef::as_ref).collect();
+        let path = path.as_slice();
         if path.is_empty() {
             return Err(Error::BucketNameRequired);
         }
@@ -368,7 +373,9 @@ impl<'db> WriteTx<'db> {
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn create_bucket_path(&mut self, path: &[&[u8]]) -> Result<BucketMut<'_>> {
+    pub fn create_bucket_path<P: AsRef<[u8]>>(&mut self, path: &[P]) -> Result<BucketMut<'_>> {
+        let path: smallvec::SmallVec<[&[u8]; 8]> = path.iter().map(AsRef::as_ref).collect();
+        let path = path.as_slice();
         if path.is_empty() {
             return Err(Error::BucketNameRequired);
         }
@@ -394,21 +401,24 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Creates the top-level bucket `name`.
-    pub fn create_bucket(&mut self, name: &[u8]) -> Result<BucketMut<'_>> {
+    pub fn create_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        let name = name.as_ref();
         let core = &mut self.core;
         let state = create_child(core, &mut self.root, name, false)?;
         Ok(BucketMut { core, state })
     }
 
     /// Creates the top-level bucket `name` unless it exists, and returns it.
-    pub fn create_bucket_if_not_exists(&mut self, name: &[u8]) -> Result<BucketMut<'_>> {
+    pub fn create_bucket_if_not_exists(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        let name = name.as_ref();
         let core = &mut self.core;
         let state = create_child(core, &mut self.root, name, true)?;
         Ok(BucketMut { core, state })
     }
 
     /// Deletes the top-level bucket `name` and everything in it, freeing all their pages.
-    pub fn delete_bucket(&mut self, name: &[u8]) -> Result<()> {
+    pub fn delete_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
+        let name = name.as_ref();
         delete_child(&mut self.core, &mut self.root, name)
     }
 
@@ -417,7 +427,15 @@ impl<'db> WriteTx<'db> {
     /// destination's parent must exist and `to` must be free; the new name is checked as
     /// `create_bucket` checks one. The bucket keeps what this transaction wrote in it. An
     /// error changes nothing.
-    pub fn move_bucket(&mut self, from: &[&[u8]], to: &[&[u8]]) -> Result<()> {
+    pub fn move_bucket<F: AsRef<[u8]>, T: AsRef<[u8]>>(
+        &mut self,
+        from: &[F],
+        to: &[T],
+    ) -> Result<()> {
+        let from: smallvec::SmallVec<[&[u8]; 8]> = from.iter().map(AsRef::as_ref).collect();
+        let from = from.as_slice();
+        let to: smallvec::SmallVec<[&[u8]; 8]> = to.iter().map(AsRef::as_ref).collect();
+        let to = to.as_slice();
         let (Some((name, from_parent)), Some((new_name, to_parent))) =
             (from.split_last(), to.split_last())
         else {

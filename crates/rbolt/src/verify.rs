@@ -67,7 +67,7 @@ mod tests {
         db.update(|tx| {
             let mut x = tx.create_bucket(b"x")?;
             for i in 0..2000u32 {
-                x.put(&i.to_be_bytes(), &[0; 100])?;
+                x.put(i.to_be_bytes(), [0; 100])?;
             }
             tx.create_bucket(b"y").map(drop)
         })

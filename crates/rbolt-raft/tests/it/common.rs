@@ -31,7 +31,7 @@ impl Machine<TestConfig> for TestMachine {
         match &entry.payload {
             EntryPayload::Normal(data) => {
                 tx.create_bucket_if_not_exists(DATA_BUCKET)?
-                    .put(&entry.index().to_be_bytes(), data.as_bytes())?;
+                    .put(entry.index().to_be_bytes(), data.as_bytes())?;
                 Ok(data.clone())
             }
             _ => Ok(String::new()),

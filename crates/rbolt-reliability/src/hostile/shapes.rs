@@ -86,14 +86,14 @@ pub fn shapes(with_4k: bool) -> Vec<Shape> {
                     // Half-full pages (bbolt's cut), so that few keys make three levels.
                     b.set_fill_percent(0.5);
                     for i in 0..260 {
-                        b.put(&key(i), &[i as u8; 8])?;
+                        b.put(key(i), [i as u8; 8])?;
                     }
                     Ok(())
                 }),
                 Box::new(|tx| {
                     let mut b = tx.bucket_mut(b"b")?.expect("b");
                     for i in (0..260).step_by(13) {
-                        b.put(&key(i), b"changed")?;
+                        b.put(key(i), b"changed")?;
                     }
                     Ok(())
                 }),
@@ -113,11 +113,11 @@ pub fn shapes(with_4k: bool) -> Vec<Shape> {
                     deeper.put(b"z", b"3")?;
                     let mut big = tx.create_bucket(b"big")?;
                     for i in 0..40 {
-                        big.put(&key(i), &[1; 20])?;
+                        big.put(key(i), [1; 20])?;
                     }
                     let mut inner = big.create_bucket(b"inner")?;
                     for i in 0..30 {
-                        inner.put(&key(i), &[2; 20])?;
+                        inner.put(key(i), [2; 20])?;
                     }
                     Ok(())
                 }),
@@ -154,14 +154,14 @@ fn freelist_shape(name: &'static str, options: Options) -> Shape {
             Box::new(|tx| {
                 let mut b = tx.create_bucket(b"b")?;
                 for i in 0..200 {
-                    b.put(&key(i), &[3; 20])?;
+                    b.put(key(i), [3; 20])?;
                 }
                 Ok(())
             }),
             Box::new(|tx| {
                 let mut b = tx.bucket_mut(b"b")?.expect("b");
                 for i in 0..150 {
-                    b.delete(&key(i))?;
+                    b.delete(key(i))?;
                 }
                 Ok(())
             }),

@@ -2,7 +2,7 @@
 //! the memory mapping it reads through, go through the [`Storage`] trait.
 //!
 //! Production uses [`FileStorage`], a locked file on disk. The reliability tests use
-//! [`SimFile`], an in-memory file whose mapping is a real `mmap` and which also records what has
+//! `SimFile` (feature `sim`), an in-memory file whose mapping is a real `mmap` and which also records what has
 //! been synced, so it can produce the images a power loss could leave behind ([`CrashProfile`])
 //! and fail or "crash" at a chosen operation ([`FaultPlan`]).
 //!
@@ -11,6 +11,7 @@
 mod fdio;
 mod file;
 mod mapping;
+#[cfg(feature = "sim")]
 mod sim;
 
 use std::fmt;
@@ -21,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use file::{FileOptions, FileStorage, OpenError, sync_parent_dir};
 pub use mapping::Mapping;
+#[cfg(feature = "sim")]
 pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE, SimFile};
 
 /// The most buffers one `pwritev` takes on Linux (`UIO_MAXIOV`);
@@ -97,7 +99,7 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// Two databases open on one file would each believe they are its only writer, and one
     /// would rewrite pages the other's readers are reading. So a database claims its storage
     /// when it opens and keeps the claim until it closes; a second claim of the same file —
-    /// through another `Arc` of the same storage, or a clone of a [`SimFile`] — fails with
+    /// through another `Arc` of the same storage, or a clone of a `SimFile` — fails with
     /// [`io::ErrorKind::ResourceBusy`] while the first is held. A claim can only be made by the
     /// storages of this module, so a wrapper around one delegates to it.
     fn claim(&self) -> io::Result<Claim>;

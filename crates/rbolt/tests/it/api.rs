@@ -32,7 +32,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
         tx.set_durability(Durability::None);
         let mut b = tx.bucket_mut(b"b").unwrap().unwrap();
         for i in 0..50u32 {
-            b.put(&(round * 100 + i).to_be_bytes(), b"v").unwrap();
+            b.put((round * 100 + i).to_be_bytes(), b"v").unwrap();
         }
         tx.commit().unwrap();
     }

@@ -15,17 +15,17 @@ fn put_get_delete_and_iterate() {
     db.update(|tx| {
         let mut b = tx.create_bucket(b"b")?;
         for i in 0..1000u32 {
-            b.put(&i.to_be_bytes(), &(i * 2).to_le_bytes())?;
+            b.put(i.to_be_bytes(), (i * 2).to_le_bytes())?;
         }
-        assert!(b.delete(&7u32.to_be_bytes())?);
-        assert!(!b.delete(&7u32.to_be_bytes())?);
+        assert!(b.delete(7u32.to_be_bytes())?);
+        assert!(!b.delete(7u32.to_be_bytes())?);
         Ok(())
     })
     .unwrap();
     db.view(|tx| {
         let b = tx.bucket(b"b")?.unwrap();
-        assert_eq!(b.get(&8u32.to_be_bytes())?, Some(&16u32.to_le_bytes()[..]));
-        assert_eq!(b.get(&7u32.to_be_bytes())?, None);
+        assert_eq!(b.get(8u32.to_be_bytes())?, Some(&16u32.to_le_bytes()[..]));
+        assert_eq!(b.get(7u32.to_be_bytes())?, None);
         assert_eq!(b.iter().count(), 999);
         let back: Vec<_> = b
             .iter()
@@ -109,10 +109,10 @@ fn error_cases_leave_the_transaction_usable() {
     let mut b = tx.create_bucket(b"b").unwrap();
     assert!(matches!(b.put(b"", b"v"), Err(Error::KeyRequired)));
     assert!(matches!(
-        b.put(&[1u8; 32769], b"v"),
+        b.put([1u8; 32769], b"v"),
         Err(Error::KeyTooLarge { len: 32769 })
     ));
-    b.put(&[1u8; 32768], b"max key").unwrap();
+    b.put([1u8; 32768], b"max key").unwrap();
     b.create_bucket(b"child").unwrap();
     assert!(matches!(
         b.put(b"child", b"v"),
@@ -153,7 +153,7 @@ fn error_cases_leave_the_transaction_usable() {
     db.view(|tx| {
         let b = tx.bucket(b"b")?.unwrap();
         assert_eq!(b.get(b"after")?, Some(&b"errors"[..]));
-        assert_eq!(b.get(&[1u8; 32768])?, Some(&b"max key"[..]));
+        assert_eq!(b.get([1u8; 32768])?, Some(&b"max key"[..]));
         assert_eq!(b.get(b"child")?, None, "a bucket has no value");
         Ok(())
     })
@@ -199,14 +199,14 @@ fn moving_buckets() {
     .unwrap();
     db.update(|tx| {
         assert!(matches!(
-            tx.move_bucket(&[b"src"], &[b"src", b"x"]),
+            tx.move_bucket(&[b"src"], &[&b"src"[..], b"x"]),
             Err(Error::MoveIntoSelf)
         ));
         assert!(matches!(
-            tx.move_bucket(&[b"src", b"child"], &[b"src", b"child"]),
+            tx.move_bucket(&["src", "child"], &["src", "child"]),
             Err(Error::SameBuckets)
         ));
-        tx.move_bucket(&[b"src", b"child"], &[b"dst", b"renamed"])
+        tx.move_bucket(&["src", "child"], &["dst", "renamed"])
     })
     .unwrap();
     db.view(|tx| {
@@ -225,7 +225,7 @@ fn cursor_mut_deletes_while_iterating() {
     db.update(|tx| {
         let mut b = tx.create_bucket(b"b")?;
         for i in 0..2000u32 {
-            b.put(&i.to_be_bytes(), b"v")?;
+            b.put(i.to_be_bytes(), b"v")?;
         }
         let mut cursor = b.cursor_mut();
         let mut entry = cursor.first()?.map(|e| e.key().to_vec());
@@ -267,7 +267,7 @@ fn hot_backup_and_compaction_copy_everything() {
             db.update(|tx| {
                 let mut b = tx.create_bucket_if_not_exists(b"noise")?;
                 for i in 0..3000u32 {
-                    b.put(&i.to_be_bytes(), &[1; 100])?;
+                    b.put(i.to_be_bytes(), [1; 100])?;
                 }
                 Ok(())
             })
@@ -292,7 +292,7 @@ fn transaction_stats_count_what_a_commit_did() {
     let mut tx = db.begin_write().unwrap();
     let mut b = tx.create_bucket(b"b").unwrap();
     for i in 0..5000u32 {
-        b.put(&i.to_be_bytes(), &[0; 100]).unwrap();
+        b.put(i.to_be_bytes(), [0; 100]).unwrap();
     }
     let before = tx.stats();
     assert!(before.split > 0, "a node grew past a page: {before:?}");
@@ -308,7 +308,7 @@ fn transaction_stats_count_what_a_commit_did() {
     db.update(|tx| {
         let mut b = tx.bucket_mut(b"b")?.unwrap();
         for i in 0..4990u32 {
-            b.delete(&i.to_be_bytes())?;
+            b.delete(i.to_be_bytes())?;
         }
         Ok(())
     })

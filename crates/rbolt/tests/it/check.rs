@@ -14,7 +14,7 @@ fn damaged_copy_base(dir: &Path) -> (PathBuf, Pgid, Pgid) {
     db.update(|tx| {
         let mut b = tx.create_bucket(b"b")?;
         for i in 0..400u32 {
-            b.put(&i.to_be_bytes(), &[7; 100])?;
+            b.put(i.to_be_bytes(), [7; 100])?;
         }
         Ok(())
     })

@@ -15,7 +15,7 @@ fn fill(db: &Db, bucket: &[u8], range: std::ops::Range<u32>, value_len: usize) {
     db.update(|tx| {
         let mut b = tx.create_bucket_if_not_exists(bucket)?;
         for i in range {
-            b.put(&i.to_be_bytes(), &vec![i as u8; value_len])?;
+            b.put(i.to_be_bytes(), vec![i as u8; value_len])?;
         }
         Ok(())
     })
@@ -109,7 +109,7 @@ fn a_failed_data_write_rolls_back_and_the_database_stays_usable() {
         .update(|tx| {
             let mut b = tx.bucket_mut(b"b")?.unwrap();
             for i in 0..2000u32 {
-                b.delete(&i.to_be_bytes())?;
+                b.delete(i.to_be_bytes())?;
             }
             b.put(b"new", b"value")
         })
@@ -205,7 +205,7 @@ fn max_size_stops_growth_with_a_typed_error() {
         .update(|tx| {
             let mut b = tx.create_bucket(b"b")?;
             for i in 0..20_000u32 {
-                b.put(&i.to_be_bytes(), &[0u8; 100])?;
+                b.put(i.to_be_bytes(), [0u8; 100])?;
             }
             Ok(())
         })

@@ -53,7 +53,7 @@ fn a_reader_does_not_stall_commits_that_grow_the_file_past_several_mappings() {
                     db.update(|tx| {
                         let mut b = tx.bucket_mut(b"b")?.unwrap();
                         for i in 0..2000u32 {
-                            b.put(&(round * 2000 + i).to_be_bytes(), &[7u8; 200])?;
+                            b.put((round * 2000 + i).to_be_bytes(), [7u8; 200])?;
                         }
                         Ok(())
                     })
@@ -79,7 +79,7 @@ fn a_thread_holding_a_reader_can_commit_growth() {
         db.update(|tx| {
             let mut b = tx.create_bucket(b"b")?;
             for i in 0..50_000u32 {
-                b.put(&i.to_be_bytes(), &[1u8; 100])?;
+                b.put(i.to_be_bytes(), [1u8; 100])?;
             }
             Ok(())
         })
@@ -98,10 +98,10 @@ fn churn(db: &Db, round: u32) {
     db.update(|tx| {
         let mut b = tx.bucket_mut(b"b")?.unwrap();
         for i in 0..50u32 {
-            b.put(&((round * 7 + i) % 400).to_be_bytes(), &[round as u8; 300])?;
+            b.put(((round * 7 + i) % 400).to_be_bytes(), [round as u8; 300])?;
         }
         for i in 0..50u32 {
-            b.delete(&((round * 11 + i) % 400).to_be_bytes())?;
+            b.delete(((round * 11 + i) % 400).to_be_bytes())?;
         }
         Ok(())
     })
@@ -113,7 +113,7 @@ fn churn_fill(db: &Db) {
     db.update(|tx| {
         let mut b = tx.bucket_mut(b"b")?.unwrap();
         for i in 0..400u32 {
-            b.put(&i.to_be_bytes(), &[1; 300])?;
+            b.put(i.to_be_bytes(), [1; 300])?;
         }
         Ok(())
     })
@@ -162,7 +162,7 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
     db.update(|tx| {
         let mut b = tx.create_bucket(b"accounts")?;
         for i in 0..ACCOUNTS {
-            b.put(&i.to_be_bytes(), &1000u64.to_be_bytes())?;
+            b.put(i.to_be_bytes(), 1000u64.to_be_bytes())?;
         }
         tx.create_bucket(b"batches")?;
         Ok(())
@@ -224,18 +224,14 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
                     let to = ((state >> 20) % u64::from(ACCOUNTS)) as u32;
                     let read = |b: &rbolt::BucketMut<'_>, k: u32| {
                         u64::from_be_bytes(
-                            b.get(&k.to_be_bytes())
-                                .unwrap()
-                                .unwrap()
-                                .try_into()
-                                .unwrap(),
+                            b.get(k.to_be_bytes()).unwrap().unwrap().try_into().unwrap(),
                         )
                     };
                     let amount = read(&accounts, from).min(state >> 50);
                     let from_balance = read(&accounts, from) - amount;
-                    accounts.put(&from.to_be_bytes(), &from_balance.to_be_bytes())?;
+                    accounts.put(from.to_be_bytes(), from_balance.to_be_bytes())?;
                     let to_balance = read(&accounts, to) + amount;
-                    accounts.put(&to.to_be_bytes(), &to_balance.to_be_bytes())?;
+                    accounts.put(to.to_be_bytes(), to_balance.to_be_bytes())?;
                 }
                 Ok(())
             })

@@ -114,7 +114,7 @@ fn fixtures_accept_writes_and_stay_clean() {
         db.update(|tx| {
             let mut bucket = tx.create_bucket_if_not_exists(b"rbolt-was-here")?;
             for i in 0..500u32 {
-                bucket.put(&i.to_be_bytes(), &[7u8; 300])?;
+                bucket.put(i.to_be_bytes(), [7u8; 300])?;
             }
             Ok(())
         })

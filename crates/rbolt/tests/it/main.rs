@@ -12,3 +12,4 @@ mod open;
 mod regressions;
 mod storage;
 mod support;
+mod typed;

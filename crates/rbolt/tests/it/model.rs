@@ -275,12 +275,12 @@ fn deleting_buckets_written_earlier_in_the_same_transaction_frees_every_page() {
         let fill = |tx: &mut WriteTx<'_>| -> rbolt::Result<()> {
             let mut parent = tx.create_bucket(b"parent")?;
             for child in 0..8u8 {
-                let mut c = parent.create_bucket(&[b'c', child])?;
+                let mut c = parent.create_bucket([b'c', child])?;
                 for i in 0..300u32 {
-                    c.put(&i.to_be_bytes(), &[child; 64])?;
+                    c.put(i.to_be_bytes(), [child; 64])?;
                 }
                 let mut grandchild = c.create_bucket(b"deeper")?;
-                grandchild.put(b"k", &[1; 3000])?;
+                grandchild.put(b"k", [1; 3000])?;
             }
             Ok(())
         };
@@ -291,7 +291,7 @@ fn deleting_buckets_written_earlier_in_the_same_transaction_frees_every_page() {
             tx = db.begin_write().unwrap();
             // Touch the nested buckets in this transaction, then delete their parent.
             for child in 0..8u8 {
-                tx.bucket_path_mut(&[b"parent", &[b'c', child]])
+                tx.bucket_path_mut(&[&b"parent"[..], &[b'c', child]])
                     .unwrap()
                     .unwrap()
                     .put(b"x", b"y")
@@ -309,7 +309,7 @@ fn deleting_buckets_written_earlier_in_the_same_transaction_frees_every_page() {
         db.update(|tx| {
             let mut b = tx.create_bucket(b"again")?;
             for i in 0..300u32 {
-                b.put(&i.to_be_bytes(), &[0; 64])?;
+                b.put(i.to_be_bytes(), [0; 64])?;
             }
             Ok(())
         })

@@ -72,7 +72,7 @@ fn a_failed_move_to_a_missing_parent_keeps_the_moved_buckets_edits() {
     db.update(|tx| {
         tx.bucket_mut(b"A")?.unwrap().put(b"k", b"v1")?;
         assert!(matches!(
-            tx.move_bucket(&[b"A"], &[b"missing", b"A"]),
+            tx.move_bucket(&["A"], &["missing", "A"]),
             Err(Error::BucketNotFound)
         ));
         Ok(())
@@ -118,7 +118,7 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
         let mut a = tx.bucket_mut(b"A")?.unwrap();
         let mut child = a.create_bucket(b"child")?;
         for i in 0..2000u32 {
-            child.put(&i.to_be_bytes(), &[7; 100])?;
+            child.put(i.to_be_bytes(), [7; 100])?;
         }
         Ok(())
     })
@@ -135,7 +135,7 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
         db.update(|tx| {
             let mut b = tx.bucket_mut(b"B")?.unwrap();
             for i in 0..500u32 {
-                b.put(&(round * 1000 + i).to_be_bytes(), &[1; 100])?;
+                b.put((round * 1000 + i).to_be_bytes(), [1; 100])?;
             }
             Ok(())
         })
@@ -157,7 +157,7 @@ fn the_root_bucket_is_not_writable() {
     let db = Db::open(dir.path().join("db")).unwrap();
     db.update(|tx| {
         assert!(matches!(
-            tx.bucket_path_mut(&[]),
+            tx.bucket_path_mut(&[] as &[&[u8]]),
             Err(Error::BucketNameRequired)
         ));
         Ok(())
@@ -196,7 +196,7 @@ fn truncation_case(dir: &Path) -> (std::path::PathBuf, u64, u64) {
         db.update(|tx| {
             let mut b = tx.create_bucket_if_not_exists(b"data")?;
             for i in range {
-                b.put(&i.to_be_bytes(), &[3; 64])?;
+                b.put(i.to_be_bytes(), [3; 64])?;
             }
             Ok(())
         })
@@ -253,7 +253,7 @@ fn a_file_truncated_after_its_first_commit_is_refused_not_opened_empty() {
     db.update(|tx| {
         let mut b = tx.create_bucket(b"data")?;
         for i in 0..40_000u32 {
-            b.put(&i.to_be_bytes(), &[3; 64])?;
+            b.put(i.to_be_bytes(), [3; 64])?;
         }
         Ok(())
     })
@@ -404,9 +404,9 @@ fn page_sizes_that_are_not_powers_of_two_are_written_and_read() {
         db.update(|tx| {
             let mut b = tx.create_bucket(b"b")?;
             for i in 0..3000u32 {
-                b.put(&i.to_be_bytes(), &vec![i as u8; (i % 300) as usize])?;
+                b.put(i.to_be_bytes(), vec![i as u8; (i % 300) as usize])?;
             }
-            b.create_bucket(b"nested")?.put(b"k", &[9; 10_000])?;
+            b.create_bucket(b"nested")?.put(b"k", [9; 10_000])?;
             Ok(())
         })
         .unwrap();
@@ -463,7 +463,7 @@ fn deep_chain(dir: &Path) {
             }
             parent.push(name);
             let mut bucket = tx.bucket_path_mut(&parent)?.unwrap();
-            bucket.put(b"depth", &(parent.len() as u32).to_be_bytes())?;
+            bucket.put(b"depth", (parent.len() as u32).to_be_bytes())?;
         }
         Ok(())
     })
@@ -560,7 +560,7 @@ fn a_failed_sync_after_growth_poisons_the_handle() {
     let result = db.update(|tx| {
         let mut b = tx.bucket_mut(b"b")?.unwrap();
         for i in 0..20_000u32 {
-            b.put(&i.to_be_bytes(), &[2; 200])?;
+            b.put(i.to_be_bytes(), [2; 200])?;
         }
         Ok(())
     });
@@ -620,7 +620,7 @@ fn a_panic_in_a_batch_commit_hook_releases_every_caller() {
                 std::thread::spawn(move || {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         db.batch(move |tx| {
-                            tx.bucket_mut(b"b")?.unwrap().put(&i.to_be_bytes(), b"v")?;
+                            tx.bucket_mut(b"b")?.unwrap().put(i.to_be_bytes(), b"v")?;
                             if i == 0 {
                                 tx.on_commit(|| panic!("a hook panics"));
                             }
@@ -657,7 +657,7 @@ fn a_batch_delay_of_duration_max_does_not_strand_later_batches() {
             .map(|i| {
                 let db = db.clone();
                 std::thread::spawn(move || {
-                    db.batch(move |tx| tx.bucket_mut(b"b")?.unwrap().put(&i.to_be_bytes(), b"v"))
+                    db.batch(move |tx| tx.bucket_mut(b"b")?.unwrap().put(i.to_be_bytes(), b"v"))
                 })
             })
             .collect();
@@ -782,7 +782,7 @@ fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
     db.update(|tx| {
         let mut a = tx.bucket_mut(b"a")?.unwrap();
         for i in 0..300u32 {
-            a.put(&i.to_be_bytes(), &[0; 40])?;
+            a.put(i.to_be_bytes(), [0; 40])?;
         }
         Ok(())
     })

@@ -215,7 +215,7 @@ pub fn range(bucket: Bucket<'_>, model: &Model, bounds: u32, order: u32, cx: &mu
         bucket.iter()
     } else {
         cx.tally.kind("range");
-        bucket.range((start, end))
+        bucket.range::<&[u8]>((start, end))
     };
     let mut expected = range_entries(model, start, end);
     let mut order = Rng::new(order, 8);

@@ -1,0 +1,586 @@
+//! Typed buckets: keys and values as Rust types instead of bytes, in the spirit of redb's
+//! `TableDefinition` and heed's codecs, on top of the byte API (which stays the primary one).
+//!
+//! A [`Value`] turns a type into bytes and back, borrowing from the transaction where the type
+//! allows (`&str`, `&[u8]`); a [`Key`] is a value whose bytes sort as the values do, so ranges
+//! and iteration come out in the type's order (integers are stored big-endian, signed ones
+//! with the sign bit flipped; floats in `total_cmp` order). A [`BucketDef`] names a bucket and its two types once:
+//!
+//! ```
+//! use rbolt::{BucketDef, Db};
+//!
+//! const SCORES: BucketDef<&str, u64> = BucketDef::new("scores");
+//!
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = Db::open(dir.path().join("db"))?;
+//! db.update(|tx| {
+//!     let mut scores = tx.open_bucket(SCORES)?;
+//!     scores.put("alice", 30)?;
+//!     scores.put("bob", 12)?;
+//!     Ok(())
+//! })?;
+//! db.view(|tx| {
+//!     let scores = tx.open_bucket(SCORES)?.expect("created above");
+//!     assert_eq!(scores.get("alice")?, Some(30));
+//!     let all: Vec<(&str, u64)> = scores.iter().collect::<Result<_, _>>()?;
+//!     assert_eq!(all, [("alice", 30), ("bob", 12)]);
+//!     Ok(())
+//! })?;
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+
+use crate::bucket::{Bucket, BucketMut};
+use crate::error::{Error, Result};
+use crate::iter::Iter;
+use crate::tx::{ReadTx, WriteTx};
+use smallvec::SmallVec;
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+/// A type stored as bytes: how to write it and how to read it back.
+pub trait Value {
+    /// What a stored value reads back as; it may borrow from the transaction (`&'a str`).
+    type SelfType<'a>;
+    /// The bytes of a value: a borrowed slice, or a small owned buffer.
+    type Bytes<'a>: AsRef<[u8]>
+    where
+        Self: 'a;
+
+    /// The bytes that store `value`.
+    fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Self::Bytes<'a>
+    where
+        Self: 'a;
+
+    /// The value `bytes` store, or `Error::Decode` when they do not store one.
+    fn from_bytes(bytes: &[u8]) -> Result<Self::SelfType<'_>>;
+
+    /// The type's name, for error messages.
+    fn type_name() -> &'static str {
+        std::any::type_name::<Self>()
+    }
+}
+
+/// A [`Value`] whose bytes sort (bytewise, as bbolt sorts keys) in the same order as its
+/// values, so that ranges and iteration follow the type's order.
+pub trait Key: Value {}
+
+/// A [`Key`] whose bytes always have the same length: it can come first in a tuple key,
+/// where the next component starts at a known offset.
+pub trait FixedWidth: Key {
+    /// The length of every value's bytes.
+    const WIDTH: usize;
+}
+
+fn decode_error<T: Value + ?Sized>(reason: impl Into<String>) -> Error {
+    Error::Decode {
+        type_name: T::type_name(),
+        reason: reason.into(),
+    }
+}
+
+impl Value for &[u8] {
+    type SelfType<'a> = &'a [u8];
+    type Bytes<'a>
+        = &'a [u8]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a &[u8]) -> &'a [u8]
+    where
+        Self: 'a,
+    {
+        value
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<&[u8]> {
+        Ok(bytes)
+    }
+}
+impl Key for &[u8] {}
+
+impl Value for &str {
+    type SelfType<'a> = &'a str;
+    type Bytes<'a>
+        = &'a [u8]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a &str) -> &'a [u8]
+    where
+        Self: 'a,
+    {
+        value.as_bytes()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<&str> {
+        std::str::from_utf8(bytes).map_err(|e| decode_error::<&str>(e.to_string()))
+    }
+}
+impl Key for &str {}
+
+impl<const N: usize> Value for [u8; N] {
+    type SelfType<'a> = [u8; N];
+    type Bytes<'a>
+        = [u8; N]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a [u8; N]) -> [u8; N]
+    where
+        Self: 'a,
+    {
+        *value
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<[u8; N]> {
+        bytes
+            .try_into()
+            .map_err(|_| decode_error::<[u8; N]>(format!("{} bytes, not {N}", bytes.len())))
+    }
+}
+impl<const N: usize> Key for [u8; N] {}
+impl<const N: usize> FixedWidth for [u8; N] {
+    const WIDTH: usize = N;
+}
+
+impl Value for () {
+    type SelfType<'a> = ();
+    type Bytes<'a>
+        = [u8; 0]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(_: &'a ()) -> [u8; 0]
+    where
+        Self: 'a,
+    {
+        []
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(decode_error::<()>(format!("{} bytes, not 0", bytes.len())))
+        }
+    }
+}
+impl Key for () {}
+
+/// Big-endian integers: unsigned ones sort as stored; signed ones have their sign bit
+/// flipped, so that negative numbers sort before positive ones.
+macro_rules! integers {
+    ($($ty:ty, $unsigned:ty, $signed:expr);* $(;)?) => {$(
+        impl Value for $ty {
+            type SelfType<'a> = $ty;
+            type Bytes<'a> = [u8; std::mem::size_of::<$ty>()] where Self: 'a;
+
+            fn to_bytes<'a>(value: &'a $ty) -> Self::Bytes<'a> where Self: 'a {
+                let bits = *value as $unsigned;
+                let bits = if $signed { bits ^ (1 << (<$unsigned>::BITS - 1)) } else { bits };
+                bits.to_be_bytes()
+            }
+
+            fn from_bytes(bytes: &[u8]) -> Result<$ty> {
+                let array = bytes.try_into().map_err(|_| {
+                    decode_error::<$ty>(format!(
+                        "{} bytes, not {}",
+                        bytes.len(),
+                        std::mem::size_of::<$ty>()
+                    ))
+                })?;
+                let bits = <$unsigned>::from_be_bytes(array);
+                let bits = if $signed { bits ^ (1 << (<$unsigned>::BITS - 1)) } else { bits };
+                Ok(bits as $ty)
+            }
+        }
+        impl Key for $ty {}
+        impl FixedWidth for $ty {
+            const WIDTH: usize = std::mem::size_of::<$ty>();
+        }
+    )*};
+}
+
+integers! {
+    u8, u8, false;
+    u16, u16, false;
+    u32, u32, false;
+    u64, u64, false;
+    u128, u128, false;
+    i8, u8, true;
+    i16, u16, true;
+    i32, u32, true;
+    i64, u64, true;
+    i128, u128, true;
+}
+
+/// Floating-point numbers, big-endian with their bits arranged so that the bytes sort as
+/// `total_cmp` orders the numbers (negative ones have every bit flipped, the others only the
+/// sign bit): -∞ < -1.0 < -0.0 < 0.0 < 1.0 < ∞, NaNs at the ends.
+macro_rules! floats {
+    ($($ty:ty, $bits:ty);* $(;)?) => {$(
+        impl Value for $ty {
+            type SelfType<'a> = $ty;
+            type Bytes<'a> = [u8; std::mem::size_of::<$ty>()] where Self: 'a;
+
+            fn to_bytes<'a>(value: &'a $ty) -> Self::Bytes<'a> where Self: 'a {
+                let bits = value.to_bits();
+                let sign = 1 << (<$bits>::BITS - 1);
+                let bits = if bits & sign != 0 { !bits } else { bits | sign };
+                bits.to_be_bytes()
+            }
+
+            fn from_bytes(bytes: &[u8]) -> Result<$ty> {
+                let array = bytes.try_into().map_err(|_| {
+                    decode_error::<$ty>(format!(
+                        "{} bytes, not {}",
+                        bytes.len(),
+                        std::mem::size_of::<$ty>()
+                    ))
+                })?;
+                let bits = <$bits>::from_be_bytes(array);
+                let sign = 1 << (<$bits>::BITS - 1);
+                let bits = if bits & sign != 0 { bits & !sign } else { !bits };
+                Ok(<$ty>::from_bits(bits))
+            }
+        }
+        impl Key for $ty {}
+        impl FixedWidth for $ty {
+            const WIDTH: usize = std::mem::size_of::<$ty>();
+        }
+    )*};
+}
+
+floats! {
+    f32, u32;
+    f64, u64;
+}
+
+impl Value for bool {
+    type SelfType<'a> = bool;
+    type Bytes<'a>
+        = [u8; 1]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a bool) -> [u8; 1]
+    where
+        Self: 'a,
+    {
+        [u8::from(*value)]
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<bool> {
+        match bytes {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            _ => Err(decode_error::<bool>("not one byte of 0 or 1")),
+        }
+    }
+}
+impl Key for bool {}
+impl FixedWidth for bool {
+    const WIDTH: usize = 1;
+}
+
+/// Tuples whose components but the last are fixed-width: their bytes are the components'
+/// bytes one after the other, so they sort by the first component, then the next.
+macro_rules! tuples {
+    ($($head:ident),+ ; $last:ident) => {
+        impl<$($head: FixedWidth,)+ $last: Value> Value for ($($head,)+ $last,) {
+            type SelfType<'a> = ($($head::SelfType<'a>,)+ $last::SelfType<'a>,);
+            type Bytes<'a> = SmallVec<[u8; 32]> where Self: 'a;
+
+            #[expect(non_snake_case, reason = "the components are named after their types")]
+            fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Self::Bytes<'a> where Self: 'a {
+                let ($($head,)+ $last,) = value;
+                let mut bytes = SmallVec::new();
+                $(bytes.extend_from_slice($head::to_bytes($head).as_ref());)+
+                bytes.extend_from_slice($last::to_bytes($last).as_ref());
+                bytes
+            }
+
+            #[expect(non_snake_case, reason = "the components are named after their types")]
+            fn from_bytes(bytes: &[u8]) -> Result<Self::SelfType<'_>> {
+                let mut rest = bytes;
+                $(
+                    let Some(($head, tail)) = rest.split_at_checked($head::WIDTH) else {
+                        return Err(decode_error::<Self>(format!("{} bytes: too short", bytes.len())));
+                    };
+                    let $head = $head::from_bytes($head)?;
+                    rest = tail;
+                )+
+                let $last = $last::from_bytes(rest)?;
+                Ok(($($head,)+ $last,))
+            }
+        }
+        impl<$($head: FixedWidth,)+ $last: Key> Key for ($($head,)+ $last,) {}
+    };
+}
+
+tuples!(A; B);
+tuples!(A, B; C);
+tuples!(A, B, C; D);
+
+/// A value stored as JSON (feature `serde`): any type serde can write and read. Not a key:
+/// JSON's bytes do not sort as the values do.
+#[cfg(feature = "serde")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Json<T>(PhantomData<T>);
+
+#[cfg(feature = "serde")]
+impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
+    type SelfType<'a> = T;
+    type Bytes<'a>
+        = Vec<u8>
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a T) -> Vec<u8>
+    where
+        Self: 'a,
+    {
+        // Serialising to memory fails only for types whose `Serialize` fails: a bug in them.
+        serde_json::to_vec(value).unwrap_or_else(|e| panic!("serialising a value: {e}"))
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes).map_err(|e| decode_error::<Self>(e.to_string()))
+    }
+
+    fn type_name() -> &'static str {
+        std::any::type_name::<T>()
+    }
+}
+
+/// A bucket's name and the types of its keys and values, declared once:
+/// `const USERS: BucketDef<u64, &str> = BucketDef::new("users");`.
+#[derive(Debug)]
+pub struct BucketDef<K, V> {
+    name: &'static str,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for BucketDef<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for BucketDef<K, V> {}
+
+impl<K: Key, V: Value> BucketDef<K, V> {
+    /// The definition of the top-level bucket `name`.
+    pub const fn new(name: &'static str) -> BucketDef<K, V> {
+        BucketDef {
+            name,
+            types: PhantomData,
+        }
+    }
+
+    /// The bucket's name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl ReadTx<'_> {
+    /// The typed top-level bucket `def` names, if it exists.
+    pub fn open_bucket<K: Key, V: Value>(
+        &self,
+        def: BucketDef<K, V>,
+    ) -> Result<Option<TypedBucket<'_, K, V>>> {
+        Ok(self.bucket(def.name)?.map(TypedBucket::new))
+    }
+}
+
+impl WriteTx<'_> {
+    /// The typed top-level bucket `def` names, created if it does not exist.
+    pub fn open_bucket<K: Key, V: Value>(
+        &mut self,
+        def: BucketDef<K, V>,
+    ) -> Result<TypedBucketMut<'_, K, V>> {
+        Ok(TypedBucketMut::new(
+            self.create_bucket_if_not_exists(def.name)?,
+        ))
+    }
+}
+
+impl<'a> Bucket<'a> {
+    /// This bucket, read with keys of type `K` and values of type `V`.
+    pub fn typed<K: Key, V: Value>(self) -> TypedBucket<'a, K, V> {
+        TypedBucket::new(self)
+    }
+}
+
+impl<'a> BucketMut<'a> {
+    /// This bucket, read and written with keys of type `K` and values of type `V`.
+    pub fn typed<K: Key, V: Value>(self) -> TypedBucketMut<'a, K, V> {
+        TypedBucketMut::new(self)
+    }
+}
+
+/// A bucket read with typed keys and values (see [`BucketDef`]). Values borrow from the
+/// transaction where their type does.
+#[derive(Clone, Copy, Debug)]
+pub struct TypedBucket<'a, K, V> {
+    bucket: Bucket<'a>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
+    fn new(bucket: Bucket<'a>) -> TypedBucket<'a, K, V> {
+        TypedBucket {
+            bucket,
+            types: PhantomData,
+        }
+    }
+
+    /// The bytes API of the same bucket.
+    pub fn bytes(&self) -> Bucket<'a> {
+        self.bucket
+    }
+
+    /// The value of `key`, if there is one.
+    pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'a>>> {
+        match self.bucket.get(K::to_bytes(key.borrow()))? {
+            Some(bytes) => V::from_bytes(bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every key and value in key order (nested buckets are skipped); double-ended.
+    pub fn iter(&self) -> TypedIter<'a, K, V> {
+        TypedIter::new(self.bucket.iter())
+    }
+
+    /// The keys and values whose keys lie in `range`, in key order; double-ended.
+    pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'a, K, V> {
+        let start = encode_bound::<K>(range.start_bound());
+        let end = encode_bound::<K>(range.end_bound());
+        TypedIter::new(self.bucket.range::<&[u8]>((
+            start.as_ref().map(AsRef::as_ref),
+            end.as_ref().map(AsRef::as_ref),
+        )))
+    }
+}
+
+/// A bucket of a write transaction with typed keys and values (see [`BucketDef`]).
+#[derive(Debug)]
+pub struct TypedBucketMut<'a, K, V> {
+    bucket: BucketMut<'a>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
+    fn new(bucket: BucketMut<'a>) -> TypedBucketMut<'a, K, V> {
+        TypedBucketMut {
+            bucket,
+            types: PhantomData,
+        }
+    }
+
+    /// The bytes API of the same bucket.
+    pub fn bytes(&mut self) -> &mut BucketMut<'a> {
+        &mut self.bucket
+    }
+
+    /// The bucket as a typed read view.
+    pub fn as_typed_bucket(&self) -> TypedBucket<'_, K, V> {
+        TypedBucket::new(self.bucket.as_bucket())
+    }
+
+    /// The value of `key`, if there is one.
+    pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'_>>> {
+        match self.bucket.get(K::to_bytes(key.borrow()))? {
+            Some(bytes) => V::from_bytes(bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<()> {
+        self.bucket
+            .put(K::to_bytes(key.borrow()), V::to_bytes(value.borrow()))
+    }
+
+    /// Deletes `key`; returns whether it was there.
+    pub fn delete<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<bool> {
+        self.bucket.delete(K::to_bytes(key.borrow()))
+    }
+
+    /// Every key and value in key order (nested buckets are skipped); double-ended.
+    pub fn iter(&self) -> TypedIter<'_, K, V> {
+        TypedIter::new(self.bucket.iter())
+    }
+
+    /// The keys and values whose keys lie in `range`, in key order; double-ended.
+    pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'_, K, V> {
+        let start = encode_bound::<K>(range.start_bound());
+        let end = encode_bound::<K>(range.end_bound());
+        TypedIter::new(self.bucket.range::<&[u8]>((
+            start.as_ref().map(AsRef::as_ref),
+            end.as_ref().map(AsRef::as_ref),
+        )))
+    }
+}
+
+/// A range bound as the key's bytes.
+fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Bound<SmallVec<[u8; 32]>> {
+    bound.map(|key| SmallVec::from_slice(K::to_bytes(key).as_ref()))
+}
+
+/// Typed keys and values of a bucket, in key order; double-ended. A key or value that does
+/// not decode as its type ends the iteration with `Error::Decode`.
+#[derive(Clone, Debug)]
+pub struct TypedIter<'a, K, V> {
+    inner: Iter<'a>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<'a, K: Key, V: Value> TypedIter<'a, K, V> {
+    fn new(inner: Iter<'a>) -> TypedIter<'a, K, V> {
+        TypedIter {
+            inner,
+            types: PhantomData,
+        }
+    }
+
+    fn decode(entry: crate::Entry<'a>) -> Result<(K::SelfType<'a>, V::SelfType<'a>)> {
+        let value = entry.value().expect("nested buckets are skipped");
+        Ok((K::from_bytes(entry.key())?, V::from_bytes(value)?))
+    }
+}
+
+impl<'a, K: Key, V: Value> Iterator for TypedIter<'a, K, V> {
+    type Item = Result<(K::SelfType<'a>, V::SelfType<'a>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.inner.next()? {
+                Err(error) => return Some(Err(error)),
+                Ok(entry) if entry.is_bucket() => continue,
+                Ok(entry) => return Some(Self::decode(entry)),
+            }
+        }
+    }
+}
+
+impl<K: Key, V: Value> DoubleEndedIterator for TypedIter<'_, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.inner.next_back()? {
+                Err(error) => return Some(Err(error)),
+                Ok(entry) if entry.is_bucket() => continue,
+                Ok(entry) => return Some(Self::decode(entry)),
+            }
+        }
+    }
+}
+
+impl<K: Key, V: Value> std::iter::FusedIterator for TypedIter<'_, K, V> {}
