@@ -2,7 +2,7 @@
 
 use crate::bucket::{BucketState, entry_of};
 use crate::error::{Error, Result};
-use crate::tx::TxCore;
+use crate::tx::TxShared;
 use rbolt_btree::{Delete, TreeView};
 use rbolt_page::LEAF_FLAG_BUCKET;
 use smallvec::SmallVec;
@@ -253,15 +253,15 @@ enum Position {
 /// `delete`, `next` gives the entry after the deleted one and `prev` the one before.
 #[derive(Debug)]
 pub struct CursorMut<'a> {
-    core: &'a mut TxCore,
+    tx: &'a TxShared,
     state: &'a mut BucketState,
     position: Position,
 }
 
 impl<'a> CursorMut<'a> {
-    pub(crate) fn new(core: &'a mut TxCore, state: &'a mut BucketState) -> CursorMut<'a> {
+    pub(crate) fn new(tx: &'a TxShared, state: &'a mut BucketState) -> CursorMut<'a> {
         CursorMut {
-            core,
+            tx,
             state,
             position: Position::Unpositioned,
         }
@@ -279,7 +279,7 @@ impl<'a> CursorMut<'a> {
         let Position::At(key) = &self.position else {
             return Ok(None);
         };
-        let view = self.state.tree.view(self.core.pages());
+        let view = self.state.tree.view(self.tx.pages());
         Ok(view.get(key)?.map(entry_of))
     }
 
@@ -293,7 +293,7 @@ impl<'a> CursorMut<'a> {
         ) -> rbolt_page::Result<Option<rbolt_btree::Entry<'c>>>,
     ) -> Moved<'_> {
         let found = {
-            let view = self.state.tree.view(self.core.pages());
+            let view = self.state.tree.view(self.tx.pages());
             let mut cursor = view.cursor();
             step(&mut cursor, &self.position)?.map(|e| (e.key.to_vec(), e.is_bucket()))
         };
@@ -353,8 +353,12 @@ impl<'a> CursorMut<'a> {
         let Position::At(key) = &self.position else {
             return Ok(false);
         };
-        let (pages, arena) = self.core.pages_and_arena();
-        match self.state.tree.delete(pages, arena, key, 0)? {
+        let mut core = self.tx.core.borrow_mut();
+        match self
+            .state
+            .tree
+            .delete(self.tx.pages(), &mut core.arena, key, 0)?
+        {
             Delete::Deleted { .. } => Ok(true),
             Delete::NotFound => Ok(false),
             Delete::KindConflict { flags } => {

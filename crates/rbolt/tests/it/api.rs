@@ -27,13 +27,14 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     // A load without syncs.
     let before = sim.counts();
     for round in 0..5u32 {
-        let mut tx = db.begin_write().unwrap();
+        let tx = db.begin_write().unwrap();
         assert_eq!(tx.durability(), Durability::Immediate);
         tx.set_durability(Durability::None);
         let mut b = tx.bucket_mut(b"b").unwrap().unwrap();
         for i in 0..50u32 {
             b.put((round * 100 + i).to_be_bytes(), b"v").unwrap();
         }
+        drop(b);
         tx.commit().unwrap();
     }
     // (Growth still syncs the file's length unless `no_grow_sync`; data and metas do not.)
@@ -53,7 +54,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
         .unwrap();
     assert_eq!(sim.counts().since(before).sync_data, 2);
     // Db::sync after unsynced commits: one sync, and the next durable commit needs no extra.
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.set_durability(Durability::None);
     tx.bucket_mut(b"b")
         .unwrap()
@@ -86,7 +87,7 @@ fn no_sync_in_the_options_is_the_default_durability_and_a_transaction_can_overri
     .unwrap();
     assert_eq!(sim.counts().since(before).sync_data, 0);
     let before = sim.counts();
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.set_durability(Durability::Immediate);
     tx.bucket_mut(b"b")
         .unwrap()
