@@ -551,7 +551,8 @@ impl<'a> Bucket<'a> {
 /// alice.put("id", id.to_be_bytes())?;
 /// log.put(id.to_be_bytes(), "created alice")?;
 /// assert_eq!(alice.get("id")?, Some(&1u64.to_be_bytes()[..]));
-/// drop((alice, users, log));
+/// drop(alice);
+/// drop((users, log)); // handles go before the commit
 /// tx.commit()?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```

@@ -261,7 +261,7 @@ impl Drop for ReadTx<'_> {
 /// A commit or rollback while a handle lives does not compile: both take the transaction by
 /// value, and the handle borrows it.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0505
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
 /// let tx = db.begin_write()?;
@@ -271,7 +271,7 @@ impl Drop for ReadTx<'_> {
 /// # Ok::<(), rbolt::Error>(())
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0505
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
 /// let tx = db.begin_write()?;
@@ -288,7 +288,7 @@ impl Drop for ReadTx<'_> {
 /// cannot move between threads either). To write from an async task, run the whole
 /// transaction on one thread, e.g. `spawn_blocking(move || db.update(|tx| ...))`.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// fn send<T: Send>(_: T) {}
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
