@@ -52,6 +52,11 @@ impl std::fmt::Debug for BucketState {
 
 impl Drop for BucketState {
     fn drop(&mut self) {
+        if self.children.is_empty() {
+            // The common case, and the placeholders of held buckets: nothing to unlink, and
+            // no stack to allocate.
+            return;
+        }
         let mut maps = vec![std::mem::take(&mut self.children)];
         while let Some(map) = maps.pop() {
             for (_, mut child) in map {
