@@ -33,7 +33,10 @@ fn counts_every_threads_allocations() {
         scope.spawn(|| drop(black_box(vec![0u8; 10])));
     });
     let allocations = stop_counting();
-    assert!(allocations >= 1, "the other thread's allocation was not counted");
+    assert!(
+        allocations >= 1,
+        "the other thread's allocation was not counted"
+    );
 }
 
 #[test]

@@ -2,3 +2,4 @@
 //! zero-allocation tests that lean on it can fail), and the tidy test over the repository.
 
 mod alloc;
+mod tidy;
