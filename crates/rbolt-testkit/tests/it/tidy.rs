@@ -73,7 +73,7 @@ const FILES_ALLOWED: &[(&str, &str)] = &[
     ),
     (
         "crates/rbolt-raft-node/src/",
-        "the HTTP node's snapshot transfer files are not databases",
+        "the HTTP node's node-id file and streamed snapshot files are not databases",
     ),
     (
         "crates/rbolt-cli/src/open.rs",
