@@ -390,6 +390,17 @@ impl Tree {
     }
 }
 
+/// The branch entry that points at the split piece `piece`, its separator (the piece's first
+/// key) copied into `scratch`: the split may move the piece's node in memory.
+fn separator_entry<'s>(scratch: &'s mut Vec<u8>, nodes: &[Node], piece: u32) -> NewEntry<'s> {
+    scratch.clear();
+    scratch.extend_from_slice(nodes[piece as usize].key(0));
+    NewEntry::Branch {
+        key: scratch,
+        child: NODE_TAG | u64::from(piece),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,16 +441,5 @@ mod tests {
             Policy::Append,
             &[2, 5],
         );
-    }
-}
-
-/// The branch entry that points at the split piece `piece`, its separator (the piece's first
-/// key) copied into `scratch`: the split may move the piece's node in memory.
-fn separator_entry<'s>(scratch: &'s mut Vec<u8>, nodes: &[Node], piece: u32) -> NewEntry<'s> {
-    scratch.clear();
-    scratch.extend_from_slice(nodes[piece as usize].key(0));
-    NewEntry::Branch {
-        key: scratch,
-        child: NODE_TAG | u64::from(piece),
     }
 }
