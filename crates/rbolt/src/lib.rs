@@ -166,6 +166,7 @@ mod error;
 mod iter;
 mod nested;
 mod options;
+mod read_tx;
 mod readers;
 mod stats;
 pub mod storage;
@@ -205,9 +206,10 @@ pub mod page {
 pub mod freelist {
     pub use rbolt_freelist::{FreelistError, FreelistKind};
 }
+pub use read_tx::ReadTx;
 pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
-pub use tx::{ReadTx, WriteTx};
+pub use tx::WriteTx;
 #[cfg(feature = "serde")]
 pub use typed::Json;
 pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};
