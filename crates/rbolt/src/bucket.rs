@@ -544,6 +544,8 @@ impl<'a> Bucket<'a> {
 /// handle borrows its parent handle mutably, so under one top-level bucket one handle at a
 /// time is open (the borrow checker says which). Opening, deleting or moving a top-level
 /// bucket that a live handle holds is [`Error::BucketInUse`](crate::Error::BucketInUse).
+/// A handle holds its bucket until it is dropped, not until its last use: drop it (or let
+/// its scope end) before reaching the same top-level bucket from the transaction again.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -716,7 +718,22 @@ impl BucketMut<'_> {
         self.as_bucket().get(key)
     }
 
-    /// Sets `key` to `value`. A key holding a nested bucket gives `IncompatibleValue`.
+    /// Sets `key` to `value`. A key holding a nested bucket gives `IncompatibleValue`. Keys
+    /// and values are any bytes (`&str`, `&[u8]`, arrays, `Vec<u8>`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("name", "rbolt")?;
+    ///     b.put(7u64.to_be_bytes(), vec![1, 2, 3])?; // big-endian ids sort numerically
+    ///     b.put("name", "replaced")?;
+    ///     assert_eq!(b.get("name")?, Some(&b"replaced"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         let value = value.as_ref();
@@ -739,6 +756,21 @@ impl BucketMut<'_> {
 
     /// Deletes `key`; returns whether it was there. A key holding a nested bucket gives
     /// `IncompatibleValue` (use `delete_bucket`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     assert!(b.delete("k")?); // it was there
+    ///     assert!(!b.delete("k")?); // not any more
+    ///     b.create_bucket("child")?;
+    ///     assert!(matches!(b.delete("child"), Err(rbolt::Error::IncompatibleValue)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;

@@ -130,7 +130,7 @@
 
 /// The README's code blocks, compiled and run as doctests so that the quick start stays true.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")] // the symlink to the root README, inside the package
 struct ReadmeDoctests;
 
 /// A named point in the commit path where tests (feature `failpoints`) inject an error or

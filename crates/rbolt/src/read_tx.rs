@@ -84,6 +84,17 @@ impl<'db> ReadTx<'db> {
     }
 
     /// The top-level bucket `name`, if it exists.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| tx.create_bucket("users")?.put("alice", "admin"))?;
+    /// let tx = db.begin_read()?;
+    /// let users = tx.bucket("users")?.expect("created");
+    /// assert_eq!(users.get("alice")?, Some(&b"admin"[..]));
+    /// assert!(tx.bucket("nobody")?.is_none());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
         let name = name.as_ref();
         self.root().bucket(name)
