@@ -167,12 +167,14 @@ async fn leader_loss_and_snapshot_catch_up_lose_no_acknowledged_write() {
     let leader = app::leader(&router)
         .and_then(|id| router.get(id))
         .expect("a leader");
+    // The leader's committed index covers every acknowledged write (a write is acknowledged
+    // once applied on the leader). Its metrics may lag behind its last apply, so they are not
+    // the bound to wait for.
     let last_applied = leader
-        .metrics()
-        .borrow_watched()
-        .last_applied
-        .as_ref()
-        .map(|id| id.index);
+        .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+        .await
+        .map(|read| Some(read.index()))
+        .expect("the leader's read index");
     for node in &nodes {
         node.raft
             .wait(Some(Duration::from_secs(20)))
