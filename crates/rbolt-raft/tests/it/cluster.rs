@@ -4,7 +4,6 @@
 //! acknowledged write must be on every node at the end.
 
 use crate::app::{self, Request, Router};
-use openraft::type_config::async_runtime::WatchReceiver;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
