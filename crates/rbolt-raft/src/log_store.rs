@@ -146,7 +146,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
                     .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
         })?;
         if !ready {
-            let mut tx = db.begin_write()?;
+            let tx = db.begin_write()?;
             tx.create_bucket_if_not_exists(LOG_BUCKET)?;
             check_format(&mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?, &path)?;
             tx.commit()?;

@@ -221,6 +221,7 @@ impl<C: RaftTypeConfig> Shared<C> {
         if let Some(membership) = membership {
             meta.put(KEY_MEMBERSHIP, &encode("last membership", &membership)?)?;
         }
+        drop(meta);
         tx.commit()?;
         self.apply_commits.fetch_add(1, Ordering::Relaxed);
         self.entries_applied
@@ -392,7 +393,7 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
                 .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
         })?;
         if !ready {
-            let mut tx = db.begin_write()?;
+            let tx = db.begin_write()?;
             check_format(
                 &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
                 &state_path,

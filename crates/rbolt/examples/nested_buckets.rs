@@ -13,6 +13,9 @@ fn main() -> rbolt::Result<()> {
             let id = users.next_sequence()?;
             users.put(id.to_be_bytes(), name)?;
         }
+        // The handle holds the top-level bucket "tenants" until it is dropped; the next path
+        // goes through "tenants" again.
+        drop(users);
         tx.create_bucket_path(&["tenants", "globex", "users"])?
             .put(1u64.to_be_bytes(), "carol")?;
         Ok(())

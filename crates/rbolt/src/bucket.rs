@@ -3,13 +3,15 @@
 use crate::error::{Error, Result};
 use crate::iter::{Cursor, CursorMut, Entry, Iter};
 use crate::stats::BucketStats;
-use crate::tx::TxCore;
-use rbolt_btree::{Delete, Put, Tree, TreeView};
+use crate::tx::{TxCore, TxShared};
+use rbolt_btree::{Delete, Pages, Put, Tree, TreeView};
 use rbolt_freelist::Freelist;
 use rbolt_page::{
     BUCKET_HEADER_SIZE, BucketHeader, BucketValue, Corruption, KEY_SIZE_MAX, LEAF_FLAG_BUCKET,
     Pgid, Reason, VALUE_SIZE_MAX,
 };
+use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 
@@ -30,6 +32,9 @@ pub(crate) struct BucketState {
     pub(crate) tree: Tree,
     pub(crate) sequence: u64,
     pub(crate) children: BTreeMap<Vec<u8>, BucketState>,
+    /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
+    /// cannot be opened, deleted or moved until the handle puts the state back.
+    pub(crate) out: bool,
 }
 
 impl std::fmt::Debug for BucketState {
@@ -40,12 +45,18 @@ impl std::fmt::Debug for BucketState {
             .field("dirty", &self.tree.is_dirty())
             .field("sequence", &self.sequence)
             .field("children", &self.children.len())
+            .field("out", &self.out)
             .finish()
     }
 }
 
 impl Drop for BucketState {
     fn drop(&mut self) {
+        if self.children.is_empty() {
+            // The common case, and the placeholders of held buckets: nothing to unlink, and
+            // no stack to allocate.
+            return;
+        }
         let mut maps = vec![std::mem::take(&mut self.children)];
         while let Some(map) = maps.pop() {
             for (_, mut child) in map {
@@ -64,7 +75,16 @@ impl BucketState {
             tree: Tree::new(),
             sequence: 0,
             children: BTreeMap::new(),
+            out: false,
         }
+    }
+
+    /// What stands in the registry for a top-level bucket while a handle holds its state.
+    /// Allocates nothing.
+    pub(crate) fn placeholder() -> BucketState {
+        let mut state = BucketState::new_empty();
+        state.out = true;
+        state
     }
 
     pub(crate) fn from_root(root: Pgid, sequence: u64) -> BucketState {
@@ -72,6 +92,7 @@ impl BucketState {
             tree: Tree::from_page(root),
             sequence,
             children: BTreeMap::new(),
+            out: false,
         }
     }
 
@@ -98,9 +119,9 @@ impl BucketState {
     }
 
     /// The read view of this bucket.
-    pub(crate) fn view<'a>(&'a self, core: &'a TxCore) -> Bucket<'a> {
+    pub(crate) fn view<'a>(&'a self, pages: Pages<'a>) -> Bucket<'a> {
         Bucket {
-            view: self.tree.view(core.pages()),
+            view: self.tree.view(pages),
             sequence: self.sequence,
             children: Some(&self.children),
         }
@@ -127,15 +148,25 @@ pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// `BucketInUse` when the child bucket `name` of `state` is held by a handle.
+pub(crate) fn check_not_out(state: &BucketState, name: &[u8]) -> Result<()> {
+    match state.children.get(name) {
+        Some(child) if child.out => Err(Error::BucketInUse),
+        _ => Ok(()),
+    }
+}
+
 /// The child bucket `name` of `state`, opened from its value if not open yet. `None` when
-/// there is no such key; `IncompatibleValue` when the key holds a value.
+/// there is no such key; `IncompatibleValue` when the key holds a value; `BucketInUse` when a
+/// handle holds it.
 pub(crate) fn open_child<'s>(
-    core: &TxCore,
+    pages: Pages<'_>,
     state: &'s mut BucketState,
     name: &[u8],
 ) -> Result<Option<&'s mut BucketState>> {
+    check_not_out(state, name)?;
     if !state.children.contains_key(name) {
-        let Some(child) = load_child(core, state, name)? else {
+        let Some(child) = load_child(pages, state, name)? else {
             return Ok(None);
         };
         state.children.insert(name.to_vec(), child);
@@ -144,8 +175,7 @@ pub(crate) fn open_child<'s>(
 }
 
 /// Reads the child bucket `name` from `state`'s tree (not from its open children).
-fn load_child(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Option<BucketState>> {
-    let pages = core.pages();
+fn load_child(pages: Pages<'_>, state: &BucketState, name: &[u8]) -> Result<Option<BucketState>> {
     let Some(entry) = state.tree.get(pages, name)? else {
         return Ok(None);
     };
@@ -157,31 +187,37 @@ fn load_child(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Option<
         tree,
         sequence: header.sequence,
         children: BTreeMap::new(),
+        out: false,
     }))
 }
 
+/// Creates the child bucket `name` of `state` (or opens it, with `if_not_exists`).
 pub(crate) fn create_child<'s>(
+    pages: Pages<'_>,
     core: &mut TxCore,
     state: &'s mut BucketState,
     name: &[u8],
     if_not_exists: bool,
 ) -> Result<&'s mut BucketState> {
     check_name(name)?;
-    let pages = core.pages();
+    check_not_out(state, name)?;
     match state.tree.get(pages, name)? {
         Some(entry) if entry.is_bucket() => {
             if if_not_exists {
-                return Ok(open_child(core, state, name)?.expect("the bucket exists"));
+                return open_child(pages, state, name)?.ok_or(Error::BucketNotFound);
             }
             return Err(Error::BucketExists);
         }
         Some(_) => return Err(Error::IncompatibleValue),
         None => {}
     }
-    let (pages, arena) = core.pages_and_arena();
-    state
-        .tree
-        .put(pages, arena, name, &EMPTY_BUCKET_VALUE, LEAF_FLAG_BUCKET)?;
+    state.tree.put(
+        pages,
+        &mut core.arena,
+        name,
+        &EMPTY_BUCKET_VALUE,
+        LEAF_FLAG_BUCKET,
+    )?;
     state
         .children
         .insert(name.to_vec(), BucketState::new_empty());
@@ -195,17 +231,24 @@ pub(crate) fn create_child<'s>(
 /// found and checked first (reading only); then the bucket's key is deleted from `state`
 /// (which may fail on a corrupt page, before changing anything); then the pages are freed,
 /// which the checks made certain to succeed.
-pub(crate) fn delete_child(core: &mut TxCore, state: &mut BucketState, name: &[u8]) -> Result<()> {
+pub(crate) fn delete_child(
+    tx: &TxShared,
+    core: &mut TxCore,
+    state: &mut BucketState,
+    name: &[u8],
+) -> Result<()> {
     check_name(name)?;
-    let pages = core.pages();
+    check_not_out(state, name)?;
+    let pages = tx.pages();
     match state.tree.get(pages, name)? {
         None => return Err(Error::BucketNotFound),
         Some(entry) if !entry.is_bucket() => return Err(Error::IncompatibleValue),
         Some(_) => {}
     }
-    let freed = pages_of_bucket(core, state, name)?;
-    let (pages, arena) = core.pages_and_arena();
-    state.tree.delete(pages, arena, name, LEAF_FLAG_BUCKET)?;
+    let freed = pages_of_bucket(tx, core, state, name)?;
+    state
+        .tree
+        .delete(pages, &mut core.arena, name, LEAF_FLAG_BUCKET)?;
     let txid = core.alloc.txid;
     for &(pgid, overflow) in &freed {
         if let Err(error) = core.alloc.freelist.free(txid, pgid, overflow) {
@@ -224,17 +267,22 @@ pub(crate) fn delete_child(core: &mut TxCore, state: &mut BucketState, name: &[u
 /// its overflow: what deleting it frees. Reads only. Fails on a corrupt page, and on a page
 /// that is reached twice, lies outside the file, or is already free or pending, so that
 /// freeing the list cannot fail.
-fn pages_of_bucket(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Vec<(Pgid, u32)>> {
+fn pages_of_bucket(
+    tx: &TxShared,
+    core: &TxCore,
+    state: &BucketState,
+    name: &[u8],
+) -> Result<Vec<(Pgid, u32)>> {
     /// A bucket still to walk: open in the transaction, or loaded from its value.
     enum Work<'s> {
         Open(&'s BucketState),
         Loaded(Box<BucketState>),
     }
-    let pages = core.pages();
+    let pages = tx.pages();
     let first = match state.children.get(name) {
         Some(open) => Work::Open(open),
         None => Work::Loaded(Box::new(
-            load_child(core, state, name)?.ok_or(Error::BucketNotFound)?,
+            load_child(pages, state, name)?.ok_or(Error::BucketNotFound)?,
         )),
     };
     let mut stack = vec![first];
@@ -258,7 +306,7 @@ fn pages_of_bucket(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Ve
                 stack.push(match open.and_then(|open| open.children.get(e.key)) {
                     Some(child) => Work::Open(child),
                     None => Work::Loaded(Box::new(
-                        load_child(core, bucket, e.key)?.ok_or(Error::BucketNotFound)?,
+                        load_child(pages, bucket, e.key)?.ok_or(Error::BucketNotFound)?,
                     )),
                 });
             }
@@ -266,7 +314,7 @@ fn pages_of_bucket(core: &TxCore, state: &BucketState, name: &[u8]) -> Result<Ve
         }
     }
     // Every id once, within the file, not free already.
-    let high_water = core.high_water;
+    let high_water = tx.high_water;
     let mut ids: Vec<u64> = Vec::with_capacity(freed.len());
     for &(pgid, overflow) in &freed {
         let end = pgid.0.checked_add(u64::from(overflow) + 1);
@@ -489,31 +537,179 @@ impl<'a> Bucket<'a> {
     }
 }
 
-/// A bucket of a write transaction, open for writing. Borrows the transaction mutably: one
-/// handle at a time, nested handles borrow their parent.
+/// A bucket of a write transaction, open for reading and writing.
+///
+/// Several top-level buckets can be open at once, as in bbolt: each handle borrows the
+/// transaction immutably and holds its bucket's state itself until it is dropped. A nested
+/// handle borrows its parent handle mutably, so under one top-level bucket one handle at a
+/// time is open (the borrow checker says which). Opening, deleting or moving a top-level
+/// bucket that a live handle holds is [`Error::BucketInUse`](crate::Error::BucketInUse).
+/// A handle holds its bucket until it is dropped, not until its last use: drop it (or let
+/// its scope end) before reaching the same top-level bucket from the transaction again.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
-/// let mut tx = db.begin_write()?;
-/// let mut users = tx.create_bucket(b"users")?;
+/// let tx = db.begin_write()?;
+/// let mut users = tx.create_bucket("users")?;
+/// let mut log = tx.create_bucket("log")?; // a second bucket, open beside the first
 /// let id = users.next_sequence()?;
-/// let mut alice = users.create_bucket(b"alice")?;
-/// alice.put(b"id", &id.to_be_bytes())?;
-/// assert_eq!(alice.get(b"id")?, Some(&1u64.to_be_bytes()[..]));
+/// let mut alice = users.create_bucket("alice")?;
+/// alice.put("id", id.to_be_bytes())?;
+/// log.put(id.to_be_bytes(), "created alice")?;
+/// assert_eq!(alice.get("id")?, Some(&1u64.to_be_bytes()[..]));
+/// drop(alice);
+/// drop((users, log)); // handles go before the commit
 /// tx.commit()?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
-#[derive(Debug)]
 pub struct BucketMut<'a> {
-    pub(crate) core: &'a mut TxCore,
-    pub(crate) state: &'a mut BucketState,
+    pub(crate) tx: &'a TxShared,
+    held: Held<'a>,
+}
+
+/// Where a [`BucketMut`]'s state is.
+enum Held<'a> {
+    /// A top-level bucket: its state, moved out of the transaction's registry (which keeps a
+    /// placeholder under `name`) and put back on drop; the handle is the bucket `path` below
+    /// it (empty for the top-level bucket itself).
+    Top {
+        registry: &'a RefCell<BucketState>,
+        name: SmallVec<[u8; 32]>,
+        /// Boxed, so that a handle stays small: nested handles are as large as this enum,
+        /// and code that recurses down a deep chain of buckets keeps one per level.
+        state: Box<BucketState>,
+        path: Vec<Vec<u8>>,
+    },
+    /// A bucket below another handle's, or the root bucket for a copy: borrowed.
+    Borrowed(&'a mut BucketState),
+}
+
+impl std::fmt::Debug for BucketMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BucketMut")
+            .field("state", self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for BucketMut<'_> {
+    fn drop(&mut self) {
+        if let Held::Top {
+            registry,
+            name,
+            state,
+            ..
+        } = &mut self.held
+        {
+            // No method of the transaction keeps the registry borrowed while it drops a
+            // handle, or runs user code while it is borrowed: this borrow cannot fail.
+            let mut registry = registry.borrow_mut();
+            match registry.children.get_mut(name.as_slice()) {
+                Some(slot) => {
+                    debug_assert!(slot.out, "a held bucket's placeholder");
+                    *slot = std::mem::take(&mut **state);
+                }
+                None => debug_assert!(false, "a held bucket's placeholder is gone"),
+            }
+        }
+    }
+}
+
+/// The bucket at `path` below `state`, all of it open.
+fn descend<'s>(state: &'s BucketState, path: &[Vec<u8>]) -> &'s BucketState {
+    let mut state = state;
+    for name in path {
+        state = state
+            .children
+            .get(name.as_slice())
+            .expect("a handle's path stays open while the handle lives");
+    }
+    state
+}
+
+/// The bucket at `path` below `state`, all of it open.
+fn descend_mut<'s>(state: &'s mut BucketState, path: &[Vec<u8>]) -> &'s mut BucketState {
+    let mut state = state;
+    for name in path {
+        state = state
+            .children
+            .get_mut(name.as_slice())
+            .expect("a handle's path stays open while the handle lives");
+    }
+    state
+}
+
+impl<'a> BucketMut<'a> {
+    /// A handle on the top-level bucket `name`, whose state `state` was just taken out of
+    /// `registry` (a placeholder left in its place).
+    pub(crate) fn top(
+        tx: &'a TxShared,
+        registry: &'a RefCell<BucketState>,
+        name: &[u8],
+        state: BucketState,
+    ) -> BucketMut<'a> {
+        BucketMut {
+            tx,
+            held: Held::Top {
+                registry,
+                name: SmallVec::from_slice(name),
+                state: Box::new(state),
+                path: Vec::new(),
+            },
+        }
+    }
+
+    /// A handle on a borrowed bucket state.
+    pub(crate) fn borrowed(tx: &'a TxShared, state: &'a mut BucketState) -> BucketMut<'a> {
+        BucketMut {
+            tx,
+            held: Held::Borrowed(state),
+        }
+    }
+
+    /// Moves this handle down to the child `name`, opening it (or creating it with
+    /// `create`). `None` when there is no such bucket; on `None` or an error the handle
+    /// points where it did.
+    pub(crate) fn descend_into(mut self, name: &[u8], create: bool) -> Result<Option<Self>> {
+        let pages = self.tx.pages();
+        let tx = self.tx;
+        let state = self.state_mut();
+        let child = if create {
+            let mut core = tx.core.borrow_mut();
+            Some(create_child(pages, &mut core, state, name, true)?)
+        } else {
+            open_child(pages, state, name)?
+        };
+        if child.is_none() {
+            return Ok(None);
+        }
+        match &mut self.held {
+            Held::Top { path, .. } => path.push(name.to_vec()),
+            Held::Borrowed(_) => unreachable!("descend_into is only called on top-level handles"),
+        }
+        Ok(Some(self))
+    }
+
+    pub(crate) fn state(&self) -> &BucketState {
+        match &self.held {
+            Held::Top { state, path, .. } => descend(state, path),
+            Held::Borrowed(state) => state,
+        }
+    }
+
+    pub(crate) fn state_mut(&mut self) -> &mut BucketState {
+        match &mut self.held {
+            Held::Top { state, path, .. } => descend_mut(state, path),
+            Held::Borrowed(state) => state,
+        }
+    }
 }
 
 impl BucketMut<'_> {
     /// The bucket as a read view (lookups, cursors, iteration).
     pub fn as_bucket(&self) -> Bucket<'_> {
-        self.state.view(self.core)
+        self.state().view(self.tx.pages())
     }
 
     /// The value of `key`; `None` when absent or when `key` holds a nested bucket.
@@ -522,7 +718,22 @@ impl BucketMut<'_> {
         self.as_bucket().get(key)
     }
 
-    /// Sets `key` to `value`. A key holding a nested bucket gives `IncompatibleValue`.
+    /// Sets `key` to `value`. A key holding a nested bucket gives `IncompatibleValue`. Keys
+    /// and values are any bytes (`&str`, `&[u8]`, arrays, `Vec<u8>`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("name", "rbolt")?;
+    ///     b.put(7u64.to_be_bytes(), vec![1, 2, 3])?; // big-endian ids sort numerically
+    ///     b.put("name", "replaced")?;
+    ///     assert_eq!(b.get("name")?, Some(&b"replaced"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
         let value = value.as_ref();
@@ -530,8 +741,14 @@ impl BucketMut<'_> {
         if value.len() > VALUE_SIZE_MAX {
             return Err(Error::ValueTooLarge { len: value.len() });
         }
-        let (pages, arena) = self.core.pages_and_arena();
-        match self.state.tree.put(pages, arena, key, value, 0)? {
+        let pages = self.tx.pages();
+        let tx = self.tx;
+        let mut core = tx.core.borrow_mut();
+        match self
+            .state_mut()
+            .tree
+            .put(pages, &mut core.arena, key, value, 0)?
+        {
             Put::KindConflict { .. } => Err(Error::IncompatibleValue),
             Put::Inserted | Put::Replaced { .. } => Ok(()),
         }
@@ -539,11 +756,32 @@ impl BucketMut<'_> {
 
     /// Deletes `key`; returns whether it was there. A key holding a nested bucket gives
     /// `IncompatibleValue` (use `delete_bucket`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     assert!(b.delete("k")?); // it was there
+    ///     assert!(!b.delete("k")?); // not any more
+    ///     b.create_bucket("child")?;
+    ///     assert!(matches!(b.delete("child"), Err(rbolt::Error::IncompatibleValue)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
         let key = key.as_ref();
         check_key(key)?;
-        let (pages, arena) = self.core.pages_and_arena();
-        match self.state.tree.delete(pages, arena, key, 0)? {
+        let pages = self.tx.pages();
+        let tx = self.tx;
+        let mut core = tx.core.borrow_mut();
+        match self
+            .state_mut()
+            .tree
+            .delete(pages, &mut core.arena, key, 0)?
+        {
             Delete::KindConflict { .. } => Err(Error::IncompatibleValue),
             Delete::Deleted { .. } => Ok(true),
             Delete::NotFound => Ok(false),
@@ -556,68 +794,74 @@ impl BucketMut<'_> {
         self.as_bucket().bucket(name)
     }
 
-    /// The nested bucket `name`, open for writing. `None` when there is no such bucket;
-    /// `IncompatibleValue` when `name` holds a value.
+    /// The nested bucket `name`, open for writing; it borrows this handle. `None` when there
+    /// is no such bucket; `IncompatibleValue` when `name` holds a value.
     pub fn bucket_mut(&mut self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
         let name = name.as_ref();
-        let core = &mut *self.core;
-        let state = open_child(core, self.state, name)?;
-        Ok(state.map(|state| BucketMut { core, state }))
+        let tx = self.tx;
+        let state = open_child(tx.pages(), self.state_mut(), name)?;
+        Ok(state.map(|state| BucketMut::borrowed(tx, state)))
     }
 
     /// Creates the nested bucket `name`: `BucketExists` if it exists, `IncompatibleValue` if
     /// `name` holds a value.
     pub fn create_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
-        let name = name.as_ref();
-        let core = &mut *self.core;
-        let state = create_child(core, self.state, name, false)?;
-        Ok(BucketMut { core, state })
+        self.create(name.as_ref(), false)
     }
 
     /// Creates the nested bucket `name` unless it exists, and returns it.
     pub fn create_bucket_if_not_exists(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
-        let name = name.as_ref();
-        let core = &mut *self.core;
-        let state = create_child(core, self.state, name, true)?;
-        Ok(BucketMut { core, state })
+        self.create(name.as_ref(), true)
+    }
+
+    fn create(&mut self, name: &[u8], if_not_exists: bool) -> Result<BucketMut<'_>> {
+        let tx = self.tx;
+        let mut core = tx.core.borrow_mut();
+        let state = create_child(tx.pages(), &mut core, self.state_mut(), name, if_not_exists)?;
+        Ok(BucketMut::borrowed(tx, state))
     }
 
     /// Deletes the nested bucket `name` and everything in it, freeing all their pages.
     pub fn delete_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
-        delete_child(self.core, self.state, name)
+        let tx = self.tx;
+        let mut core = tx.core.borrow_mut();
+        delete_child(tx, &mut core, self.state_mut(), name)
     }
 
     /// The bucket's sequence number.
     pub fn sequence(&self) -> u64 {
-        self.state.sequence
+        self.state().sequence
     }
 
     /// Sets the bucket's sequence number.
     pub fn set_sequence(&mut self, sequence: u64) -> Result<()> {
-        let (pages, arena) = self.core.pages_and_arena();
-        self.state.tree.touch(pages, arena)?;
-        self.state.sequence = sequence;
+        let pages = self.tx.pages();
+        let tx = self.tx;
+        let mut core = tx.core.borrow_mut();
+        let state = self.state_mut();
+        state.tree.touch(pages, &mut core.arena)?;
+        state.sequence = sequence;
         Ok(())
     }
 
     /// Increments the bucket's sequence number and returns the new value (1 the first time):
     /// a cheap source of unique ids.
     pub fn next_sequence(&mut self) -> Result<u64> {
-        let next = self.state.sequence.wrapping_add(1);
+        let next = self.state().sequence.wrapping_add(1);
         self.set_sequence(next)?;
         Ok(next)
     }
 
     /// How full split pages are made at commit (default 0.5; 1.0 packs appends).
     pub fn fill_percent(&self) -> f64 {
-        self.state.tree.fill_percent()
+        self.state().tree.fill_percent()
     }
 
     /// Sets how full split pages are made at commit for this transaction (clamped to
     /// 0.1..=1.0 when used).
     pub fn set_fill_percent(&mut self, fill_percent: f64) {
-        self.state.tree.set_fill_percent(fill_percent);
+        self.state_mut().tree.set_fill_percent(fill_percent);
     }
 
     /// A read cursor over the bucket.
@@ -627,7 +871,8 @@ impl BucketMut<'_> {
 
     /// A cursor that can delete the entry it is on.
     pub fn cursor_mut(&mut self) -> CursorMut<'_> {
-        CursorMut::new(self.core, self.state)
+        let tx = self.tx;
+        CursorMut::new(tx, self.state_mut())
     }
 
     /// All entries in key order.
@@ -675,4 +920,19 @@ pub(crate) fn header_bytes(root: Pgid, sequence: u64) -> [u8; BUCKET_HEADER_SIZE
     }
     .write(&mut bytes);
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    /// A handle is small: nested handles are kept one per level by code that recurses down
+    /// a chain of buckets (a bucket state inline would make each level's frame hundreds of
+    /// bytes larger).
+    #[test]
+    fn a_handle_is_a_few_words() {
+        assert!(
+            size_of::<super::BucketMut<'_>>() <= 96,
+            "{}",
+            size_of::<super::BucketMut<'_>>()
+        );
+    }
 }

@@ -93,6 +93,16 @@ pub struct Db {
 
 impl Db {
     /// Opens the database file at `path` with default options, creating it if missing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("app.db");
+    /// let db = rbolt::Db::open(&path)?; // created: two metas, an empty freelist and root
+    /// drop(db);
+    /// let db = rbolt::Db::open(&path)?; // opened again, with what was committed
+    /// assert_eq!(db.path(), Some(path.as_path()));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<Db> {
         Db::open_with(path, Options::default())
     }
@@ -100,6 +110,19 @@ impl Db {
     /// Opens the database file at `path` with `options`: creates it if missing (unless
     /// read-only), locks it, reads and checks its metas, maps it. Options are checked before
     /// any file is touched.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rbolt::{Db, Error, Options};
+    /// // A mistyped path is refused instead of created.
+    /// let missing = Db::open_with(dir.path().join("typo.db"), Options::default().create(false));
+    /// assert!(missing.is_err());
+    /// // Invalid options are refused before the file is touched.
+    /// let bad = Db::open_with(dir.path().join("db"), Options::default().page_size(10));
+    /// assert!(matches!(bad, Err(Error::InvalidOptions { .. })));
+    /// assert!(!dir.path().join("db").exists());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let path = path.as_ref();
@@ -251,6 +274,20 @@ impl Db {
     }
 
     /// Starts a read transaction on the newest committed state. It never waits for a writer.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket("b")?.put("k", "old"))?;
+    /// let snapshot = db.begin_read()?;
+    /// db.update(|tx| tx.bucket_mut("b")?.unwrap().put("k", "new"))?;
+    /// // The reader still sees the commit it started from.
+    /// assert_eq!(snapshot.bucket("b")?.unwrap().get("k")?, Some(&b"old"[..]));
+    /// drop(snapshot);
+    /// let now = db.begin_read()?;
+    /// assert_eq!(now.bucket("b")?.unwrap().get("k")?, Some(&b"new"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn begin_read(&self) -> Result<ReadTx<'_>> {
         self.check_poisoned()?;
         let (snapshot, slot) = {
@@ -269,6 +306,17 @@ impl Db {
     /// Starts the write transaction, waiting for the one under way (if any) to end. On a thread
     /// that holds the write transaction already (an `update` inside an `update`, say) it fails
     /// at once with [`Error::WriteTxOnThisThread`] instead of waiting for itself.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let tx = db.begin_write()?;
+    /// tx.create_bucket("b")?.put("k", "v")?;
+    /// // A second writer on this thread would wait for itself: it is an error instead.
+    /// assert!(matches!(db.begin_write(), Err(rbolt::Error::WriteTxOnThisThread)));
+    /// tx.commit()?; // or drop `tx` (or call `rollback`) to discard
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn begin_write(&self) -> Result<WriteTx<'_>> {
         if self.options.read_only {
             return Err(Error::DatabaseReadOnly);
@@ -296,7 +344,20 @@ impl Db {
         Ok(WriteTx::new(self, writer, snapshot))
     }
 
-    /// Runs `f` in a read transaction.
+    /// Runs `f` in a read transaction. What `f` returns must not borrow from the
+    /// transaction: copy values out (`to_vec`) to keep them.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| tx.create_bucket("users")?.put("alice", "admin"))?;
+    /// let role: Option<Vec<u8>> = db.view(|tx| {
+    ///     let users = tx.bucket("users")?.expect("created");
+    ///     Ok(users.get("alice")?.map(<[u8]>::to_vec))
+    /// })?;
+    /// assert_eq!(role.as_deref(), Some(&b"admin"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn view<T>(&self, f: impl FnOnce(&ReadTx<'_>) -> Result<T>) -> Result<T> {
         let tx = self.begin_read()?;
         f(&tx)
@@ -304,6 +365,24 @@ impl Db {
 
     /// Runs `f` in a write transaction and commits it if `f` returns `Ok`; rolls back
     /// otherwise and returns `f`'s error.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket("b")?.put("kept", "1"))?;
+    /// // An error rolls the whole transaction back.
+    /// let failed: rbolt::Result<()> = db.update(|tx| {
+    ///     tx.bucket_mut("b")?.unwrap().put("lost", "2")?;
+    ///     Err(rbolt::Error::BucketNotFound)
+    /// });
+    /// assert!(failed.is_err());
+    /// db.view(|tx| {
+    ///     let b = tx.bucket("b")?.unwrap();
+    ///     assert!(b.get("kept")?.is_some() && b.get("lost")?.is_none());
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn update<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
         let mut tx = self.begin_write()?;
         let value = f(&mut tx)?;

@@ -55,6 +55,14 @@ pub enum Error {
     /// A bucket move into the bucket itself or a bucket nested inside it.
     #[error("a bucket cannot be moved into itself or into a bucket nested inside it")]
     MoveIntoSelf,
+    /// The top-level bucket is open as a [`BucketMut`](crate::BucketMut) handle of this write
+    /// transaction: it cannot be opened a second time, deleted or moved until that handle is
+    /// dropped.
+    #[error(
+        "bucket in use: it is open as a handle of this write transaction; use that handle, or \
+         drop it before opening, deleting or moving the bucket again"
+    )]
+    BucketInUse,
     /// The database was opened read-only.
     #[error("database is read-only: open it without Options::read_only to write")]
     DatabaseReadOnly,
@@ -212,6 +220,8 @@ pub enum ErrorKind {
     SameBuckets,
     /// [`Error::MoveIntoSelf`].
     MoveIntoSelf,
+    /// [`Error::BucketInUse`].
+    BucketInUse,
     /// [`Error::DatabaseReadOnly`].
     DatabaseReadOnly,
     /// [`Error::Timeout`].
@@ -274,6 +284,7 @@ impl Error {
             Error::IncompatibleValue => ErrorKind::IncompatibleValue,
             Error::SameBuckets => ErrorKind::SameBuckets,
             Error::MoveIntoSelf => ErrorKind::MoveIntoSelf,
+            Error::BucketInUse => ErrorKind::BucketInUse,
             Error::DatabaseReadOnly => ErrorKind::DatabaseReadOnly,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::Invalid { .. } => ErrorKind::Invalid,

@@ -2,7 +2,7 @@
 
 use crate::bucket::{BucketState, entry_of};
 use crate::error::{Error, Result};
-use crate::tx::TxCore;
+use crate::tx::TxShared;
 use rbolt_btree::{Delete, TreeView};
 use rbolt_page::LEAF_FLAG_BUCKET;
 use smallvec::SmallVec;
@@ -53,6 +53,29 @@ type Moved<'a> = Result<Option<Entry<'a>>>;
 ///
 /// A cursor that ran off either end returns `None` and stays usable: from past the end,
 /// `prev` gives the last entry; from before the start, `next` gives the first.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     for key in ["apple", "banana", "cherry"] {
+///         b.put(key, "fruit")?;
+///     }
+///     Ok(())
+/// })?;
+/// db.view(|tx| {
+///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+///     // `seek` lands on the first key not less than the one asked for.
+///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"banana"[..]));
+///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"cherry"[..]));
+///     assert!(cursor.next()?.is_none()); // off the end, still usable
+///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"cherry"[..]));
+///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"apple"[..]));
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Cursor<'a> {
     inner: rbolt_btree::Cursor<'a>,
@@ -254,17 +277,42 @@ enum Position {
 ///
 /// It remembers its key, not a path, so it stays valid across its own deletes: after
 /// `delete`, `next` gives the entry after the deleted one and `prev` the one before.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut log = tx.create_bucket("log")?;
+///     for i in 0..10u32 {
+///         log.put(i.to_be_bytes(), "entry")?;
+///     }
+///     // Delete every entry below 4 while walking forwards.
+///     let mut cursor = log.cursor_mut();
+///     let mut entry = cursor.first()?.map(|e| e.key().to_vec());
+///     while let Some(key) = entry {
+///         if key.as_slice() >= &4u32.to_be_bytes()[..] {
+///             break;
+///         }
+///         cursor.delete()?;
+///         entry = cursor.next()?.map(|e| e.key().to_vec());
+///     }
+///     drop(cursor);
+///     assert_eq!(log.iter().count(), 6);
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct CursorMut<'a> {
-    core: &'a mut TxCore,
+    tx: &'a TxShared,
     state: &'a mut BucketState,
     position: Position,
 }
 
 impl<'a> CursorMut<'a> {
-    pub(crate) fn new(core: &'a mut TxCore, state: &'a mut BucketState) -> CursorMut<'a> {
+    pub(crate) fn new(tx: &'a TxShared, state: &'a mut BucketState) -> CursorMut<'a> {
         CursorMut {
-            core,
+            tx,
             state,
             position: Position::Unpositioned,
         }
@@ -282,7 +330,7 @@ impl<'a> CursorMut<'a> {
         let Position::At(key) = &self.position else {
             return Ok(None);
         };
-        let view = self.state.tree.view(self.core.pages());
+        let view = self.state.tree.view(self.tx.pages());
         Ok(view.get(key)?.map(entry_of))
     }
 
@@ -296,7 +344,7 @@ impl<'a> CursorMut<'a> {
         ) -> rbolt_page::Result<Option<rbolt_btree::Entry<'c>>>,
     ) -> Moved<'_> {
         let found = {
-            let view = self.state.tree.view(self.core.pages());
+            let view = self.state.tree.view(self.tx.pages());
             let mut cursor = view.cursor();
             step(&mut cursor, &self.position)?.map(|e| (e.key.to_vec(), e.is_bucket()))
         };
@@ -359,8 +407,12 @@ impl<'a> CursorMut<'a> {
         let Position::At(key) = &self.position else {
             return Ok(false);
         };
-        let (pages, arena) = self.core.pages_and_arena();
-        match self.state.tree.delete(pages, arena, key, 0)? {
+        let mut core = self.tx.core.borrow_mut();
+        match self
+            .state
+            .tree
+            .delete(self.tx.pages(), &mut core.arena, key, 0)?
+        {
             Delete::Deleted { .. } => Ok(true),
             Delete::NotFound => Ok(false),
             Delete::KindConflict { flags } => {

@@ -32,6 +32,106 @@
 //! })?;
 //! # Ok::<(), rbolt::Error>(())
 //! ```
+//!
+//! # What the compiler guarantees
+//!
+//! Transactions borrow the database and values borrow their transaction, so the mistakes
+//! below are compile errors, not runtime ones.
+//!
+//! A read transaction's buckets cannot be written (a [`Bucket`] has no `put`; only a
+//! [`BucketMut`] of a [`WriteTx`] has):
+//!
+//! ```compile_fail,E0599
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let db = rbolt::Db::open(dir.path().join("db"))?;
+//! # db.update(|tx| tx.create_bucket("b").map(drop))?;
+//! let tx = db.begin_read()?;
+//! let b = tx.bucket("b")?.unwrap();
+//! b.put("k", "v")?; // error: no method `put` on `Bucket`
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! A value cannot outlive its transaction (it points into the memory map, which the
+//! transaction pins; copy it with `to_vec()` to keep it):
+//!
+//! ```compile_fail,E0597
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let db = rbolt::Db::open(dir.path().join("db"))?;
+//! # db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?;
+//! let value: &[u8];
+//! {
+//!     let tx = db.begin_read()?;
+//!     value = tx.bucket("b")?.unwrap().get("k")?.unwrap();
+//! } // error: `tx` dropped here while still borrowed
+//! println!("{value:?}");
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! A value read through a write handle cannot be held across a write to it (the write may
+//! move the bytes):
+//!
+//! ```compile_fail,E0502
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let db = rbolt::Db::open(dir.path().join("db"))?;
+//! db.update(|tx| {
+//!     let mut b = tx.create_bucket("b")?;
+//!     b.put("k", "v")?;
+//!     let value = b.get("k")?.unwrap();
+//!     b.put("k", "w")?; // error: `b` is borrowed by `value`
+//!     println!("{value:?}");
+//!     Ok(())
+//! })?;
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! The database cannot be dropped or closed while a transaction lives:
+//!
+//! ```compile_fail,E0505
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = rbolt::Db::open(dir.path().join("db"))?;
+//! let tx = db.begin_read()?;
+//! drop(db); // error: cannot move out of `db` because it is borrowed
+//! println!("{}", tx.id());
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! ```compile_fail,E0505
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = rbolt::Db::open(dir.path().join("db"))?;
+//! let tx = db.begin_write()?;
+//! db.close()?; // error: cannot move out of `db` because it is borrowed
+//! tx.commit()?;
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! A write transaction cannot commit while a bucket handle lives (see [`WriteTx`]):
+//!
+//! ```compile_fail,E0505
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let db = rbolt::Db::open(dir.path().join("db"))?;
+//! let tx = db.begin_write()?;
+//! let mut b = tx.create_bucket("b")?;
+//! b.put("k", "v")?;
+//! tx.commit()?; // error: `b` borrows `tx` and is dropped after this line
+//! # drop(b);
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
+//! # Public API and the lower crates
+//!
+//! The facade's signatures name the facade's own types, with two deliberate exceptions, each
+//! a module of re-exports: [`page`] (the file format: [`page::Meta`] from [`ReadTx::meta`],
+//! [`page::Corruption`] and [`page::Reason`] in [`Error::Corruption`] and [`CheckError`],
+//! the page and transaction ids [`Pgid`] and [`Txid`]) and [`freelist`] ([`FreelistKind`]
+//! in [`Options`], [`freelist::FreelistError`] in [`Error::Freelist`]). They are part of
+//! this crate's API: a breaking change in them is a breaking change of `rbolt`. The B+tree
+//! crate (`rbolt-btree`) appears in no public signature. `CONTRIBUTING.md` says how to check
+//! for API breaks before a release.
+
+/// The README's code blocks, compiled and run as doctests so that the quick start stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")] // the symlink to the root README, inside the package
+struct ReadmeDoctests;
 
 /// A named point in the commit path where tests (feature `failpoints`) inject an error or
 /// a panic. `poison` marks points past the first sync, where an injected error must poison
@@ -66,6 +166,7 @@ mod error;
 mod iter;
 mod nested;
 mod options;
+mod read_tx;
 mod readers;
 mod stats;
 pub mod storage;
@@ -87,9 +188,28 @@ pub use options::{
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
+
+/// The file format layer (the `rbolt-page` crate), re-exported on purpose: the types that
+/// the facade's signatures name, and the format's limits, for tools that read pages. The
+/// format is bbolt's version 2 and does not change; [`page::Reason`] is `#[non_exhaustive]`,
+/// so a new kind of corruption is not a breaking change.
+pub mod page {
+    pub use rbolt_page::{
+        Corruption, KEY_SIZE_MAX, MAGIC, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, Pgid, Reason, Txid,
+        VALUE_SIZE_MAX, VERSION,
+    };
+}
+
+/// The freelist layer (the `rbolt-freelist` crate), re-exported on purpose: the kind of
+/// freelist a database keeps in memory ([`Options::freelist`]) and the error a freelist
+/// operation reports ([`Error::Freelist`]).
+pub mod freelist {
+    pub use rbolt_freelist::{FreelistError, FreelistKind};
+}
+pub use read_tx::ReadTx;
 pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
-pub use tx::{ReadTx, WriteTx};
+pub use tx::WriteTx;
 #[cfg(feature = "serde")]
 pub use typed::Json;
 pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};

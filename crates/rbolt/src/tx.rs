@@ -1,15 +1,17 @@
-//! Transactions: a read transaction pins a snapshot; the write transaction edits and commits.
+//! The write transaction: edits buckets in memory and commits them (the read transaction is
+//! in `read_tx.rs`).
 
+// Both transaction kinds keep their crate path `crate::tx::...`.
 use crate::alloc::TxAlloc;
 use crate::bucket::{
-    Bucket, BucketMut, BucketState, check_name, create_child, delete_child, header_bytes,
-    open_child,
+    Bucket, BucketMut, BucketState, check_name, check_not_out, create_child, delete_child,
+    header_bytes, open_child,
 };
 use crate::db::{Db, Snapshot, Writer, map_size};
 use crate::error::{Error, Result};
-use crate::iter::{Entry, Iter};
+use crate::iter::Iter;
 use crate::options::Durability;
-use crate::readers::ReaderSlot;
+pub(crate) use crate::read_tx::ReadTx;
 use crate::stats::TxStats;
 use crate::storage::Mapping;
 use rbolt_btree::{Arena, Pages, Put};
@@ -18,6 +20,7 @@ use rbolt_page::{
     BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
     PageHeader, Pgid, Reason, Txid, pages_for, write_meta,
 };
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
@@ -27,13 +30,30 @@ pub(crate) fn pages_of(map: &Mapping, page_size: usize, high_water: Pgid) -> Pag
     Pages::new(map, page_size, high_water).expect("the mapping covers the high-water mark")
 }
 
-/// The parts of a write transaction that buckets borrow.
+/// The parts of a write transaction that bucket handles share: the snapshot's pages, read
+/// without any check, and the mutable core behind a `RefCell`, borrowed by each edit for its
+/// own duration only.
 #[derive(Debug)]
-pub(crate) struct TxCore {
+pub(crate) struct TxShared {
     pub(crate) map: Arc<Mapping>,
+    pub(crate) page_size: usize,
     /// The high-water mark of the snapshot the transaction started from: every page it reads
     /// lies below it.
     pub(crate) high_water: Pgid,
+    pub(crate) core: RefCell<TxCore>,
+}
+
+impl TxShared {
+    #[inline]
+    pub(crate) fn pages(&self) -> Pages<'_> {
+        pages_of(&self.map, self.page_size, self.high_water)
+    }
+}
+
+/// The mutable parts of a write transaction that every bucket edits: the node buffer pool and
+/// the page allocator.
+#[derive(Debug)]
+pub(crate) struct TxCore {
     pub(crate) arena: Arena,
     pub(crate) alloc: TxAlloc,
     /// An operation failed halfway, after a change it could not undo (only a corrupt file or a
@@ -41,37 +61,16 @@ pub(crate) struct TxCore {
     pub(crate) broken: bool,
 }
 
-impl TxCore {
-    pub(crate) fn pages(&self) -> Pages<'_> {
-        pages_of(&self.map, self.alloc.page_size, self.high_water)
-    }
-
-    pub(crate) fn pages_and_arena(&mut self) -> (Pages<'_>, &mut Arena) {
-        (
-            pages_of(&self.map, self.alloc.page_size, self.high_water),
-            &mut self.arena,
-        )
-    }
-
-    pub(crate) fn parts(&mut self) -> (Pages<'_>, &mut Arena, &mut TxAlloc) {
-        (
-            pages_of(&self.map, self.alloc.page_size, self.high_water),
-            &mut self.arena,
-            &mut self.alloc,
-        )
-    }
-}
-
 /// The open state of the bucket at `path` below `root` (`root` itself for an empty path),
 /// opening the buckets on the way; `None` when one of them does not exist.
 pub(crate) fn state_at<'s>(
-    core: &TxCore,
+    pages: Pages<'_>,
     root: &'s mut BucketState,
     path: &[&[u8]],
 ) -> Result<Option<&'s mut BucketState>> {
     let mut state = root;
     for name in path {
-        match open_child(core, state, name)? {
+        match open_child(pages, state, name)? {
             Some(child) => state = child,
             None => return Ok(None),
         }
@@ -79,173 +78,88 @@ pub(crate) fn state_at<'s>(
     Ok(Some(state))
 }
 
-/// A read transaction: a consistent snapshot of the database as of one commit, for as long as
-/// it lives. Writers go on committing meanwhile; the pages it reads are not reused until it
-/// ends. Values it returns borrow from it.
-#[derive(Debug)]
-pub struct ReadTx<'db> {
-    db: &'db Db,
-    snapshot: Snapshot,
-    slot: Option<ReaderSlot>,
-}
-
-impl<'db> ReadTx<'db> {
-    pub(crate) fn new(db: &'db Db, snapshot: Snapshot, slot: ReaderSlot) -> ReadTx<'db> {
-        ReadTx {
-            db,
-            snapshot,
-            slot: Some(slot),
-        }
-    }
-
-    /// The database.
-    pub fn db(&self) -> &'db Db {
-        self.db
-    }
-
-    /// The id of the commit this transaction reads.
-    pub fn id(&self) -> Txid {
-        self.snapshot.meta.txid()
-    }
-
-    /// The meta this transaction reads.
-    pub fn meta(&self) -> &Meta {
-        &self.snapshot.meta
-    }
-
-    /// Bytes of the database as of this snapshot (high-water mark times page size).
-    pub fn size(&self) -> u64 {
-        self.snapshot.meta.pgid * self.db.page_size as u64
-    }
-
-    /// The committed pages of this snapshot.
-    pub(crate) fn pages(&self) -> Pages<'_> {
-        pages_of(
-            &self.snapshot.map,
-            self.db.page_size,
-            self.snapshot.meta.high_water(),
-        )
-    }
-
-    /// The bytes of this snapshot's pages, page `n` at `n * page_size`, up to its high-water
-    /// mark: for tools that read pages directly (`rbolt pages`, `rbolt check --from-page`).
-    ///
-    /// Only a read-only handle gives them out ([`Error::RawAccessNeedsReadOnly`] otherwise):
-    /// a writer rewrites the metas and reuses free pages while readers live, which is sound
-    /// for the pages a snapshot reaches but not for raw bytes borrowed from anywhere. On a
-    /// read-only handle no writer exists (the shared file lock keeps them out), so nothing
-    /// below the high-water mark changes while the bytes are borrowed.
-    pub fn raw_pages(&self) -> Result<&[u8]> {
-        if !self.db.is_read_only() {
-            return Err(Error::RawAccessNeedsReadOnly);
-        }
-        let len = self.snapshot.meta.pgid * self.db.page_size as u64;
-        Ok(&self.snapshot.map[..len as usize])
-    }
-
-    /// The root bucket, whose entries are the top-level buckets.
-    pub fn root(&self) -> Bucket<'_> {
-        let meta = &self.snapshot.meta;
-        Bucket {
-            view: rbolt_btree::TreeView::from_page(self.pages(), meta.root_pgid()),
-            sequence: meta.root.sequence,
-            children: None,
-        }
-    }
-
-    /// The top-level bucket `name`, if it exists.
-    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
-        let name = name.as_ref();
-        self.root().bucket(name)
-    }
-
-    /// The top-level buckets, by name in order.
-    pub fn buckets(&self) -> Iter<'_> {
-        self.root().iter()
-    }
-
-    /// Calls `f` with the name and bucket of every top-level bucket, in order.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], Bucket<'_>) -> Result<()>) -> Result<()> {
-        let root = self.root();
-        for entry in root.iter() {
-            let entry: Entry<'_> = entry?;
-            if let Some(bucket) = root.bucket(entry.key())? {
-                f(entry.key(), bucket)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks the snapshot's consistency: every page reachable once, of the right kind and
-    /// not free; every page below the high-water mark reachable or free; keys in order.
-    /// Returns every problem found (none for a sound file). Never panics on a corrupt file.
-    pub fn check(&self) -> Vec<crate::CheckError> {
-        crate::check::check(self.pages(), &self.snapshot.meta)
-    }
-
-    /// Checks the tree at page `root` and every bucket below it as [`ReadTx::check`] does,
-    /// but not the whole file (bbolt's `check --from-page`): for looking at one damaged
-    /// subtree.
-    pub fn check_from(&self, root: Pgid) -> Vec<crate::CheckError> {
-        crate::check::check_from(self.pages(), &self.snapshot.meta, root)
-    }
-
-    /// The free pages of this snapshot, ascending: the ids its freelist page lists (pending
-    /// ones included), or, in a file that keeps no freelist, every page below the high-water
-    /// mark that nothing reaches.
-    pub fn free_page_ids(&self) -> Result<Vec<Pgid>> {
-        let meta = &self.snapshot.meta;
-        let pages = self.pages();
-        if meta.has_freelist() {
-            let span = pages.page(Pgid(0), meta.freelist_pgid())?;
-            let page = rbolt_page::FreelistPage::new(span, meta.freelist_pgid())?;
-            let mut ids: Vec<Pgid> = page.iter().collect();
-            ids.sort_unstable();
-            if let Some(id) = ids.iter().find(|id| id.0 < 2 || **id >= meta.high_water()) {
-                return Err(Corruption::new(
-                    meta.freelist_pgid(),
-                    Reason::Other(if id.0 < 2 {
-                        "the freelist lists a meta page"
-                    } else {
-                        "the freelist lists a page past the high-water mark"
-                    }),
-                )
-                .into());
-            }
-            ids.dedup();
-            return Ok(ids);
-        }
-        let reachable = crate::walk::reachable_pages(pages, meta)?;
-        Ok((2..meta.pgid)
-            .filter(|&id| !reachable.contains(id))
-            .map(Pgid)
-            .collect())
-    }
-}
-
-impl Drop for ReadTx<'_> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.db.readers.leave(slot);
-        }
-    }
-}
-
 /// The write transaction: edits buckets in memory and writes them on [`WriteTx::commit`].
 /// Dropping it, or [`WriteTx::rollback`], discards every change. There is one at a time.
+///
+/// Its bucket methods take `&self`, so several top-level buckets can be open at once, as in
+/// bbolt: read one while writing another, or move entries between two while iterating. Each
+/// [`BucketMut`] holds its bucket until dropped; opening, deleting or moving a top-level
+/// bucket that a live handle holds is [`Error::BucketInUse`]. The read views
+/// [`WriteTx::bucket`], [`WriteTx::root`] and [`WriteTx::buckets`] borrow the transaction
+/// exclusively (`&mut self`) instead: they can then see every bucket, without a runtime
+/// check, and give values that live as long as the borrow. To read a bucket beside a handle
+/// on another, open it as a handle too.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut inbox = tx.create_bucket("inbox")?;
+///     let mut done = tx.create_bucket("done")?;
+///     inbox.put("task-1", "write docs")?;
+///     // Two buckets of one transaction, open at once.
+///     let task = inbox.get("task-1")?.unwrap().to_vec();
+///     done.put("task-1", &task)?;
+///     inbox.delete("task-1")?;
+///     // The same top-level bucket cannot be opened twice.
+///     assert!(matches!(tx.bucket_mut("inbox"), Err(rbolt::Error::BucketInUse)));
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// A commit or rollback while a handle lives does not compile: both take the transaction by
+/// value, and the handle borrows it.
+///
+/// ```compile_fail,E0505
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let tx = db.begin_write()?;
+/// let mut b = tx.create_bucket("b")?;
+/// tx.commit()?; // error: `tx` is borrowed by `b`
+/// b.put("k", "v")?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// ```compile_fail,E0505
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let tx = db.begin_write()?;
+/// let b = tx.create_bucket("b")?;
+/// tx.rollback(); // error: `tx` is borrowed by `b`
+/// drop(b);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// `WriteTx` is not `Send`. The writer lock records the thread that holds it, so that a
+/// second [`Db::begin_write`] (or `update`, or `batch`) on that same thread returns
+/// [`Error::WriteTxOnThisThread`] at once instead of waiting for itself for ever; a
+/// transaction moved to another thread would make that record wrong (and the lock's guard
+/// cannot move between threads either). To write from an async task, run the whole
+/// transaction on one thread, e.g. `spawn_blocking(move || db.update(|tx| ...))`.
+///
+/// ```compile_fail,E0277
+/// fn send<T: Send>(_: T) {}
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// send(db.begin_write()?); // error: `WriteTx` is not `Send`
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub struct WriteTx<'db> {
     db: &'db Db,
     writer: MutexGuard<'db, Writer>,
     base: Meta,
-    core: TxCore,
-    root: BucketState,
-    on_commit: Vec<Box<dyn FnOnce() + 'db>>,
+    shared: TxShared,
+    /// The root bucket, and the registry of open buckets below it: a top-level bucket held
+    /// by a handle has a placeholder here.
+    root: RefCell<BucketState>,
+    on_commit: RefCell<Vec<Box<dyn FnOnce() + 'db>>>,
     stats: TxStats,
     ended: bool,
     /// The meta write has started and the new state is not yet published.
     meta_started: bool,
     /// Whether the commit syncs.
-    durability: Durability,
+    durability: Cell<Durability>,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) force: bool,
 }
@@ -253,10 +167,18 @@ pub struct WriteTx<'db> {
 impl std::fmt::Debug for WriteTx<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteTx")
-            .field("txid", &self.core.alloc.txid)
+            .field("txid", &self.id())
             .field("base", &self.base)
             .finish_non_exhaustive()
     }
+}
+
+/// How [`WriteTx::open_top`] opens a top-level bucket.
+#[derive(Clone, Copy)]
+enum Open {
+    Existing,
+    Create,
+    CreateIfNotExists,
 }
 
 impl<'db> WriteTx<'db> {
@@ -289,23 +211,26 @@ impl<'db> WriteTx<'db> {
             db,
             writer,
             base: meta,
-            core: TxCore {
+            shared: TxShared {
                 map: snapshot.map,
+                page_size: db.page_size,
                 high_water: meta.high_water(),
-                arena,
-                alloc,
-                broken: false,
+                core: RefCell::new(TxCore {
+                    arena,
+                    alloc,
+                    broken: false,
+                }),
             },
-            root: BucketState::from_root(meta.root_pgid(), meta.root.sequence),
-            on_commit: Vec::new(),
+            root: RefCell::new(BucketState::from_root(meta.root_pgid(), meta.root.sequence)),
+            on_commit: RefCell::new(Vec::new()),
             stats: TxStats::default(),
             ended: false,
             meta_started: false,
-            durability: if db.options.no_sync {
+            durability: Cell::new(if db.options.no_sync {
                 Durability::None
             } else {
                 Durability::Immediate
-            },
+            }),
             force: false,
         }
     }
@@ -317,43 +242,90 @@ impl<'db> WriteTx<'db> {
 
     /// The id this transaction commits as.
     pub fn id(&self) -> Txid {
-        self.core.alloc.txid
+        Txid(self.base.txid + 1)
     }
 
-    /// The root bucket as a read view (its entries are the top-level buckets).
-    pub fn root(&self) -> Bucket<'_> {
-        self.root.view(&self.core)
+    /// The root bucket as a read view (its entries are the top-level buckets). Borrows the
+    /// transaction exclusively, so no handle is open meanwhile.
+    pub fn root(&mut self) -> Bucket<'_> {
+        self.root.get_mut().view(self.shared.pages())
     }
 
-    /// The top-level bucket `name` as a read view.
-    pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
+    /// The top-level bucket `name` as a read view, with this transaction's edits. Borrows the
+    /// transaction exclusively (see the type's documentation); a handle from
+    /// [`WriteTx::bucket_mut`] reads as well and can be open beside others.
+    pub fn bucket(&mut self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
         let name = name.as_ref();
         self.root().bucket(name)
     }
 
-    /// The top-level buckets, by name in order.
-    pub fn buckets(&self) -> Iter<'_> {
+    /// The top-level buckets, by name in order. Borrows the transaction exclusively.
+    pub fn buckets(&mut self) -> Iter<'_> {
         self.root().iter()
     }
 
-    /// The top-level bucket `name`, open for writing; `None` if there is none.
-    pub fn bucket_mut(&mut self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
-        let name = name.as_ref();
-        let core = &mut self.core;
-        Ok(open_child(core, &mut self.root, name)?.map(|state| BucketMut { core, state }))
+    /// Opens, creates, or opens-or-creates the top-level bucket `name` as a handle. Every
+    /// error leaves the registry as it was (a bucket loaded into it on the way is no change).
+    fn open_top(&self, name: &[u8], how: Open) -> Result<Option<BucketMut<'_>>> {
+        let pages = self.shared.pages();
+        let mut root = self.root.borrow_mut();
+        let state = match how {
+            Open::Existing => match open_child(pages, &mut root, name)? {
+                Some(state) => state,
+                None => return Ok(None),
+            },
+            Open::Create | Open::CreateIfNotExists => {
+                let mut core = self.shared.core.borrow_mut();
+                let if_not_exists = matches!(how, Open::CreateIfNotExists);
+                create_child(pages, &mut core, &mut root, name, if_not_exists)?
+            }
+        };
+        let state = std::mem::replace(state, BucketState::placeholder());
+        drop(root);
+        Ok(Some(BucketMut::top(&self.shared, &self.root, name, state)))
+    }
+
+    /// The top-level bucket `name`, open for reading and writing; `None` if there is none.
+    /// Other top-level buckets can be open at the same time; this one is
+    /// [`Error::BucketInUse`] while another handle holds it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| { tx.create_bucket("a")?.put("k", "1")?; tx.create_bucket("b")?; Ok(()) })?;
+    /// db.update(|tx| {
+    ///     let a = tx.bucket_mut("a")?.expect("created");
+    ///     let mut b = tx.bucket_mut("b")?.expect("created");
+    ///     for entry in a.iter() {
+    ///         let entry = entry?;
+    ///         b.put(entry.key(), entry.value().unwrap_or_default())?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn bucket_mut(&self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
+        self.open_top(name.as_ref(), Open::Existing)
     }
 
     /// The bucket at `path` (top-level name, then nested names), open for writing; `None`
     /// when a bucket on the path does not exist. An empty path is `BucketNameRequired`: the
-    /// root bucket holds only buckets and is changed through them (as in bbolt).
-    pub fn bucket_path_mut<P: AsRef<[u8]>>(&mut self, path: &[P]) -> Result<Option<BucketMut<'_>>> {
-        let path: smallvec::SmallVec<[&[u8]; 8]> = path.iter().map(AsRef::as_ref).collect();
-        let path = path.as_slice();
-        if path.is_empty() {
+    /// root bucket holds only buckets and is changed through them (as in bbolt). The handle
+    /// holds the top-level bucket of the path, as [`WriteTx::bucket_mut`] does.
+    pub fn bucket_path_mut<P: AsRef<[u8]>>(&self, path: &[P]) -> Result<Option<BucketMut<'_>>> {
+        let Some((first, rest)) = path.split_first() else {
             return Err(Error::BucketNameRequired);
+        };
+        let Some(mut bucket) = self.open_top(first.as_ref(), Open::Existing)? else {
+            return Ok(None);
+        };
+        for name in rest {
+            match bucket.descend_into(name.as_ref(), false)? {
+                Some(below) => bucket = below,
+                None => return Ok(None),
+            }
         }
-        let core = &mut self.core;
-        Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
+        Ok(Some(bucket))
     }
 
     /// The bucket at `path` (top-level name, then nested names), open for writing, creating
@@ -365,73 +337,84 @@ impl<'db> WriteTx<'db> {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// db.update(|tx| tx.create_bucket_path(&[b"a", b"b", b"c"])?.put(b"k", b"v"))?;
+    /// db.update(|tx| tx.create_bucket_path(&["a", "b", "c"])?.put("k", "v"))?;
     /// db.view(|tx| {
-    ///     let c = tx.bucket(b"a")?.unwrap().bucket(b"b")?.unwrap().bucket(b"c")?.unwrap();
-    ///     assert_eq!(c.get(b"k")?, Some(&b"v"[..]));
+    ///     let c = tx.bucket("a")?.unwrap().bucket("b")?.unwrap().bucket("c")?.unwrap();
+    ///     assert_eq!(c.get("k")?, Some(&b"v"[..]));
     ///     Ok(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn create_bucket_path<P: AsRef<[u8]>>(&mut self, path: &[P]) -> Result<BucketMut<'_>> {
-        let path: smallvec::SmallVec<[&[u8]; 8]> = path.iter().map(AsRef::as_ref).collect();
-        let path = path.as_slice();
-        if path.is_empty() {
+    pub fn create_bucket_path<P: AsRef<[u8]>>(&self, path: &[P]) -> Result<BucketMut<'_>> {
+        let Some((first, rest)) = path.split_first() else {
             return Err(Error::BucketNameRequired);
+        };
+        let mut bucket = self
+            .open_top(first.as_ref(), Open::CreateIfNotExists)?
+            .ok_or(Error::BucketNotFound)?;
+        for name in rest {
+            bucket = bucket
+                .descend_into(name.as_ref(), true)?
+                .ok_or(Error::BucketNotFound)?;
         }
-        let core = &mut self.core;
-        let mut state = &mut self.root;
-        for name in path {
-            state = create_child(core, state, name, true)?;
-        }
-        Ok(BucketMut { core, state })
+        Ok(bucket)
     }
 
     /// The bucket at `path`, the root bucket for an empty path: for copies that must carry
     /// whatever a source file holds.
     pub(crate) fn bucket_at(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
-        let core = &mut self.core;
-        Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
+        if path.is_empty() {
+            return Ok(Some(BucketMut::borrowed(&self.shared, self.root.get_mut())));
+        }
+        self.bucket_path_mut(path)
     }
 
     /// Sets the root bucket's sequence, which only files of other tools use.
     pub(crate) fn set_root_sequence(&mut self, sequence: u64) {
-        self.root.sequence = sequence;
+        self.root.get_mut().sequence = sequence;
         self.force = true;
     }
 
-    /// Creates the top-level bucket `name`.
-    pub fn create_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
-        let name = name.as_ref();
-        let core = &mut self.core;
-        let state = create_child(core, &mut self.root, name, false)?;
-        Ok(BucketMut { core, state })
+    /// Creates the top-level bucket `name`: `BucketExists` if it exists, `IncompatibleValue`
+    /// if `name` holds a value (only files of other tools put values in the root).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("users")?.put("alice", "admin")?;
+    ///     assert!(matches!(tx.create_bucket("users"), Err(rbolt::Error::BucketExists)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn create_bucket(&self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        self.open_top(name.as_ref(), Open::Create)?
+            .ok_or(Error::BucketNotFound)
     }
 
     /// Creates the top-level bucket `name` unless it exists, and returns it.
-    pub fn create_bucket_if_not_exists(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
-        let name = name.as_ref();
-        let core = &mut self.core;
-        let state = create_child(core, &mut self.root, name, true)?;
-        Ok(BucketMut { core, state })
+    pub fn create_bucket_if_not_exists(&self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
+        self.open_top(name.as_ref(), Open::CreateIfNotExists)?
+            .ok_or(Error::BucketNotFound)
     }
 
     /// Deletes the top-level bucket `name` and everything in it, freeing all their pages.
-    pub fn delete_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
+    /// `BucketInUse` while a handle holds it.
+    pub fn delete_bucket(&self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
-        delete_child(&mut self.core, &mut self.root, name)
+        let mut root = self.root.borrow_mut();
+        let mut core = self.shared.core.borrow_mut();
+        delete_child(&self.shared, &mut core, &mut root, name)
     }
 
     /// Moves the bucket at path `from` to path `to` (both: top-level name, then nested
     /// names; the last name is the bucket's name there, so a move can also rename). The
     /// destination's parent must exist and `to` must be free; the new name is checked as
     /// `create_bucket` checks one. The bucket keeps what this transaction wrote in it. An
-    /// error changes nothing.
-    pub fn move_bucket<F: AsRef<[u8]>, T: AsRef<[u8]>>(
-        &mut self,
-        from: &[F],
-        to: &[T],
-    ) -> Result<()> {
+    /// error changes nothing. `BucketInUse` when a handle holds the top-level bucket of
+    /// either path.
+    pub fn move_bucket<F: AsRef<[u8]>, T: AsRef<[u8]>>(&self, from: &[F], to: &[T]) -> Result<()> {
         let from: smallvec::SmallVec<[&[u8]; 8]> = from.iter().map(AsRef::as_ref).collect();
         let from = from.as_slice();
         let to: smallvec::SmallVec<[&[u8]; 8]> = to.iter().map(AsRef::as_ref).collect();
@@ -441,6 +424,10 @@ impl<'db> WriteTx<'db> {
         else {
             return Err(Error::BucketNameRequired);
         };
+        let mut root = self.root.borrow_mut();
+        let root = &mut *root;
+        check_not_out(root, from[0])?;
+        check_not_out(root, to[0])?;
         if from == to {
             return Err(Error::SameBuckets);
         }
@@ -448,24 +435,22 @@ impl<'db> WriteTx<'db> {
             return Err(Error::MoveIntoSelf);
         }
         check_name(new_name)?;
+        let pages = self.shared.pages();
+        let mut core = self.shared.core.borrow_mut();
+        let arena = &mut core.arena;
         // Check both ends before changing either: the source is a bucket, the destination's
         // parent exists and the new name is free.
         let value = {
-            let parent =
-                state_at(&self.core, &mut self.root, from_parent)?.ok_or(Error::BucketNotFound)?;
-            let entry = parent
-                .tree
-                .get(self.core.pages(), name)?
-                .ok_or(Error::BucketNotFound)?;
+            let parent = state_at(pages, root, from_parent)?.ok_or(Error::BucketNotFound)?;
+            let entry = parent.tree.get(pages, name)?.ok_or(Error::BucketNotFound)?;
             if !entry.is_bucket() {
                 return Err(Error::IncompatibleValue);
             }
             entry.value.to_vec()
         };
         {
-            let parent =
-                state_at(&self.core, &mut self.root, to_parent)?.ok_or(Error::BucketNotFound)?;
-            match parent.tree.get(self.core.pages(), new_name)? {
+            let parent = state_at(pages, root, to_parent)?.ok_or(Error::BucketNotFound)?;
+            match parent.tree.get(pages, new_name)? {
                 Some(entry) if entry.is_bucket() => return Err(Error::BucketExists),
                 Some(_) => return Err(Error::IncompatibleValue),
                 None => {}
@@ -475,35 +460,32 @@ impl<'db> WriteTx<'db> {
         // source; if that fails, take the insert back (its path is edited now, so that
         // cannot read a page and fail).
         {
-            let parent = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
-            let (pages, arena) = self.core.pages_and_arena();
+            let parent = state_at(pages, root, to_parent)?.ok_or(Error::BucketNotFound)?;
             let outcome = parent
                 .tree
                 .put(pages, arena, new_name, &value, LEAF_FLAG_BUCKET)?;
             debug_assert_eq!(outcome, Put::Inserted);
         }
         let removed = {
-            let parent = state_at(&self.core, &mut self.root, from_parent)?.expect("checked");
-            let (pages, arena) = self.core.pages_and_arena();
+            let parent = state_at(pages, root, from_parent)?.ok_or(Error::BucketNotFound)?;
             parent.tree.delete(pages, arena, name, LEAF_FLAG_BUCKET)
         };
         if let Err(error) = removed {
             let error = Error::from(error);
-            let parent = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
-            let (pages, arena) = self.core.pages_and_arena();
+            let parent = state_at(pages, root, to_parent)?.ok_or(Error::BucketNotFound)?;
             if parent
                 .tree
                 .delete(pages, arena, new_name, LEAF_FLAG_BUCKET)
                 .is_err()
             {
-                self.core.broken = true;
+                core.broken = true;
             }
             return Err(error);
         }
         // The bucket's open state, with this transaction's edits, moves along.
-        let from_state = state_at(&self.core, &mut self.root, from_parent)?.expect("checked");
+        let from_state = state_at(pages, root, from_parent)?.ok_or(Error::BucketNotFound)?;
         if let Some(state) = from_state.children.remove(*name) {
-            let to_state = state_at(&self.core, &mut self.root, to_parent)?.expect("checked");
+            let to_state = state_at(pages, root, to_parent)?.ok_or(Error::BucketNotFound)?;
             to_state.children.insert(new_name.to_vec(), state);
         }
         Ok(())
@@ -519,38 +501,41 @@ impl<'db> WriteTx<'db> {
     /// use rbolt::Durability;
     /// let db = rbolt::Db::open(dir.path().join("db"))?;
     /// for chunk in 0..10u32 {
-    ///     let mut tx = db.begin_write()?;
+    ///     let tx = db.begin_write()?;
     ///     tx.set_durability(Durability::None);
     ///     let mut b = tx.create_bucket_if_not_exists(b"load")?;
     ///     for i in 0..100u32 {
     ///         b.put(&(chunk * 100 + i).to_be_bytes(), b"row")?;
     ///     }
+    ///     drop(b);
     ///     tx.commit()?;
     /// }
     /// db.sync()?; // everything above is durable from here on
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn set_durability(&mut self, durability: Durability) {
-        self.durability = durability;
+    pub fn set_durability(&self, durability: Durability) {
+        self.durability.set(durability);
     }
 
     /// How this transaction's commit will reach the disk.
     pub fn durability(&self) -> Durability {
-        self.durability
+        self.durability.get()
     }
 
     /// Registers `f` to run after this transaction commits successfully.
-    pub fn on_commit(&mut self, f: impl FnOnce() + 'db) {
-        self.on_commit.push(Box::new(f));
+    pub fn on_commit(&self, f: impl FnOnce() + 'db) {
+        self.on_commit.borrow_mut().push(Box::new(f));
     }
 
-    /// The transaction's counters so far.
-    pub fn stats(&self) -> TxStats {
+    /// The transaction's counters so far. Borrows the transaction exclusively, so that every
+    /// bucket handle is back and counted.
+    pub fn stats(&mut self) -> TxStats {
         let mut stats = self.stats.clone();
-        stats.page_count = self.core.alloc.pages_allocated;
-        stats.page_alloc = self.core.alloc.pages_allocated * self.db.page_size as u64;
+        let pages_allocated = self.shared.core.get_mut().alloc.pages_allocated;
+        stats.page_count = pages_allocated;
+        stats.page_alloc = pages_allocated * self.db.page_size as u64;
         let mut trees = rbolt_btree::TreeStats::default();
-        self.root.add_tree_stats(&mut trees);
+        self.root.get_mut().add_tree_stats(&mut trees);
         stats.node_count += trees.node_count;
         stats.split += trees.split;
         stats.rebalance += trees.rebalance;
@@ -574,7 +559,7 @@ impl<'db> WriteTx<'db> {
                 self.stats.commit_time = started.elapsed();
                 self.db.counters.tx_committed(&self.stats());
                 self.ended = true;
-                let hooks = std::mem::take(&mut self.on_commit);
+                let hooks = std::mem::take(self.on_commit.get_mut());
                 drop(self);
                 for f in hooks {
                     f();
@@ -589,7 +574,10 @@ impl<'db> WriteTx<'db> {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
-        if self.core.broken {
+        let shared = &mut self.shared;
+        let core = shared.core.get_mut();
+        let root = self.root.get_mut();
+        if core.broken {
             return Err(Error::Corruption(Corruption::new(
                 Pgid(0),
                 Reason::Other(
@@ -597,16 +585,16 @@ impl<'db> WriteTx<'db> {
                 ),
             )));
         }
-        if !self.root.is_changed() && !self.force {
+        if !root.is_changed() && !self.force {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
             return Ok(());
         }
         let db = self.db;
         let page_size = db.page_size;
-        let txid = self.core.alloc.txid;
+        let txid = core.alloc.txid;
         self.writer.verify.before(db);
-        let sync = self.durability == Durability::Immediate;
+        let sync = self.durability.get() == Durability::Immediate;
         if sync && db.unsynced.load(Ordering::Acquire) {
             // Commits made without syncs come first: made durable before this one reuses any
             // page they freed, so that a crash during this commit finds them whole.
@@ -622,15 +610,16 @@ impl<'db> WriteTx<'db> {
         let spill_started = Instant::now();
         failpoint!("commit::before-spill");
         let mut spilled = Spilled::default();
-        spill_buckets(&mut self.core, &mut self.root, &mut spilled)?;
+        let pages = pages_of(&shared.map, page_size, shared.high_water);
+        spill_buckets(pages, core, root, &mut spilled)?;
         let root_pgid = {
-            let (pages, arena, alloc) = self.core.parts();
+            let TxCore { arena, alloc, .. } = &mut *core;
             let rebalance_started = Instant::now();
-            self.root.tree.rebalance(pages, arena, alloc)?;
+            root.tree.rebalance(pages, arena, alloc)?;
             spilled.rebalance_time += rebalance_started.elapsed();
-            match self.root.tree.root_pgid() {
-                Some(pgid) if !self.root.tree.is_dirty() => pgid,
-                _ => self.root.tree.spill(pages, arena, alloc)?,
+            match root.tree.root_pgid() {
+                Some(pgid) if !root.tree.is_dirty() => pgid,
+                _ => root.tree.spill(pages, arena, alloc)?,
             }
         };
         // The nested buckets' states are gone from the root now: keep their counters.
@@ -647,16 +636,15 @@ impl<'db> WriteTx<'db> {
         meta.txid = txid.0;
         meta.root = BucketHeader {
             root: root_pgid.0,
-            sequence: self.root.sequence,
+            sequence: root.sequence,
         };
 
         // The old freelist page is freed; a new one is written unless the user opted out.
         failpoint!("commit::before-freelist");
-        let alloc = &mut self.core.alloc;
+        let alloc = &mut core.alloc;
         if self.base.freelist != PGID_NO_FREELIST.0 {
             let old = self.base.freelist_pgid();
-            let span =
-                pages_of(&self.core.map, page_size, self.core.high_water).page(Pgid(0), old)?;
+            let span = pages.page(Pgid(0), old)?;
             let overflow = PageHeader::read(span).map_or(0, |h| h.overflow);
             alloc.freelist.free(txid, old, overflow)?;
         }
@@ -677,7 +665,7 @@ impl<'db> WriteTx<'db> {
         // A mapping for readers of the new state, made before anything is durable so that a
         // failure still rolls back cleanly.
         let needed = meta.pgid * page_size as u64;
-        let new_map = if needed > self.core.map.len() as u64 {
+        let new_map = if needed > shared.map.len() as u64 {
             failpoint!("commit::remap");
             let len = map_size(needed).ok_or_else(|| {
                 Error::io(
@@ -743,7 +731,7 @@ impl<'db> WriteTx<'db> {
         alloc.freelist.commit(txid);
         let grew = self.writer.file_len < alloc.file_len;
         let remapped = new_map.is_some();
-        let map = new_map.unwrap_or_else(|| self.core.map.clone());
+        let map = new_map.unwrap_or_else(|| shared.map.clone());
         if db.options.mlock && (grew || remapped) {
             // Best effort: the commit is durable already, and bbolt also only logs this.
             let _ = map.lock(alloc.file_len as usize);
@@ -774,15 +762,16 @@ impl<'db> WriteTx<'db> {
         self.db
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Release);
-        let alloc = &mut self.core.alloc;
+        let core = self.shared.core.get_mut();
+        let alloc = &mut core.alloc;
         alloc.recycle();
         self.db.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
         self.writer.pool = std::mem::take(&mut alloc.pool);
-        self.writer.arena = std::mem::take(&mut self.core.arena);
-        self.root = BucketState::new_empty();
+        self.writer.arena = std::mem::take(&mut core.arena);
+        *self.root.get_mut() = BucketState::new_empty();
     }
 
     /// Undoes this transaction's freelist changes and ends it.
@@ -790,13 +779,14 @@ impl<'db> WriteTx<'db> {
         if self.ended {
             return;
         }
-        if self.meta_started || self.core.alloc.sync_failed {
+        let core = self.shared.core.get_mut();
+        if self.meta_started || core.alloc.sync_failed {
             // The meta write began (the disk may hold this commit) or a sync failed (the
             // kernel may have dropped pages): what is on disk is unknown.
             self.db.poison();
         }
-        let txid = self.core.alloc.txid;
-        self.core.alloc.freelist.rollback(txid);
+        let txid = core.alloc.txid;
+        core.alloc.freelist.rollback(txid);
         self.give_back();
     }
 }
@@ -817,7 +807,12 @@ struct Spilled {
 /// Rebalances and writes every edited bucket below `root`, each after the buckets nested in
 /// it, and puts each one's new value in its parent: inline when small enough, else a header
 /// pointing at its new root page. Iterative: buckets nest without limit.
-fn spill_buckets(core: &mut TxCore, root: &mut BucketState, spilled: &mut Spilled) -> Result<()> {
+fn spill_buckets(
+    pages: Pages<'_>,
+    core: &mut TxCore,
+    root: &mut BucketState,
+    spilled: &mut Spilled,
+) -> Result<()> {
     /// A bucket whose nested buckets are being written: its name in its parent, its state,
     /// and the nested buckets still to write.
     struct Frame {
@@ -844,7 +839,7 @@ fn spill_buckets(core: &mut TxCore, root: &mut BucketState, spilled: &mut Spille
             Some(frame) => &mut frame.state,
             None => &mut *root,
         };
-        spill_bucket(core, &done.name, &mut done.state, parent, spilled)?;
+        spill_bucket(pages, core, &done.name, &mut done.state, parent, spilled)?;
         spilled.trees.add(&done.state.tree.stats());
     }
 }
@@ -852,6 +847,7 @@ fn spill_buckets(core: &mut TxCore, root: &mut BucketState, spilled: &mut Spille
 /// Rebalances and writes the bucket `child` (whose nested buckets are written already) and
 /// puts its new value under `name` in `parent`'s tree.
 fn spill_bucket(
+    pages: Pages<'_>,
     core: &mut TxCore,
     name: &[u8],
     child: &mut BucketState,
@@ -859,7 +855,7 @@ fn spill_bucket(
     spilled: &mut Spilled,
 ) -> Result<()> {
     let inline_max = core.alloc.page_size / 4;
-    let (pages, arena, alloc) = core.parts();
+    let TxCore { arena, alloc, .. } = core;
     let rebalance_started = Instant::now();
     child.tree.rebalance(pages, arena, alloc)?;
     spilled.rebalance_time += rebalance_started.elapsed();

@@ -398,7 +398,7 @@ impl ReadTx<'_> {
 impl WriteTx<'_> {
     /// The typed top-level bucket `def` names, created if it does not exist.
     pub fn open_bucket<K: Key, V: Value>(
-        &mut self,
+        &self,
         def: BucketDef<K, V>,
     ) -> Result<TypedBucketMut<'_, K, V>> {
         Ok(TypedBucketMut::new(

@@ -275,7 +275,7 @@ fn run_writes(db: &Db, args: &BenchArgs, rng: &mut Rng) -> Result<(Results, Vec<
     let mut ops = 0u64;
     let started = Instant::now();
     for _ in 0..count / batch_size {
-        let mut tx = db.begin_write()?;
+        let tx = db.begin_write()?;
         let mut top = tx.create_bucket_if_not_exists(BENCH_BUCKET)?;
         top.set_fill_percent(args.fill_percent);
         if nested {
@@ -311,6 +311,7 @@ fn run_writes(db: &Db, args: &BenchArgs, rng: &mut Rng) -> Result<(Results, Vec<
                 counter.add(1);
             }
         }
+        drop(top);
         tx.commit()?;
     }
     let duration = started.elapsed();

@@ -136,6 +136,7 @@ pub fn delete(args: &DeleteArgs) -> Result<()> {
             show_path(&names)
         );
     }
+    drop(bucket);
     tx.commit()?;
     Ok(())
 }

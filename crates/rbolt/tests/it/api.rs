@@ -27,13 +27,14 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     // A load without syncs.
     let before = sim.counts();
     for round in 0..5u32 {
-        let mut tx = db.begin_write().unwrap();
+        let tx = db.begin_write().unwrap();
         assert_eq!(tx.durability(), Durability::Immediate);
         tx.set_durability(Durability::None);
         let mut b = tx.bucket_mut(b"b").unwrap().unwrap();
         for i in 0..50u32 {
             b.put((round * 100 + i).to_be_bytes(), b"v").unwrap();
         }
+        drop(b);
         tx.commit().unwrap();
     }
     // (Growth still syncs the file's length unless `no_grow_sync`; data and metas do not.)
@@ -53,7 +54,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
         .unwrap();
     assert_eq!(sim.counts().since(before).sync_data, 2);
     // Db::sync after unsynced commits: one sync, and the next durable commit needs no extra.
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.set_durability(Durability::None);
     tx.bucket_mut(b"b")
         .unwrap()
@@ -86,7 +87,7 @@ fn no_sync_in_the_options_is_the_default_durability_and_a_transaction_can_overri
     .unwrap();
     assert_eq!(sim.counts().since(before).sync_data, 0);
     let before = sim.counts();
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.set_durability(Durability::Immediate);
     tx.bucket_mut(b"b")
         .unwrap()
@@ -178,4 +179,96 @@ fn create_false_refuses_a_missing_file_and_makes_none() {
     assert!(!path.exists());
     drop(Db::open(&path).unwrap());
     Db::open_with(&path, Options::default().create(false)).unwrap();
+}
+
+#[test]
+fn several_top_level_buckets_are_open_at_once_and_a_held_one_is_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    db.update(|tx| {
+        let mut a = tx.create_bucket("a")?;
+        for i in 0..300u32 {
+            a.put(i.to_be_bytes(), [7u8; 40])?;
+        }
+        a.create_bucket("nested")?.put("n", "1")?;
+        tx.create_bucket("b")?;
+        Ok(())
+    })
+    .unwrap();
+
+    let tx = db.begin_write().unwrap();
+    let a = tx.bucket_mut("a").unwrap().unwrap();
+    let mut b = tx.bucket_mut("b").unwrap().unwrap();
+    // Write one while iterating the other.
+    for entry in a.iter() {
+        let entry = entry.unwrap();
+        if let Some(value) = entry.value() {
+            b.put(entry.key(), value).unwrap();
+        }
+    }
+    // Every way back to a held bucket is refused, and changes nothing.
+    assert!(matches!(tx.bucket_mut("a"), Err(Error::BucketInUse)));
+    assert!(matches!(tx.create_bucket("a"), Err(Error::BucketInUse)));
+    assert!(matches!(
+        tx.create_bucket_if_not_exists("b"),
+        Err(Error::BucketInUse)
+    ));
+    assert!(matches!(tx.delete_bucket("a"), Err(Error::BucketInUse)));
+    assert!(matches!(
+        tx.move_bucket(&["a"], &["c"]),
+        Err(Error::BucketInUse)
+    ));
+    assert!(matches!(
+        tx.move_bucket(&["x"], &["b", "x"]),
+        Err(Error::BucketInUse)
+    ));
+    assert!(matches!(
+        tx.bucket_path_mut(&["a", "nested"]),
+        Err(Error::BucketInUse)
+    ));
+    let message = tx.delete_bucket("b").unwrap_err().to_string();
+    assert!(message.contains("drop it"), "{message}");
+    // Buckets no handle holds are as usual beside the held ones.
+    tx.create_bucket("c").unwrap().put("k", "v").unwrap();
+    assert!(matches!(
+        tx.delete_bucket("missing"),
+        Err(Error::BucketNotFound)
+    ));
+    // A nested handle borrows its parent handle; the top-level handle edits stay.
+    let mut b_nested = b.create_bucket("inner").unwrap();
+    b_nested.put("deep", "value").unwrap();
+    drop(b_nested);
+    b.put("final", "write").unwrap();
+    drop((a, b));
+    // Back in the registry: opened again, with the edits.
+    assert_eq!(
+        tx.bucket_mut("b").unwrap().unwrap().get("final").unwrap(),
+        Some(&b"write"[..])
+    );
+    tx.commit().unwrap();
+
+    db.view(|tx| {
+        let a = tx.bucket("a")?.unwrap();
+        let b = tx.bucket("b")?.unwrap();
+        let values = |bucket: rbolt::Bucket<'_>| -> Vec<(Vec<u8>, Vec<u8>)> {
+            bucket
+                .iter()
+                .map(|e| e.unwrap())
+                .filter_map(|e| Some((e.key().to_vec(), e.value()?.to_vec())))
+                .filter(|(k, _)| k.len() == 4)
+                .collect()
+        };
+        assert_eq!(values(a), values(b));
+        assert_eq!(values(b).len(), 300);
+        assert_eq!(b.get("final")?, Some(&b"write"[..]));
+        assert_eq!(
+            b.bucket("inner")?.unwrap().get("deep")?,
+            Some(&b"value"[..])
+        );
+        assert_eq!(a.bucket("nested")?.unwrap().get("n")?, Some(&b"1"[..]));
+        assert_eq!(tx.bucket("c")?.unwrap().get("k")?, Some(&b"v"[..]));
+        assert!(tx.check().is_empty());
+        Ok(())
+    })
+    .unwrap();
 }

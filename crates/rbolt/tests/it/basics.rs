@@ -73,7 +73,7 @@ fn nested_buckets_sequences_and_rollback() {
         Ok(())
     })
     .unwrap();
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.create_bucket(b"gone").unwrap();
     tx.bucket_path_mut(&[b"a", b"b", b"c"])
         .unwrap()
@@ -101,7 +101,7 @@ fn nested_buckets_sequences_and_rollback() {
 #[test]
 fn error_cases_leave_the_transaction_usable() {
     let (_dir, db) = temp_db();
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     assert!(matches!(
         tx.create_bucket(b""),
         Err(Error::BucketNameRequired)
@@ -141,6 +141,9 @@ fn error_cases_leave_the_transaction_usable() {
         Err(Error::IncompatibleValue)
     ));
     assert!(b.bucket_mut(b"nothing").unwrap().is_none());
+    // While `b` holds the bucket, the transaction cannot open it again.
+    assert!(matches!(tx.create_bucket(b"b"), Err(Error::BucketInUse)));
+    drop(b);
     assert!(matches!(tx.create_bucket(b"b"), Err(Error::BucketExists)));
     assert!(matches!(tx.delete_bucket(b"x"), Err(Error::BucketNotFound)));
     // Still usable after every error.
@@ -294,6 +297,7 @@ fn transaction_stats_count_what_a_commit_did() {
     for i in 0..5000u32 {
         b.put(i.to_be_bytes(), [0; 100]).unwrap();
     }
+    drop(b);
     let before = tx.stats();
     assert!(before.split > 0, "a node grew past a page: {before:?}");
     tx.commit().unwrap();
@@ -341,7 +345,7 @@ fn oversized_values_are_refused_without_touching_the_tree() {
 #[test]
 fn stats_inside_a_write_transaction_do_not_wait_for_it() {
     let (_dir, db) = temp_db();
-    let mut tx = db.begin_write().unwrap();
+    let tx = db.begin_write().unwrap();
     tx.create_bucket(b"b").unwrap();
     // Would deadlock if stats took the writer lock.
     let stats = db.stats();

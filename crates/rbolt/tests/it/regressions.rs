@@ -89,6 +89,12 @@ fn a_failed_move_keeps_nested_edits_and_buckets_created_in_the_transaction() {
     db.update(|tx| {
         let mut a = tx.bucket_mut(b"A")?.unwrap();
         a.create_bucket(b"child")?.put(b"x", b"1")?;
+        // While `a` holds A, moving it is refused; dropped, the move is checked as usual.
+        assert!(matches!(
+            tx.move_bucket(&[b"A"], &[b"B"]),
+            Err(Error::BucketInUse)
+        ));
+        drop(a);
         tx.create_bucket(b"fresh")?.put(b"y", b"2")?;
         assert!(matches!(
             tx.move_bucket(&[b"A"], &[b"B"]),

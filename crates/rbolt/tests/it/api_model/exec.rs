@@ -352,6 +352,7 @@ pub fn apply<'db>(
         } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
         Op::OnCommit { update } => hooks.register(tx, *update, cx.tally),
+        Op::Handles { seed, steps } => super::handles::handles(tx, model, *seed, *steps, cx),
         other => unreachable!("{other:?} does not run inside a transaction"),
     }
 }

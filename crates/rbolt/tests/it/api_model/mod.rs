@@ -19,6 +19,7 @@
 //! for that long (`cargo xtask soak` does).
 
 mod exec;
+mod handles;
 mod model;
 mod ops;
 mod reads;
@@ -191,6 +192,23 @@ impl Tally {
             "bulk.delete",
             "bulk.cursor_mut.delete",
             "on_commit",
+            "handles",
+            "handles.put",
+            "handles.get",
+            "handles.copy",
+            "handles.drop",
+            "handles.bucket_mut",
+            "handles.create_bucket_if_not_exists",
+            "handles.delete_bucket(other)",
+            "handles.refused.bucket_mut",
+            "handles.refused.create_bucket",
+            "handles.refused.create_bucket_if_not_exists",
+            "handles.refused.delete_bucket",
+            "handles.refused.move_from",
+            "handles.refused.move_into",
+            "handles.refused.move_onto",
+            "handles.refused.bucket_path_mut",
+            "handles.refused.create_bucket_path",
         ];
         kinds.push("on_commit.update");
         let events = [
@@ -211,6 +229,8 @@ impl Tally {
             "batch-calls",
             "hooks-run",
             "deep-chains",
+            "handles-held",
+            "several-handles-held",
         ];
         let mut missing: Vec<String> = Vec::new();
         missing.extend(

@@ -63,6 +63,7 @@ pub enum ErrKind {
     IncompatibleValue,
     SameBuckets,
     MoveIntoSelf,
+    BucketInUse,
     DatabaseReadOnly,
     MaxSizeReached {
         max_size: u64,
@@ -84,6 +85,7 @@ impl ErrKind {
             Error::IncompatibleValue => ErrKind::IncompatibleValue,
             Error::SameBuckets => ErrKind::SameBuckets,
             Error::MoveIntoSelf => ErrKind::MoveIntoSelf,
+            Error::BucketInUse => ErrKind::BucketInUse,
             Error::DatabaseReadOnly => ErrKind::DatabaseReadOnly,
             Error::MaxSizeReached { max_size } => ErrKind::MaxSizeReached {
                 max_size: *max_size,
@@ -105,6 +107,7 @@ impl ErrKind {
             ErrKind::IncompatibleValue => "IncompatibleValue",
             ErrKind::SameBuckets => "SameBuckets",
             ErrKind::MoveIntoSelf => "MoveIntoSelf",
+            ErrKind::BucketInUse => "BucketInUse",
             ErrKind::DatabaseReadOnly => "DatabaseReadOnly",
             ErrKind::MaxSizeReached { .. } => "MaxSizeReached",
             ErrKind::StorageInUse => "StorageInUse",
@@ -151,6 +154,8 @@ pub enum Class {
     ClosureError,
     BatchCallError,
     SecondHandle,
+    /// A top-level bucket reached while a handle holds it.
+    BucketInUse,
 }
 
 impl Class {
@@ -184,6 +189,7 @@ impl Class {
         Class::ClosureError,
         Class::BatchCallError,
         Class::SecondHandle,
+        Class::BucketInUse,
     ];
 
     pub fn name(self) -> &'static str {
@@ -217,6 +223,7 @@ impl Class {
             Class::ClosureError => "closure-error",
             Class::BatchCallError => "batch-call-error",
             Class::SecondHandle => "second-handle",
+            Class::BucketInUse => "bucket-in-use",
         }
     }
 }

@@ -174,6 +174,11 @@ pub enum Op {
         threads: u8,
         failing: bool,
     },
+    /// Several top-level bucket handles held at once for `steps` steps (see `handles.rs`).
+    Handles {
+        seed: u32,
+        steps: u8,
+    },
 }
 
 impl Op {
@@ -197,6 +202,7 @@ impl Op {
                 | Op::Bulk { .. }
                 | Op::DeepChain { .. }
                 | Op::OnCommit { .. }
+                | Op::Handles { .. }
         )
     }
 }
@@ -251,6 +257,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (12, "bulk"),
     (2, "deep-chain"),
     (12, "on-commit"),
+    (25, "handles"),
     (70, "commit"),
     (12, "rollback"),
     (8, "drop"),
@@ -368,6 +375,10 @@ impl Arbitrary for Op {
             },
             "on-commit" => Op::OnCommit {
                 update: bool::arbitrary(g),
+            },
+            "handles" => Op::Handles {
+                seed: u32::arbitrary(g),
+                steps: 4 + u8::arbitrary(g) % 24,
             },
             "commit" => Op::Commit,
             "rollback" => Op::Rollback,

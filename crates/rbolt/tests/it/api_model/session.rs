@@ -211,7 +211,7 @@ impl World {
                     &mut cx,
                 ),
             }
-            if let Some(tx) = &tx
+            if let Some(tx) = &mut tx
                 && let Err(e) = compare_tree(tx.root(), &model)
             {
                 cx.fail(format_args!("the transaction differs from the model: {e}"));
@@ -576,6 +576,7 @@ impl World {
                             for (key, value) in &puts {
                                 bucket.put(key, value)?;
                             }
+                            drop(bucket);
                             if fails {
                                 // The bucket exists now: BucketExists.
                                 tx.create_bucket(BATCH_BUCKET)?;
