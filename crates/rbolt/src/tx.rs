@@ -331,8 +331,8 @@ impl<'db> WriteTx<'db> {
     /// The bucket at `path` (top-level name, then nested names), open for writing, creating
     /// every bucket on the path that does not exist yet (like `mkdir -p`), in one walk down.
     /// An empty path is `BucketNameRequired`; a name on the path that holds a value is
-    /// `IncompatibleValue`. An error leaves the buckets created before it in place; they are
-    /// part of the transaction like any other edit.
+    /// `IncompatibleValue`. Everything that can fail is checked before the first bucket is
+    /// created, so an error creates nothing.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -349,6 +349,18 @@ impl<'db> WriteTx<'db> {
         let Some((first, rest)) = path.split_first() else {
             return Err(Error::BucketNameRequired);
         };
+        // Checks first: every name, then the part of the path that exists (a value on it is
+        // `IncompatibleValue`, a held top-level bucket `BucketInUse`). What is left to create
+        // is new, so creating it cannot fail.
+        for name in path {
+            check_name(name.as_ref())?;
+        }
+        let mut existing = self.open_top(first.as_ref(), Open::Existing)?;
+        for name in rest {
+            let Some(bucket) = existing else { break };
+            existing = bucket.descend_into(name.as_ref(), false)?;
+        }
+        drop(existing);
         let mut bucket = self
             .open_top(first.as_ref(), Open::CreateIfNotExists)?
             .ok_or(Error::BucketNotFound)?;

@@ -158,6 +158,46 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
 // ---- Defect 8: the root is not writable; move_bucket checks the new name ----
 
 #[test]
+fn a_failed_create_bucket_path_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = two_buckets(dir.path());
+    let before = read_all(&db).unwrap();
+    let long = vec![b'n'; KEY_SIZE_MAX + 1];
+    db.update(|tx| {
+        // Each fails past a part of the path that it would have had to create.
+        let failures: [(&[&[u8]], fn(&Error) -> bool); 2] = [
+            (&[b"new1", b"new2", b""], |e| {
+                matches!(e, Error::BucketNameRequired)
+            }),
+            (&[b"A", b"new", &long], |e| {
+                matches!(e, Error::KeyTooLarge { .. })
+            }),
+        ];
+        for (path, expected) in &failures {
+            let error = tx.create_bucket_path(path).map(drop).unwrap_err();
+            assert!(expected(&error), "{path:?}: {error:?}");
+            assert!(tx.bucket_path_mut(&[b"new1"]).unwrap().is_none());
+            assert!(tx.bucket_path_mut(&[&b"A"[..], b"new"]).unwrap().is_none());
+            assert!(tx.bucket_path_mut(&[&b"B"[..], b"new"]).unwrap().is_none());
+        }
+        // A value on the path: nothing below A is created.
+        let error = tx
+            .create_bucket_path(&[&b"A"[..], b"k", b"deeper"])
+            .map(drop)
+            .unwrap_err();
+        assert!(matches!(error, Error::IncompatibleValue), "{error:?}");
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        read_all(&db).unwrap(),
+        before,
+        "the failed calls created buckets"
+    );
+    assert_clean(&db);
+}
+
+#[test]
 fn the_root_bucket_is_not_writable() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("db")).unwrap();

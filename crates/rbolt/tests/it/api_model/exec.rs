@@ -5,8 +5,8 @@
 
 use super::model::{
     Bytes, CursorModel, ErrKind, Expect, Item, Model, Path, bucket_at, bucket_at_mut, do_move,
-    expect_access, expect_create, expect_delete, expect_delete_bucket, expect_get, expect_move,
-    expect_put, height, key_n, res,
+    expect_access, expect_create, expect_create_path, expect_delete, expect_delete_bucket,
+    expect_get, expect_move, expect_put, height, key_n, res,
 };
 use super::ops::{
     Op, Rng, SeqAction, Src, Via, Want, bucket_path, existing_bucket, name_too_large, pick_name,
@@ -293,6 +293,7 @@ pub fn apply<'db>(
         } => create_bucket(tx, model, (*at, *name, *then_put), *if_not_exists, *via, cx),
         Op::DeleteBucket { at, name, via } => delete_bucket(tx, model, *at, *name, *via, cx),
         Op::MoveBucket { from, to } => move_bucket(tx, model, *from, *to, cx),
+        Op::CreatePath { at, names, len } => create_path(tx, model, *at, names, *len, cx),
         Op::Access { at, via } => {
             let path = bucket_path(model, *at, 5);
             let expected = bucket_at(model, &path).map(|b| b.sequence);
@@ -428,6 +429,41 @@ fn create_in(
             });
             (Ok(()), put)
         }
+    }
+}
+
+/// `create_bucket_path` below an existing, missing or root path; on success every missing
+/// bucket of the path is created in the model, on failure nothing (the harness compares the
+/// whole transaction with the model after every operation).
+fn create_path(
+    tx: &mut WriteTx<'_>,
+    model: &mut Model,
+    at: u32,
+    names: &[u32; 3],
+    len: u8,
+    cx: &mut Cx<'_>,
+) {
+    let mut path = bucket_path(model, at, 30);
+    if path.len() + usize::from(len) > NESTING_DEPTH_TESTED_MAX {
+        cx.tally.skip("nesting-past-tested-max");
+        return;
+    }
+    for &seed in &names[..usize::from(len)] {
+        let name = pick_name(bucket_at(model, &path), seed, Want::Name);
+        path.push(name);
+    }
+    cx.detail = format!("(create_bucket_path {:?})", shown(&path));
+    cx.tally.kind("create_bucket_path");
+    let expected = expect_create_path(model, &path);
+    let actual = res(tx.create_bucket_path(&path).map(drop));
+    if !cx.expect("create_bucket_path", actual, expected) {
+        return;
+    }
+    for depth in 1..=path.len() {
+        bucket_at_mut(model, &path[..depth - 1])
+            .entries
+            .entry(path[depth - 1].clone())
+            .or_insert_with(|| Item::Bucket(Model::default()));
     }
 }
 

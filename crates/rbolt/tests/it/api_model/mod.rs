@@ -158,6 +158,7 @@ impl Tally {
             "delete",
             "get",
             "create_bucket(tx)",
+            "create_bucket_path",
             "create_bucket(nested)",
             "create_bucket_if_not_exists(tx)",
             "create_bucket_if_not_exists(nested)",

@@ -309,6 +309,28 @@ pub fn expect_create(parent: &Model, name: &[u8], if_not_exists: bool) -> Expect
     }
 }
 
+/// `create_bucket_path`: every name is checked first, then the part of the path that exists
+/// (a value on it is `IncompatibleValue`); what is missing is created.
+pub fn expect_create_path(model: &Model, path: &[Vec<u8>]) -> Expect<()> {
+    if path.is_empty() {
+        return Err((ErrKind::BucketNameRequired, Class::EmptyName));
+    }
+    for name in path {
+        check_name(name)?;
+    }
+    let mut level = model;
+    for name in path {
+        match level.entries.get(name) {
+            Some(Item::Bucket(child)) => level = child,
+            Some(Item::Value(_)) => {
+                return Err((ErrKind::IncompatibleValue, Class::ValueWhereBucket));
+            }
+            None => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 pub fn expect_delete_bucket(parent: &Model, name: &[u8]) -> Expect<()> {
     check_name(name)?;
     match parent.entries.get(name) {

@@ -77,6 +77,13 @@ pub enum Op {
         from: u32,
         to: u32,
     },
+    /// `create_bucket_path`: below a bucket of the model (or a missing one, or the root),
+    /// `len` more names, each picked against the model's bucket at its level.
+    CreatePath {
+        at: u32,
+        names: [u32; 3],
+        len: u8,
+    },
     Access {
         at: u32,
         via: Via,
@@ -190,6 +197,7 @@ impl Op {
             Op::CreateBucket { .. }
                 | Op::DeleteBucket { .. }
                 | Op::MoveBucket { .. }
+                | Op::CreatePath { .. }
                 | Op::Access { .. }
                 | Op::Put { .. }
                 | Op::Delete { .. }
@@ -254,6 +262,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (30, "sequence"),
     (20, "for-each"),
     (15, "stats"),
+    (15, "create-path"),
     (12, "bulk"),
     (2, "deep-chain"),
     (12, "on-commit"),
@@ -314,6 +323,11 @@ impl Arbitrary for Op {
                 at,
                 name: u32::arbitrary(g),
                 via: via(g),
+            },
+            "create-path" => Op::CreatePath {
+                at,
+                names: [u32::arbitrary(g), u32::arbitrary(g), u32::arbitrary(g)],
+                len: 1 + u8::arbitrary(g) % 3,
             },
             "move" => Op::MoveBucket {
                 from: at,
