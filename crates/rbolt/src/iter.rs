@@ -204,14 +204,20 @@ impl<'a> Iter<'a> {
     }
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = Result<Entry<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Iter<'a> {
+    /// One step from the front or the back: the next entry unless the two ends have met or
+    /// the range ends; an error ends the iteration after it is returned.
+    #[inline]
+    fn step(&mut self, back: bool) -> Option<Result<Entry<'a>>> {
         if self.done {
             return None;
         }
-        match self.front_step() {
+        let step = if back {
+            self.back_step()
+        } else {
+            self.front_step()
+        };
+        match step {
             Err(error) => {
                 self.done = true;
                 Some(Err(error.into()))
@@ -221,44 +227,38 @@ impl<'a> Iterator for Iter<'a> {
                 None
             }
             Ok(Some(entry)) => {
-                if !self.before_end(entry.key)
-                    || self.back_last.is_some_and(|back| entry.key >= back)
-                {
+                let inside = if back {
+                    self.after_start(entry.key)
+                        && self.front_last.is_none_or(|front| entry.key > front)
+                } else {
+                    self.before_end(entry.key) && self.back_last.is_none_or(|back| entry.key < back)
+                };
+                if !inside {
                     self.done = true;
                     return None;
                 }
-                self.front_last = Some(entry.key);
+                if back {
+                    self.back_last = Some(entry.key);
+                } else {
+                    self.front_last = Some(entry.key);
+                }
                 Some(Ok(entry_of(entry)))
             }
         }
     }
 }
 
+impl<'a> Iterator for Iter<'a> {
+    type Item = Result<Entry<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(false)
+    }
+}
+
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.back_step() {
-            Err(error) => {
-                self.done = true;
-                Some(Err(error.into()))
-            }
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Ok(Some(entry)) => {
-                if !self.after_start(entry.key)
-                    || self.front_last.is_some_and(|front| entry.key <= front)
-                {
-                    self.done = true;
-                    return None;
-                }
-                self.back_last = Some(entry.key);
-                Some(Ok(entry_of(entry)))
-            }
-        }
+        self.step(true)
     }
 }
 

@@ -168,6 +168,13 @@ impl Value for () {
 }
 impl Key for () {}
 
+/// `bytes` as the `N` bytes of a `T`, or a decode error that says how many there were.
+fn fixed_bytes<T: Value, const N: usize>(bytes: &[u8]) -> Result<[u8; N]> {
+    bytes
+        .try_into()
+        .map_err(|_| decode_error::<T>(format!("{} bytes, not {N}", bytes.len())))
+}
+
 /// Big-endian integers: unsigned ones sort as stored; signed ones have their sign bit
 /// flipped, so that negative numbers sort before positive ones.
 macro_rules! integers {
@@ -183,13 +190,7 @@ macro_rules! integers {
             }
 
             fn from_bytes(bytes: &[u8]) -> Result<$ty> {
-                let array = bytes.try_into().map_err(|_| {
-                    decode_error::<$ty>(format!(
-                        "{} bytes, not {}",
-                        bytes.len(),
-                        std::mem::size_of::<$ty>()
-                    ))
-                })?;
+                let array = fixed_bytes::<$ty, { std::mem::size_of::<$ty>() }>(bytes)?;
                 let bits = <$unsigned>::from_be_bytes(array);
                 let bits = if $signed { bits ^ (1 << (<$unsigned>::BITS - 1)) } else { bits };
                 Ok(bits as $ty)
@@ -232,13 +233,7 @@ macro_rules! floats {
             }
 
             fn from_bytes(bytes: &[u8]) -> Result<$ty> {
-                let array = bytes.try_into().map_err(|_| {
-                    decode_error::<$ty>(format!(
-                        "{} bytes, not {}",
-                        bytes.len(),
-                        std::mem::size_of::<$ty>()
-                    ))
-                })?;
+                let array = fixed_bytes::<$ty, { std::mem::size_of::<$ty>() }>(bytes)?;
                 let bits = <$bits>::from_be_bytes(array);
                 let sign = 1 << (<$bits>::BITS - 1);
                 let bits = if bits & sign != 0 { bits & !sign } else { !bits };
