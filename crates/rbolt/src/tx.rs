@@ -227,6 +227,7 @@ impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             self.db.readers.leave(slot);
+            crate::vacuum::after_reader(self.db);
         }
     }
 }
@@ -248,6 +249,9 @@ pub struct WriteTx<'db> {
     durability: Durability,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) force: bool,
+    /// Lower the high-water mark past free pages at the end of the file, and cut the file
+    /// when no reader needs its tail (a vacuum step; `Options::auto_shrink` does it always).
+    pub(crate) shrink: bool,
 }
 
 impl std::fmt::Debug for WriteTx<'_> {
@@ -307,6 +311,7 @@ impl<'db> WriteTx<'db> {
                 Durability::Immediate
             },
             force: false,
+            shrink: db.options.auto_shrink,
         }
     }
 
@@ -392,6 +397,12 @@ impl<'db> WriteTx<'db> {
     pub(crate) fn bucket_at(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
         let core = &mut self.core;
         Ok(state_at(core, &mut self.root, path)?.map(|state| BucketMut { core, state }))
+    }
+
+    /// For the vacuum: the committed pages this transaction started from, the meta they
+    /// belong to, and the freelist (whose free set no reader can see).
+    pub(crate) fn vacuum_view(&self) -> (Pages<'_>, &Meta, &AnyFreelist) {
+        (self.core.pages(), &self.base, &self.core.alloc.freelist)
     }
 
     /// Sets the root bucket's sequence, which only files of other tools use.
@@ -660,6 +671,11 @@ impl<'db> WriteTx<'db> {
             let overflow = PageHeader::read(span).map_or(0, |h| h.overflow);
             alloc.freelist.free(txid, old, overflow)?;
         }
+        if self.shrink {
+            // Free pages at the end of the file leave the freelist and the file's mapped
+            // extent, before the freelist page is sized (see `vacuum`).
+            alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
+        }
         if db.options.no_freelist_sync {
             meta.freelist = PGID_NO_FREELIST.0;
         } else {
@@ -761,6 +777,7 @@ impl<'db> WriteTx<'db> {
         // it mapped until they end.
         failpoint!("commit::unmap", poison db);
         drop(old);
+        crate::vacuum::after_commit(db, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
