@@ -28,5 +28,6 @@ pub mod parallel;
 pub mod power;
 pub mod scan;
 pub mod summary;
+pub mod vacuum;
 pub mod verdict;
 pub mod workload;
