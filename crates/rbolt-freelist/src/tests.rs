@@ -448,9 +448,9 @@ impl World {
                 assert_eq!(self.array.trim_tail(txid, high_water).0, expected);
                 assert_eq!(self.span.trim_tail(txid, high_water).0, expected);
                 assert!(
-                    self.in_use.iter().all(|&(pgid, overflow)| pgid
-                        + u64::from(overflow)
-                        < expected),
+                    self.in_use
+                        .iter()
+                        .all(|&(pgid, overflow)| pgid + u64::from(overflow) < expected),
                     "a page in use lies past the trimmed mark"
                 );
                 self.high_water = expected;

@@ -86,7 +86,10 @@ impl VacuumPowerReport {
             .field("pages_moved", self.pages_moved)
             .field("crash_points", self.crash_points)
             .field("truncation_crashes", self.truncation_crashes)
-            .field("unsynced_truncation_points", self.unsynced_truncation_points)
+            .field(
+                "unsynced_truncation_points",
+                self.unsynced_truncation_points,
+            )
             .field("images", self.images)
             .field("longer_than_mark", self.longer_than_mark)
             .field("bad_images", self.bad_images)
@@ -151,7 +154,9 @@ pub fn run_seed(seed: u64, config: &VacuumPowerConfig) -> VacuumPowerReport {
     let (image, model) = match prepare(seed, config.steps, &options) {
         Ok(found) => found,
         Err(error) => {
-            report.failures.push(format!("seed {seed} ({name}): {error}"));
+            report
+                .failures
+                .push(format!("seed {seed} ({name}): {error}"));
             return report;
         }
     };
@@ -172,7 +177,9 @@ pub fn run_seed(seed: u64, config: &VacuumPowerConfig) -> VacuumPowerReport {
         let db = match Db::open_storage(Arc::new(reference.clone()), options.clone()) {
             Ok(db) => db,
             Err(error) => {
-                report.failures.push(format!("seed {seed} ({name}): open: {error}"));
+                report
+                    .failures
+                    .push(format!("seed {seed} ({name}): open: {error}"));
                 return report;
             }
         };
@@ -180,7 +187,9 @@ pub fn run_seed(seed: u64, config: &VacuumPowerConfig) -> VacuumPowerReport {
         match vacuum(&db) {
             Ok(done) => report.pages_moved += done.pages_moved,
             Err(error) => {
-                report.failures.push(format!("seed {seed} ({name}): vacuum: {error}"));
+                report
+                    .failures
+                    .push(format!("seed {seed} ({name}): vacuum: {error}"));
                 return report;
             }
         }
@@ -265,8 +274,8 @@ fn check_image(
     let image_len = image.len() as u64;
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<bool, String> {
         let sim = SimFile::from_image(image).map_err(|e| e.to_string())?;
-        let db = Db::open_storage(Arc::new(sim), options.clone())
-            .map_err(|e| format!("open: {e}"))?;
+        let db =
+            Db::open_storage(Arc::new(sim), options.clone()).map_err(|e| format!("open: {e}"))?;
         let (problems, high_water) = db
             .view(|tx| Ok((tx.check(), tx.meta().pgid)))
             .map_err(|e| e.to_string())?;

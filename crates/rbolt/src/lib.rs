@@ -91,7 +91,7 @@ pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
 pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::{ReadTx, WriteTx};
-pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};
 #[cfg(feature = "serde")]
 pub use typed::Json;
 pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};
+pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};

@@ -525,7 +525,11 @@ impl Db {
         };
         // Every step that commits moves a page down or lowers the mark, so a vacuum ends; the
         // bound only guards against an allocator that stops behaving as planned.
-        let steps_max = self.snapshot().meta.pgid.saturating_add(SHRINK_STEPS_MAX as u64);
+        let steps_max = self
+            .snapshot()
+            .meta
+            .pgid
+            .saturating_add(SHRINK_STEPS_MAX as u64);
         let mut idle_steps = 0;
         loop {
             let high_water_before = self.snapshot().meta.pgid;

@@ -12,8 +12,14 @@ fn build(store: &mut MemStore, n: usize, value_len: usize) -> Pgid {
     let (pages, alloc) = store.parts();
     for i in 0..n {
         let key = format!("k{i:05}");
-        tree.put(pages, &mut arena, key.as_bytes(), &vec![i as u8; value_len], 0)
-            .unwrap();
+        tree.put(
+            pages,
+            &mut arena,
+            key.as_bytes(),
+            &vec![i as u8; value_len],
+            0,
+        )
+        .unwrap();
     }
     tree.rebalance(pages, &mut arena, alloc).unwrap();
     let root = tree.spill(pages, &mut arena, alloc).unwrap();
@@ -74,7 +80,10 @@ fn check_touch(n: usize, value_len: usize, key: &[u8]) {
         .collect();
     assert_eq!(gone, path_spans, "n {n}, key {key:?}");
     for pgid in &gone {
-        assert!(store.free_pages().contains(pgid), "old page {pgid} not freed");
+        assert!(
+            store.free_pages().contains(pgid),
+            "old page {pgid} not freed"
+        );
     }
     let view = rbolt_btree::TreeView::from_page(store.pages(), new_root);
     for i in 0..n {

@@ -35,7 +35,9 @@ pub fn vacuum(args: &VacuumArgs) -> Result<()> {
     let options = VacuumOptions::default().pages_per_step(args.step_pages);
     let report = db.vacuum(options, |progress| {
         let total = *total.get_or_insert_with(|| {
-            let total = progress.file_len_before.saturating_sub(progress.live_pages * page_size);
+            let total = progress
+                .file_len_before
+                .saturating_sub(progress.live_pages * page_size);
             bar.set_length(total);
             total
         });

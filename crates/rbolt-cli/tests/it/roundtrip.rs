@@ -235,7 +235,10 @@ fn vacuum_shrinks_in_place_and_keeps_every_key() {
         before as f64 / after as f64
     );
     assert!(line.starts_with(&expected_start), "{line}");
-    assert!(line.contains(" pages moved in ") && line.ends_with('\n'), "{line}");
+    assert!(
+        line.contains(" pages moved in ") && line.ends_with('\n'),
+        "{line}"
+    );
     assert_eq!(rbolt(["check", arg(&db_path)]).ok(), "OK\n");
     assert!(rbolt(["export", arg(&db_path)]).ok() == before_export);
     // Again: nothing left to move, and the file does not grow.

@@ -2,8 +2,8 @@
 //! and every crash point of a vacuum after a seeded workload.
 
 use rbolt_reliability::power::{PowerConfig, run};
-use rbolt_reliability::vacuum::VacuumPowerConfig;
 use rbolt_reliability::summary::size;
+use rbolt_reliability::vacuum::VacuumPowerConfig;
 use std::time::Instant;
 
 #[test]
@@ -27,9 +27,9 @@ fn power_loss() {
 #[test]
 fn power_loss_vacuum() {
     let config = VacuumPowerConfig {
-        seeds: size("RBOLT_VACUUM_POWER_SEEDS", 12, 120),
+        seeds: size("RBOLT_VACUUM_POWER_SEEDS", 8, 120),
         first_seed: 0,
-        steps: size("RBOLT_VACUUM_POWER_STEPS", 24, 36),
+        steps: size("RBOLT_VACUUM_POWER_STEPS", 20, 36),
         random_images: 1,
         threads: 2,
     };
@@ -40,6 +40,10 @@ fn power_loss_vacuum() {
     // The suite must have reached what it is about.
     assert!(report.pages_moved > 0, "{}", report.summary());
     assert!(report.truncation_crashes > 0, "{}", report.summary());
-    assert!(report.unsynced_truncation_points > 0, "{}", report.summary());
+    assert!(
+        report.unsynced_truncation_points > 0,
+        "{}",
+        report.summary()
+    );
     assert!(report.longer_than_mark > 0, "{}", report.summary());
 }

@@ -139,7 +139,10 @@ fn vacuum_moves_live_pages_down_and_shrinks_the_file() {
         assert!(report.steps > 1, "{options:?}: {report:?}");
         assert!(report.pages_moved > 0, "{options:?}: {report:?}");
         let high_water = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
-        assert!(high_water < high_water_before / 2, "{options:?}: {report:?}");
+        assert!(
+            high_water < high_water_before / 2,
+            "{options:?}: {report:?}"
+        );
         // The file is cut exactly at the mark.
         assert_eq!(
             db.file_len().unwrap(),
@@ -208,7 +211,10 @@ fn vacuum_can_stop_at_any_step_and_resume() {
         assert_sound(&db, &model);
     }
     let rest = checked_vacuum(&db, &model, 64);
-    assert!(rest.high_water <= rest.live_pages + rest.live_pages / 10 + 8, "{rest:?}");
+    assert!(
+        rest.high_water <= rest.live_pages + rest.live_pages / 10 + 8,
+        "{rest:?}"
+    );
 }
 
 /// A property: for random contents and deletions, vacuuming in random step sizes keeps the
@@ -256,8 +262,15 @@ fn a_reader_keeps_its_snapshot_and_the_file_is_not_cut_under_it() {
     // The vacuum goes on beside the reader; the pages it sees stay where they are.
     let report = db
         .vacuum(VacuumOptions::default().pages_per_step(16), |_| {
-            assert_eq!(read_snapshot(&reader), model, "the reader's snapshot changed");
-            assert!(db.file_len().unwrap() >= reader_size, "cut under the reader");
+            assert_eq!(
+                read_snapshot(&reader),
+                model,
+                "the reader's snapshot changed"
+            );
+            assert!(
+                db.file_len().unwrap() >= reader_size,
+                "cut under the reader"
+            );
             ControlFlow::Continue(())
         })
         .unwrap();
@@ -267,18 +280,28 @@ fn a_reader_keeps_its_snapshot_and_the_file_is_not_cut_under_it() {
     // the file keeps its length while the reader lives.
     let page_size = db.page_size() as u64;
     assert!(report.high_water * page_size < reader_size, "{report:?}");
-    assert_eq!(db.file_len().unwrap(), file_len_before, "cut under the reader");
+    assert_eq!(
+        db.file_len().unwrap(),
+        file_len_before,
+        "cut under the reader"
+    );
     assert_eq!(read_snapshot(&reader), model);
     assert!(reader.check().is_empty());
     // The reader ends: the waiting cut happens.
     drop(reader);
     let after_reader = db.file_len().unwrap();
-    assert!(after_reader < file_len_before, "no cut after the reader ended");
+    assert!(
+        after_reader < file_len_before,
+        "no cut after the reader ended"
+    );
     assert_eq!(after_reader, report.high_water * page_size);
     // Now the pages the reader held are free: vacuuming again packs the file.
     let rest = checked_vacuum(&db, &model, 1024);
     assert!(rest.file_len < after_reader, "{rest:?}");
-    assert!(rest.high_water <= rest.live_pages + rest.live_pages / 10 + 8, "{rest:?}");
+    assert!(
+        rest.high_water <= rest.live_pages + rest.live_pages / 10 + 8,
+        "{rest:?}"
+    );
 }
 
 #[test]
@@ -388,13 +411,19 @@ fn a_failed_step_leaves_the_database_usable() {
             },
         }
     }
-    assert!(usable > 0 && poisoned > 0, "usable {usable}, poisoned {poisoned}");
+    assert!(
+        usable > 0 && poisoned > 0,
+        "usable {usable}, poisoned {poisoned}"
+    );
 }
 
 #[test]
 fn auto_shrink_cuts_a_file_whose_end_is_freed() {
     let sim = SimFile::new().unwrap();
-    let db = open(&sim, Options::default().auto_shrink(true).alloc_size(64 * 1024));
+    let db = open(
+        &sim,
+        Options::default().auto_shrink(true).alloc_size(64 * 1024),
+    );
     db.update(|tx| {
         let mut keep = tx.create_bucket(b"keep")?;
         for i in 0..200u32 {
@@ -462,7 +491,10 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
     .unwrap();
     drop(db);
     let log = reference.op_log();
-    assert!(log[start..].contains(&OpKind::Shrink), "the vacuum never cut the file");
+    assert!(
+        log[start..].contains(&OpKind::Shrink),
+        "the vacuum never cut the file"
+    );
     let mut images = 0;
     let mut shrink_points = 0;
     for (op, kind) in log.iter().enumerate().skip(start) {
@@ -479,7 +511,10 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
         let result = db.vacuum(VacuumOptions::default().pages_per_step(16), |_| {
             ControlFlow::Continue(())
         });
-        assert!(result.is_err(), "op {op} ({kind:?}): the crash did not stop the vacuum");
+        assert!(
+            result.is_err(),
+            "op {op} ({kind:?}): the crash did not stop the vacuum"
+        );
         assert_eq!(sim.crashed_at(), Some(op as u64), "not deterministic");
         drop(db);
         for (profile, seed) in [
