@@ -181,7 +181,8 @@ impl VacuumOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VacuumStep {
-    /// Pages chosen and moved to lower ids by this step's commit (0: nothing could move).
+    /// Tree pages chosen and moved to lower ids by this step's commit (0: nothing could move;
+    /// the step may still have committed, to move the freelist page or lower the mark).
     pub pages_moved: u64,
     /// Whether the step committed (it does when it moved pages or could lower the mark).
     pub committed: bool,
@@ -389,10 +390,12 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
         if len > n {
             runs.insert(start + n, len - n);
         }
-        plan.pages_moved += n;
         if candidate.path == PATH_FREELIST {
+            // Not counted as moved: every commit rewrites the freelist wherever first fit
+            // puts it, so counting it would make every step look like progress.
             plan.freelist_moves = true;
         } else {
+            plan.pages_moved += n;
             plan.targets.insert((candidate.path, candidate.key));
         }
     }
