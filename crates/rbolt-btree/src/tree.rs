@@ -511,7 +511,7 @@ impl Tree {
     /// Descends to the leaf where `key` belongs, making nodes of the path; returns the path of
     /// (branch node, child index) pairs and the leaf node. On error the nodes it made stay
     /// (recorded in `undo`).
-    fn descend_mut(
+    pub(crate) fn descend_mut(
         &mut self,
         pages: Pages<'_>,
         arena: &mut Arena,

@@ -215,8 +215,14 @@ fn main() {
         std::fs::copy(&base, &path).expect("copy");
         let db = Db::open(&path).expect("open");
         let started = Instant::now();
+        let trace = std::env::var_os("RBOLT_VACUUM_TRACE").is_some();
         let report = db
-            .vacuum(VacuumOptions::default(), |_| ControlFlow::Continue(()))
+            .vacuum(VacuumOptions::default(), |progress| {
+                if trace {
+                    eprintln!("{progress:?}");
+                }
+                ControlFlow::Continue(())
+            })
             .expect("vacuum");
         alone.push(started.elapsed().as_secs_f64());
         after = report.file_len;

@@ -19,9 +19,10 @@
 //!   leaves a longer file, which is sound.
 //! - **The vacuum** ([`Db::vacuum_step`], [`Db::vacuum`]) picks the live pages with the highest
 //!   ids for which the freelist has lower free pages, and touches the path from each bucket's
-//!   root to each of them (`Tree::touch_key`), so that copy-on-write writes them again into
-//!   the lowest free pages (the allocator is first fit) and frees the old ids; the commit then
-//!   lowers the mark past whatever is free at the end. Every step is one durable commit that
+//!   root to each of them (`Tree::repack_key`, which also merges the sparse leaves that follow
+//!   a sparse leaf, so that spill writes them as full pages), so that copy-on-write writes
+//!   them again into the lowest free pages (the allocator is first fit) and frees the old ids;
+//!   the commit then lowers the mark past whatever is free at the end. Every step is one durable commit that
 //!   takes the writer for a bounded time, so other writers interleave and readers never wait.
 
 use crate::bucket::BucketMut;
@@ -44,6 +45,10 @@ pub const VACUUM_STEP_PAGES_DEFAULT: usize = 1024;
 /// frees the previous step's freelist page, which may sit at the end, so two are usually
 /// enough; the bound keeps a vacuum finite whatever the allocator does.
 const SHRINK_STEPS_MAX: usize = 4;
+
+/// The most pages' worth of entries one repack merges into a node (which spill then cuts
+/// into full pages): bounds the pages one touched leaf can pull into a step.
+const REPACK_PAGES_MAX: usize = 4;
 
 /// The smallest file the growth policy makes (as `TxAlloc::ensure_file_len`).
 const FILE_LEN_MIN: u64 = 32 * 1024;
@@ -471,8 +476,12 @@ impl Db {
                 debug_assert!(false, "a bucket the walk found is missing");
                 continue;
             };
-            let (pages, arena) = core.pages_and_arena();
-            state.tree.touch_key(pages, arena, key)?;
+            let (pages, arena, alloc) = core.parts();
+            // Full pages where the step merges sparse leaves, as compaction writes them.
+            state.tree.set_fill_percent(1.0);
+            state
+                .tree
+                .repack_key(pages, arena, alloc, key, REPACK_PAGES_MAX * self.page_size)?;
         }
         tx.force = true;
         tx.shrink = true;

@@ -122,3 +122,92 @@ fn touch_key_on_an_empty_tree_writes_its_root() {
     assert!(store.free_pages().contains(&root));
     assert!(walk(store.pages(), new_root).keys.is_empty());
 }
+
+/// A committed tree of 2000 keys of which all but every fifth were deleted (leaves left about
+/// a fifth to a half full), in `store`.
+fn thinned(store: &mut MemStore) -> Pgid {
+    let root = build(store, 2000, 100);
+    let mut arena = Arena::new();
+    let mut tree = Tree::from_page(root);
+    let (pages, alloc) = store.parts();
+    for i in (0..2000).filter(|i| i % 5 != 0) {
+        tree.delete(pages, &mut arena, format!("k{i:05}").as_bytes(), 0)
+            .unwrap();
+    }
+    tree.rebalance(pages, &mut arena, alloc).unwrap();
+    let root = tree.spill(pages, &mut arena, alloc).unwrap();
+    store.commit();
+    root
+}
+
+#[test]
+fn repack_key_merges_sparse_leaves_into_full_pages() {
+    let mut store = MemStore::new(4096, true);
+    let root = thinned(&mut store);
+    let before = walk(store.pages(), root);
+    let mut arena = Arena::new();
+    let mut tree = Tree::from_page(root);
+    tree.set_fill_percent(1.0);
+    let (pages, alloc) = store.parts();
+    let merged = tree
+        .repack_key(pages, &mut arena, alloc, b"k00000", 4 * 4096)
+        .unwrap();
+    assert!(merged >= 2, "merged {merged}");
+    tree.rebalance(pages, &mut arena, alloc).unwrap();
+    let new_root = tree.spill(pages, &mut arena, alloc).unwrap();
+    store.commit();
+    let after = walk(store.pages(), new_root);
+    assert_eq!(after.keys, before.keys, "repacking changed the keys");
+    assert!(
+        after.leaves < before.leaves,
+        "{} leaves before, {} after",
+        before.leaves,
+        after.leaves
+    );
+    let view = rbolt_btree::TreeView::from_page(store.pages(), new_root);
+    for i in (0..2000).step_by(5) {
+        let entry = view.get(format!("k{i:05}").as_bytes()).unwrap().unwrap();
+        assert_eq!(entry.value, &vec![i as u8; 100][..]);
+    }
+    // Repacking what is packed: the first leaf is full now, nothing merges.
+    let mut tree = Tree::from_page(new_root);
+    tree.set_fill_percent(1.0);
+    let (pages, alloc) = store.parts();
+    let again = tree
+        .repack_key(pages, &mut arena, alloc, b"k00000", 4 * 4096)
+        .unwrap();
+    assert_eq!(again, 0);
+    store.rollback();
+}
+
+#[test]
+fn repack_key_with_a_small_budget_or_a_lone_leaf_merges_little() {
+    let mut store = MemStore::new(4096, true);
+    let root = thinned(&mut store);
+    let mut arena = Arena::new();
+    let mut tree = Tree::from_page(root);
+    let (pages, alloc) = store.parts();
+    // A budget of one page merges at most what fits one page.
+    let merged = tree
+        .repack_key(pages, &mut arena, alloc, b"k01000", 4096)
+        .unwrap();
+    tree.rebalance(pages, &mut arena, alloc).unwrap();
+    let new_root = tree.spill(pages, &mut arena, alloc).unwrap();
+    store.commit();
+    let after = walk(store.pages(), new_root);
+    assert_eq!(after.keys.len(), 400);
+    assert!(merged <= 4, "merged {merged}");
+    // A tree that is one leaf has no siblings.
+    let mut store = MemStore::new(4096, true);
+    let root = build(&mut store, 3, 10);
+    let mut tree = Tree::from_page(root);
+    let (pages, alloc) = store.parts();
+    let merged = tree
+        .repack_key(pages, &mut arena, alloc, b"k00001", 4 * 4096)
+        .unwrap();
+    assert_eq!(merged, 0);
+    assert!(
+        tree.is_dirty(),
+        "the path is touched even when nothing merges"
+    );
+}
