@@ -189,6 +189,9 @@ pub struct VacuumStep {
     /// Tree pages chosen and moved to lower ids by this step's commit (0: nothing could move;
     /// the step may still have committed, to move the freelist page or lower the mark).
     pub pages_moved: u64,
+    /// Pages the step expects to give back by merging sparse neighbouring leaves anywhere in
+    /// the file (two into one, or more into fewer).
+    pub pages_merged: u64,
     /// Whether the step committed (it does when it moved pages or could lower the mark).
     pub committed: bool,
     /// The high-water mark after the step, in pages.
@@ -211,6 +214,8 @@ pub struct VacuumProgress {
     pub steps: u64,
     /// Pages moved to lower ids.
     pub pages_moved: u64,
+    /// Pages given back by merging sparse leaves (as planned).
+    pub pages_merged: u64,
     /// The high-water mark now, in pages.
     pub high_water: u64,
     /// The pages in use (see [`VacuumStep::live_pages`]).
@@ -248,6 +253,7 @@ struct Plan {
     /// (bucket path, key) pairs to touch, deduplicated.
     targets: BTreeSet<(usize, Vec<u8>)>,
     pages_moved: u64,
+    pages_merged: u64,
     live_pages: u64,
     pages_to_go: u64,
     /// Whether the page just below the high-water mark is free: a commit would lower it.
@@ -260,12 +266,22 @@ struct Plan {
 /// `Candidate::path` of the freelist page, which no tree holds.
 const PATH_FREELIST: usize = usize::MAX;
 
-/// A tree page to visit, in the bucket at `path`.
+/// A tree page to visit, in the bucket at `path`; `slot` is its parent branch and index there.
 struct Visit {
     owner: Pgid,
     pgid: Pgid,
     depth: usize,
     path: usize,
+    slot: Option<(Pgid, usize)>,
+}
+
+/// A leaf less than `REPACK_FULL_PERCENT` full, with where it hangs: two such leaves side by
+/// side whose entries fit one page are a page a repack gives back.
+struct SparseLeaf {
+    slot: (Pgid, usize),
+    used: usize,
+    path: usize,
+    key: Vec<u8>,
 }
 
 /// Walks every tree of the snapshot (`pages`, `meta`) with explicit stacks and chooses up to
@@ -320,7 +336,11 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
         pgid: meta.root_pgid(),
         depth: 0,
         path: 0,
+        slot: None,
     }];
+    let page_size = pages.page_size();
+    let full = page_size * rbolt_btree::REPACK_FULL_PERCENT / 100;
+    let mut sparse: Vec<SparseLeaf> = Vec::new();
     while let Some(visit) = stack.pop() {
         let page = enter_page(pages, visit.owner, visit.pgid, visit.depth, &mut seen)?;
         let n_pages = u64::from(page.header().overflow) + 1;
@@ -335,6 +355,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
                         pgid: branch.child(index)?,
                         depth: visit.depth + 1,
                         path: visit.path,
+                        slot: Some((visit.pgid, index)),
                     });
                 }
                 if branch.len() > 0 {
@@ -346,6 +367,18 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
             PageKind::Leaf => {
                 let leaf = page.leaf()?;
                 push_buckets(&leaf, visit.path, &mut plan.paths, &mut stack)?;
+                let used = leaf.payload_len()?;
+                if let Some(slot) = visit.slot
+                    && used < full
+                    && leaf.len() > 0
+                {
+                    sparse.push(SparseLeaf {
+                        slot,
+                        used,
+                        path: visit.path,
+                        key: leaf.key(0)?.to_vec(),
+                    });
+                }
                 if leaf.len() > 0 {
                     Some(leaf.key(0)?)
                 } else {
@@ -404,6 +437,22 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
             plan.targets.insert((candidate.path, candidate.key));
         }
     }
+    // Then, with what is left of the budget, sparse neighbours to merge wherever they lie: the
+    // pages they give back are the holes later steps move the end of the file into.
+    sparse.sort_unstable_by_key(|leaf| leaf.slot);
+    let mut index = 0;
+    while index + 1 < sparse.len() && plan.pages_moved + plan.pages_merged < pages_max {
+        let (left, right) = (&sparse[index], &sparse[index + 1]);
+        let neighbours = left.slot.0 == right.slot.0 && left.slot.1 + 1 == right.slot.1;
+        if neighbours && left.used + right.used - rbolt_page::PAGE_HEADER_SIZE <= page_size {
+            plan.pages_merged += 1;
+            plan.targets.insert((left.path, left.key.clone()));
+            // The right one goes into the left; the next pair starts after it.
+            index += 2;
+        } else {
+            index += 1;
+        }
+    }
     Ok(plan)
 }
 
@@ -434,6 +483,7 @@ fn push_buckets(
                     pgid: value.header.root_pgid(),
                     depth: 0,
                     path: child,
+                    slot: None,
                 }),
             }
         }
@@ -461,6 +511,7 @@ impl Db {
         };
         let mut step = VacuumStep {
             pages_moved: plan.pages_moved,
+            pages_merged: plan.pages_merged,
             committed: false,
             high_water: tx.vacuum_view().1.pgid,
             live_pages: plan.live_pages,
@@ -543,14 +594,26 @@ impl Db {
             .pgid
             .saturating_add(SHRINK_STEPS_MAX as u64);
         let mut idle_steps = 0;
+        // Merges must shrink the pages in use: steps that merge without doing so (a plan that
+        // misjudged a page) end the vacuum after a few.
+        let mut live_best = u64::MAX;
+        let mut merge_stalls = 0;
         loop {
             let high_water_before = self.snapshot().meta.pgid;
             let step = self.vacuum_step(options.pages_per_step)?;
             report.pages_moved += step.pages_moved;
+            report.pages_merged += step.pages_merged;
             report.steps += u64::from(step.committed);
             self.fill_progress(&mut report, &step, started)?;
             let lowered = step.high_water < high_water_before;
-            if step.pages_moved == 0 {
+            if step.live_pages < live_best {
+                live_best = step.live_pages;
+                merge_stalls = 0;
+            } else if step.pages_merged > 0 {
+                merge_stalls += 1;
+            }
+            if step.pages_moved == 0 && (step.pages_merged == 0 || merge_stalls > SHRINK_STEPS_MAX)
+            {
                 idle_steps += 1;
                 if !lowered || idle_steps >= SHRINK_STEPS_MAX {
                     break;
