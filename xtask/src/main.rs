@@ -1,19 +1,34 @@
 //! `cargo xtask`: project automation. `cargo xtask bench` runs the benchmark suite;
-//! `cargo xtask soak` runs the reliability suites at soak size.
+//! `cargo xtask soak` runs the reliability suites at soak size. xtask drives cargo and the
+//! benchmark binaries as child processes; it does not link rbolt.
 
 mod bench;
 mod soak;
 
 use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Project automation.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the criterion micro benchmarks, then rbolt against its peers, and writes
+    /// target/bench-report/summary.md and target/bench-report/*.svg.
+    Bench(bench::BenchArgs),
+    /// Runs the reliability suites at soak size.
+    Soak(soak::SoakArgs),
+}
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("bench") => bench::main(&args[1..]),
-        Some("soak") => soak::soak(&args[1..]),
-        _ => {
-            eprintln!("usage: cargo xtask bench [-- criterion args] | soak [--minutes N]");
-            std::process::exit(2);
-        }
+    let raw: Vec<String> = std::env::args().skip(2).collect();
+    match Cli::parse().command {
+        Command::Bench(args) => bench::main(args, &raw),
+        Command::Soak(args) => soak::soak(&args),
     }
 }

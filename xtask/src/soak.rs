@@ -46,21 +46,17 @@ fn run_suite(
     child.wait().context("waiting for cargo test")
 }
 
+/// `cargo xtask soak`, as typed.
+#[derive(Debug, clap::Args)]
+pub struct SoakArgs {
+    /// How long the fuzzing and the model-based API test each run, in minutes.
+    #[arg(long, value_name = "N", default_value_t = 5.0)]
+    minutes: f64,
+}
+
 /// Runs the soak.
-pub fn soak(args: &[String]) -> Result<()> {
-    let mut minutes = String::from("5");
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--minutes" => {
-                minutes = rest.next().context("--minutes needs a number")?.clone();
-                minutes
-                    .parse::<f64>()
-                    .with_context(|| format!("--minutes {minutes}: not a number"))?;
-            }
-            other => bail!("unknown argument {other}; usage: cargo xtask soak [--minutes N]"),
-        }
-    }
+pub fn soak(args: &SoakArgs) -> Result<()> {
+    let minutes = args.minutes.to_string();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut summaries = Vec::new();
     let suites: [(&str, &[&str]); 2] = [

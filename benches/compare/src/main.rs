@@ -7,18 +7,19 @@
 //! `RBOLT_COMPARE_MARKS=1` it also prints each phase's window on the monotonic clock, to cut a
 //! `perf record -k CLOCK_MONOTONIC` profile to one phase.
 //!
-//! The only `unsafe` here is the counting allocator's, plus the two heed calls that heed marks
-//! `unsafe` (opening an LMDB environment, switching `NO_SYNC`; see `engines/lmdb.rs`).
+//! The only `unsafe` here is the two heed calls that heed marks `unsafe` (opening an LMDB
+//! environment, switching `NO_SYNC`; see `engines/lmdb.rs`); the counting allocator's is
+//! `rbolt-testkit`'s.
 
-mod counting;
 mod engines;
 mod workload;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// Counts the allocations of phases (b) and (e), every thread's (`rbolt-testkit`'s allocator).
 #[global_allocator]
-static GLOBAL: counting::Counting = counting::Counting;
+static GLOBAL: rbolt_testkit::alloc::CountingAlloc = rbolt_testkit::alloc::CountingAlloc;
 
 const USAGE: &str = "usage: rbolt-compare --list
        rbolt-compare --engine NAME [--n N] [--dir DIR] [--seed S] [--rw-secs SECS]";

@@ -1,7 +1,7 @@
 //! The workloads, identical for every engine: keys from a fixed seed, the same order of
 //! operations, the same checks. Only the calls inside [`Engine`] differ.
 
-use crate::counting;
+use rbolt_testkit::alloc::{start_counting, stop_counting};
 use crate::engines::{Engine, Result, fail};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -37,20 +37,17 @@ pub struct Config {
     pub rw: Duration,
 }
 
-/// splitmix64: fast, and the same stream on every machine.
-pub struct Rng(u64);
+/// The workloads' generator: `rbolt-testkit`'s SplitMix64, the same stream on every machine,
+/// with the draws the workloads make.
+pub struct Rng(rbolt_testkit::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(rbolt_testkit::rng::Rng::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     pub fn key(&mut self) -> Key {
@@ -210,9 +207,9 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     let load_rss_kib = peak_rss_kib();
 
     // (b) N random point reads in one read transaction, allocations counted.
-    counting::start();
+    start_counting();
     let (secs, found) = time(|| db.get_tx(&keys, &mut read_order.iter().map(|&i| i as usize)))?;
-    let allocations = counting::stop();
+    let allocations = stop_counting();
     if found != n as u64 {
         return Err(fail(format!(
             "get: {found} of {n} keys found with their value"
@@ -259,13 +256,13 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     db.set_sync(false)?;
     let batch_keys = self::keys(config.seed ^ 0xe, BATCHES * BATCH_KEYS);
     // Heap allocations of the whole phase (transactions, commits, writes) per key put.
-    counting::start();
+    start_counting();
     let (secs, ()) = time(|| {
         batch_keys
             .chunks(BATCH_KEYS)
             .try_for_each(|chunk| db.put_tx(chunk, false))
     })?;
-    let allocations = counting::stop();
+    let allocations = stop_counting();
     phases.record(
         "batch_nosync",
         secs,

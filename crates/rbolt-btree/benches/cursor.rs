@@ -18,11 +18,10 @@ use criterion::{
     BatchSize, BenchmarkGroup, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 use rbolt_btree::{Arena, MemStore, Tree, TreeView};
+use rbolt_fixtures::rng::Rng;
 use rbolt_page::Pgid;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use rbolt_testkit::alloc::{CountingAlloc, count_allocations};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Keys in the tree the cursor benchmarks read.
@@ -42,57 +41,11 @@ const BULK_VALUE_LEN: usize = 100;
 
 // ---- Allocation counting -------------------------------------------------------------------
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; counting touches only an
-// atomic and a const-initialised thread-local, neither of which allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which is System's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System with this layout, as the caller guarantees.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as for `dealloc`, and `new_size` obeys `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Runs `f` while counting this thread's allocations; returns `f`'s result and the count.
-fn count_allocations<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    COUNTING.with(|c| c.set(true));
-    let out = f();
-    COUNTING.with(|c| c.set(false));
-    (out, ALLOCATIONS.load(Ordering::Relaxed) - before)
-}
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Prints allocations per operation; with `must_be_zero`, fails the benchmark unless none.
-fn report_allocations(name: &str, allocations: usize, ops: usize, must_be_zero: bool) {
+fn report_allocations(name: &str, allocations: u64, ops: usize, must_be_zero: bool) {
     let per_op = allocations as f64 / ops as f64;
     eprintln!("allocs/op {name}: {per_op:.3} ({allocations} in {ops} ops)");
     assert!(
@@ -102,24 +55,6 @@ fn report_allocations(name: &str, allocations: usize, ops: usize, must_be_zero: 
 }
 
 // ---- Data ----------------------------------------------------------------------------------
-
-/// SplitMix64: deterministic pseudo-random numbers without a dependency.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform index below `n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// A committed tree in a `MemStore`, and its keys in insertion (random) order.
 struct Fixture {
@@ -132,8 +67,10 @@ impl Fixture {
     /// 100,000 distinct random 8-byte keys with 32-byte values, put into a new tree in random
     /// order and spilled in one commit.
     fn new() -> Fixture {
-        let mut rng = SplitMix(0x5EED_0001);
-        let mut keys: Vec<[u8; 8]> = (0..KEY_COUNT).map(|_| rng.next().to_be_bytes()).collect();
+        let mut rng = Rng::new(0x5EED_0001);
+        let mut keys: Vec<[u8; 8]> = (0..KEY_COUNT)
+            .map(|_| rng.next_u64().to_be_bytes())
+            .collect();
         let mut sorted = keys.clone();
         sorted.sort_unstable();
         sorted.dedup();
@@ -157,7 +94,7 @@ impl Fixture {
 
         // Look keys up in an order unrelated to insertion.
         for i in (1..keys.len()).rev() {
-            keys.swap(i, rng.below(i + 1));
+            keys.swap(i, rng.index(i + 1));
         }
         Fixture { store, root, keys }
     }
@@ -287,19 +224,19 @@ fn cursor_scan(c: &mut Criterion, fixture: &Fixture) {
 /// write transaction of random puts.
 fn cursor_put(c: &mut Criterion, fixture: &Fixture) {
     let pages = fixture.store.pages();
-    let mut rng = SplitMix(0x5EED_0002);
+    let mut rng = Rng::new(0x5EED_0002);
     let mut arena = Arena::new();
     let value = [0x42u8; VALUE_LEN];
 
     // Times `n` puts, starting a fresh transaction every `PUTS_PER_TX`.
-    let mut run = |n: u64, arena: &mut Arena, count: bool| -> (Duration, usize) {
+    let mut run = |n: u64, arena: &mut Arena, count: bool| -> (Duration, u64) {
         let mut elapsed = Duration::ZERO;
         let mut allocations = 0;
         let mut done = 0;
         while done < n {
             let batch = PUTS_PER_TX.min(n - done);
             let mut tree = Tree::from_page(fixture.root);
-            let keys: Vec<[u8; 8]> = (0..batch).map(|_| rng.next().to_be_bytes()).collect();
+            let keys: Vec<[u8; 8]> = (0..batch).map(|_| rng.next_u64().to_be_bytes()).collect();
             let start = Instant::now();
             let ((), counted) = if count {
                 count_allocations(|| {
@@ -337,12 +274,12 @@ fn cursor_put(c: &mut Criterion, fixture: &Fixture) {
 /// values into an empty tree, then rebalances and spills it into a new `MemStore` (no page
 /// reuse). Dropping the store afterwards is not timed.
 fn bulk_insert_random_1m(c: &mut Criterion) {
-    let mut rng = SplitMix(0x5EED_0003);
+    let mut rng = Rng::new(0x5EED_0003);
     let keys: Vec<[u8; BULK_KEY_LEN]> = (0..BULK_KEY_COUNT)
         .map(|_| {
             let mut key = [0u8; BULK_KEY_LEN];
-            key[..8].copy_from_slice(&rng.next().to_be_bytes());
-            key[8..].copy_from_slice(&rng.next().to_be_bytes());
+            key[..8].copy_from_slice(&rng.next_u64().to_be_bytes());
+            key[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
             key
         })
         .collect();

@@ -361,7 +361,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the next entry.
-    #[allow(clippy::should_implement_trait)] // fallible, and a Cursor also moves backwards
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "fallible, and a Cursor also moves backwards"
+    )]
     pub fn next(&mut self) -> Result<Option<Entry<'a>>> {
         if self.scan_direction != Some(Ordering::Greater) {
             self.turn(Some(Ordering::Greater));

@@ -59,6 +59,15 @@ pub fn check_exists(path: &Path) -> Result<()> {
     }
 }
 
+/// Whether `a` and `b` name the same existing file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Turns an open error into one line that names the file and says what to do about a lock.
 pub fn open_error(path: &Path, error: rbolt::Error, lock: &LockArgs) -> anyhow::Error {
     match error {

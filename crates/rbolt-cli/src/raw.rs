@@ -2,22 +2,25 @@
 //! as they are (valid or not), and pages read at `pgid × page_size`.
 //!
 //! `page`, `page-item`, `dump` and `surgery` read files through this module so that they work
-//! on files the database refuses to open. Nothing here trusts the file: every length is checked
-//! against the file's size before anything is allocated or read.
+//! on files the database refuses to open. The file is opened through the facade's storage
+//! layer ([`FileStorage`], read-only, under a shared lock), so these commands take the same
+//! lock as a read-only database and never read a file mid-commit. Nothing here trusts the
+//! file: every length is checked against the file's size before anything is allocated or read.
 
 use anyhow::{Context, Result, anyhow, bail};
+use rbolt::storage::{FileOptions, FileStorage, OpenError, Storage};
 use rbolt_page::{
     Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid, Reason,
     find_meta1, read_meta,
 };
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use crate::open::LockArgs;
 
 /// A database file opened for raw reading.
 #[derive(Debug)]
 pub struct RawFile {
-    file: File,
+    file: FileStorage,
     path: PathBuf,
     len: u64,
     page_size: usize,
@@ -37,13 +40,13 @@ impl RawFile {
     /// size at which a valid meta 1 is found (probing 512 bytes to 16 MiB, as the database does
     /// when it opens a file), else meta 0's when at least its magic is right (as bbolt's tools
     /// do).
-    pub fn open(path: &Path) -> Result<RawFile> {
-        crate::open::check_exists(path)?;
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    ///
+    /// The file is locked shared for as long as the `RawFile` lives, waiting as `lock` says.
+    pub fn open(path: &Path, lock: &LockArgs) -> Result<RawFile> {
+        let file = open_shared(path, lock)?;
         let len = file
-            .metadata()
-            .with_context(|| format!("cannot read the size of {}", path.display()))?
-            .len();
+            .len()
+            .with_context(|| format!("cannot read the size of {}", path.display()))?;
         let mut raw = RawFile {
             file,
             path: path.to_owned(),
@@ -221,6 +224,25 @@ impl RawFile {
             None => self.file_pages(),
         })
     }
+}
+
+/// Opens `path` read-only through the facade's storage, under a shared lock taken as `lock`
+/// says; a lock that times out is reported as opening a database would report it.
+pub fn open_shared(path: &Path, lock: &LockArgs) -> Result<FileStorage> {
+    crate::open::check_exists(path)?;
+    let options = FileOptions::new()
+        .read_only(true)
+        .lock_timeout(lock.lock_timeout());
+    FileStorage::open(path, options).map_err(|error| match error {
+        OpenError::LockTimeout { path, .. } => crate::open::open_error(
+            &path,
+            rbolt::Error::Timeout {
+                path: Some(path.clone()),
+            },
+            lock,
+        ),
+        error => anyhow!(error),
+    })
 }
 
 /// Pages in memory (a mapped snapshot), below a high-water mark.

@@ -6,7 +6,9 @@
 //! This crate is a dev-dependency only (and a dependency of the reliability suites). It reads
 //! nothing outside the repository.
 
-pub mod rng;
+/// The seeded generator; it lives in `rbolt-testkit`, which has no dependencies, so that
+/// the benchmark harnesses can share it without this crate's.
+pub use rbolt_testkit::rng;
 
 use flate2::read::GzDecoder;
 pub use rbolt_manifest::hex;

@@ -9,6 +9,7 @@ use criterion::measurement::WallTime;
 use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main,
 };
+use rbolt_fixtures::rng::Rng;
 use rbolt_freelist::{AnyFreelist, Freelist, FreelistKind};
 use rbolt_page::{Pgid, Txid};
 use std::hint::black_box;
@@ -32,26 +33,13 @@ const PENDING_RATIO: usize = 400;
 /// that the freelist stays in its measured shape, many enough that reading the clock is noise.
 const ALLOCS_PER_ROLLBACK: u64 = 64;
 
-/// SplitMix64: deterministic pseudo-random numbers without a dependency.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// `n` sorted random ids below 2^63 (bbolt's `randomPgids`) and `n / 400` more, distinct from
 /// them, to make pending.
 fn random_ids(n: usize) -> (Vec<Pgid>, Vec<Pgid>) {
-    let mut rng = SplitMix(n as u64);
+    let mut rng = Rng::new(n as u64);
     let n_pending = n / PENDING_RATIO;
     let mut all: Vec<Pgid> = (0..n + n_pending)
-        .map(|_| Pgid(2 + (rng.next() >> 1)))
+        .map(|_| Pgid(2 + (rng.next_u64() >> 1)))
         .collect();
     let pending = all.split_off(n);
     all.sort_unstable();
@@ -71,12 +59,12 @@ fn random_ids(n: usize) -> (Vec<Pgid>, Vec<Pgid>) {
 /// have geometric lengths (one in eight runs is 4 long or more); one id in 400 is pending
 /// under one of 10 transactions.
 fn fragmented(kind: FreelistKind, n: usize) -> AnyFreelist {
-    let mut rng = SplitMix(7);
+    let mut rng = Rng::new(7);
     let mut free = Vec::with_capacity(n);
     let mut pending = Vec::with_capacity(n / PENDING_RATIO + 1);
     let mut id = 2;
     while free.len() + pending.len() < n {
-        let bits = rng.next();
+        let bits = rng.next_u64();
         for bit in 0..64 {
             let taken = free.len() + pending.len();
             if taken < n && bits >> bit & 1 == 1 {

@@ -16,27 +16,23 @@ pub trait KeySource {
     fn key_at(&self, index: usize) -> Result<&[u8]>;
 }
 
-impl KeySource for LeafPage<'_> {
-    #[inline]
-    fn key_count(&self) -> usize {
-        self.len()
-    }
-    #[inline]
-    fn key_at(&self, index: usize) -> Result<&[u8]> {
-        self.key(index)
-    }
+/// Leaf and branch pages list their keys alike: `len()` of them, each read by `key(index)`.
+macro_rules! key_source_of_page {
+    ($($page:ident),*) => {$(
+        impl KeySource for $page<'_> {
+            #[inline]
+            fn key_count(&self) -> usize {
+                self.len()
+            }
+            #[inline]
+            fn key_at(&self, index: usize) -> Result<&[u8]> {
+                self.key(index)
+            }
+        }
+    )*};
 }
 
-impl KeySource for BranchPage<'_> {
-    #[inline]
-    fn key_count(&self) -> usize {
-        self.len()
-    }
-    #[inline]
-    fn key_at(&self, index: usize) -> Result<&[u8]> {
-        self.key(index)
-    }
-}
+key_source_of_page!(LeafPage, BranchPage);
 
 impl<T: AsRef<[u8]>> KeySource for [T] {
     #[inline]

@@ -154,7 +154,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Reads the last applied id and the membership from [`SM_META_BUCKET`] of `tx`.
-#[allow(clippy::type_complexity)] // the pair is openraft's `applied_state`
 fn read_sm_meta<C: RaftTypeConfig>(
     tx: &ReadTx<'_>,
 ) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>)> {
@@ -450,7 +449,6 @@ impl<C: RaftTypeConfig, M> StateMachine<C, M> {
     }
 
     /// The last applied log id and the last membership, as committed.
-    #[allow(clippy::type_complexity)] // the pair is openraft's `applied_state`
     pub fn applied(&self) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>)> {
         let db = self.db();
         let tx = db.begin_read()?;

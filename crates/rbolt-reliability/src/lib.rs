@@ -15,7 +15,6 @@
 //! It uses rbolt only through its public API and must never change it: a bug found here is
 //! shown by a failing test and fixed by the facade's owner.
 
-pub mod alloc_track;
 #[doc(hidden)]
 pub mod child;
 pub mod failpoints;

@@ -17,47 +17,13 @@
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rbolt::{Db, Options};
-use std::alloc::{GlobalAlloc, Layout, System};
+use rbolt_testkit::alloc::{CountingAlloc, start_counting, stop_counting};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-struct Counting;
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static COUNTING: AtomicBool = AtomicBool::new(false);
-
-// SAFETY: forwards every call to the system allocator unchanged; counting only touches
-// atomics, which do not allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `alloc_zeroed`'s contract, which we pass on.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller upholds `dealloc`'s contract, which we pass on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `realloc`'s contract, which we pass on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Counts the allocations of `Get1M` and `Tx100RandomPuts` (every thread's).
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Deterministic 16-byte keys.
 fn keys(n: usize, seed: u64) -> Vec<[u8; 16]> {
@@ -168,13 +134,11 @@ fn get(c: &mut Criterion) {
     let bucket = tx.bucket(b"bench").unwrap().unwrap();
 
     // Allocations per lookup, once the transaction is open.
-    ALLOCATIONS.store(0, Ordering::Relaxed);
-    COUNTING.store(true, Ordering::Relaxed);
+    start_counting();
     for key in keys.iter().take(100_000) {
         black_box(bucket.get(key).unwrap());
     }
-    COUNTING.store(false, Ordering::Relaxed);
-    let per_get = ALLOCATIONS.load(Ordering::Relaxed) as f64 / 100_000.0;
+    let per_get = stop_counting() as f64 / 100_000.0;
     eprintln!("allocs/op Get1M: {per_get:.3}");
     assert_eq!(per_get, 0.0, "a lookup allocated");
 
@@ -285,13 +249,11 @@ fn tx_puts(c: &mut Criterion) {
     for _ in 0..10 {
         one_tx(&db);
     }
-    ALLOCATIONS.store(0, Ordering::Relaxed);
-    COUNTING.store(true, Ordering::Relaxed);
+    start_counting();
     for _ in 0..COUNTED_TXS {
         one_tx(&db);
     }
-    COUNTING.store(false, Ordering::Relaxed);
-    let per_put = ALLOCATIONS.load(Ordering::Relaxed) as f64 / (COUNTED_TXS * PUTS_PER_TX) as f64;
+    let per_put = stop_counting() as f64 / (COUNTED_TXS * PUTS_PER_TX) as f64;
     eprintln!("allocs/op Tx100RandomPuts (per put, commit included): {per_put:.3}");
 
     let mut group = c.benchmark_group("put");

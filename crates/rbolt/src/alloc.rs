@@ -92,7 +92,10 @@ pub(crate) struct TxAlloc {
 }
 
 impl TxAlloc {
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the state one transaction's page allocator starts from, each part distinct"
+    )]
     pub(crate) fn new(
         txid: Txid,
         page_size: usize,

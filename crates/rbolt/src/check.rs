@@ -97,21 +97,31 @@ struct Checker<'a> {
     errors: Vec<CheckError>,
 }
 
+impl<'a> Checker<'a> {
+    /// A checker of the snapshot of `meta`, with the metas marked reachable and the freelist
+    /// (if the file keeps one) loaded.
+    fn new(pages: Pages<'a>, meta: &Meta) -> Checker<'a> {
+        let high_water = meta.high_water();
+        let mut checker = Checker {
+            pages,
+            high_water,
+            reachable: PageSet::new(high_water),
+            freed: None,
+            errors: Vec::new(),
+        };
+        checker.reachable.insert(0);
+        checker.reachable.insert(1);
+        if meta.has_freelist() {
+            checker.load_freelist(meta.freelist_pgid());
+        }
+        checker
+    }
+}
+
 /// Checks the snapshot of `meta` read through `pages`.
 pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
     let high_water = meta.high_water();
-    let mut checker = Checker {
-        pages,
-        high_water,
-        reachable: PageSet::new(high_water),
-        freed: None,
-        errors: Vec::new(),
-    };
-    checker.reachable.insert(0);
-    checker.reachable.insert(1);
-    if meta.has_freelist() {
-        checker.load_freelist(meta.freelist_pgid());
-    }
+    let mut checker = Checker::new(pages, meta);
     checker.tree(Pgid(0), meta.root_pgid(), None, None);
     if let Some(freed) = &checker.freed {
         for pgid in 2..high_water.0 {
@@ -129,19 +139,7 @@ pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
 /// `check` does, without the whole-file test for unreachable pages (bbolt's
 /// `check --from-page`).
 pub(crate) fn check_from(pages: Pages<'_>, meta: &Meta, root: Pgid) -> Vec<CheckError> {
-    let high_water = meta.high_water();
-    let mut checker = Checker {
-        pages,
-        high_water,
-        reachable: PageSet::new(high_water),
-        freed: None,
-        errors: Vec::new(),
-    };
-    checker.reachable.insert(0);
-    checker.reachable.insert(1);
-    if meta.has_freelist() {
-        checker.load_freelist(meta.freelist_pgid());
-    }
+    let mut checker = Checker::new(pages, meta);
     checker.tree(Pgid(0), root, None, None);
     checker.errors
 }

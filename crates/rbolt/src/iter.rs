@@ -74,7 +74,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the next entry.
-    #[allow(clippy::should_implement_trait)] // fallible and bidirectional; see Iter
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "fallible and bidirectional; Iter is the Iterator"
+    )]
     pub fn next(&mut self) -> Moved<'a> {
         Ok(self.inner.next()?.map(entry_of))
     }
@@ -318,7 +321,10 @@ impl<'a> CursorMut<'a> {
     }
 
     /// Moves to the next entry (the entry after a deleted one, after `delete`).
-    #[allow(clippy::should_implement_trait)]
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "fallible and bidirectional; Iter is the Iterator"
+    )]
     pub fn next(&mut self) -> Moved<'_> {
         self.moved(true, |c, position| match position {
             Position::Unpositioned | Position::BeforeStart => c.first(),

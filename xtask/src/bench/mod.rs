@@ -13,43 +13,72 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
-const USAGE: &str = "\
-usage: cargo xtask bench [OPTIONS] [-- CRITERION_ARGS]
-
-Runs the criterion micro benchmarks, then rbolt against its peers, and writes
-target/bench-report/summary.md and target/bench-report/*.svg.
-
-options:
-  --quick                 smoke run: N = 100,000, 1 s read-write phase, micro benchmarks
-                          skipped unless `--only micro` (under 2 minutes once built)
-  --n N                   keys per workload (default 1,000,000)
-  --engines A,B,...       engines to compare (default: all; rbolt is always run)
-                          known: rbolt, lmdb, redb, sled, jammdb, bbolt-rs
-  --only micro|compare    run one half only
-  --rw-secs SECS          length of the read-write phase (default 5, --quick 1)
-  --repeat R              run every engine R times, taking turns (default 1); the report
-                          shows each cell's median and its min-max, ratios of medians
-  --timeout SECS          give up on an engine run after this long (default 1200, --quick 300)
-  --replot                rewrite summary.md and the charts from the last run's compare.json
-                          and criterion's latest results; run nothing
-  --save-baseline NAME    passed to criterion: save the micro results as NAME
-  --baseline NAME         passed to criterion: compare the micro results with NAME
-  -h, --help              this text";
-
 /// Every engine the comparison crate knows, rbolt first; the others are cargo features of
 /// `benches/compare`, all on by default.
 pub const ENGINES: &[&str] = &["rbolt", "lmdb", "redb", "sled", "jammdb", "bbolt-rs"];
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// Which half of the suite to run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum Only {
+    #[value(skip)]
     Both,
+    /// The criterion micro benchmarks.
     Micro,
+    /// rbolt against its peers.
     Compare,
+}
+
+/// `cargo xtask bench`, as typed.
+#[derive(Debug, clap::Args)]
+#[command(override_usage = "cargo xtask bench [OPTIONS] [-- CRITERION_ARGS]")]
+pub struct BenchArgs {
+    /// Smoke run: N = 100,000, 1 s read-write phase, micro benchmarks skipped unless
+    /// `--only micro` (under 2 minutes once built).
+    #[arg(long)]
+    quick: bool,
+    /// Keys per workload (default 1,000,000; `_` and `,` may group digits).
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    n: Option<usize>,
+    /// Engines to compare (default: all; rbolt is always run). Known: rbolt, lmdb, redb,
+    /// sled, jammdb, bbolt-rs.
+    #[arg(long, value_name = "A,B,...")]
+    engines: Option<String>,
+    /// Run one half only.
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+    /// Length of the read-write phase in seconds (default 5, --quick 1).
+    #[arg(long, value_name = "SECS")]
+    rw_secs: Option<f64>,
+    /// Run every engine R times, taking turns; the report shows each cell's median and its
+    /// min-max, ratios of medians.
+    #[arg(long, value_name = "R", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    repeat: u64,
+    /// Give up on an engine run after this many seconds (default 1200, --quick 300).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Rewrite summary.md and the charts from the last run's compare.json and criterion's
+    /// latest results; run nothing.
+    #[arg(long)]
+    replot: bool,
+    /// Passed to criterion: save the micro results as NAME.
+    #[arg(long, value_name = "NAME", conflicts_with = "baseline")]
+    save_baseline: Option<String>,
+    /// Passed to criterion: compare the micro results with NAME.
+    #[arg(long, value_name = "NAME")]
+    baseline: Option<String>,
+    /// Arguments for criterion, after `--`.
+    #[arg(last = true, value_name = "CRITERION_ARGS")]
+    criterion_extra: Vec<String>,
+}
+
+fn parse_count(text: &str) -> Result<usize, String> {
+    text.replace(['_', ','], "")
+        .parse()
+        .map_err(|e| format!("{text:?}: {e}"))
 }
 
 #[derive(Debug)]
 pub struct Args {
-    quick: bool,
     pub replot: bool,
     pub n: usize,
     pub engines: Vec<String>,
@@ -64,94 +93,83 @@ pub struct Args {
     pub command: String,
 }
 
-fn parse(raw: &[String]) -> Result<Option<Args>> {
-    let mut args = Args {
-        quick: false,
-        replot: false,
-        n: 0,
-        engines: ENGINES.iter().map(|e| e.to_string()).collect(),
-        only: Only::Both,
-        rw_secs: 0.0,
-        repeat: 1,
-        timeout: Duration::ZERO,
-        baseline: None,
-        criterion_extra: Vec::new(),
-        command: std::iter::once("cargo xtask bench".to_string())
-            .chain(raw.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(" "),
-    };
-    let mut only_given = false;
-    let mut iter = raw.iter();
-    while let Some(arg) = iter.next() {
-        let mut value = || {
-            iter.next()
-                .cloned()
-                .with_context(|| format!("{arg} needs a value\n{USAGE}"))
-        };
-        match arg.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(None);
+impl BenchArgs {
+    /// The settings these flags ask for, with the defaults that depend on `--quick` filled
+    /// in; `command` is the command line as typed, for the report.
+    fn resolve(self, command: String) -> Result<Args> {
+        let mut engines = vec!["rbolt".to_string()];
+        let list = self.engines.as_deref();
+        for engine in list
+            .unwrap_or(&ENGINES.join(","))
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            if !ENGINES.contains(&engine) {
+                bail!("unknown engine {engine}; known: {}", ENGINES.join(", "));
             }
-            "--quick" => args.quick = true,
-            "--replot" => args.replot = true,
-            "--n" => args.n = value()?.replace(['_', ','], "").parse().context("--n")?,
-            "--engines" => {
-                let list = value()?;
-                let mut engines = vec!["rbolt".to_string()];
-                for engine in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-                    if !ENGINES.contains(&engine) {
-                        bail!("unknown engine {engine}; known: {}", ENGINES.join(", "));
-                    }
-                    if !engines.iter().any(|e| e == engine) {
-                        engines.push(engine.to_string());
-                    }
-                }
-                args.engines = engines;
+            if !engines.iter().any(|e| e == engine) {
+                engines.push(engine.to_string());
             }
-            "--only" => {
-                only_given = true;
-                args.only = match value()?.as_str() {
-                    "micro" => Only::Micro,
-                    "compare" => Only::Compare,
-                    other => bail!("--only takes micro or compare, not {other}"),
-                }
-            }
-            "--rw-secs" => args.rw_secs = value()?.parse().context("--rw-secs")?,
-            "--repeat" => {
-                args.repeat = value()?.parse().context("--repeat")?;
-                if args.repeat == 0 {
-                    bail!("--repeat must be at least 1");
-                }
-            }
-            "--timeout" => {
-                args.timeout = Duration::from_secs(value()?.parse().context("--timeout")?)
-            }
-            "--save-baseline" => args.baseline = Some(("--save-baseline".into(), value()?)),
-            "--baseline" => args.baseline = Some(("--baseline".into(), value()?)),
-            "--" => {
-                args.criterion_extra = iter.by_ref().cloned().collect();
-            }
-            other => bail!("unknown argument {other}\n{USAGE}"),
         }
+        let n = self
+            .n
+            .unwrap_or(if self.quick { 100_000 } else { 1_000_000 });
+        if n < 20_000 {
+            bail!("--n must be at least 20,000 (the delete phase commits 10,000 keys at a time)");
+        }
+        let only = match self.only {
+            Some(only) => only,
+            None if self.quick => Only::Compare,
+            None => Only::Both,
+        };
+        let baseline = match (self.save_baseline, self.baseline) {
+            (Some(name), _) => Some(("--save-baseline".to_string(), name)),
+            (None, Some(name)) => Some(("--baseline".to_string(), name)),
+            (None, None) => None,
+        };
+        Ok(Args {
+            replot: self.replot,
+            n,
+            engines,
+            only,
+            rw_secs: self
+                .rw_secs
+                .filter(|secs| *secs > 0.0)
+                .unwrap_or(if self.quick { 1.0 } else { 5.0 }),
+            repeat: self.repeat as usize,
+            timeout: Duration::from_secs(
+                self.timeout
+                    .filter(|secs| *secs > 0)
+                    .unwrap_or(if self.quick { 300 } else { 1200 }),
+            ),
+            baseline,
+            criterion_extra: self.criterion_extra,
+            command,
+        })
     }
-    if args.n == 0 {
-        args.n = if args.quick { 100_000 } else { 1_000_000 };
+}
+
+/// Parses `raw`, the arguments after `cargo xtask bench`: for the tests, and to learn what a
+/// stored report's command line asked for.
+fn parse(raw: &[String]) -> Result<Args> {
+    #[derive(clap::Parser)]
+    struct Line {
+        #[command(flatten)]
+        bench: BenchArgs,
     }
-    if args.n < 20_000 {
-        bail!("--n must be at least 20,000 (the delete phase commits 10,000 keys at a time)");
-    }
-    if args.rw_secs <= 0.0 {
-        args.rw_secs = if args.quick { 1.0 } else { 5.0 };
-    }
-    if args.timeout.is_zero() {
-        args.timeout = Duration::from_secs(if args.quick { 300 } else { 1200 });
-    }
-    if args.quick && !only_given {
-        args.only = Only::Compare;
-    }
-    Ok(Some(args))
+    let line = <Line as clap::Parser>::try_parse_from(
+        std::iter::once("cargo xtask bench").chain(raw.iter().map(String::as_str)),
+    )?;
+    line.bench.resolve(command_line(raw))
+}
+
+/// `cargo xtask bench` and `raw`, as one line.
+fn command_line(raw: &[String]) -> String {
+    std::iter::once("cargo xtask bench".to_string())
+        .chain(raw.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Where cargo puts things, from `cargo metadata` (so `CARGO_TARGET_DIR` and config count).
@@ -192,10 +210,9 @@ pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-pub fn main(raw: &[String]) -> Result<()> {
-    let Some(args) = parse(raw)? else {
-        return Ok(());
-    };
+/// Runs `cargo xtask bench` with `args`; `raw` is the arguments as typed, for the report.
+pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
+    let args = args.resolve(command_line(raw))?;
     let layout = layout()?;
     if args.replot {
         let compare = compare::load(&layout.report.join("compare.json"))?;
@@ -208,9 +225,7 @@ pub fn main(raw: &[String]) -> Result<()> {
                 .map(String::from)
                 .collect::<Vec<_>>(),
         )
-        .ok()
-        .flatten()
-        .is_some_and(|run| run.only == Only::Both);
+        .is_ok_and(|run| run.only == Only::Both);
         let micro = micro::latest(&layout).filter(|_| ran_micro);
         let args = Args {
             command: compare.command.clone(),
@@ -270,7 +285,7 @@ mod tests {
 
     fn check(raw: &[&str], expected: &str) {
         let raw: Vec<String> = raw.iter().map(|s| s.to_string()).collect();
-        let args = parse(&raw).unwrap().unwrap();
+        let args = parse(&raw).unwrap();
         let got = format!(
             "n={} engines={} only={:?} rw={} repeat={} timeout={} baseline={:?} extra={:?}",
             args.n,

@@ -456,16 +456,10 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         group_thousands(compare.n),
         compare.rw_secs
     )?;
-    write!(md, "| workload | unit |")?;
-    for (name, _) in &engines {
-        write!(md, " {name} |")?;
-    }
-    writeln!(md, " rbolt / best peer |")?;
-    write!(md, "|---|---|")?;
-    for _ in &engines {
-        write!(md, "---:|")?;
-    }
-    writeln!(md, "---|")?;
+    let mut header = vec![("workload", Align::Left), ("unit", Align::Left)];
+    header.extend(engines.iter().map(|(name, _)| (*name, Align::Right)));
+    header.push(("rbolt / best peer", Align::Left));
+    let mut rows = Vec::new();
     for metric in METRICS {
         let stats: Vec<Option<Stat>> = engines
             .iter()
@@ -473,7 +467,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
             .collect();
         let values: Vec<Option<f64>> = stats.iter().map(|s| s.map(|s| s.median)).collect();
         let best_value = best(metric, &values).filter(|_| metric.comparable);
-        write!(md, "| {} | {} |", metric.label, metric.unit)?;
+        let mut row = vec![metric.label.to_owned(), metric.unit.to_owned()];
         for ((_, lines), (stat, value)) in engines.iter().zip(stats.iter().zip(&values)) {
             let mut cell = stat.as_ref().map_or("—".into(), format_stat);
             if metric.unit == "allocs"
@@ -485,7 +479,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
             if value.is_some() && *value == best_value && engines.len() > 1 {
                 cell = format!("**{cell}**");
             }
-            write!(md, " {cell} |")?;
+            row.push(cell);
         }
         let rbolt = engines
             .iter()
@@ -503,8 +497,10 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         } else {
             "—".into()
         };
-        writeln!(md, " {ratio} |")?;
+        row.push(ratio);
+        rows.push(row);
     }
+    table(md, &header, &rows)?;
     let baseline_mib = engines
         .iter()
         .flat_map(|(_, lines)| lines.iter())
@@ -526,27 +522,22 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         md,
         "\n### File size after each phase (MiB, as `ls -l` shows; medians)\n"
     )?;
-    write!(md, "| after | ")?;
-    for (name, _) in &engines {
-        write!(md, "{name} | ")?;
-    }
-    writeln!(md)?;
-    write!(md, "|---|")?;
-    for _ in &engines {
-        write!(md, "---:|")?;
-    }
-    writeln!(md)?;
-    for (phase_name, label) in SIZE_PHASES {
-        write!(md, "| {label} |")?;
-        for (_, lines) in &engines {
-            let sizes = lines
-                .iter()
-                .filter_map(|v| mib(phase(v, phase_name, "file_bytes")));
-            let cell = stat(sizes).map_or("—".into(), |s| format_value(s.median));
-            write!(md, " {cell} |")?;
-        }
-        writeln!(md)?;
-    }
+    let mut header = vec![("after", Align::Left)];
+    header.extend(engines.iter().map(|(name, _)| (*name, Align::Right)));
+    let rows: Vec<Vec<String>> = SIZE_PHASES
+        .iter()
+        .map(|(phase_name, label)| {
+            let mut row = vec![label.to_string()];
+            for (_, lines) in &engines {
+                let sizes = lines
+                    .iter()
+                    .filter_map(|v| mib(phase(v, phase_name, "file_bytes")));
+                row.push(stat(sizes).map_or("—".into(), |s| format_value(s.median)));
+            }
+            row
+        })
+        .collect();
+    table(md, &header, &rows)?;
 
     writeln!(md, "\n### Charts\n")?;
     for (family, title) in FAMILIES {
@@ -554,29 +545,35 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     }
 
     writeln!(md, "\n### What each engine used\n")?;
-    writeln!(
-        md,
-        "| engine | version | durable commit | durability off, (e) and (g) | sorted load (a2) |"
-    )?;
-    writeln!(md, "|---|---|---|---|---|")?;
-    for run in &compare.runs {
-        let notes = run.ok().first().map(|v| &v["notes"]);
-        let note = |key: &str| {
-            notes
-                .and_then(|n| n[key].as_str())
-                .unwrap_or("—")
-                .replace('|', "\\|")
-        };
-        writeln!(
-            md,
-            "| {} | {} | {} | {} | {} |",
-            run.name,
-            run.version,
-            note("durable"),
-            note("sync_off"),
-            note("sorted_load")
-        )?;
-    }
+    let header = [
+        "engine",
+        "version",
+        "durable commit",
+        "durability off, (e) and (g)",
+        "sorted load (a2)",
+    ]
+    .map(|title| (title, Align::Left));
+    let rows: Vec<Vec<String>> = compare
+        .runs
+        .iter()
+        .map(|run| {
+            let notes = run.ok().first().map(|v| &v["notes"]);
+            let note = |key: &str| {
+                notes
+                    .and_then(|n| n[key].as_str())
+                    .unwrap_or("—")
+                    .to_owned()
+            };
+            vec![
+                run.name.clone(),
+                run.version.clone(),
+                note("durable"),
+                note("sync_off"),
+                note("sorted_load"),
+            ]
+        })
+        .collect();
+    table(md, &header, &rows)?;
     writeln!(
         md,
         "\nEvery engine: the same keys in the same order; one bucket/table/database; \
@@ -627,16 +624,15 @@ fn micro_section(md: &mut String, micro: &Micro) -> Result<()> {
         "Named after the bbolt benchmarks they mirror; full reports in `target/criterion/`.\n"
     )?;
     let with_change = micro.benches.iter().any(|b| b.change.is_some());
-    write!(md, "| benchmark | median | throughput |")?;
+    let mut header = vec![
+        ("benchmark", Align::Left),
+        ("median", Align::Right),
+        ("throughput", Align::Right),
+    ];
     if with_change {
-        write!(md, " change vs baseline |")?;
+        header.push(("change vs baseline", Align::Right));
     }
-    writeln!(md)?;
-    writeln!(
-        md,
-        "|---|---:|---:|{}",
-        if with_change { "---:|" } else { "" }
-    )?;
+    let mut rows = Vec::new();
     for bench in &micro.benches {
         let throughput = bench.throughput.map_or("—".into(), |(amount, unit)| {
             format!(
@@ -644,20 +640,17 @@ fn micro_section(md: &mut String, micro: &Micro) -> Result<()> {
                 format_value(amount / (bench.median_ns / 1e9))
             )
         });
-        write!(
-            md,
-            "| {} | {} | {throughput} |",
-            bench.id,
-            format_ns(bench.median_ns)
-        )?;
+        let mut row = vec![bench.id.clone(), format_ns(bench.median_ns), throughput];
         if with_change {
-            let change = bench
-                .change
-                .map_or("—".into(), |c| format!("{:+.1}%", c * 100.0));
-            write!(md, " {change} |")?;
+            row.push(
+                bench
+                    .change
+                    .map_or("—".into(), |c| format!("{:+.1}%", c * 100.0)),
+            );
         }
-        writeln!(md)?;
+        rows.push(row);
     }
+    table(md, &header, &rows)?;
     if !micro.allocs.is_empty() {
         writeln!(
             md,
@@ -684,27 +677,43 @@ pub fn group_thousands(n: usize) -> String {
     out
 }
 
-/// The current UTC time as `YYYY-MM-DD HH:MM UTC`, without a date crate.
+/// The current UTC time as `YYYY-MM-DD HH:MM UTC`.
 fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60
-    )
+    chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// How a column's cells line up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// Writes a markdown table: the header row, the alignment row, then one line a row. A `|` in
+/// a cell is escaped, so no text can break the table.
+fn table(md: &mut String, header: &[(&str, Align)], rows: &[Vec<String>]) -> std::fmt::Result {
+    let line = |md: &mut String, cells: &mut dyn Iterator<Item = String>| {
+        md.push('|');
+        for cell in cells {
+            write!(md, " {} |", cell.replace('|', "\\|"))?;
+        }
+        md.push('\n');
+        Ok(())
+    };
+    line(md, &mut header.iter().map(|(title, _)| title.to_string()))?;
+    md.push('|');
+    for (_, align) in header {
+        md.push_str(match align {
+            Align::Left => "---|",
+            Align::Right => "---:|",
+        });
+    }
+    md.push('\n');
+    for row in rows {
+        debug_assert_eq!(row.len(), header.len(), "a row has one cell a column");
+        line(md, &mut row.iter().cloned())?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -755,6 +764,21 @@ mod tests {
         assert_eq!(
             format_stat(&stat([1.2, 1.5, 1.9]).unwrap()),
             "1.50 (1.20–1.90)"
+        );
+    }
+
+    #[test]
+    fn tables() {
+        let mut md = String::new();
+        table(
+            &mut md,
+            &[("name", Align::Left), ("value", Align::Right)],
+            &[vec!["a".into(), "1".into()], vec!["b|c".into(), "—".into()]],
+        )
+        .unwrap();
+        assert_eq!(
+            md,
+            "| name | value |\n|---|---:|\n| a | 1 |\n| b\\|c | — |\n"
         );
     }
 

@@ -352,13 +352,10 @@ fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
     let mut store = MemStore::new(4096, false);
     let mut arena = Arena::new();
     let mut tree = Tree::new();
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = rbolt_fixtures::rng::Rng::new(1);
     let mut model = BTreeSet::new();
     for _ in 0..200_000 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let key = state.to_be_bytes();
+        let key = rng.next_u64().to_be_bytes();
         tree.put(store.pages(), &mut arena, &key, &[1; 24], 0)
             .unwrap();
         model.insert(key.to_vec());
@@ -382,13 +379,8 @@ fn load_fill(count: usize, per_tx: usize, fill_percent: Option<f64>, sorted: boo
     let mut store = MemStore::new(PAGE, true);
     let mut arena = Arena::new();
     let mut root = None;
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = rbolt_fixtures::rng::Rng::new(1);
+    let mut next = || rng.next_u64();
     let mut keys: Vec<[u8; 16]> = (0..count)
         .map(|_| {
             let mut key = [0u8; 16];

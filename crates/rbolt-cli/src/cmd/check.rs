@@ -49,7 +49,7 @@ pub fn check(args: &CheckArgs) -> Result<()> {
         }
         other => other.map_err(|error| open_error(&args.file.path, error, &args.file.lock)),
     };
-    match RawFile::open(&args.file.path) {
+    match RawFile::open(&args.file.path, &args.file.lock) {
         Ok(raw) => {
             for slot in raw.metas()? {
                 if let Err(corruption) = slot.valid {

@@ -3,7 +3,7 @@
 //! open.
 
 use crate::format::{Format, go_quote, hex, is_printable};
-use crate::open::{FileArgs, open_read};
+use crate::open::{FileArgs, LockArgs, open_read};
 use crate::raw::{RawFile, RawPages};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
@@ -115,6 +115,8 @@ pub fn pages(args: &PagesArgs) -> Result<()> {
 pub struct PageArgs {
     /// The database file (read raw: it need not open as a database).
     pub path: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// The pages to print.
     #[arg(value_name = "PGID", conflicts_with = "all")]
     pub pgids: Vec<u64>,
@@ -132,7 +134,7 @@ pub struct PageArgs {
 /// `rbolt page PATH PGID... | --all`: each page's header and elements, as bbolt prints them.
 /// A page that cannot be printed says so and the others follow; the exit status is then 1.
 pub fn page(args: &PageArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let width = if args.wide {
         None
     } else {
@@ -281,6 +283,8 @@ fn show_key(key: &[u8]) -> String {
 pub struct PageItemArgs {
     /// The database file (read raw: it need not open as a database).
     pub path: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// The leaf page.
     pub pgid: u64,
     /// The element's index in the page, from 0.
@@ -298,7 +302,7 @@ pub struct PageItemArgs {
 
 /// `rbolt page-item PATH PGID ITEM`: the key, then the value, of one leaf element.
 pub fn page_item(args: &PageItemArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let (header, bytes) = raw.read_page(args.pgid)?;
     if args.item >= u64::from(header.count) {
         bail!(
@@ -332,6 +336,8 @@ pub fn page_item(args: &PageItemArgs) -> Result<()> {
 pub struct DumpArgs {
     /// The database file (read raw: it need not open as a database).
     pub path: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// The pages to dump (the first page of each; overflow pages are pages too).
     #[arg(required = true, value_name = "PGID")]
     pub pgids: Vec<u64>,
@@ -341,7 +347,7 @@ pub struct DumpArgs {
 /// runs of equal lines folded into `*`, as bbolt prints it.
 pub fn dump(args: &DumpArgs) -> Result<()> {
     const LINE_BYTES: usize = 16;
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let page_size = raw.page_size();
     let mut w = crate::out::stdout();
     for (i, &pgid) in args.pgids.iter().enumerate() {

@@ -3,21 +3,20 @@
 //! `--output`, and renames it into place only when everything succeeded: the source is never
 //! written, and a failed repair leaves no half-made output behind.
 
-use crate::open::{LockArgs, check_exists};
+use crate::open::LockArgs;
 use crate::progress::Unit;
 use crate::raw::RawFile;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
+use rbolt::storage::{FileOptions, FileStorage, Storage};
 use rbolt::{Db, Options};
 use rbolt_page::{
     BranchBuilder, LeafBuilder, META_PAGE_LEN, Meta, PageHeader, PageKind, PageRef, Pgid,
     branch_page_size, leaf_page_size, pages_for,
 };
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// The surgery commands.
 #[derive(Debug, Subcommand)]
@@ -112,6 +111,8 @@ pub struct ClearPageElementsArgs {
 pub struct ValidateArgs {
     /// The database file.
     pub path: PathBuf,
+    #[command(flatten)]
+    pub lock: LockArgs,
 }
 
 /// Arguments of `surgery meta update`.
@@ -163,27 +164,26 @@ pub fn run(command: SurgeryCommand) -> Result<()> {
 }
 
 /// A copy of the source being repaired: a temporary file beside the output, renamed over it
-/// by `finish`, removed if dropped before.
+/// by `finish`, removed if dropped before. Both files are opened through the facade's storage
+/// layer; only the rename and the removal of the temporary file use `std::fs`.
 struct Output {
-    file: File,
+    /// The temporary file, locked exclusively; `None` once released for a database to open.
+    storage: Option<FileStorage>,
     temp: PathBuf,
     output: PathBuf,
     done: bool,
 }
 
+/// How much of the source one step of the copy reads and writes.
+const COPY_CHUNK_LEN: usize = 1 << 20;
+
 impl Output {
     /// Copies `args.path` (under a shared lock) into a temporary file beside `args.output`.
     fn copy_of(args: &BaseArgs) -> Result<Output> {
-        check_exists(&args.path)?;
-        let mut source = File::open(&args.path)
-            .with_context(|| format!("cannot open {}", args.path.display()))?;
-        if let Ok(out) = std::fs::metadata(&args.output) {
-            let src = source.metadata()?;
-            if out.dev() == src.dev() && out.ino() == src.ino() {
-                bail!("--output names the source file; surgery never modifies the source");
-            }
+        let source = crate::raw::open_shared(&args.path, &args.lock)?;
+        if crate::open::same_file(&args.path, &args.output) {
+            bail!("--output names the source file; surgery never modifies the source");
         }
-        lock_shared(&source, &args.path, &args.lock)?;
         let name = args
             .output
             .file_name()
@@ -192,33 +192,35 @@ impl Output {
         temp_name.push(name);
         temp_name.push(format!(".rbolt-tmp-{}", std::process::id()));
         let temp = args.output.with_file_name(temp_name);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .with_context(|| format!("cannot create {}", temp.display()))?;
-        let mut output = Output {
-            file,
+        let storage =
+            FileStorage::open(&temp, FileOptions::new().lock_timeout(Some(Duration::ZERO)))
+                .with_context(|| format!("cannot create {}", temp.display()))?;
+        let output = Output {
+            storage: Some(storage),
             temp,
             output: args.output.clone(),
             done: false,
         };
-        let len = source.metadata()?.len();
+        // The name carries this process's id, so a file already there is a leftover of an
+        // earlier run of this very process id: start it afresh.
+        output
+            .storage()?
+            .clear()
+            .with_context(|| format!("cannot truncate {}", output.temp.display()))?;
+        let len = source
+            .len()
+            .with_context(|| format!("cannot read the size of {}", args.path.display()))?;
         let mut counter =
             crate::progress::Counter::new(crate::progress::bar(len, Unit::Bytes, "copying", false));
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = source
-                .read(&mut buf)
+        let mut buf = vec![0u8; COPY_CHUNK_LEN];
+        let mut offset = 0;
+        while offset < len {
+            let n = (len - offset).min(COPY_CHUNK_LEN as u64) as usize;
+            source
+                .read_exact_at(&mut buf[..n], offset)
                 .with_context(|| format!("cannot read {}", args.path.display()))?;
-            if n == 0 {
-                break;
-            }
-            output
-                .file
-                .write_all(&buf[..n])
-                .with_context(|| format!("cannot write {}", output.temp.display()))?;
+            output.write_at(&buf[..n], offset)?;
+            offset += n as u64;
             counter.add(n as u64);
         }
         counter.finish();
@@ -227,17 +229,39 @@ impl Output {
         Ok(output)
     }
 
+    fn storage(&self) -> Result<&FileStorage> {
+        self.storage
+            .as_ref()
+            .ok_or_else(|| anyhow!("{} was released", self.temp.display()))
+    }
+
+    /// Gives up the lock on the copy, so that a database can open it in this process.
+    fn release(&mut self) {
+        self.storage = None;
+    }
+
     fn write_at(&self, bytes: &[u8], offset: u64) -> Result<()> {
-        self.file
+        self.storage()?
             .write_all_at(bytes, offset)
             .with_context(|| format!("cannot write {}", self.temp.display()))
     }
 
     /// Makes the copy durable and puts it at `--output`.
     fn finish(mut self) -> Result<()> {
-        self.file
+        let storage = match self.storage.take() {
+            Some(storage) => storage,
+            None => FileStorage::open(
+                &self.temp,
+                FileOptions::new()
+                    .create(false)
+                    .lock_timeout(Some(Duration::ZERO)),
+            )
+            .with_context(|| format!("cannot open {}", self.temp.display()))?,
+        };
+        storage
             .sync_all()
             .with_context(|| format!("cannot sync {}", self.temp.display()))?;
+        // The one raw file-system call left: an atomic rename has no storage-layer form.
         std::fs::rename(&self.temp, &self.output).with_context(|| {
             format!(
                 "cannot move {} to {}",
@@ -246,6 +270,9 @@ impl Output {
             )
         })?;
         self.done = true;
+        drop(storage);
+        rbolt::storage::sync_parent_dir(&self.output)
+            .with_context(|| format!("cannot sync the folder of {}", self.output.display()))?;
         Ok(())
     }
 }
@@ -254,35 +281,6 @@ impl Drop for Output {
     fn drop(&mut self) {
         if !self.done {
             let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
-
-/// Takes a shared lock on `file`, waiting as `lock` says, so that no writer changes the source
-/// while it is copied.
-fn lock_shared(file: &File, path: &Path, lock: &LockArgs) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        match file.try_lock_shared() {
-            Ok(()) => return Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) => {
-                if lock
-                    .lock_timeout()
-                    .is_some_and(|limit| started.elapsed() >= limit)
-                {
-                    return Err(crate::open::open_error(
-                        path,
-                        rbolt::Error::Timeout {
-                            path: Some(path.to_owned()),
-                        },
-                        lock,
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(anyhow!(e).context(format!("cannot lock {}", path.display())));
-            }
         }
     }
 }
@@ -332,7 +330,7 @@ fn abandon_hint(w: &mut impl Write) -> std::io::Result<()> {
 /// `surgery revert-meta-page`: copies the older meta over the newer one (by txid, as bbolt
 /// decides), so the file opens at the transaction before the last.
 fn revert_meta_page(args: &BaseArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let metas = raw.metas()?;
     let (Some(meta0), Some(meta1)) = (metas[0].meta, metas[1].meta) else {
         bail!("the file is too short to hold both meta pages");
@@ -368,7 +366,7 @@ fn copy_page(args: &CopyPageArgs) -> Result<()> {
             args.from_page
         );
     }
-    let raw = RawFile::open(&args.base.path)?;
+    let raw = RawFile::open(&args.base.path, &args.base.lock)?;
     let (mut header, mut page) = raw.read_page(args.from_page)?;
     let last = args.to_page.checked_add(u64::from(header.overflow));
     if last.is_none_or(|last| last >= raw.file_pages()) {
@@ -403,7 +401,7 @@ fn clear_page_elements(args: &ClearPageElementsArgs, whole_page: bool) -> Result
     if args.page_id < 2 {
         bail!("the pageId must be at least 2, but got {}", args.page_id);
     }
-    let raw = RawFile::open(&args.base.path)?;
+    let raw = RawFile::open(&args.base.path, &args.base.lock)?;
     let (header, bytes) = raw.read_page(args.page_id)?;
     let page = PageRef::new(&bytes, Pgid(args.page_id))?;
     let kind = header.kind();
@@ -519,7 +517,7 @@ fn rebuild_page(
 /// scanning. A meta that is already invalid is left alone: recomputing its checksum would
 /// make a torn meta look valid.
 fn freelist_abandon(args: &BaseArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let metas = raw.metas()?;
     let output = Output::copy_of(args)?;
     let mut w = std::io::stdout().lock();
@@ -564,13 +562,15 @@ fn freelist_abandon(args: &BaseArgs) -> Result<()> {
 /// that writes one (it rewrites one bucket's root page unchanged, so that there is something
 /// to commit).
 fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     if freelist_persisted(&raw)? {
         bail!(
             "the file already has freelist, please consider to abandon the freelist to forcibly rebuild it"
         );
     }
-    let output = Output::copy_of(args)?;
+    let mut output = Output::copy_of(args)?;
+    // The database takes its own lock on the copy; within one process the two would conflict.
+    output.release();
     {
         let db = Db::open_with(&output.temp, Options::default())
             .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
@@ -593,10 +593,12 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
         tx.commit()?;
         db.close()?;
     }
-    let check = RawFile::open(&output.temp)?;
+    let check = RawFile::open(&output.temp, &args.lock)?;
     if !freelist_persisted(&check)? {
         bail!("the rebuilt copy still keeps no freelist");
     }
+    // `finish` opens the copy for writing, which a reader in this process would block.
+    drop(check);
     output.finish()?;
     println!("The freelist was successfully rebuilt.");
     Ok(())
@@ -604,7 +606,7 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
 
 /// `surgery meta validate`: says for each meta page whether it is valid.
 fn meta_validate(args: &ValidateArgs) -> Result<()> {
-    let raw = RawFile::open(&args.path)?;
+    let raw = RawFile::open(&args.path, &args.lock)?;
     let mut w = std::io::stdout().lock();
     for (index, slot) in raw.metas()?.iter().enumerate() {
         match &slot.valid {
@@ -640,7 +642,7 @@ fn meta_update(args: &MetaUpdateArgs) -> Result<()> {
             .map_err(|_| anyhow!("invalid value {value:?} for field {name:?}"))?;
         fields.push((name, value));
     }
-    let raw = RawFile::open(&args.base.path)?;
+    let raw = RawFile::open(&args.base.path, &args.base.lock)?;
     let index = args.meta_page;
     let offset = index * raw.page_size() as u64;
     let bytes = raw.read_exact(offset, META_PAGE_LEN)?;

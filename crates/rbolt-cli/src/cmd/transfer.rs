@@ -50,7 +50,7 @@ pub fn export(args: &ExportArgs) -> Result<()> {
             crate::out::flush(w)?;
         }
         Some(output) => {
-            if same_file(output, &args.file.path) {
+            if crate::open::same_file(output, &args.file.path) {
                 bail!("--output names the database itself");
             }
             let file = std::fs::File::create(output)
@@ -63,15 +63,6 @@ pub fn export(args: &ExportArgs) -> Result<()> {
     }
     counter.finish();
     Ok(())
-}
-
-/// Whether `a` and `b` name the same existing file.
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
 }
 
 fn export_bucket(

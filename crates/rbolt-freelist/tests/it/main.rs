@@ -1,7 +1,6 @@
 //! Integration tests of rbolt-freelist through its public API: the Go bbolt fixtures, typed
 //! errors, bbolt's release scenarios, and the allocation-free page write.
 
-mod alloc_counter;
 mod errors;
 mod fixtures;
 mod no_alloc;
@@ -9,6 +8,11 @@ mod release;
 
 use rbolt_freelist::{AnyFreelist, Freelist, FreelistKind, PendingPage};
 use rbolt_page::Pgid;
+use rbolt_testkit::alloc::CountingAlloc;
+
+/// `no_alloc` counts this thread's allocations around a freelist write.
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Both kinds, for tests that run against each.
 pub(crate) const KINDS: [FreelistKind; 2] = [FreelistKind::Array, FreelistKind::Span];

@@ -1,9 +1,9 @@
 //! Writing the freelist page allocates nothing, whatever the size of the freelist.
 
 use crate::KINDS;
-use crate::alloc_counter::count_allocations;
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{FreelistPage, Pgid, Txid};
+use rbolt_testkit::alloc::count_allocations;
 
 /// Ids in the freelist of the test: large enough that any per-id or per-pending allocation
 /// would show, and past the 0xFFFF count rule.

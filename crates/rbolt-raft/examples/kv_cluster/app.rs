@@ -2,7 +2,10 @@
 //! in-process network, and node start/stop. `main.rs` runs it; the crate's cluster test uses
 //! the same module.
 
-#![allow(dead_code)] // each user (the example, the tests) uses part of it
+#![allow(
+    dead_code,
+    reason = "each user (the example, the tests) uses a different part, so `expect` would be unfulfilled in some"
+)]
 
 use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, v2::RaftNetworkV2};

@@ -3,10 +3,10 @@
 //! which may overflow the stack), plus `hostile-replay` and `hostile-walk` for whoever
 //! reproduces a case. Exits 2 on a usage or setup error.
 
-use rbolt_reliability::alloc_track::TrackingAlloc;
+use rbolt_testkit::alloc::CountingAlloc;
 
 #[global_allocator]
-static ALLOC: TrackingAlloc = TrackingAlloc;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

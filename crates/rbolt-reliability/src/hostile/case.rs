@@ -2,7 +2,6 @@
 //! outcome judged against what the case expects.
 
 use super::watch::{Watch, alloc_bound, map_bound};
-use crate::alloc_track;
 use crate::model::Tree;
 use crate::parallel::Report;
 use crate::power::panic_message;
@@ -10,6 +9,7 @@ use crate::scan::{ScanError, entries_max, scan_db};
 use crate::summary::Failures;
 use rbolt::storage::{SimFile, Storage};
 use rbolt::{Db, Options};
+use rbolt_testkit::alloc;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -164,7 +164,7 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
         cases: 1,
         ..Tally::default()
     };
-    let tracking = alloc_track::installed();
+    let tracking = alloc::installed();
     for read_only in [true, false] {
         let what = format!(
             "{what} ({})",
@@ -172,7 +172,7 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
         );
         let sim = SimFile::from_image(image.to_vec()).expect("memfd");
         let watch = Arc::new(Watch::new(sim.clone()));
-        alloc_track::reset();
+        alloc::reset_peak();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let options = Options::default().read_only(read_only);
             let Ok(db) = Db::open_storage(watch.clone(), options) else {
@@ -188,7 +188,7 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
             }
             Run::Opened { check, scan }
         }));
-        let peak = alloc_track::peak();
+        let peak = alloc::peak();
         let file_len = Storage::len(&sim).unwrap_or(image.len() as u64);
         if watch.map_len_max() > map_bound(file_len) {
             tally.oversize_maps += 1;

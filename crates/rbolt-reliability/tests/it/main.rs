@@ -8,9 +8,9 @@ mod io_errors;
 mod kill_loop;
 mod power_loss;
 
-use rbolt_reliability::alloc_track::TrackingAlloc;
+use rbolt_testkit::alloc::CountingAlloc;
 
 /// The hostile-file checks run here by the fuzz corpus (and by `rbolt-crash-child`, which has
 /// its own) assert that no file makes rbolt allocate more than it justifies.
 #[global_allocator]
-static ALLOC: TrackingAlloc = TrackingAlloc;
+static ALLOC: CountingAlloc = CountingAlloc;

@@ -780,7 +780,9 @@ fn apply_write(image: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
 }
 
 /// SplitMix64 (Steele, Lea and Flood): a tiny, well-mixed generator; crash images only need
-/// reproducible choices, not cryptographic ones.
+/// reproducible choices, not cryptographic ones. It is the one copy outside `rbolt-testkit`'s
+/// `rng` on purpose: this is library code (the `sim` feature ships in the crate), and a
+/// library crate must not link a test-support crate.
 struct SplitMix64 {
     state: u64,
 }

@@ -36,10 +36,7 @@ fn bucket_stats_match_bbolt() {
         };
         db.view(|tx| {
             for item in top {
-                let name = match &item["bucket"] {
-                    serde_json::Value::String(s) => s.as_bytes().to_vec(),
-                    other => rbolt_fixtures::parse_hex(other["hex"].as_str().unwrap()),
-                };
+                let name = rbolt_fixtures::parse_name(&item["bucket"]);
                 let stats = tx.bucket(&name)?.unwrap().stats()?;
                 let want = &item["stats"];
                 let got = [

@@ -450,24 +450,22 @@ impl Arbitrary for Case {
 
 /// A small deterministic generator seeded by an operation's seed: the choices it makes
 /// depend on the seed and on the model only.
-pub struct Rng(u64);
+pub struct Rng(rbolt_fixtures::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u32, salt: u64) -> Rng {
-        Rng(u64::from(seed) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        let golden = 0x9E37_79B9_7F4A_7C15_u64;
+        Rng(rbolt_fixtures::rng::Rng::new(
+            u64::from(seed) ^ salt.wrapping_mul(golden),
+        ))
     }
 
     pub fn next(&mut self) -> u64 {
-        // SplitMix64.
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.index(n)
     }
 
     pub fn percent(&mut self) -> usize {

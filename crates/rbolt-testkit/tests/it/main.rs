@@ -1,0 +1,5 @@
+//! The testkit's own tests: the counting allocator counts what it says it counts (so the
+//! zero-allocation tests that lean on it can fail), and the tidy test over the repository.
+
+mod alloc;
+mod tidy;
