@@ -358,7 +358,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
                         slot: Some((visit.pgid, index)),
                     });
                 }
-                if branch.len() > 0 {
+                if !branch.is_empty() {
                     Some(branch.key(0)?)
                 } else {
                     None
@@ -370,7 +370,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
                 let used = leaf.payload_len()?;
                 if let Some(slot) = visit.slot
                     && used < full
-                    && leaf.len() > 0
+                    && !leaf.is_empty()
                 {
                     sparse.push(SparseLeaf {
                         slot,
@@ -379,7 +379,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
                         key: leaf.key(0)?.to_vec(),
                     });
                 }
-                if leaf.len() > 0 {
+                if !leaf.is_empty() {
                     Some(leaf.key(0)?)
                 } else {
                     None

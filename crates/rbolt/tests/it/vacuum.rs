@@ -223,7 +223,7 @@ fn vacuum_can_stop_at_any_step_and_resume() {
 fn vacuum_keeps_every_step_sound() {
     fn property(seed: u64, step: u8, keep_percent: u8) -> TestResult {
         let sim = SimFile::new().unwrap();
-        let options = if seed % 2 == 0 {
+        let options = if seed.is_multiple_of(2) {
             Options::default().page_size(1024)
         } else {
             Options::default().freelist(rbolt::FreelistKind::Span)
