@@ -47,7 +47,7 @@ pub fn vacuum(args: &VacuumArgs) -> Result<()> {
     bar.finish_and_clear();
     let report = report?;
     drop(db);
-    let size = std::fs::metadata(&args.path)?.len();
+    let size = report.file_len;
     let mut w = crate::out::stdout();
     writeln!(
         w,
