@@ -390,6 +390,12 @@ impl Db {
     }
 }
 
+impl Drop for Db {
+    fn drop(&mut self) {
+        crate::vacuum::on_close(self);
+    }
+}
+
 /// A number for the calling thread, never 0 (which means "no thread").
 pub(crate) fn thread_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);

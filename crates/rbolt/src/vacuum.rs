@@ -113,6 +113,19 @@ pub(crate) fn after_reader(db: &Db) {
     }
 }
 
+/// When the handle closes: a truncation still waiting (its reader ended while a writer was
+/// busy, and nothing committed since) is done now that no reader is left.
+pub(crate) fn on_close(db: &Db) {
+    if !db.truncate_wanted.load(Ordering::Acquire) {
+        return;
+    }
+    let mut writer = db
+        .writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = truncate_if_unseen(db, &mut writer);
+}
+
 /// Cuts the file to the waiting truncation's length if its meta is durable and no reader of
 /// an older snapshot is open; returns whether it cut. Call with the writer held.
 fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {

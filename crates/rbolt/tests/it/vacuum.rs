@@ -305,6 +305,39 @@ fn a_reader_keeps_its_snapshot_and_the_file_is_not_cut_under_it() {
 }
 
 #[test]
+fn a_truncation_left_waiting_is_done_when_the_handle_closes() {
+    let sim = SimFile::new().unwrap();
+    let db = open(&sim, Options::default());
+    fill_and_thin(&db, 5, 1500, 90);
+    let model = read_all(&db).unwrap();
+    let reader = db.begin_read().unwrap();
+    let file_len_before = db.file_len().unwrap();
+    let report = db
+        .vacuum(VacuumOptions::default(), |_| ControlFlow::Continue(()))
+        .unwrap();
+    assert!(report.high_water * (db.page_size() as u64) < file_len_before);
+    assert_eq!(
+        db.file_len().unwrap(),
+        file_len_before,
+        "cut under the reader"
+    );
+    // The reader ends while this thread holds the writer: the cut cannot happen then, and the
+    // write transaction commits nothing that would retry it.
+    let tx = db.begin_write().unwrap();
+    drop(reader);
+    assert_eq!(db.file_len().unwrap(), file_len_before);
+    tx.rollback();
+    assert_eq!(db.file_len().unwrap(), file_len_before);
+    drop(db);
+    assert_eq!(
+        sim.live_image().unwrap().len() as u64,
+        report.high_water * 4096,
+        "closing did not cut the file"
+    );
+    assert_sound(&open(&sim, Options::default()), &model);
+}
+
+#[test]
 fn readers_on_other_threads_read_throughout_a_vacuum() {
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default());
