@@ -261,8 +261,10 @@ struct Candidate {
 /// What a vacuum step will touch, and the figures it reports.
 #[derive(Default)]
 struct Plan {
-    /// Bucket paths (names from the root bucket down); index 0 is the root bucket.
-    paths: Vec<Vec<Vec<u8>>>,
+    /// The buckets found, each as (index of its parent here, its name); index 0 is the root
+    /// bucket. Parent links rather than whole paths, so deep nesting costs no more than
+    /// its buckets.
+    paths: Vec<(usize, Vec<u8>)>,
     /// (bucket path, key) pairs to touch, deduplicated.
     targets: BTreeSet<(usize, Vec<u8>)>,
     pages_moved: u64,
@@ -320,7 +322,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
     }
     let lowest_free = runs.keys().next().copied().unwrap_or(high_water);
     let mut plan = Plan {
-        paths: vec![Vec::new()],
+        paths: vec![(0, Vec::new())],
         tail_free: last_run.is_some_and(|(start, len)| start + len == high_water),
         ..Plan::default()
     };
@@ -469,12 +471,25 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
     Ok(plan)
 }
 
+/// The names from the root bucket down to bucket `index` of `paths` (empty for the root).
+fn bucket_names(paths: &[(usize, Vec<u8>)], mut index: usize) -> Vec<&[u8]> {
+    let mut names = Vec::new();
+    while index != 0 {
+        let (parent, name) = &paths[index];
+        debug_assert!(*parent < index, "a bucket is found after its parent");
+        names.push(name.as_slice());
+        index = *parent;
+    }
+    names.reverse();
+    names
+}
+
 /// Queues the root pages of the buckets nested in `leaf` (in bucket `path`), through inline
 /// buckets too, each with its own path.
 fn push_buckets(
     leaf: &LeafPage<'_>,
     path: usize,
-    paths: &mut Vec<Vec<Vec<u8>>>,
+    paths: &mut Vec<(usize, Vec<u8>)>,
     stack: &mut Vec<Visit>,
 ) -> Result<()> {
     let mut inline_stack = vec![(*leaf, path)];
@@ -485,9 +500,7 @@ fn push_buckets(
                 continue;
             }
             let value = BucketValue::parse(entry.value, leaf.pgid())?;
-            let mut child_path = paths[path].clone();
-            child_path.push(entry.key.to_vec());
-            paths.push(child_path);
+            paths.push((path, entry.key.to_vec()));
             let child = paths.len() - 1;
             match value.inline {
                 Some(inline) => inline_stack.push((inline, child)),
@@ -535,7 +548,7 @@ impl Db {
             return Ok(step);
         }
         for (path, key) in &plan.targets {
-            let names: Vec<&[u8]> = plan.paths[*path].iter().map(Vec::as_slice).collect();
+            let names = bucket_names(&plan.paths, *path);
             let Some(BucketMut { core, state }) = tx.bucket_at(&names)? else {
                 debug_assert!(false, "a bucket the walk found is missing");
                 continue;

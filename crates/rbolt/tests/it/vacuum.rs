@@ -174,6 +174,44 @@ fn vacuum_moves_live_pages_down_and_shrinks_the_file() {
 }
 
 #[test]
+fn vacuum_moves_the_pages_of_deeply_nested_buckets() {
+    const DEPTH: usize = 300;
+    let sim = SimFile::new().unwrap();
+    let db = open(&sim, Options::default().page_size(1024));
+    let names: Vec<Vec<u8>> = (0..DEPTH).map(|i| format!("b{i}").into_bytes()).collect();
+    // Each level holds values enough for pages of its own (not inline), written level by
+    // level so that the deepest buckets end up at the end of the file.
+    for depth in 1..=DEPTH {
+        db.update(|tx| {
+            let mut bucket = tx.create_bucket_path(&names[..depth])?;
+            for i in 0..12u32 {
+                bucket.put(i.to_be_bytes(), [depth as u8; 100])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    db.update(|tx| {
+        let mut filler = tx.create_bucket(b"filler")?;
+        for i in 0..3000u32 {
+            filler.put(i.to_be_bytes(), [1; 100])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    db.update(|tx| tx.delete_bucket(b"filler")).unwrap();
+    db.update(|tx| tx.create_bucket(b"marker").map(drop))
+        .unwrap();
+    let model = read_all(&db).unwrap();
+    let report = checked_vacuum(&db, &model, 64);
+    assert!(report.file_len < report.file_len_before / 2, "{report:?}");
+    assert!(
+        report.high_water <= report.live_pages + report.live_pages / 10 + 8,
+        "{report:?}"
+    );
+}
+
+#[test]
 fn vacuum_on_a_file_on_disk_cuts_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
