@@ -637,24 +637,17 @@ impl<'a> Cursor<'a> {
 
     /// Descends from the top frame's current element to the first leaf element below it.
     fn descend_first(&mut self) -> Result<()> {
-        loop {
-            let top = self.stack[self.stack.len() - 1];
-            if self.view.is_leaf(top.frame) || self.view.count(top.frame) == 0 {
-                return Ok(());
-            }
-            if self.stack.len() >= DEPTH_MAX {
-                return Err(too_deep());
-            }
-            let child = self.load_child(top.frame, top.index)?;
-            self.stack.push(ElemRef {
-                frame: child,
-                index: 0,
-            });
-        }
+        self.descend(End::First)
     }
 
     /// Descends from the top frame's current element to the last leaf element below it.
     fn descend_last(&mut self) -> Result<()> {
+        self.descend(End::Last)
+    }
+
+    /// Descends from the top frame's current element to the leaf element at `end` below it.
+    #[inline]
+    fn descend(&mut self, end: End) -> Result<()> {
         loop {
             let top = self.stack[self.stack.len() - 1];
             if self.view.is_leaf(top.frame) || self.view.count(top.frame) == 0 {
@@ -664,11 +657,21 @@ impl<'a> Cursor<'a> {
                 return Err(too_deep());
             }
             let child = self.load_child(top.frame, top.index)?;
-            let count = self.view.count(child);
+            let index = match end {
+                End::First => 0,
+                End::Last => self.view.count(child).saturating_sub(1),
+            };
             self.stack.push(ElemRef {
                 frame: child,
-                index: count.saturating_sub(1),
+                index,
             });
         }
     }
+}
+
+/// Which end of a subtree a descent goes to.
+#[derive(Clone, Copy)]
+enum End {
+    First,
+    Last,
 }

@@ -21,6 +21,19 @@ struct Frame {
 }
 
 impl Tree {
+    /// The root as the first item of a walk over the tree's own pages; `None` for a tree
+    /// without pages of its own (new, or inline in its parent's value).
+    fn root_item(&self) -> Option<Item> {
+        match self.root {
+            Root::Page(pgid) => Some(Item::Page {
+                owner: Pgid(0),
+                pgid,
+            }),
+            Root::Node(id) => Some(Item::Node(id)),
+            Root::New | Root::Inline { .. } | Root::InlineCopy(_) => None,
+        }
+    }
+
     /// Frees every page of the tree: committed subtrees and the pages edited nodes came from.
     /// Nested buckets' trees are not this tree's: the caller frees them.
     pub fn free_all<A: PageAlloc>(
@@ -32,13 +45,8 @@ impl Tree {
         // A sound tree has fewer pages than the high-water mark; more means pages reached
         // along several paths, which would otherwise make this exponential.
         let mut budget = pages.high_water().0;
-        let first = match self.root {
-            Root::Page(pgid) => Item::Page {
-                owner: Pgid(0),
-                pgid,
-            },
-            Root::Node(id) => Item::Node(id),
-            Root::New | Root::Inline { .. } | Root::InlineCopy(_) => return Ok(()),
+        let Some(first) = self.root_item() else {
+            return Ok(());
         };
         let mut stack: Vec<Frame> = Vec::new();
         self.free_one(pages, alloc, first, &mut budget)?;
@@ -74,13 +82,8 @@ impl Tree {
         mut f: impl FnMut(Pgid, u32),
     ) -> rbolt_page::Result<()> {
         let mut budget = pages.high_water().0;
-        let first = match self.root {
-            Root::Page(pgid) => Item::Page {
-                owner: Pgid(0),
-                pgid,
-            },
-            Root::Node(id) => Item::Node(id),
-            Root::New | Root::Inline { .. } | Root::InlineCopy(_) => return Ok(()),
+        let Some(first) = self.root_item() else {
+            return Ok(());
         };
         let mut visit = |item: Item, budget: &mut u64| -> rbolt_page::Result<()> {
             match item {

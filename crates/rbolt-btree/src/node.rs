@@ -531,11 +531,11 @@ impl Node {
         self.debug_check();
     }
 
-    /// An insert in the gap layout: the element array's tail moves up one element, the pair
-    /// goes below the data.
-    fn insert_gap(&mut self, index: usize, entry: &NewEntry<'_>) {
+    /// What every insert relies on: the index is within the node, the entry is of the node's
+    /// kind, and the node has room for one more element.
+    #[inline]
+    fn debug_check_insert(&self, index: usize, entry: &NewEntry<'_>) {
         let count = self.count();
-        let grow = entry.size();
         debug_assert!(index <= count, "insert at {index} of {count}");
         debug_assert_eq!(
             entry.is_leaf(),
@@ -543,6 +543,14 @@ impl Node {
             "an entry of the other kind"
         );
         debug_assert!(count < PAGE_COUNT_MAX, "a node of {count} elements is full");
+    }
+
+    /// An insert in the gap layout: the element array's tail moves up one element, the pair
+    /// goes below the data.
+    fn insert_gap(&mut self, index: usize, entry: &NewEntry<'_>) {
+        let count = self.count();
+        let grow = entry.size();
+        self.debug_check_insert(index, entry);
         debug_assert!(
             elem_off(count + 1) + entry.data_len() <= self.data_low,
             "insert of {grow} bytes into a gap of {}",
@@ -565,13 +573,7 @@ impl Node {
     fn insert_packed(&mut self, index: usize, entry: &NewEntry<'_>) {
         let count = self.count();
         let grow = entry.size();
-        debug_assert!(index <= count, "insert at {index} of {count}");
-        debug_assert_eq!(
-            entry.is_leaf(),
-            self.is_leaf(),
-            "an entry of the other kind"
-        );
-        debug_assert!(count < PAGE_COUNT_MAX, "a node of {count} elements is full");
+        self.debug_check_insert(index, entry);
         debug_assert!(
             self.used + grow <= self.buf.len(),
             "insert of {grow} bytes into {} of {}",

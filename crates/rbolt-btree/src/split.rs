@@ -310,12 +310,7 @@ impl Tree {
             // The separator is copied out: the split may move the piece's node in memory.
             let mut scratch = std::mem::take(&mut self.scratch);
             let next = if let [piece] = pieces[..] {
-                scratch.clear();
-                scratch.extend_from_slice(self.nodes[piece as usize].key(0));
-                let entry = NewEntry::Branch {
-                    key: &scratch,
-                    child: NODE_TAG | u64::from(piece),
-                };
+                let entry = separator_entry(&mut scratch, &self.nodes, piece);
                 let node = &mut self.nodes[parent as usize];
                 let count = node.count();
                 if node.fits(entry.size(), 1, page_size) {
@@ -328,12 +323,7 @@ impl Tree {
             } else {
                 // Several pieces (entries larger than a page): all in, then one split.
                 for (offset, &piece) in pieces.iter().enumerate() {
-                    scratch.clear();
-                    scratch.extend_from_slice(self.nodes[piece as usize].key(0));
-                    let entry = NewEntry::Branch {
-                        key: &scratch,
-                        child: NODE_TAG | u64::from(piece),
-                    };
+                    let entry = separator_entry(&mut scratch, &self.nodes, piece);
                     let node = &mut self.nodes[parent as usize];
                     node.reserve(node.used() + entry.size(), page_size, arena);
                     node.insert(index + 1 + offset, &entry);
@@ -397,6 +387,17 @@ impl Tree {
                 return;
             }
         }
+    }
+}
+
+/// The branch entry that points at the split piece `piece`, its separator (the piece's first
+/// key) copied into `scratch`: the split may move the piece's node in memory.
+fn separator_entry<'s>(scratch: &'s mut Vec<u8>, nodes: &[Node], piece: u32) -> NewEntry<'s> {
+    scratch.clear();
+    scratch.extend_from_slice(nodes[piece as usize].key(0));
+    NewEntry::Branch {
+        key: scratch,
+        child: NODE_TAG | u64::from(piece),
     }
 }
 

@@ -46,6 +46,26 @@ pub const fn pages_for(len: usize, page_size: usize) -> usize {
     if len == 0 { 1 } else { len.div_ceil(page_size) }
 }
 
+/// Writes the header of a leaf or branch page of `count` elements of `element_size` bytes
+/// and returns where its data area starts (just past the elements).
+///
+/// # Panics
+/// When `count` exceeds `u16::MAX` or the elements do not fit in `buf`.
+fn start_page(
+    buf: &mut [u8],
+    pgid: Pgid,
+    kind: PageKind,
+    count: usize,
+    element_size: usize,
+    overflow: u32,
+) -> usize {
+    let count16 = u16::try_from(count).expect("page element count exceeds u16::MAX");
+    let data = PAGE_HEADER_SIZE + count * element_size;
+    assert!(data <= buf.len(), "page buffer too small for its elements");
+    PageHeader::new(pgid, kind, count16, overflow).write(buf);
+    data
+}
+
 /// Writes a leaf page, one entry at a time in key order.
 #[derive(Debug)]
 pub struct LeafBuilder<'b> {
@@ -61,13 +81,14 @@ impl<'b> LeafBuilder<'b> {
     /// # Panics
     /// When `count` exceeds `u16::MAX` or the elements do not fit in `buf`.
     pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> LeafBuilder<'b> {
-        let count16 = u16::try_from(count).expect("leaf page count exceeds u16::MAX");
-        let data = PAGE_HEADER_SIZE + count * LEAF_ELEMENT_SIZE;
-        assert!(
-            data <= buf.len(),
-            "leaf page buffer too small for its elements"
+        let data = start_page(
+            buf,
+            pgid,
+            PageKind::Leaf,
+            count,
+            LEAF_ELEMENT_SIZE,
+            overflow,
         );
-        PageHeader::new(pgid, PageKind::Leaf, count16, overflow).write(buf);
         LeafBuilder {
             buf,
             count,
@@ -82,22 +103,8 @@ impl<'b> LeafBuilder<'b> {
     /// When more entries are pushed than announced or they do not fit.
     #[inline]
     pub fn push(&mut self, flags: u32, key: &[u8], value: &[u8]) {
-        assert!(self.index < self.count, "more leaf entries than announced");
-        let elem_offset = PAGE_HEADER_SIZE + self.index * LEAF_ELEMENT_SIZE;
-        let elem = LeafElement {
-            flags,
-            pos: (self.data - elem_offset) as u32,
-            ksize: key.len() as u32,
-            vsize: value.len() as u32,
-        };
-        self.buf[elem_offset..elem_offset + LEAF_ELEMENT_SIZE]
-            .copy_from_slice(bytemuck::bytes_of(&elem));
-        let key_end = self.data + key.len();
-        self.buf[self.data..key_end].copy_from_slice(key);
-        let value_end = key_end + value.len();
-        self.buf[key_end..value_end].copy_from_slice(value);
-        self.data = value_end;
-        self.index += 1;
+        self.push_with(flags, key, value.len())
+            .copy_from_slice(value);
     }
 
     /// Reserves the next entry's value of `value_len` bytes and returns it to be filled in
@@ -144,13 +151,14 @@ impl<'b> BranchBuilder<'b> {
     /// # Panics
     /// When `count` exceeds `u16::MAX` or the elements do not fit in `buf`.
     pub fn new(buf: &'b mut [u8], pgid: Pgid, count: usize, overflow: u32) -> BranchBuilder<'b> {
-        let count16 = u16::try_from(count).expect("branch page count exceeds u16::MAX");
-        let data = PAGE_HEADER_SIZE + count * BRANCH_ELEMENT_SIZE;
-        assert!(
-            data <= buf.len(),
-            "branch page buffer too small for its elements"
+        let data = start_page(
+            buf,
+            pgid,
+            PageKind::Branch,
+            count,
+            BRANCH_ELEMENT_SIZE,
+            overflow,
         );
-        PageHeader::new(pgid, PageKind::Branch, count16, overflow).write(buf);
         BranchBuilder {
             buf,
             count,

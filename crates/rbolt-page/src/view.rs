@@ -165,6 +165,61 @@ fn element_array(bytes: &[u8], pgid: Pgid, count: u16) -> Result<&[[u8; 16]]> {
     })
 }
 
+/// The accessors leaf and branch pages share: construction from a read header, the id, the
+/// span, the element count and the raw elements.
+macro_rules! element_page_accessors {
+    ($page:ident, $element:ty, $kind:expr, $what:literal, $name:literal) => {
+        #[inline]
+        #[doc = concat!("The ", $name, " page whose header the caller already read from `bytes` (and")]
+        /// checked names `pgid`): checks the kind and that the elements fit.
+        pub fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<$page<'a>> {
+            expect_kind(pgid, header, $kind)?;
+            let elems = element_array(bytes, pgid, header.count)?;
+            Ok($page { pgid, bytes, elems })
+        }
+
+        /// The page id it was read as (for a leaf stored inline in a bucket value, its owner).
+        #[inline]
+        pub fn pgid(&self) -> Pgid {
+            self.pgid
+        }
+
+        /// The bytes of the page's span.
+        #[inline]
+        pub fn bytes(&self) -> &'a [u8] {
+            self.bytes
+        }
+
+        #[doc = concat!("Number of ", $what, ".")]
+        #[inline]
+        pub fn len(&self) -> usize {
+            self.elems.len()
+        }
+
+        #[doc = concat!("Whether there are no ", $what, ".")]
+        #[inline]
+        pub fn is_empty(&self) -> bool {
+            self.elems.is_empty()
+        }
+
+        /// The raw element `index`.
+        #[inline]
+        pub fn element(&self, index: usize) -> Option<$element> {
+            self.elems.get(index).map(|raw| bytemuck::cast(*raw))
+        }
+
+        #[inline]
+        fn element_or_err(&self, index: usize) -> Result<$element> {
+            self.element(index).ok_or_else(|| {
+                Corruption::new(
+                    self.pgid,
+                    Reason::Other(concat!($name, " element index out of range")),
+                )
+            })
+        }
+    };
+}
+
 /// A leaf page: sorted keys with their values (or bucket values).
 #[derive(Clone, Copy, Debug)]
 pub struct LeafPage<'a> {
@@ -212,51 +267,7 @@ impl<'a> LeafPage<'a> {
         LeafPage::from_header(bytes, owner, header)
     }
 
-    #[inline]
-    /// The leaf page whose header the caller already read from `bytes` (and checked names
-    /// `pgid`): checks the kind and that the elements fit.
-    pub fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<LeafPage<'a>> {
-        expect_kind(pgid, header, PageKind::Leaf)?;
-        let elems = element_array(bytes, pgid, header.count)?;
-        Ok(LeafPage { pgid, bytes, elems })
-    }
-
-    /// The page id it was read as (or the owner, for an inline page).
-    #[inline]
-    pub fn pgid(&self) -> Pgid {
-        self.pgid
-    }
-
-    /// The bytes of the page's span.
-    #[inline]
-    pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-
-    /// Number of entries.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.elems.len()
-    }
-
-    /// Whether there are no entries.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.elems.is_empty()
-    }
-
-    /// The raw element `index`.
-    #[inline]
-    pub fn element(&self, index: usize) -> Option<LeafElement> {
-        self.elems.get(index).map(|raw| bytemuck::cast(*raw))
-    }
-
-    #[inline]
-    fn element_or_err(&self, index: usize) -> Result<LeafElement> {
-        self.element(index).ok_or_else(|| {
-            Corruption::new(self.pgid, Reason::Other("leaf element index out of range"))
-        })
-    }
+    element_page_accessors!(LeafPage, LeafElement, PageKind::Leaf, "entries", "leaf");
 
     #[cold]
     fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
@@ -382,54 +393,13 @@ impl<'a> BranchPage<'a> {
         PageRef::new(bytes, pgid)?.branch()
     }
 
-    #[inline]
-    /// The branch page whose header the caller already read from `bytes` (and checked names
-    /// `pgid`): checks the kind and that the elements fit.
-    pub fn from_header(bytes: &'a [u8], pgid: Pgid, header: PageHeader) -> Result<BranchPage<'a>> {
-        expect_kind(pgid, header, PageKind::Branch)?;
-        let elems = element_array(bytes, pgid, header.count)?;
-        Ok(BranchPage { pgid, bytes, elems })
-    }
-
-    /// The page id it was read as.
-    #[inline]
-    pub fn pgid(&self) -> Pgid {
-        self.pgid
-    }
-
-    /// The bytes of the page's span.
-    #[inline]
-    pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-
-    /// Number of children.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.elems.len()
-    }
-
-    /// Whether there are no children.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.elems.is_empty()
-    }
-
-    /// The raw element `index`.
-    #[inline]
-    pub fn element(&self, index: usize) -> Option<BranchElement> {
-        self.elems.get(index).map(|raw| bytemuck::cast(*raw))
-    }
-
-    #[inline]
-    fn element_or_err(&self, index: usize) -> Result<BranchElement> {
-        self.element(index).ok_or_else(|| {
-            Corruption::new(
-                self.pgid,
-                Reason::Other("branch element index out of range"),
-            )
-        })
-    }
+    element_page_accessors!(
+        BranchPage,
+        BranchElement,
+        PageKind::Branch,
+        "children",
+        "branch"
+    );
 
     /// The separator key of child `index`: the smallest key in that child's subtree.
     #[inline]

@@ -10,7 +10,6 @@
 
 mod app;
 
-use openraft::type_config::async_runtime::WatchReceiver;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -66,11 +65,14 @@ async fn main() -> Result<(), BoxError> {
     let leader = app::leader(&router)
         .and_then(|id| router.get(id))
         .ok_or("no leader")?;
-    let applied = leader
-        .metrics()
-        .borrow_watched()
-        .last_applied
-        .map(|id| id.index);
+    // The leader's read index covers every acknowledged write; its metrics may lag its last
+    // apply, so they are not the bound to wait for.
+    let applied = Some(
+        leader
+            .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+            .await?
+            .index(),
+    );
     for node in &nodes {
         // The restarted node catches up by installing the leader's snapshot: its log was purged.
         node.raft

@@ -4,7 +4,6 @@
 //! acknowledged write must be on every node at the end.
 
 use crate::app::{self, Request, Router};
-use openraft::type_config::async_runtime::WatchReceiver;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -167,12 +166,14 @@ async fn leader_loss_and_snapshot_catch_up_lose_no_acknowledged_write() {
     let leader = app::leader(&router)
         .and_then(|id| router.get(id))
         .expect("a leader");
+    // The leader's committed index covers every acknowledged write (a write is acknowledged
+    // once applied on the leader). Its metrics may lag behind its last apply, so they are not
+    // the bound to wait for.
     let last_applied = leader
-        .metrics()
-        .borrow_watched()
-        .last_applied
-        .as_ref()
-        .map(|id| id.index);
+        .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
+        .await
+        .map(|read| Some(read.index()))
+        .expect("the leader's read index");
     for node in &nodes {
         node.raft
             .wait(Some(Duration::from_secs(20)))
