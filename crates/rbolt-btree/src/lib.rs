@@ -26,7 +26,7 @@ pub use cursor::{Cursor, ElemRef, Entry, TreeView};
 pub use mem::{MemAlloc, MemStore};
 pub use node::PAGE_COUNT_MAX;
 pub use pages::{MemPages, PageSource, Pages};
-pub use rebalance::REBALANCE_PAGE_DIVISOR;
+pub use rebalance::{REBALANCE_PAGE_DIVISOR, REPACK_FULL_PERCENT};
 pub use tree::{
     Delete, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, PageAlloc,
     Put, Tree, TreeStats,

@@ -20,6 +20,9 @@ use std::cmp::Ordering;
 /// threshold, a quarter of a page).
 pub const REBALANCE_PAGE_DIVISOR: usize = 4;
 
+/// [`Tree::repack_key`] leaves pages at least this full (percent of a page) alone.
+pub const REPACK_FULL_PERCENT: usize = 90;
+
 /// A node on the rebalance stack: its id, the next child to look at, its key bounds.
 type Frame = (NodeId, usize, (Bound, Bound));
 
@@ -138,6 +141,63 @@ impl Tree {
             self.merge(id, left, right, right_index, page_size, arena, alloc)?;
             index = left_index + 1;
         }
+    }
+
+    /// Touches the path to the leaf where `key` belongs (as [`Tree::touch_key`]) and, if that
+    /// leaf is less than [`REPACK_FULL_PERCENT`] full, merges into it the siblings that follow
+    /// it under the same parent, each also less full than that, while the entries fit in
+    /// `bytes_max` bytes. Spill then cuts the merged node into pages (full ones when the
+    /// tree's fill percent is 1.0), so a run of sparse leaves becomes fewer, fuller pages: how
+    /// a vacuum packs what deletes thinned out. Returns the number of siblings merged; their
+    /// pages are freed through `alloc`.
+    ///
+    /// On an error the tree is valid but may hold some of the merges (each is a complete
+    /// edit): the caller rolls the transaction back.
+    pub fn repack_key<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &mut Arena,
+        alloc: &mut A,
+        key: &[u8],
+        bytes_max: usize,
+    ) -> Result<usize, A::Error> {
+        self.append_hint = None;
+        let page_size = pages.page_size();
+        let full = page_size * REPACK_FULL_PERCENT / 100;
+        let mut undo = self.undo_point();
+        let (path, leaf) = match self.descend_mut(pages, arena, key, &mut undo) {
+            Ok(found) => found,
+            Err(error) => {
+                self.undo(undo, page_size, arena);
+                return Err(error.into());
+            }
+        };
+        let Some((&(parent, index), above)) = path.split_last() else {
+            return Ok(0);
+        };
+        if self.nodes[leaf as usize].used() >= full {
+            return Ok(0);
+        }
+        let mut bounds: (Bound, Bound) = (None, None);
+        for &(id, child) in above {
+            bounds = self.child_bounds(id, child, bounds);
+        }
+        let mut merged = 0;
+        while index + 1 < self.nodes[parent as usize].count() {
+            let right_bounds = self.child_bounds(parent, index + 1, bounds);
+            let right =
+                self.child_node(pages, arena, parent, index + 1, right_bounds, above, None)?;
+            let (left_node, right_node) = (&self.nodes[leaf as usize], &self.nodes[right as usize]);
+            if !right_node.is_leaf()
+                || right_node.used() >= full
+                || left_node.used() + right_node.used() - PAGE_HEADER_SIZE > bytes_max
+            {
+                break;
+            }
+            self.merge(parent, leaf, right, index + 1, page_size, arena, alloc)?;
+            merged += 1;
+        }
+        Ok(merged)
     }
 
     /// Moves every entry of node `right` (child `right_index` of `parent`) to the end of its

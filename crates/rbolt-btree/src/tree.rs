@@ -306,6 +306,24 @@ impl Tree {
         self.materialize_root(pages, arena, None).map(|_| ())
     }
 
+    /// Makes nodes of every page on the path from the root to the leaf where `key` belongs,
+    /// changing nothing else: at commit those pages are written to newly allocated pages and
+    /// the old ones freed, as after an edit there. `key` need not be in the tree (the path is
+    /// the one a put of it would take). This is how a vacuum moves a page: it touches the
+    /// path through it, and the allocator hands out low page ids. On an error the tree is
+    /// exactly as before.
+    pub fn touch_key(&mut self, pages: Pages<'_>, arena: &mut Arena, key: &[u8]) -> Result<()> {
+        self.append_hint = None;
+        let mut undo = self.undo_point();
+        match self.descend_mut(pages, arena, key, &mut undo) {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                self.undo(undo, pages.page_size(), arena);
+                Err(error)
+            }
+        }
+    }
+
     // ---- Making nodes ----------------------------------------------------------------------
 
     pub(crate) fn push_node(&mut self, node: Node) -> NodeId {
@@ -493,7 +511,7 @@ impl Tree {
     /// Descends to the leaf where `key` belongs, making nodes of the path; returns the path of
     /// (branch node, child index) pairs and the leaf node. On error the nodes it made stay
     /// (recorded in `undo`).
-    fn descend_mut(
+    pub(crate) fn descend_mut(
         &mut self,
         pages: Pages<'_>,
         arena: &mut Arena,

@@ -75,6 +75,8 @@ enum Command {
     Inspect(cmd::read::InspectArgs),
     /// Copy a database into a new, compacted file, leaving the source untouched.
     Compact(cmd::compact::CompactArgs),
+    /// Shrink a database file in place: move live pages down, cut the free end off.
+    Vacuum(cmd::vacuum::VacuumArgs),
     /// Write every bucket and key as JSON lines (the fixtures' manifest format).
     Export(cmd::transfer::ExportArgs),
     /// Read JSON lines written by `export` into a new or existing database.
@@ -106,6 +108,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(args) => in_file(&args.path, cmd::pages::dump(&args)),
         Command::Inspect(args) => in_file(&args.file.path, cmd::read::inspect(&args)),
         Command::Compact(args) => in_file(&args.path, cmd::compact::compact(&args)),
+        Command::Vacuum(args) => in_file(&args.path, cmd::vacuum::vacuum(&args)),
         Command::Export(args) => in_file(&args.file.path, cmd::transfer::export(&args)),
         Command::Import(args) => in_file(&args.path, cmd::transfer::import(&args)),
         Command::Bench(args) => cmd::bench::bench(args),

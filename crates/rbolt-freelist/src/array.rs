@@ -90,6 +90,25 @@ impl FreeSet for ArrayIds {
         Some(start)
     }
 
+    fn take_tail(&mut self, end: Pgid) -> Option<Run> {
+        // Descending: the tail run is a prefix of the array whose ids count down from end - 1.
+        let n = self
+            .ids
+            .iter()
+            .enumerate()
+            .take_while(|&(i, id)| id.0.checked_add(i as u64 + 1) == Some(end.0))
+            .count();
+        if n == 0 {
+            return None;
+        }
+        let start = self.ids[n - 1];
+        self.ids.drain(..n);
+        Some(Run {
+            start,
+            n_pages: n as u64,
+        })
+    }
+
     fn insert_runs(&mut self, runs: &[Run]) {
         let added: u64 = runs.iter().map(|run| run.n_pages).sum();
         if added == 0 {

@@ -69,6 +69,9 @@ pub(crate) struct Core<S> {
     /// time this holds at most one transaction; it makes rollback proportional to what the
     /// transaction did and lets `free` reject a page the freeing transaction allocated.
     undo: BTreeMap<Txid, BTreeMap<Pgid, UndoAlloc>>,
+    /// The free runs a not-yet-committed transaction cut off the top of the file
+    /// (`trim_tail`), so that rollback makes them free again.
+    trims: Vec<(Txid, Run)>,
     /// Runs on their way from pending to free; kept to reuse its memory. Empty between calls.
     scratch: Vec<Run>,
 }
@@ -291,6 +294,19 @@ impl<S: FreeSet> Core<S> {
     }
 
     pub(crate) fn rollback(&mut self, txid: Txid) {
+        if self.trims.iter().any(|&(open, _)| open == txid) {
+            // The trimmed runs lie above everything the transaction allocated from the free
+            // set, and no later trim can overlap an earlier one: disjoint, as insert_runs needs.
+            let mut runs: Vec<Run> = self
+                .trims
+                .iter()
+                .filter(|&&(open, _)| open == txid)
+                .map(|&(_, run)| run)
+                .collect();
+            self.trims.retain(|&(open, _)| open != txid);
+            runs.sort_unstable_by_key(|run| run.start);
+            self.free.insert_runs(&runs);
+        }
         if let Some(tx) = self.pending.by_tx.remove(&txid) {
             for span in tx.spans {
                 self.pending.unindex(span.run);
@@ -321,8 +337,25 @@ impl<S: FreeSet> Core<S> {
         }
     }
 
+    pub(crate) fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
+        self.debug_assert_one_writer(txid);
+        debug_assert!(
+            self.trims.iter().all(|&(open, _)| open == txid),
+            "transaction {txid} trims while another neither committed nor rolled back"
+        );
+        match self.free.take_tail(high_water) {
+            Some(run) => {
+                debug_assert!(run.start.0 >= 2, "a meta page was free");
+                self.trims.push((txid, run));
+                run.start
+            }
+            None => high_water,
+        }
+    }
+
     pub(crate) fn commit(&mut self, txid: Txid) {
         self.undo.retain(|&open, _| open > txid);
+        self.trims.retain(|&(open, _)| open > txid);
     }
 
     #[inline]
@@ -385,5 +418,12 @@ impl<S: FreeSet> Core<S> {
             }
         }
         assert!(self.scratch.is_empty(), "scratch left behind");
+        for &(_, run) in &self.trims {
+            assert!(
+                self.free.first_in(run.start, Pgid(run.end() - 1)).is_none(),
+                "trimmed run at {} is free",
+                run.start
+            );
+        }
     }
 }

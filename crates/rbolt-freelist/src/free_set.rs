@@ -33,6 +33,11 @@ pub(crate) trait FreeSet: Clone + Default + fmt::Debug + PartialEq + Eq {
     /// Removes and returns the start of the lowest run of at least `n_pages` (>= 1) free ids.
     fn allocate(&mut self, n_pages: u64) -> Option<Pgid>;
 
+    /// Removes and returns the run of free ids that ends just below `end` (its last id is
+    /// `end - 1`), as long as it goes: what lies at the top of the file when `end` is the
+    /// high-water mark. `None` when `end - 1` is not free.
+    fn take_tail(&mut self, end: Pgid) -> Option<Run>;
+
     /// Adds `runs`: sorted by start, disjoint from each other and from the set (they may be
     /// adjacent).
     fn insert_runs(&mut self, runs: &[Run]);

@@ -112,6 +112,14 @@ pub trait Freelist {
     /// record without making the pages free: they lie past the committed high-water mark.
     fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize);
 
+    /// Cuts the free pages at the top of the file off the free set, for transaction `txid`
+    /// about to lower the high-water mark: returns the lowest `mark` such that every id in
+    /// `mark..high_water` was free (not pending), and those ids are no longer in the freelist,
+    /// so it lists no id at or past `mark`. Returns `high_water` when `high_water - 1` is not
+    /// free. `rollback(txid)` makes them free again; `commit(txid)` forgets them. Pending ids
+    /// are never cut: an open reader may still see them.
+    fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid;
+
     /// Makes page `pgid` and its `overflow` following pages pending at transaction `txid`.
     /// Freeing a meta page, a page already free or pending, or a page `txid` allocated itself
     /// is an error and changes nothing.
@@ -213,6 +221,9 @@ macro_rules! forward_to_core {
             #[inline]
             fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
                 self.0.record_allocation(txid, pgid, n_pages)
+            }
+            fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
+                self.0.trim_tail(txid, high_water)
             }
             #[inline]
             fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {
@@ -341,6 +352,9 @@ impl Freelist for AnyFreelist {
     #[inline]
     fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
         dispatch!(self, f => f.record_allocation(txid, pgid, n_pages))
+    }
+    fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
+        dispatch!(self, f => f.trim_tail(txid, high_water))
     }
     #[inline]
     fn free(&mut self, txid: Txid, pgid: Pgid, overflow: u32) -> Result<(), FreelistError> {

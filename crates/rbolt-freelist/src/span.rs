@@ -172,6 +172,17 @@ impl FreeSet for SpanIds {
         Some(run.start)
     }
 
+    fn take_tail(&mut self, end: Pgid) -> Option<Run> {
+        // Runs are maximal, so the last run is the whole tail run when it ends at `end`.
+        let (&start, &n_pages) = self.by_start.iter().next_back()?;
+        let run = Run { start, n_pages };
+        if run.end() != end.0 {
+            return None;
+        }
+        self.remove(run);
+        Some(run)
+    }
+
     fn insert_runs(&mut self, runs: &[Run]) {
         let mut runs = runs.iter().copied();
         let Some(mut pending) = runs.next() else {

@@ -27,6 +27,8 @@ struct Model {
     allocs: BTreeMap<u64, u64>,
     /// Per open transaction: run start → (n_pages, allocation record it replaced).
     undo: BTreeMap<u64, BTreeMap<u64, (u64, Option<u64>)>>,
+    /// Per open transaction: the ids `trim_tail` cut off.
+    trims: BTreeMap<u64, Vec<u64>>,
 }
 
 impl Model {
@@ -168,6 +170,8 @@ impl Model {
                 }
             }
         }
+        self.free
+            .extend(self.trims.remove(&txid).unwrap_or_default());
         for (start, (n_pages, replaced)) in self.undo.remove(&txid).unwrap_or_default() {
             match replaced {
                 Some(previous) => self.allocs.insert(start, previous),
@@ -179,6 +183,17 @@ impl Model {
 
     fn commit(&mut self, txid: u64) {
         self.undo.retain(|&open, _| open > txid);
+        self.trims.retain(|&open, _| open > txid);
+    }
+
+    /// Cuts the free ids just below `high_water` off, one by one, and returns the new mark.
+    fn trim_tail(&mut self, txid: u64, high_water: u64) -> u64 {
+        let mut mark = high_water;
+        while mark > 2 && self.free.remove(&(mark - 1)) {
+            self.trims.entry(txid).or_default().push(mark - 1);
+            mark -= 1;
+        }
+        mark
     }
 
     /// The page bytes a freelist in this state must write.
@@ -219,12 +234,14 @@ enum Op {
     WriteReload,
     /// Commits, then rebuilds the free set from the free and pending ids.
     Rebuild,
+    /// The current writer cuts the free pages at the top off and lowers the high-water mark.
+    TrimTail,
 }
 
 impl Arbitrary for Op {
     fn arbitrary(g: &mut Gen) -> Op {
         let small = |g: &mut Gen| *g.choose(&[0u8, 1, 2, 3, 4, 5, 6, 7]).unwrap();
-        match u8::arbitrary(g) % 24 {
+        match u8::arbitrary(g) % 26 {
             0..=5 => Op::Allocate(*g.choose(&[1u8, 1, 1, 2, 2, 3, 4, 6]).unwrap()),
             6..=10 => Op::Free(u16::arbitrary(g)),
             11 => {
@@ -244,7 +261,8 @@ impl Arbitrary for Op {
             19 => Op::ReleaseRange(small(g), small(g)),
             20..=21 => Op::ReleasePending,
             22 => Op::WriteReload,
-            _ => Op::Rebuild,
+            23 => Op::Rebuild,
+            _ => Op::TrimTail,
         }
     }
 }
@@ -423,6 +441,19 @@ impl World {
                 self.model.release_pending(&self.readers);
                 // Releases run between write transactions: the next one starts after it.
                 self.begin();
+            }
+            Op::TrimTail => {
+                let expected = self.model.trim_tail(self.txid, self.high_water);
+                let high_water = Pgid(self.high_water);
+                assert_eq!(self.array.trim_tail(txid, high_water).0, expected);
+                assert_eq!(self.span.trim_tail(txid, high_water).0, expected);
+                assert!(
+                    self.in_use
+                        .iter()
+                        .all(|&(pgid, overflow)| pgid + u64::from(overflow) < expected),
+                    "a page in use lies past the trimmed mark"
+                );
+                self.high_water = expected;
             }
             Op::WriteReload => self.write_reload(),
             Op::Rebuild => {

@@ -35,7 +35,15 @@ pub struct KillConfig {
     pub kills: u64,
     /// Each child is killed after a delay drawn from `0..delay_max` since it was spawned.
     pub delay_max: Duration,
+    /// After every step's commit the child also runs one online vacuum step (a commit that
+    /// moves pages down and cuts the file's free end), so kills land in vacuums and between a
+    /// shrinking commit and its truncation. Vacuum steps take txids without changing the
+    /// content, so acknowledged txids are then only checked to grow.
+    pub vacuum: bool,
 }
+
+/// Pages a kill-loop child's vacuum step moves: small, so that steps stay short and many.
+const VACUUM_STEP_PAGES: usize = 8;
 
 /// What a kill loop found.
 #[derive(Clone, Debug, Default)]
@@ -125,7 +133,7 @@ pub fn run(config: &KillConfig) -> KillReport {
     let path = config.dir.join(format!("kill-{}.db", config.seed));
     let (options, workload) = setup(config.seed);
     let mut rng = Rng::derive(config.seed, 0x4B11);
-    let mut models = Models::new(workload);
+    let mut models = Models::new(workload, config.vacuum);
     let mut step = 0;
     let mut kills_left_on_file = 0;
     let mut kill = 0;
@@ -220,7 +228,7 @@ fn verify_step(
         // The content says which step the file holds; the meta's txid must say the same.
         let holds = *step + u64::from(matches!(verdict, Verdict::InFlight));
         match db.view(|tx| Ok(tx.id().0)) {
-            Ok(txid) if txid == txid_of(holds) => {}
+            Ok(txid) if txid_fits(models.vacuum, holds, txid) => {}
             Ok(txid) => {
                 let detail = format!("txid {txid} holds step {holds}");
                 verdict = Verdict::Failed(Failure::Wrong(detail));
@@ -248,13 +256,16 @@ fn verify_step(
 struct Models {
     workload: Workload,
     trees: Vec<Tree>,
+    /// The children vacuum between steps (see `KillConfig::vacuum`).
+    vacuum: bool,
 }
 
 impl Models {
-    fn new(workload: Workload) -> Models {
+    fn new(workload: Workload, vacuum: bool) -> Models {
         Models {
             workload,
             trees: vec![Tree::default()],
+            vacuum,
         }
     }
 
@@ -300,8 +311,12 @@ impl Models {
                 ));
             }
             last = ready;
+            let mut last_txid = 0;
             for ack in &run.acks {
-                if ack.step != last + 1 || ack.txid != txid_of(ack.step) {
+                if ack.step != last + 1
+                    || !txid_fits(self.vacuum, ack.step, ack.txid)
+                    || ack.txid <= last_txid
+                {
                     report.reopens.wrong_state += 1;
                     return Err(format!(
                         "acknowledged step {} as txid {} after step {last}",
@@ -309,6 +324,7 @@ impl Models {
                     ));
                 }
                 last = ack.step;
+                last_txid = ack.txid;
                 report.acked_commits += 1;
                 if digest(self.get(last)) != ack.digest {
                     report.reopens.wrong_state += 1;
@@ -346,6 +362,16 @@ fn txid_of(step: u64) -> u64 {
     step + 1
 }
 
+/// Whether `txid` may hold step `step`: exactly `txid_of(step)`, or at least that when vacuum
+/// steps commit between the steps.
+fn txid_fits(vacuum: bool, step: u64, txid: u64) -> bool {
+    if vacuum {
+        txid >= txid_of(step)
+    } else {
+        txid == txid_of(step)
+    }
+}
+
 /// Starts one child per entry of `delays` on `path` at once, and SIGKILLs each when its delay
 /// has passed since the start. `step`: the step the file holds, which each child checks; `None`
 /// lets each child take whatever the file holds (new files, racing children).
@@ -372,6 +398,7 @@ fn kill_children(
             .arg(path)
             .arg(config.seed.to_string())
             .arg(step.map_or_else(|| "any".to_string(), |s| s.to_string()))
+            .args(config.vacuum.then_some("vacuum"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -456,12 +483,15 @@ fn kill_children(
     Ok(runs)
 }
 
-/// The child's side: `kill-loop PATH SEED STEP`. Opens the file (creating it if missing),
-/// which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits steps
-/// after it until killed, printing `ack STEP TXID DIGEST` after each commit returns.
+/// The child's side: `kill-loop PATH SEED STEP [vacuum]`. Opens the file (creating it if
+/// missing), which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits
+/// steps after it until killed, printing `ack STEP TXID DIGEST` after each commit returns;
+/// with `vacuum`, each step is followed by an online vacuum step.
 pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
-    let [path, seed, start] = args else {
-        return Err("usage: kill-loop PATH SEED STEP|any".into());
+    let (path, seed, start, vacuum) = match args {
+        [path, seed, start] => (path, seed, start, false),
+        [path, seed, start, mode] if mode == "vacuum" => (path, seed, start, true),
+        _ => return Err("usage: kill-loop PATH SEED STEP|any [vacuum]".into()),
     };
     let seed: u64 = seed.parse().map_err(|_| "bad seed")?;
     let start: Option<u64> = match start.as_str() {
@@ -484,6 +514,10 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     for step in start + 1.. {
         let ops = workload.step(step, &mut model);
         commit_step(&db, &ops).map_err(|e| format!("step {step}: {e}"))?;
+        if vacuum {
+            db.vacuum_step(VACUUM_STEP_PAGES)
+                .map_err(|e| format!("vacuum after step {step}: {e}"))?;
+        }
         let txid = db.view(|tx| Ok(tx.id().0)).map_err(|e| e.to_string())?;
         writeln!(out, "ack {step} {txid} {:016x}", digest(&model)).map_err(|e| e.to_string())?;
         out.flush().map_err(|e| e.to_string())?;

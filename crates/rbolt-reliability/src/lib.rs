@@ -27,5 +27,6 @@ pub mod parallel;
 pub mod power;
 pub mod scan;
 pub mod summary;
+pub mod vacuum;
 pub mod verdict;
 pub mod workload;

@@ -42,6 +42,8 @@ pub(crate) struct Writer {
     pub(crate) readers_scratch: Vec<Txid>,
     /// The `verify` feature's state (nothing without it).
     pub(crate) verify: crate::verify::Verify,
+    /// A truncation of the file waiting for older readers to end (see `vacuum`).
+    pub(crate) truncate: Option<crate::vacuum::Truncate>,
 }
 
 /// An open database.
@@ -89,6 +91,9 @@ pub struct Db {
     pub(crate) unsynced: AtomicBool,
     pub(crate) counters: StatCounters,
     pub(crate) batcher: crate::batch::Batcher,
+    /// Whether `Writer::truncate` holds a truncation, so that a reader ending can do it
+    /// without looking at the writer state otherwise.
+    pub(crate) truncate_wanted: AtomicBool,
 }
 
 impl Db {
@@ -207,6 +212,7 @@ impl Db {
                 file_len,
                 readers_scratch: Vec::new(),
                 verify: Default::default(),
+                truncate: None,
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
@@ -214,6 +220,7 @@ impl Db {
             unsynced: AtomicBool::new(false),
             counters,
             batcher: crate::batch::Batcher::default(),
+            truncate_wanted: AtomicBool::new(false),
             options,
         };
         // A file written without a freelist, opened by a writer that keeps one: write it now,
@@ -459,6 +466,12 @@ impl Db {
         self.storage
             .len()
             .map_err(|e| Error::io(self.storage.path(), e))
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        crate::vacuum::on_close(self);
     }
 }
 

@@ -172,6 +172,7 @@ mod stats;
 pub mod storage;
 mod tx;
 mod typed;
+mod vacuum;
 mod verify;
 mod walk;
 
@@ -213,3 +214,4 @@ pub use tx::WriteTx;
 #[cfg(feature = "serde")]
 pub use typed::Json;
 pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};
+pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};

@@ -84,6 +84,14 @@ pub struct Options {
     /// `Error::Truncated`. The newest commit is lost, and the next commit overwrites its meta.
     /// Only for recovery, e.g. after a power loss with `no_grow_sync`.
     pub fallback_on_truncation: bool,
+    /// Shrink the file at commit when pages at its end are free: the commit lowers the
+    /// high-water mark past them, and once that meta is durable and no open reader's snapshot
+    /// reaches the cut pages, the file is truncated (keeping the slack a growth would add, so
+    /// a file near its size does not shrink and grow by turns). Off by default: bbolt's files
+    /// never shrink, and a workload that deletes and re-inserts at the end would pay a
+    /// truncation and a regrowth (`fallocate` and an fsync) per cycle. `Db::vacuum` shrinks
+    /// whatever this says.
+    pub auto_shrink: bool,
 }
 
 impl Default for Options {
@@ -104,6 +112,7 @@ impl Default for Options {
             max_batch_delay: BATCH_DELAY_MAX_DEFAULT,
             alloc_size: ALLOC_SIZE_DEFAULT,
             fallback_on_truncation: false,
+            auto_shrink: false,
         }
     }
 }
@@ -185,4 +194,6 @@ setters! {
     alloc_size: u64,
     /// Sets `fallback_on_truncation`.
     fallback_on_truncation: bool,
+    /// Sets `auto_shrink`.
+    auto_shrink: bool,
 }

@@ -168,6 +168,7 @@ impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             self.db.readers.leave(slot);
+            crate::vacuum::after_reader(self.db);
         }
     }
 }

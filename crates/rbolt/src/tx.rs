@@ -162,6 +162,9 @@ pub struct WriteTx<'db> {
     durability: Cell<Durability>,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) force: bool,
+    /// Lower the high-water mark past free pages at the end of the file, and cut the file
+    /// when no reader needs its tail (a vacuum step; `Options::auto_shrink` does it always).
+    pub(crate) shrink: bool,
 }
 
 impl std::fmt::Debug for WriteTx<'_> {
@@ -232,6 +235,7 @@ impl<'db> WriteTx<'db> {
                 Durability::Immediate
             }),
             force: false,
+            shrink: db.options.auto_shrink,
         }
     }
 
@@ -379,6 +383,22 @@ impl<'db> WriteTx<'db> {
             return Ok(Some(BucketMut::borrowed(&self.shared, self.root.get_mut())));
         }
         self.bucket_path_mut(path)
+    }
+
+    /// For the vacuum: the committed pages this transaction started from, the meta they
+    /// belong to, and the freelist (whose free set no reader can see).
+    pub(crate) fn vacuum_view(&mut self) -> (Pages<'_>, &Meta, &AnyFreelist) {
+        let TxShared {
+            map,
+            page_size,
+            high_water,
+            core,
+        } = &mut self.shared;
+        (
+            pages_of(map, *page_size, *high_water),
+            &self.base,
+            &core.get_mut().alloc.freelist,
+        )
     }
 
     /// Sets the root bucket's sequence, which only files of other tools use.
@@ -660,6 +680,11 @@ impl<'db> WriteTx<'db> {
             let overflow = PageHeader::read(span).map_or(0, |h| h.overflow);
             alloc.freelist.free(txid, old, overflow)?;
         }
+        if self.shrink {
+            // Free pages at the end of the file leave the freelist and the file's mapped
+            // extent, before the freelist page is sized (see `vacuum`).
+            alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
+        }
         if db.options.no_freelist_sync {
             meta.freelist = PGID_NO_FREELIST.0;
         } else {
@@ -761,6 +786,7 @@ impl<'db> WriteTx<'db> {
         // it mapped until they end.
         failpoint!("commit::unmap", poison db);
         drop(old);
+        crate::vacuum::after_commit(db, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();

@@ -6,3 +6,4 @@ mod corrupt;
 mod fixtures;
 mod model;
 mod support;
+mod touch;

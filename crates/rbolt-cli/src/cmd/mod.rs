@@ -7,6 +7,7 @@ pub mod pages;
 pub mod read;
 pub mod surgery;
 pub mod transfer;
+pub mod vacuum;
 pub mod write;
 
 use crate::format::{Format, ParseFormat, format_bytes};

@@ -46,6 +46,7 @@ fn version_and_help() {
         "dump",
         "inspect",
         "compact",
+        "vacuum",
         "export",
         "import",
         "bench",

@@ -1,4 +1,4 @@
-//! Commands that write: `import` (round trips with `export`), `compact`, `put`, `delete`.
+//! Commands that write: `import` (round trips with `export`), `compact`, `vacuum`, `put`, `delete`.
 
 use crate::support::{Dir, arg, rbolt, rbolt_with_input, unchanged};
 use rbolt_fixtures::{NAMES, manifest_text};
@@ -199,4 +199,63 @@ fn put_get_delete() {
     // put never creates a database file.
     rbolt(["put", arg(&dir.path("missing.db")), "b", "k", "v"]).fails_with("does not exist");
     assert!(!dir.path("missing.db").exists());
+}
+
+#[test]
+fn vacuum_shrinks_in_place_and_keeps_every_key() {
+    let dir = Dir::new();
+    let db_path = dir.path("thinned.db");
+    {
+        let db = rbolt::Db::open(&db_path).unwrap();
+        db.update(|tx| {
+            let mut b = tx.create_bucket(b"b")?;
+            for i in 0..30_000u32 {
+                b.put(i.to_be_bytes(), [7; 100])?;
+            }
+            b.create_bucket(b"nested")?.put(b"k", b"v")
+        })
+        .unwrap();
+        db.update(|tx| {
+            let mut b = tx.bucket_mut(b"b")?.unwrap();
+            for i in (0..30_000u32).filter(|i| i % 10 != 0) {
+                b.delete(i.to_be_bytes())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let before_export = rbolt(["export", arg(&db_path)]).ok();
+    let before = std::fs::metadata(&db_path).unwrap().len();
+    let line = rbolt(["vacuum", arg(&db_path)]).ok();
+    let after = std::fs::metadata(&db_path).unwrap().len();
+    assert!(after < before / 3, "{before} -> {after}");
+    // "X -> Y bytes (gain=Z.ZZx), N pages moved in S steps, T", as compact's line begins.
+    let expected_start = format!(
+        "{before} -> {after} bytes (gain={:.2}x), ",
+        before as f64 / after as f64
+    );
+    assert!(line.starts_with(&expected_start), "{line}");
+    assert!(
+        line.contains(" pages moved in ") && line.ends_with('\n'),
+        "{line}"
+    );
+    assert_eq!(rbolt(["check", arg(&db_path)]).ok(), "OK\n");
+    assert!(rbolt(["export", arg(&db_path)]).ok() == before_export);
+    // Again: nothing left to move, and the file does not grow.
+    let again = rbolt(["vacuum", "--step-pages", "16", arg(&db_path)]).ok();
+    assert!(again.starts_with(&format!("{after} -> ")), "{again}");
+    assert!(std::fs::metadata(&db_path).unwrap().len() <= after);
+}
+
+#[test]
+fn vacuum_keeps_every_fixture_and_refuses_a_missing_file() {
+    let dir = Dir::new();
+    for name in NAMES {
+        let db = dir.fixture(name);
+        let manifest = rbolt(["export", arg(&db)]).ok();
+        rbolt(["vacuum", arg(&db)]).ok();
+        assert_eq!(rbolt(["check", arg(&db)]).ok(), "OK\n", "{name}");
+        assert!(rbolt(["export", arg(&db)]).ok() == manifest, "{name}");
+    }
+    rbolt(["vacuum", arg(&dir.path("missing.db"))]).fails_with("does not exist");
 }

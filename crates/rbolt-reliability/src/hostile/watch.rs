@@ -61,6 +61,10 @@ impl Storage for Watch {
         self.inner.grow(len)
     }
 
+    fn shrink(&self, len: u64) -> io::Result<()> {
+        self.inner.shrink(len)
+    }
+
     fn map(&self, len: usize) -> io::Result<Mapping> {
         self.map_len_max.fetch_max(len, Ordering::Relaxed);
         self.inner.map(len)

@@ -36,6 +36,7 @@ fn kill_loop() {
             seed: seeds[index],
             kills: kills / seeds.len() as u64,
             delay_max: Duration::from_millis(30),
+            vacuum: false,
         })
     });
     report.summary().secs_since(started).print();
@@ -49,4 +50,25 @@ fn kill_loop() {
     assert!(report.new_files >= 4, "{}", report.summary());
     assert!(report.raced_files >= 2, "{}", report.summary());
     assert!(report.kills_before_ready > 0, "{}", report.summary());
+}
+
+/// A kill loop whose children run an online vacuum step after every step: kills land inside
+/// vacuums, between a shrinking commit and its truncation, and after truncations.
+#[test]
+fn kill_loop_with_vacuum() {
+    let dirs = kill_dirs();
+    let kills = size("RBOLT_VACUUM_KILLS", 120, 2_000);
+    let started = Instant::now();
+    let report = run(&KillConfig {
+        child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
+        dir: dirs[0].path().to_path_buf(),
+        seed: 1,
+        kills,
+        delay_max: Duration::from_millis(30),
+        vacuum: true,
+    });
+    report.summary().secs_since(started).print();
+    assert!(report.is_clean(), "{}", report.failures);
+    assert_eq!(report.kills, kills);
+    assert!(report.acked_commits > kills / 4, "{}", report.summary());
 }

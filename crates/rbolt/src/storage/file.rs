@@ -427,13 +427,29 @@ impl Storage for FileStorage {
         }
     }
 
+    fn shrink(&self, len: u64) -> io::Result<()> {
+        self.check_writable("shrink")?;
+        // Under the grow lock: a grow between reading the length and cutting it must not be
+        // undone.
+        let _serialised = self
+            .grow_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if fdio::len(self.file.as_fd())? <= len {
+            return Ok(());
+        }
+        fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, len))
+    }
+
     fn map(&self, len: usize) -> io::Result<Mapping> {
         // SAFETY: memmap2 requires that the mapped file is not modified or truncated in ways
         // that break the `&[u8]` the mapping hands out, for as long as the mapping lives.
         // - Truncation: this FileStorage holds an flock (exclusive for the writer, shared for
-        //   readers) for its whole life, so no cooperating process changes the file, and the
-        //   database only ever grows it (`grow` never shrinks); no byte that was inside the
-        //   file when mapped leaves it while the mapping exists.
+        //   readers) for its whole life, so no cooperating process changes the file. The
+        //   database itself shrinks the file (`shrink`) only past the high-water mark of every
+        //   snapshot a live transaction holds (see `vacuum::truncate_if_unseen`), so no byte
+        //   any transaction reads leaves the file while its mapping exists; bytes beyond are
+        //   reserved address space that nothing touches, as below.
         // - Bytes past the end: `len` may reach past the end of the file (reserved address
         //   space). The database only reads bytes below its high-water mark, which is within
         //   the file, so it never touches a page past the end, which would raise SIGBUS.

@@ -77,6 +77,25 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// it), so later writes below `len` cannot fail with `ENOSPC`.
     fn grow(&self, len: u64) -> io::Result<()>;
 
+    /// Makes the file exactly `len` bytes long when it is longer (`ftruncate`); never grows
+    /// it. The database calls it only for bytes past the high-water mark of a meta that is
+    /// durable already, and only once no open transaction's snapshot reaches them, since a
+    /// page cut off under a mapping raises `SIGBUS` when touched.
+    ///
+    /// The new length is durable after the next [`sync_data`](Storage::sync_data) or
+    /// [`sync_all`](Storage::sync_all); a crash before that may leave either length.
+    ///
+    /// The default answers [`io::ErrorKind::Unsupported`], and the database then leaves the
+    /// file at its length (only the high-water mark comes down); a wrapper around a storage
+    /// of this module delegates it.
+    fn shrink(&self, len: u64) -> io::Result<()> {
+        let _ = len;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this storage cannot shrink its file",
+        ))
+    }
+
     /// Maps the first `len` bytes of the file read-only and shared.
     ///
     /// `len` may exceed the file's length: the extra address space is reserved so the file can

@@ -83,6 +83,7 @@ struct State {
 enum Pending {
     Write { offset: u64, bytes: Vec<u8> },
     Grow { len: u64 },
+    Shrink { len: u64 },
 }
 
 /// The kinds of [`Storage`] calls a [`SimFile`] counts.
@@ -105,6 +106,8 @@ pub enum OpKind {
     Grow,
     /// [`Storage::map`].
     Map,
+    /// [`Storage::shrink`].
+    Shrink,
 }
 
 impl OpKind {
@@ -136,6 +139,8 @@ pub struct OpCounts {
     pub grow: u64,
     /// [`Storage::map`] calls.
     pub map: u64,
+    /// [`Storage::shrink`] calls.
+    pub shrink: u64,
 }
 
 impl OpCounts {
@@ -150,6 +155,7 @@ impl OpCounts {
             sync_all: self.sync_all - earlier.sync_all,
             grow: self.grow - earlier.grow,
             map: self.map - earlier.map,
+            shrink: self.shrink - earlier.shrink,
         }
     }
 
@@ -165,7 +171,7 @@ impl OpCounts {
 
     /// All calls.
     pub fn total(&self) -> u64 {
-        self.len + self.read + self.writes() + self.syncs() + self.grow + self.map
+        self.len + self.read + self.writes() + self.syncs() + self.grow + self.map + self.shrink
     }
 
     fn count(&mut self, kind: OpKind) {
@@ -178,6 +184,7 @@ impl OpCounts {
             OpKind::SyncAll => &mut self.sync_all,
             OpKind::Grow => &mut self.grow,
             OpKind::Map => &mut self.map,
+            OpKind::Shrink => &mut self.shrink,
         };
         *counter += 1;
     }
@@ -341,7 +348,7 @@ pub enum CrashProfile {
     /// Each pending operation survives whole or is dropped whole, with even odds.
     Random,
     /// Each pending write is kept, dropped, torn to a prefix of its sectors, or torn to a
-    /// random subset of its sectors, with even odds; each growth is kept or dropped.
+    /// random subset of its sectors, with even odds; each length change is kept or dropped.
     Torn,
     /// As [`Torn`](CrashProfile::Torn), and in addition half of the writes have some of their
     /// sectors filled with random bytes, as a device losing power mid-sector can leave them.
@@ -475,6 +482,18 @@ impl SimFile {
                         extend(&mut image, *len);
                     }
                 }
+                Pending::Shrink { len } => {
+                    let keep = match profile {
+                        CrashProfile::KeepAll => true,
+                        CrashProfile::DropAll => false,
+                        CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => {
+                            rng.coin()
+                        }
+                    };
+                    if keep {
+                        image.truncate(*len as usize);
+                    }
+                }
                 Pending::Write { offset, bytes } => {
                     let end = *offset + bytes.len() as u64;
                     let n_sectors = (end.div_ceil(SECTOR_SIZE) - offset / SECTOR_SIZE) as usize;
@@ -555,6 +574,7 @@ impl SimFile {
             match op {
                 Pending::Write { offset, bytes } => apply_write(durable, offset, &bytes),
                 Pending::Grow { len } => extend(durable, len),
+                Pending::Shrink { len } => durable.truncate(len as usize),
             }
         }
         debug_assert_eq!(
@@ -630,15 +650,28 @@ impl Storage for SimFile {
         Ok(())
     }
 
+    fn shrink(&self, len: u64) -> io::Result<()> {
+        let mut state = self.state();
+        self.begin(&mut state, OpKind::Shrink)?;
+        let fd = self.shared.memfd.as_fd();
+        if fdio::len(fd)? > len {
+            fdio::retry_on_interrupt(|| rustix::fs::ftruncate(fd, len))?;
+            state.pending.push(Pending::Shrink { len });
+        }
+        Ok(())
+    }
+
     fn map(&self, len: usize) -> io::Result<Mapping> {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Map)?;
         // SAFETY: memmap2 requires that the mapped file is not truncated or changed in ways
         // that break the `&[u8]` it hands out while the mapping lives. The memfd is private to
         // this SimFile: it is created close-on-exec, never handed out, and only this module
-        // changes it, by writes on behalf of the database and by `grow`, which only extends
-        // it; nothing shrinks it, and a crash or `from_image` leaves it alone (a new image gets
-        // a new memfd). So no byte within the file when mapped ever leaves it. As with
+        // changes it, by writes on behalf of the database, by `grow`, which only extends it,
+        // and by `shrink`, which the database calls only past the high-water mark of every
+        // snapshot a live transaction reads (as with FileStorage); a crash or `from_image`
+        // leaves it alone (a new image gets a new memfd). So no byte a transaction reads
+        // leaves the file while the mapping lives. As with
         // FileStorage, `len` may reach past the end of the file, and the database reads only
         // below its high-water mark, within the file, so it never touches a page past the end
         // (SIGBUS); and it never rewrites a page a live reader can see.

@@ -13,3 +13,4 @@ mod regressions;
 mod storage;
 mod support;
 mod typed;
+mod vacuum;

@@ -162,6 +162,25 @@ fn file_storage_grow_never_shrinks() {
 }
 
 #[test]
+fn file_storage_shrink_never_grows() {
+    let (_dir, path) = temp_path();
+    let storage = open(&path, FileOptions::new());
+    storage.write_all_at(&[7; 10_000], 0).unwrap();
+    storage.shrink(20_000).unwrap();
+    assert_eq!(storage.len().unwrap(), 10_000);
+    storage.shrink(4096).unwrap();
+    assert_eq!(storage.len().unwrap(), 4096);
+    assert_eq!(read(&storage, 0, 4096), vec![7; 4096]);
+    storage.sync_data().unwrap();
+    // Read-only storage refuses, untouched.
+    drop(storage);
+    let reader = open(&path, FileOptions::new().read_only(true));
+    let error = reader.shrink(0).unwrap_err();
+    assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
+    assert_eq!(reader.len().unwrap(), 4096);
+}
+
+#[test]
 fn file_storage_map_sees_later_writes() {
     let (_dir, path) = temp_path();
     check_map_sees_later_writes(&open(&path, FileOptions::new()));
@@ -577,6 +596,45 @@ fn sim_dropped_growth_leaves_the_file_short() {
 }
 
 #[test]
+fn sim_lost_truncation_keeps_the_old_length() {
+    let sim = SimFile::new().unwrap();
+    sim.write_all_at(&[1; 16384], 0).unwrap();
+    sim.sync_data().unwrap();
+    sim.shrink(4096).unwrap();
+    // Shrinking to a larger length changes nothing and records nothing.
+    sim.shrink(8192).unwrap();
+    assert_eq!(sim.len().unwrap(), 4096);
+    assert_eq!(sim.live_image().unwrap(), vec![1; 4096]);
+    assert!(sim.has_pending());
+    for profile in CrashProfile::ALL {
+        let mut lens: Vec<usize> = (0..64)
+            .map(|seed| sim.crash_image(profile, seed).len())
+            .collect();
+        lens.sort_unstable();
+        lens.dedup();
+        let expected: &[usize] = match profile {
+            CrashProfile::KeepAll => &[4096],
+            CrashProfile::DropAll => &[16384],
+            _ => &[4096, 16384],
+        };
+        assert_eq!(lens, expected, "{profile:?}");
+    }
+    // A lost truncation keeps the old bytes too, not zeros.
+    assert_eq!(sim.crash_image(CrashProfile::DropAll, 0), vec![1; 16384]);
+    // Synced, the truncation is durable under every profile.
+    sim.sync_data().unwrap();
+    assert_eq!(sim.durable_image().len(), 4096);
+    for profile in CrashProfile::ALL {
+        assert_eq!(sim.crash_image(profile, 3).len(), 4096, "{profile:?}");
+    }
+    // A growth after a kept shrink reads zeros where the cut bytes were.
+    sim.grow(8192).unwrap();
+    let image = sim.crash_image(CrashProfile::KeepAll, 0);
+    assert_eq!(&image[..4096], &[1; 4096][..]);
+    assert_eq!(&image[4096..], &[0; 4096][..]);
+}
+
+#[test]
 fn sim_from_image_round_trip_and_crash_during_recovery() {
     let image: Vec<u8> = (0..3000u32).map(|i| (i * 31 % 251) as u8).collect();
     let sim = SimFile::from_image(image.clone()).unwrap();
@@ -629,11 +687,12 @@ fn call(sim: &SimFile, kind: OpKind) -> io::Result<()> {
         OpKind::SyncAll => sim.sync_all(),
         OpKind::Grow => sim.grow(sim.live_image().unwrap().len() as u64 + 512),
         OpKind::Map => sim.map(4096).map(drop),
+        OpKind::Shrink => sim.shrink(sim.live_image().unwrap().len().saturating_sub(1) as u64),
         other => panic!("no call for {other:?}"),
     }
 }
 
-const ALL_KINDS: [OpKind; 8] = [
+const ALL_KINDS: [OpKind; 9] = [
     OpKind::Len,
     OpKind::Read,
     OpKind::Write,
@@ -642,6 +701,7 @@ const ALL_KINDS: [OpKind; 8] = [
     OpKind::SyncAll,
     OpKind::Grow,
     OpKind::Map,
+    OpKind::Shrink,
 ];
 
 #[test]
