@@ -2,19 +2,20 @@
 
 use super::{Engine, Notes, Result, data_file, fail, value_ok};
 use crate::workload::{Key, value_of};
-use rbolt::{Db, Options};
-use std::path::{Path, PathBuf};
+use rbolt::{Db, Durability};
+use std::path::Path;
 
 const BUCKET: &[u8] = b"bench";
 
 pub struct Rbolt {
-    db: Option<Db>,
-    path: PathBuf,
+    db: Db,
+    /// What each write transaction asks for (`WriteTx::set_durability`).
+    durability: Durability,
 }
 
 impl Rbolt {
     fn db(&self) -> &Db {
-        self.db.as_ref().expect("open between calls")
+        &self.db
     }
 }
 
@@ -23,32 +24,31 @@ impl Engine for Rbolt {
     const NOTES: Notes = Notes {
         sorted_load: "fill percent 1.0 on the bucket (`BucketMut::set_fill_percent`)",
         durable: "default options: pwritev, fdatasync, meta write, fdatasync",
-        sync_off: "`Options::no_sync` (both fdatasyncs skipped; reopened to set it)",
+        sync_off: "`WriteTx::set_durability(Durability::None)` per transaction (both fdatasyncs skipped; the first durable commit after them syncs them too)",
         rust_heap_only: true,
     };
 
     fn create(dir: &Path) -> Result<Rbolt> {
-        let path = data_file(dir);
-        let db = Db::open(&path)?;
+        let db = Db::open(data_file(dir))?;
         db.update(|tx| tx.create_bucket(BUCKET).map(|_| ()))?;
-        Ok(Rbolt { db: Some(db), path })
+        Ok(Rbolt {
+            db,
+            durability: Durability::Immediate,
+        })
     }
 
     fn set_sync(&mut self, sync: bool) -> Result<()> {
-        // `no_sync` is an open option only; closing and reopening costs an open, outside
-        // the timed phases.
-        if let Some(db) = self.db.take() {
-            db.close()?;
-        }
-        self.db = Some(Db::open_with(
-            &self.path,
-            Options::default().no_sync(!sync),
-        )?);
+        self.durability = if sync {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
         Ok(())
     }
 
     fn put_tx(&self, keys: &[Key], sorted: bool) -> Result<()> {
         self.db().update(|tx| {
+            tx.set_durability(self.durability);
             let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
             if sorted {
                 bucket.set_fill_percent(1.0);
@@ -63,6 +63,7 @@ impl Engine for Rbolt {
 
     fn delete_tx(&self, keys: &[Key]) -> Result<()> {
         self.db().update(|tx| {
+            tx.set_durability(self.durability);
             let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
             for key in keys {
                 bucket.delete(key)?;
