@@ -539,7 +539,8 @@ impl<'a> Bucket<'a> {
     /// })?;
     /// db.view(|tx| {
     ///     let b = tx.bucket("b")?.unwrap();
-    ///     let values: Vec<&[u8]> = b.iter().map(|e| e.map(|e| e.value().unwrap())).collect::<Result<_, _>>()?;
+    ///     let values: Vec<&[u8]> =
+    ///         b.iter().map(|e| e.map(|e| e.value().unwrap())).collect::<Result<_, _>>()?;
     ///     assert_eq!(values, [b"1", b"2", b"3"]);
     ///     let last = b.iter().next_back().transpose()?.map(|e| e.key());
     ///     assert_eq!(last, Some(&b"c"[..]));
@@ -1293,7 +1294,8 @@ impl BucketMut<'_> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("x", "1")?;
     ///     b.put("y", "2")?;
-    ///     let keys: Vec<&[u8]> = b.iter().rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     let keys: Vec<&[u8]> =
+    ///         b.iter().rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(keys, [b"y", b"x"]);
     ///     Ok(())
     /// })?;

@@ -31,7 +31,8 @@ use std::fmt;
 /// std::fs::write(&path, &file).unwrap();
 /// let db = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true))?;
 /// let errors = db.begin_read()?.check();
-/// assert!(errors.contains(&rbolt::CheckError::InvalidType { pgid: root, flags: 0xEEEE }), "{errors:?}");
+/// let expected = rbolt::CheckError::InvalidType { pgid: root, flags: 0xEEEE };
+/// assert!(errors.contains(&expected), "{errors:?}");
 /// # Ok::<(), rbolt::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]

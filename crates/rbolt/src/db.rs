@@ -154,7 +154,8 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use rbolt::storage::{FileOptions, FileStorage, Storage};
     /// use std::sync::Arc;
-    /// let storage: Arc<dyn Storage> = Arc::new(FileStorage::open(dir.path().join("db"), FileOptions::new()).unwrap());
+    /// let file = FileStorage::open(dir.path().join("db"), FileOptions::new()).unwrap();
+    /// let storage: Arc<dyn Storage> = Arc::new(file);
     /// let db = rbolt::Db::open_storage(storage.clone(), rbolt::Options::default())?;
     /// db.update(|tx| tx.create_bucket("b").map(drop))?;
     /// // The storage is claimed while `db` lives.
@@ -498,7 +499,8 @@ impl Db {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = rbolt::Db::open_with(dir.path().join("db"), rbolt::Options::default().no_sync(true))?;
+    /// let options = rbolt::Options::default().no_sync(true);
+    /// let db = rbolt::Db::open_with(dir.path().join("db"), options)?;
     /// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?; // visible, not yet durable
     /// db.sync()?; // durable from here on
     /// assert_eq!(db.begin_read()?.bucket("b")?.unwrap().get("k")?, Some(&b"v"[..]));
@@ -521,7 +523,8 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("db");
     /// let db = rbolt::Db::open(&path)?;
-    /// // A second handle on the same file waits for the lock; with a zero timeout it gives up at once.
+    /// // A second handle on the same file waits for the lock; with a zero timeout it gives up
+    /// // at once.
     /// let try_once = rbolt::Options::default().lock_timeout(Some(std::time::Duration::ZERO));
     /// assert!(rbolt::Db::open_with(&path, try_once.clone()).is_err());
     /// db.close()?;

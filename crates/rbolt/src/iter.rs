@@ -135,9 +135,11 @@ impl<'a> Entry<'a> {
     /// })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
-    ///     assert_eq!(cursor.seek("k")?.unwrap().raw_value(), b"v"); // a value's raw value is itself
+    ///     // a value's raw value is itself
+    ///     assert_eq!(cursor.seek("k")?.unwrap().raw_value(), b"v");
     ///     let nested = cursor.seek("nested")?.unwrap();
-    ///     // A bucket's raw value starts with its header: root page id, then sequence (little-endian).
+    ///     // A bucket's raw value starts with its header: root page id, then sequence
+    ///     // (little-endian).
     ///     assert_eq!(&nested.raw_value()[8..16], &7u64.to_le_bytes()[..]);
     ///     Ok(())
     /// })?;
@@ -248,7 +250,8 @@ impl<'a> Cursor<'a> {
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
-    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"a"[..])); // a fresh cursor starts before the first
+    ///     // a fresh cursor starts before the first
+    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"a"[..]));
     ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"b"[..]));
     ///     Ok(())
     /// })?;
@@ -682,7 +685,8 @@ impl<'a> CursorMut<'a> {
     ///     let mut cursor = b.cursor_mut();
     ///     cursor.seek("b")?;
     ///     cursor.delete()?;
-    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"c"[..])); // the entry after the deleted one
+    ///     // the entry after the deleted one
+    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"c"[..]));
     ///     Ok(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
@@ -719,7 +723,8 @@ impl<'a> CursorMut<'a> {
     ///     let mut cursor = b.cursor_mut();
     ///     cursor.seek("b")?;
     ///     cursor.delete()?;
-    ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"a"[..])); // the entry before the deleted one
+    ///     // the entry before the deleted one
+    ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"a"[..]));
     ///     Ok(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())

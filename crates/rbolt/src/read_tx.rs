@@ -288,7 +288,8 @@ impl<'db> ReadTx<'db> {
     /// let tx = db.begin_read()?;
     /// let free = tx.free_page_ids()?;
     /// assert!(free.len() > 10); // the bucket's pages
-    /// assert!(free.windows(2).all(|w| w[0] < w[1]) && free.iter().all(|id| id.0 >= 2 && id.0 < tx.meta().pgid));
+    /// assert!(free.windows(2).all(|w| w[0] < w[1])); // ascending, each once
+    /// assert!(free.iter().all(|id| id.0 >= 2 && id.0 < tx.meta().pgid));
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn free_page_ids(&self) -> Result<Vec<Pgid>> {

@@ -319,7 +319,8 @@ impl<'db> WriteTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("z")?;
     ///     tx.create_bucket("a")?;
-    ///     let names: Vec<&[u8]> = tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     let names: Vec<&[u8]> =
+    ///         tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(names, [b"a", b"z"]);
     ///     Ok(())
     /// })?;

@@ -375,10 +375,11 @@ tuples!(A, B, C; D);
 /// const TAGS: BucketDef<&str, Json<Vec<String>>> = BucketDef::new("tags");
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-/// db.update(|tx| tx.open_bucket(TAGS)?.put("post-1", vec!["rust".to_string(), "db".to_string()]))?;
+/// let post_tags = vec!["rust".to_string(), "db".to_string()];
+/// db.update(|tx| tx.open_bucket(TAGS)?.put("post-1", &post_tags))?;
 /// db.view(|tx| {
 ///     let tags = tx.open_bucket(TAGS)?.unwrap();
-///     assert_eq!(tags.get("post-1")?, Some(vec!["rust".to_string(), "db".to_string()]));
+///     assert_eq!(tags.get("post-1")?, Some(post_tags.clone()));
 ///     assert_eq!(tags.bytes().get("post-1")?, Some(&br#"["rust","db"]"#[..])); // stored as JSON
 ///     Ok(())
 /// })?;
@@ -630,7 +631,8 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     /// # let db = rbolt::Db::open(dir.path().join("db"))?;
     /// db.update(|tx| {
     ///     tx.open_bucket(AGES)?.put("alice", 42)?;
-    ///     tx.bucket_mut("ages")?.unwrap().put("bob", "not a u8")?; // written through the bytes API
+    ///     // written through the bytes API
+    ///     tx.bucket_mut("ages")?.unwrap().put("bob", "not a u8")?;
     ///     Ok(())
     /// })?;
     /// db.view(|tx| {
@@ -692,7 +694,8 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     /// })?;
     /// db.view(|tx| {
     ///     let temps = tx.open_bucket(TEMPS)?.unwrap();
-    ///     let days: Vec<i32> = temps.range(-1..2).map(|e| e.map(|(d, _)| d)).collect::<Result<_, _>>()?;
+    ///     let days: Vec<i32> =
+    ///         temps.range(-1..2).map(|e| e.map(|(d, _)| d)).collect::<Result<_, _>>()?;
     ///     assert_eq!(days, [-1, 0, 1]);
     ///     Ok(())
     /// })?;
@@ -887,7 +890,8 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     for i in 0..100 {
     ///         log.put(i, "entry")?;
     ///     }
-    ///     let newest: Vec<u64> = log.range(97..).rev().map(|e| e.map(|(i, _)| i)).collect::<Result<_, _>>()?;
+    ///     let newest: Vec<u64> =
+    ///         log.range(97..).rev().map(|e| e.map(|(i, _)| i)).collect::<Result<_, _>>()?;
     ///     assert_eq!(newest, [99, 98, 97]);
     ///     Ok(())
     /// })?;

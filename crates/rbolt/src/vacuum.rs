@@ -197,7 +197,8 @@ impl VacuumOptions {
     /// use std::ops::ControlFlow;
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// assert_eq!(rbolt::VacuumOptions::default().pages_per_step(0).pages_per_step, 1); // at least 1
+    /// // at least 1
+    /// assert_eq!(rbolt::VacuumOptions::default().pages_per_step(0).pages_per_step, 1);
     /// db.update(|tx| {
     ///     let mut b = tx.create_bucket("b")?;
     ///     for i in 0u32..5000 {
@@ -297,7 +298,8 @@ pub struct VacuumStep {
 ///     Ok(())
 /// })?;
 /// // Stop after the first step; a later vacuum picks up where it left off.
-/// let first = db.vacuum(rbolt::VacuumOptions::default().pages_per_step(8), |_| ControlFlow::Break(()))?;
+/// let options = rbolt::VacuumOptions::default().pages_per_step(8);
+/// let first = db.vacuum(options, |_| ControlFlow::Break(()))?;
 /// assert_eq!(first.steps, 1);
 /// let rest = db.vacuum(rbolt::VacuumOptions::default(), |_| ControlFlow::Continue(()))?;
 /// assert!(rest.file_len < first.file_len_before);

@@ -210,7 +210,10 @@ impl OpenError {
     /// use std::time::Duration;
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
-    /// let timeout = OpenError::LockTimeout { path: path.clone(), timeout: Duration::from_secs(1) };
+    /// let timeout = OpenError::LockTimeout {
+    ///     path: path.clone(),
+    ///     timeout: Duration::from_secs(1),
+    /// };
     /// assert!(timeout.is_lock_timeout());
     /// assert_eq!(std::io::Error::from(timeout).kind(), std::io::ErrorKind::TimedOut);
     /// let _held = FileStorage::open(&path, FileOptions::new()).unwrap();
@@ -411,7 +414,8 @@ impl FileStorage {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
     /// assert!(!FileStorage::open(&path, FileOptions::new()).unwrap().is_read_only());
-    /// assert!(FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap().is_read_only());
+    /// let read_only = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap();
+    /// assert!(read_only.is_read_only());
     /// ```
     pub fn is_read_only(&self) -> bool {
         self.read_only

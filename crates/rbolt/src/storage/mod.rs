@@ -42,7 +42,8 @@ pub const IOV_MAX: usize = 1024;
 /// ```
 /// use rbolt::storage::{FileOptions, FileStorage, Storage};
 /// # let dir = tempfile::tempdir().unwrap();
-/// let storage: Box<dyn Storage> = Box::new(FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap());
+/// let file = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+/// let storage: Box<dyn Storage> = Box::new(file);
 /// assert!(storage.is_empty().unwrap());
 /// storage.write_vectored_at(&[b"ab", b"cd"], 2).unwrap(); // extends the file
 /// assert_eq!(storage.len().unwrap(), 6);

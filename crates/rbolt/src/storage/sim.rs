@@ -734,7 +734,8 @@ impl SimFile {
     /// let seen: std::collections::HashSet<Vec<u8>> =
     ///     (0..32).map(|seed| sim.crash_image(CrashProfile::Random, seed)).collect();
     /// // Whole or dropped, with even odds: over 32 seeds both turn up, and nothing else.
-    /// let expected: std::collections::HashSet<Vec<u8>> = [b"old!".to_vec(), b"new!".to_vec()].into();
+    /// let expected: std::collections::HashSet<Vec<u8>> =
+    ///     [b"old!".to_vec(), b"new!".to_vec()].into();
     /// assert_eq!(seen, expected);
     /// ```
     pub fn crash_image(&self, profile: CrashProfile, seed: u64) -> Vec<u8> {
