@@ -217,6 +217,18 @@ macro_rules! element_page_accessors {
                 )
             })
         }
+
+        #[cold]
+        fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
+            Corruption::new(
+                self.pgid,
+                Reason::ElementOutOfBounds {
+                    index,
+                    end: end as u64,
+                    span: self.bytes.len() as u64,
+                },
+            )
+        }
     };
 }
 
@@ -268,18 +280,6 @@ impl<'a> LeafPage<'a> {
     }
 
     element_page_accessors!(LeafPage, LeafElement, PageKind::Leaf, "entries", "leaf");
-
-    #[cold]
-    fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
-        Corruption::new(
-            self.pgid,
-            Reason::ElementOutOfBounds {
-                index,
-                end: end as u64,
-                span: self.bytes.len() as u64,
-            },
-        )
-    }
 
     /// The key of entry `index`.
     #[inline]
@@ -407,16 +407,9 @@ impl<'a> BranchPage<'a> {
         let elem = self.element_or_err(index)?;
         let start = PAGE_HEADER_SIZE + index * BRANCH_ELEMENT_SIZE + elem.pos as usize;
         let end = start + elem.ksize as usize;
-        self.bytes.get(start..end).ok_or_else(|| {
-            Corruption::new(
-                self.pgid,
-                Reason::ElementOutOfBounds {
-                    index,
-                    end: end as u64,
-                    span: self.bytes.len() as u64,
-                },
-            )
-        })
+        self.bytes
+            .get(start..end)
+            .ok_or_else(|| self.out_of_bounds(index, end))
     }
 
     /// The page id of child `index` (unchecked against the high-water mark: see `check_pgid`).
