@@ -168,7 +168,7 @@ fn element_array(bytes: &[u8], pgid: Pgid, count: u16) -> Result<&[[u8; 16]]> {
 /// The accessors leaf and branch pages share: construction from a read header, the id, the
 /// span, the element count and the raw elements.
 macro_rules! element_page_accessors {
-    ($page:ident, $element:ty, $kind:expr, $what:literal, $name:literal) => {
+    ($page:ident, $element:ty, $kind:expr, $element_size:expr, $what:literal, $name:literal, $key_doc:literal) => {
         #[inline]
         #[doc = concat!("The ", $name, " page whose header the caller already read from `bytes` (and")]
         /// checked names `pgid`): checks the kind and that the elements fit.
@@ -216,6 +216,29 @@ macro_rules! element_page_accessors {
                     Reason::Other(concat!($name, " element index out of range")),
                 )
             })
+        }
+
+        #[doc = $key_doc]
+        #[inline]
+        pub fn key(&self, index: usize) -> Result<&'a [u8]> {
+            let elem = self.element_or_err(index)?;
+            let start = PAGE_HEADER_SIZE + index * $element_size + elem.pos as usize;
+            let end = start + elem.ksize as usize;
+            self.bytes
+                .get(start..end)
+                .ok_or_else(|| self.out_of_bounds(index, end))
+        }
+
+        #[cold]
+        fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
+            Corruption::new(
+                self.pgid,
+                Reason::ElementOutOfBounds {
+                    index,
+                    end: end as u64,
+                    span: self.bytes.len() as u64,
+                },
+            )
         }
     };
 }
@@ -267,30 +290,15 @@ impl<'a> LeafPage<'a> {
         LeafPage::from_header(bytes, owner, header)
     }
 
-    element_page_accessors!(LeafPage, LeafElement, PageKind::Leaf, "entries", "leaf");
-
-    #[cold]
-    fn out_of_bounds(&self, index: usize, end: usize) -> Corruption {
-        Corruption::new(
-            self.pgid,
-            Reason::ElementOutOfBounds {
-                index,
-                end: end as u64,
-                span: self.bytes.len() as u64,
-            },
-        )
-    }
-
-    /// The key of entry `index`.
-    #[inline]
-    pub fn key(&self, index: usize) -> Result<&'a [u8]> {
-        let elem = self.element_or_err(index)?;
-        let start = PAGE_HEADER_SIZE + index * LEAF_ELEMENT_SIZE + elem.pos as usize;
-        let end = start + elem.ksize as usize;
-        self.bytes
-            .get(start..end)
-            .ok_or_else(|| self.out_of_bounds(index, end))
-    }
+    element_page_accessors!(
+        LeafPage,
+        LeafElement,
+        PageKind::Leaf,
+        LEAF_ELEMENT_SIZE,
+        "entries",
+        "leaf",
+        "The key of entry `index`."
+    );
 
     /// The value of entry `index`.
     #[inline]
@@ -397,27 +405,11 @@ impl<'a> BranchPage<'a> {
         BranchPage,
         BranchElement,
         PageKind::Branch,
+        BRANCH_ELEMENT_SIZE,
         "children",
-        "branch"
+        "branch",
+        "The separator key of child `index`: the smallest key in that child's subtree."
     );
-
-    /// The separator key of child `index`: the smallest key in that child's subtree.
-    #[inline]
-    pub fn key(&self, index: usize) -> Result<&'a [u8]> {
-        let elem = self.element_or_err(index)?;
-        let start = PAGE_HEADER_SIZE + index * BRANCH_ELEMENT_SIZE + elem.pos as usize;
-        let end = start + elem.ksize as usize;
-        self.bytes.get(start..end).ok_or_else(|| {
-            Corruption::new(
-                self.pgid,
-                Reason::ElementOutOfBounds {
-                    index,
-                    end: end as u64,
-                    span: self.bytes.len() as u64,
-                },
-            )
-        })
-    }
 
     /// The page id of child `index` (unchecked against the high-water mark: see `check_pgid`).
     #[inline]

@@ -157,51 +157,34 @@ fn get(c: &mut Criterion) {
 }
 
 fn load(c: &mut Criterion) {
+    bulk_load(c, "BulkLoad1M", false, Duration::from_secs(60));
+}
+
+fn load_sorted(c: &mut Criterion) {
+    bulk_load(c, "BulkLoadSorted1M", true, Duration::from_secs(30));
+}
+
+/// A million keys into a new file in one transaction: in random order, or sorted into a
+/// bucket with fill percent 1.0 (the append path).
+fn bulk_load(c: &mut Criterion, name: &str, sorted: bool, measurement: Duration) {
     const N: usize = 1_000_000;
-    let keys = keys(N, 7);
+    let mut keys = keys(N, 7);
+    if sorted {
+        keys.sort_unstable();
+    }
     let mut group = c.benchmark_group("load");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(60));
+    group.sample_size(10).measurement_time(measurement);
     group.throughput(Throughput::Elements(N as u64));
-    group.bench_function("BulkLoad1M", |b| {
+    group.bench_function(name, |b| {
         b.iter_batched(
             || tempfile::tempdir().unwrap(),
             |dir| {
                 let db = Db::open(dir.path().join("load.db")).unwrap();
                 db.update(|tx| {
                     let mut bucket = tx.create_bucket(b"bench")?;
-                    for key in &keys {
-                        bucket.put(key, [0x5a; 100])?;
+                    if sorted {
+                        bucket.set_fill_percent(1.0);
                     }
-                    Ok(())
-                })
-                .unwrap();
-                dir
-            },
-            BatchSize::PerIteration,
-        );
-    });
-    group.finish();
-}
-
-fn load_sorted(c: &mut Criterion) {
-    const N: usize = 1_000_000;
-    let mut keys = keys(N, 7);
-    keys.sort_unstable();
-    let mut group = c.benchmark_group("load");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(30));
-    group.throughput(Throughput::Elements(N as u64));
-    group.bench_function("BulkLoadSorted1M", |b| {
-        b.iter_batched(
-            || tempfile::tempdir().unwrap(),
-            |dir| {
-                let db = Db::open(dir.path().join("sorted.db")).unwrap();
-                db.update(|tx| {
-                    let mut bucket = tx.create_bucket(b"bench")?;
-                    bucket.set_fill_percent(1.0);
                     for key in &keys {
                         bucket.put(key, [0x5a; 100])?;
                     }

@@ -401,16 +401,10 @@ impl<'db> WriteTx<'db> {
         let Some((first, rest)) = path.split_first() else {
             return Err(Error::BucketNameRequired);
         };
-        let Some(mut bucket) = self.open_top(first.as_ref(), Open::Existing)? else {
+        let Some(bucket) = self.open_top(first.as_ref(), Open::Existing)? else {
             return Ok(None);
         };
-        for name in rest {
-            match bucket.descend_into(name.as_ref(), false)? {
-                Some(below) => bucket = below,
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(bucket))
+        bucket.descend_path(rest, false)
     }
 
     /// The bucket at `path` (top-level name, then nested names), open for writing, creating
@@ -440,21 +434,13 @@ impl<'db> WriteTx<'db> {
         for name in path {
             check_name(name.as_ref())?;
         }
-        let mut existing = self.open_top(first.as_ref(), Open::Existing)?;
-        for name in rest {
-            let Some(bucket) = existing else { break };
-            existing = bucket.descend_into(name.as_ref(), false)?;
+        if let Some(existing) = self.open_top(first.as_ref(), Open::Existing)? {
+            drop(existing.descend_path(rest, false)?);
         }
-        drop(existing);
-        let mut bucket = self
-            .open_top(first.as_ref(), Open::CreateIfNotExists)?
-            .ok_or(Error::BucketNotFound)?;
-        for name in rest {
-            bucket = bucket
-                .descend_into(name.as_ref(), true)?
-                .ok_or(Error::BucketNotFound)?;
-        }
-        Ok(bucket)
+        self.open_top(first.as_ref(), Open::CreateIfNotExists)?
+            .ok_or(Error::BucketNotFound)?
+            .descend_path(rest, true)?
+            .ok_or(Error::BucketNotFound)
     }
 
     /// The bucket at `path`, the root bucket for an empty path: for copies that must carry

@@ -503,6 +503,16 @@ pub enum CrashProfile {
 }
 
 impl CrashProfile {
+    /// Whether a crash image keeps an unsynced change of the file's length (a growth or a
+    /// truncation): always, never, or by a coin.
+    fn keeps_length_change(self, rng: &mut SplitMix64) -> bool {
+        match self {
+            CrashProfile::KeepAll => true,
+            CrashProfile::DropAll => false,
+            CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => rng.coin(),
+        }
+    }
+
     /// Every profile, for tests that loop over all of them.
     pub const ALL: [CrashProfile; 5] = [
         CrashProfile::KeepAll,
@@ -745,25 +755,13 @@ impl SimFile {
         for op in &state.pending {
             match op {
                 Pending::Grow { len } => {
-                    let keep = match profile {
-                        CrashProfile::KeepAll => true,
-                        CrashProfile::DropAll => false,
-                        CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => {
-                            rng.coin()
-                        }
-                    };
+                    let keep = profile.keeps_length_change(&mut rng);
                     if keep {
                         extend(&mut image, *len);
                     }
                 }
                 Pending::Shrink { len } => {
-                    let keep = match profile {
-                        CrashProfile::KeepAll => true,
-                        CrashProfile::DropAll => false,
-                        CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => {
-                            rng.coin()
-                        }
-                    };
+                    let keep = profile.keeps_length_change(&mut rng);
                     if keep {
                         image.truncate(*len as usize);
                     }

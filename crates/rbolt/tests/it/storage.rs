@@ -569,6 +569,25 @@ fn sim_crash_profiles_stay_within_their_sets() {
     assert!(garbage_seen, "Garbage never garbled a sector");
 }
 
+/// Asserts the lengths crash images of `sim` take over 64 seeds: `kept` when every pending
+/// length change survives, `dropped` when none does, either one under the other profiles.
+fn assert_crash_lengths(sim: &SimFile, kept: usize, dropped: usize) {
+    for profile in CrashProfile::ALL {
+        let mut lens: Vec<usize> = (0..64)
+            .map(|seed| sim.crash_image(profile, seed).len())
+            .collect();
+        lens.sort_unstable();
+        lens.dedup();
+        let mut expected = match profile {
+            CrashProfile::KeepAll => vec![kept],
+            CrashProfile::DropAll => vec![dropped],
+            _ => vec![kept, dropped],
+        };
+        expected.sort_unstable();
+        assert_eq!(lens, expected, "{profile:?}");
+    }
+}
+
 #[test]
 fn sim_dropped_growth_leaves_the_file_short() {
     let sim = SimFile::new().unwrap();
@@ -580,19 +599,7 @@ fn sim_dropped_growth_leaves_the_file_short() {
     assert_eq!(sim.len().unwrap(), 16384);
     assert_eq!(sim.crash_image(CrashProfile::DropAll, 0).len(), 4096);
     assert_eq!(sim.crash_image(CrashProfile::KeepAll, 0).len(), 16384);
-    for profile in CrashProfile::ALL {
-        let mut lens: Vec<usize> = (0..64)
-            .map(|seed| sim.crash_image(profile, seed).len())
-            .collect();
-        lens.sort_unstable();
-        lens.dedup();
-        let expected: &[usize] = match profile {
-            CrashProfile::KeepAll => &[16384],
-            CrashProfile::DropAll => &[4096],
-            _ => &[4096, 16384],
-        };
-        assert_eq!(lens, expected, "{profile:?}");
-    }
+    assert_crash_lengths(&sim, 16384, 4096);
 }
 
 #[test]
@@ -606,19 +613,7 @@ fn sim_lost_truncation_keeps_the_old_length() {
     assert_eq!(sim.len().unwrap(), 4096);
     assert_eq!(sim.live_image().unwrap(), vec![1; 4096]);
     assert!(sim.has_pending());
-    for profile in CrashProfile::ALL {
-        let mut lens: Vec<usize> = (0..64)
-            .map(|seed| sim.crash_image(profile, seed).len())
-            .collect();
-        lens.sort_unstable();
-        lens.dedup();
-        let expected: &[usize] = match profile {
-            CrashProfile::KeepAll => &[4096],
-            CrashProfile::DropAll => &[16384],
-            _ => &[4096, 16384],
-        };
-        assert_eq!(lens, expected, "{profile:?}");
-    }
+    assert_crash_lengths(&sim, 4096, 16384);
     // A lost truncation keeps the old bytes too, not zeros.
     assert_eq!(sim.crash_image(CrashProfile::DropAll, 0), vec![1; 16384]);
     // Synced, the truncation is durable under every profile.

@@ -17,6 +17,19 @@ fn open(sim: &SimFile, options: Options) -> Db {
     Db::open_storage(Arc::new(sim.clone()), options).unwrap()
 }
 
+/// Creates the top-level bucket `name` holding the keys `0..n` (big-endian) with 100-byte
+/// values of `byte`, in one transaction.
+fn fill_bucket(db: &Db, name: &[u8], n: u32, byte: u8) {
+    db.update(|tx| {
+        let mut bucket = tx.create_bucket(name)?;
+        for i in 0..n {
+            bucket.put(i.to_be_bytes(), [byte; 100])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
 /// Fills the database from `seed`: top-level buckets with nested buckets (some inline, some
 /// not), small values and values larger than a page; then deletes about `delete_percent` of
 /// the values and some whole buckets, in several commits, so that free pages are spread over
@@ -192,14 +205,7 @@ fn vacuum_moves_the_pages_of_deeply_nested_buckets() {
         })
         .unwrap();
     }
-    db.update(|tx| {
-        let mut filler = tx.create_bucket(b"filler")?;
-        for i in 0..3000u32 {
-            filler.put(i.to_be_bytes(), [1; 100])?;
-        }
-        Ok(())
-    })
-    .unwrap();
+    fill_bucket(&db, b"filler", 3000, 1);
     db.update(|tx| tx.delete_bucket(b"filler")).unwrap();
     db.update(|tx| tx.create_bucket(b"marker").map(drop))
         .unwrap();
@@ -496,22 +502,8 @@ fn auto_shrink_cuts_a_file_whose_end_is_freed() {
         &sim,
         Options::default().auto_shrink(true).alloc_size(64 * 1024),
     );
-    db.update(|tx| {
-        let mut keep = tx.create_bucket(b"keep")?;
-        for i in 0..200u32 {
-            keep.put(i.to_be_bytes(), [1; 100])?;
-        }
-        Ok(())
-    })
-    .unwrap();
-    db.update(|tx| {
-        let mut big = tx.create_bucket(b"big")?;
-        for i in 0..20_000u32 {
-            big.put(i.to_be_bytes(), [2; 100])?;
-        }
-        Ok(())
-    })
-    .unwrap();
+    fill_bucket(&db, b"keep", 200, 1);
+    fill_bucket(&db, b"big", 20_000, 2);
     let grown = db.file_len().unwrap();
     db.update(|tx| tx.delete_bucket(b"big")).unwrap();
     // The next commits release the freed pages and cut them off.
@@ -526,14 +518,7 @@ fn auto_shrink_cuts_a_file_whose_end_is_freed() {
     // Without the option the file keeps its size.
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default().alloc_size(64 * 1024));
-    db.update(|tx| {
-        let mut big = tx.create_bucket(b"big")?;
-        for i in 0..20_000u32 {
-            big.put(i.to_be_bytes(), [2; 100])?;
-        }
-        Ok(())
-    })
-    .unwrap();
+    fill_bucket(&db, b"big", 20_000, 2);
     let grown = db.file_len().unwrap();
     db.update(|tx| tx.delete_bucket(b"big")).unwrap();
     for _ in 0..3 {
