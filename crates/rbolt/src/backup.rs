@@ -18,6 +18,20 @@ impl ReadTx<'_> {
     /// Writes a consistent copy of this snapshot to `w` while writers go on: both metas
     /// (this snapshot's meta, and the same with the previous txid), then every page up to the
     /// high-water mark, read from the file. Returns the bytes written.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?;
+    /// let mut backup = Vec::new();
+    /// let written = db.begin_read()?.write_to(&mut backup)?;
+    /// assert_eq!(written, backup.len() as u64);
+    /// // The bytes are a database file of their own.
+    /// std::fs::write(dir.path().join("copy"), &backup).unwrap();
+    /// let copy = rbolt::Db::open(dir.path().join("copy"))?;
+    /// assert_eq!(copy.begin_read()?.bucket("b")?.unwrap().get("k")?, Some(&b"v"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn write_to(&self, mut w: impl Write) -> Result<u64> {
         let db = self.db();
         let page_size = db.page_size();
@@ -52,6 +66,20 @@ impl ReadTx<'_> {
     /// there) and syncs it, and the directory too when the file is new. The file is locked as
     /// a database file is, and not waited for: a path another handle has open is an error,
     /// never overwritten. Writes go out in pieces of at most 64 KiB.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?;
+    /// let snapshot = db.begin_read()?;
+    /// db.update(|tx| tx.bucket_mut("b")?.unwrap().put("k", "later"))?; // writers go on
+    /// let written = snapshot.copy_file(dir.path().join("backup"))?;
+    /// assert_eq!(written, std::fs::metadata(dir.path().join("backup")).unwrap().len());
+    /// let backup = rbolt::Db::open(dir.path().join("backup"))?;
+    /// // The copy is the snapshot, not the file as it is now.
+    /// assert_eq!(backup.begin_read()?.bucket("b")?.unwrap().get("k")?, Some(&b"v"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn copy_file(&self, path: impl AsRef<Path>) -> Result<u64> {
         let path = path.as_ref();
         let io = |e| Error::io(Some(path), e);
@@ -109,6 +137,33 @@ impl Write for StorageWriter<'_> {
 /// source no longer uses, leaked pages included. `dst` should be empty. Values and the
 /// sequence of the root bucket, which only files written by other tools can have, are copied
 /// too. Iterative: buckets nest without limit.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let src = rbolt::Db::open(dir.path().join("src"))?;
+/// src.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     for i in 0u32..5000 {
+///         b.put(i.to_be_bytes(), [1u8; 100])?;
+///     }
+///     b.set_sequence(9)?;
+///     Ok(())
+/// })?;
+/// src.update(|tx| {
+///     let mut b = tx.bucket_mut("b")?.unwrap();
+///     for i in 0u32..4900 {
+///         b.delete(i.to_be_bytes())?;
+///     }
+///     Ok(())
+/// })?;
+/// let dst = rbolt::Db::open(dir.path().join("dst"))?;
+/// rbolt::compact(&dst, &src, 64 * 1024)?;
+/// assert!(dst.file_len()? < src.file_len()?);
+/// let tx = dst.begin_read()?;
+/// let b = tx.bucket("b")?.unwrap();
+/// assert_eq!((b.iter().count(), b.sequence()), (100, 9));
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub fn compact(dst: &Db, src: &Db, tx_max_size: u64) -> Result<()> {
     let src_tx = src.begin_read()?;
     let mut state = Compactor {

@@ -375,6 +375,25 @@ pub struct Bucket<'a> {
 
 impl<'a> Bucket<'a> {
     /// The value of `key`; `None` when absent or when `key` holds a nested bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     b.create_bucket("child")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let b = tx.bucket("b")?.unwrap();
+    ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
+    ///     assert_eq!(b.get("missing")?, None);
+    ///     assert_eq!(b.get("child")?, None); // a nested bucket is not a value
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[inline]
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<&'a [u8]>> {
         let key = key.as_ref();
@@ -385,6 +404,25 @@ impl<'a> Bucket<'a> {
     }
 
     /// The nested bucket `name`, if there is one.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut users = tx.create_bucket("users")?;
+    ///     users.create_bucket("alice")?.put("age", "42")?;
+    ///     users.put("count", "1")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let users = tx.bucket("users")?.unwrap();
+    ///     let alice = users.bucket("alice")?.expect("a nested bucket");
+    ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
+    ///     assert!(users.bucket("count")?.is_none()); // a value, not a bucket
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'a>>> {
         let name = name.as_ref();
         if let Some(children) = self.children
@@ -420,21 +458,96 @@ impl<'a> Bucket<'a> {
     }
 
     /// The bucket's sequence number.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.set_sequence(41)?;
+    ///     b.next_sequence()?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 42);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.sequence
     }
 
     /// The committed root page of the bucket (0 for an inline or edited one).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("small")?.put("k", "v")?; // small enough to live inline
+    ///     let mut big = tx.create_bucket("big")?;
+    ///     for i in 0u32..1000 {
+    ///         big.put(i.to_be_bytes(), [0u8; 100])?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     assert_eq!(tx.bucket("small")?.unwrap().root(), rbolt::Pgid(0));
+    ///     assert!(tx.bucket("big")?.unwrap().root().0 >= 2); // a page of its own
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn root(&self) -> Pgid {
         self.view.root_pgid().unwrap_or(Pgid(0))
     }
 
     /// A cursor over the bucket's entries, values and nested buckets alike.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.put("b", "2")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"b"[..]));
+    ///     assert_eq!(cursor.prev()?.and_then(|e| e.value()), Some(&b"1"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn cursor(&self) -> Cursor<'a> {
         Cursor::new(self.view.cursor())
     }
 
     /// All entries in key order; double-ended.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
+    ///         b.put(k, v)?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let b = tx.bucket("b")?.unwrap();
+    ///     let values: Vec<&[u8]> =
+    ///         b.iter().map(|e| e.map(|e| e.value().unwrap())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(values, [b"1", b"2", b"3"]);
+    ///     let last = b.iter().next_back().transpose()?.map(|e| e.key());
+    ///     assert_eq!(last, Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn iter(&self) -> Iter<'a> {
         Iter::new(
             self.view,
@@ -503,11 +616,55 @@ impl<'a> Bucket<'a> {
     }
 
     /// A walk over this bucket and every bucket nested in it, depth first in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut root = tx.create_bucket("root")?;
+    ///     root.put("a", "1")?;
+    ///     root.create_bucket("sub")?.put("b", "2")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut walk = tx.bucket("root")?.unwrap().walk();
+    ///     let mut values = Vec::new();
+    ///     while let Some(step) = walk.next_step() {
+    ///         if let rbolt::WalkStep::Value { key, .. } = step? {
+    ///             values.push((walk.path().len(), key));
+    ///         }
+    ///     }
+    ///     assert_eq!(values, [(0, &b"a"[..]), (1, &b"b"[..])]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn walk(&self) -> crate::Walk<'a> {
         crate::Walk::new(*self)
     }
 
     /// Calls `f` with every key and its value (`None` for a nested bucket), in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     b.create_bucket("child")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut seen = Vec::new();
+    ///     tx.bucket("b")?.unwrap().for_each(|key, value| {
+    ///         seen.push((key, value));
+    ///         Ok(())
+    ///     })?;
+    ///     assert_eq!(seen, [(&b"child"[..], None), (&b"k"[..], Some(&b"v"[..]))]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn for_each(
         &self,
         mut f: impl FnMut(&'a [u8], Option<&'a [u8]>) -> Result<()>,
@@ -520,6 +677,28 @@ impl<'a> Bucket<'a> {
     }
 
     /// Calls `f` with the name of every nested bucket, in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket("x")?;
+    ///     b.put("value", "skipped")?;
+    ///     b.create_bucket("y")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut names = Vec::new();
+    ///     tx.bucket("b")?.unwrap().for_each_bucket(|name| {
+    ///         names.push(name);
+    ///         Ok(())
+    ///     })?;
+    ///     assert_eq!(names, [b"x", b"y"]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn for_each_bucket(&self, mut f: impl FnMut(&'a [u8]) -> Result<()>) -> Result<()> {
         for entry in self.iter() {
             let entry = entry?;
@@ -532,6 +711,24 @@ impl<'a> Bucket<'a> {
 
     /// Page and key counts of this bucket and every bucket nested in it (bbolt's
     /// `Bucket.Stats`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.create_bucket("child")?.put("b", "2")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let stats = tx.bucket("b")?.unwrap().stats()?;
+    ///     assert_eq!(stats.key_n, 3); // "a", "child" and the child's "b"
+    ///     assert_eq!(stats.bucket_n, 2); // the bucket and its child
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn stats(&self) -> Result<BucketStats> {
         crate::stats::bucket_stats(self)
     }
@@ -716,11 +913,40 @@ impl<'a> BucketMut<'a> {
 
 impl BucketMut<'_> {
     /// The bucket as a read view (lookups, cursors, iteration).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// fn count(bucket: rbolt::Bucket<'_>) -> rbolt::Result<usize> {
+    ///     bucket.iter().try_fold(0, |n, e| e.map(|_| n + 1))
+    /// }
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.put("b", "2")?;
+    ///     assert_eq!(count(b.as_bucket())?, 2); // read-side code works on a write handle too
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn as_bucket(&self) -> Bucket<'_> {
         self.state().view(self.tx.pages())
     }
 
     /// The value of `key`; `None` when absent or when `key` holds a nested bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     assert_eq!(b.get("k")?, Some(&b"v"[..])); // sees this transaction's writes
+    ///     assert_eq!(b.get("other")?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<&[u8]>> {
         let key = key.as_ref();
         self.as_bucket().get(key)
@@ -797,6 +1023,20 @@ impl BucketMut<'_> {
     }
 
     /// The nested bucket `name` as a read view.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket("child")?.put("k", "v")?;
+    ///     let child = b.bucket("child")?.expect("created above");
+    ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
+    ///     assert!(b.bucket("missing")?.is_none());
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket(&self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
         let name = name.as_ref();
         self.as_bucket().bucket(name)
@@ -804,6 +1044,22 @@ impl BucketMut<'_> {
 
     /// The nested bucket `name`, open for writing; it borrows this handle. `None` when there
     /// is no such bucket; `IncompatibleValue` when `name` holds a value.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket("child")?;
+    ///     b.put("value", "x")?;
+    ///     b.bucket_mut("child")?.expect("created above").put("k", "v")?;
+    ///     assert_eq!(b.bucket("child")?.unwrap().get("k")?, Some(&b"v"[..]));
+    ///     assert!(b.bucket_mut("missing")?.is_none());
+    ///     assert!(matches!(b.bucket_mut("value"), Err(rbolt::Error::IncompatibleValue)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket_mut(&mut self, name: impl AsRef<[u8]>) -> Result<Option<BucketMut<'_>>> {
         let name = name.as_ref();
         let tx = self.tx;
@@ -813,11 +1069,39 @@ impl BucketMut<'_> {
 
     /// Creates the nested bucket `name`: `BucketExists` if it exists, `IncompatibleValue` if
     /// `name` holds a value.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket("child")?.put("k", "v")?;
+    ///     assert!(matches!(b.create_bucket("child"), Err(rbolt::Error::BucketExists)));
+    ///     b.put("value", "x")?;
+    ///     assert!(matches!(b.create_bucket("value"), Err(rbolt::Error::IncompatibleValue)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn create_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
         self.create(name.as_ref(), false)
     }
 
     /// Creates the nested bucket `name` unless it exists, and returns it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket_if_not_exists("child")?.put("k", "v")?;
+    ///     // The second call opens the bucket the first made, content and all.
+    ///     let child = b.create_bucket_if_not_exists("child")?;
+    ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn create_bucket_if_not_exists(&mut self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
         self.create(name.as_ref(), true)
     }
@@ -830,6 +1114,20 @@ impl BucketMut<'_> {
     }
 
     /// Deletes the nested bucket `name` and everything in it, freeing all their pages.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.create_bucket("child")?.create_bucket("grandchild")?;
+    ///     b.delete_bucket("child")?; // and everything below it
+    ///     assert!(b.bucket("child")?.is_none());
+    ///     assert!(matches!(b.delete_bucket("child"), Err(rbolt::Error::BucketNotFound)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete_bucket(&mut self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
         let tx = self.tx;
@@ -838,11 +1136,40 @@ impl BucketMut<'_> {
     }
 
     /// The bucket's sequence number.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     assert_eq!(b.sequence(), 0); // a new bucket starts at 0
+    ///     b.next_sequence()?;
+    ///     assert_eq!(b.sequence(), 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.state().sequence
     }
 
     /// Sets the bucket's sequence number.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.set_sequence(1000)?;
+    ///     assert_eq!(b.next_sequence()?, 1001);
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 1001); // committed with the bucket
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn set_sequence(&mut self, sequence: u64) -> Result<()> {
         let pages = self.tx.pages();
         let tx = self.tx;
@@ -855,6 +1182,21 @@ impl BucketMut<'_> {
 
     /// Increments the bucket's sequence number and returns the new value (1 the first time):
     /// a cheap source of unique ids.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut users = tx.create_bucket("users")?;
+    ///     for name in ["alice", "bob"] {
+    ///         let id = users.next_sequence()?;
+    ///         users.put(id.to_be_bytes(), name)?;
+    ///     }
+    ///     assert_eq!(users.get(2u64.to_be_bytes())?, Some(&b"bob"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn next_sequence(&mut self) -> Result<u64> {
         let next = self.state().sequence.wrapping_add(1);
         self.set_sequence(next)?;
@@ -862,43 +1204,168 @@ impl BucketMut<'_> {
     }
 
     /// How full split pages are made at commit (default 0.5; 1.0 packs appends).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let b = tx.create_bucket("b")?;
+    ///     assert_eq!(b.fill_percent(), 0.5);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn fill_percent(&self) -> f64 {
         self.state().tree.fill_percent()
     }
 
     /// Sets how full split pages are made at commit for this transaction (clamped to
     /// 0.1..=1.0 when used).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut log = tx.create_bucket("log")?;
+    ///     log.set_fill_percent(1.0); // keys only ever append: pack pages full
+    ///     assert_eq!(log.fill_percent(), 1.0);
+    ///     for i in 0u64..1000 {
+    ///         log.put(i.to_be_bytes(), [0u8; 32])?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// // The setting lasts for one transaction; the next one starts from the default.
+    /// db.update(|tx| {
+    ///     assert_eq!(tx.bucket_mut("log")?.unwrap().fill_percent(), 0.5);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn set_fill_percent(&mut self, fill_percent: f64) {
         self.state_mut().tree.set_fill_percent(fill_percent);
     }
 
     /// A read cursor over the bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.put("c", "3")?;
+    ///     let mut cursor = b.cursor();
+    ///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn cursor(&self) -> Cursor<'_> {
         self.as_bucket().cursor()
     }
 
     /// A cursor that can delete the entry it is on.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for (k, v) in [("a", "keep"), ("b", "drop"), ("c", "keep")] {
+    ///         b.put(k, v)?;
+    ///     }
+    ///     let mut cursor = b.cursor_mut();
+    ///     let mut entry = cursor.first()?.map(|e| e.value() == Some(b"drop"));
+    ///     while let Some(drop) = entry {
+    ///         if drop {
+    ///             cursor.delete()?;
+    ///         }
+    ///         entry = cursor.next()?.map(|e| e.value() == Some(b"drop"));
+    ///     }
+    ///     assert_eq!(b.get("b")?, None);
+    ///     assert_eq!(b.get("c")?, Some(&b"keep"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn cursor_mut(&mut self) -> CursorMut<'_> {
         let tx = self.tx;
         CursorMut::new(tx, self.state_mut())
     }
 
     /// All entries in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("x", "1")?;
+    ///     b.put("y", "2")?;
+    ///     let keys: Vec<&[u8]> =
+    ///         b.iter().rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(keys, [b"y", b"x"]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn iter(&self) -> Iter<'_> {
         self.as_bucket().iter()
     }
 
     /// The entries whose keys lie in `range` (see [`Bucket::range`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u64..10 {
+    ///         b.put(i.to_be_bytes(), "")?;
+    ///     }
+    ///     let (lo, hi) = (3u64.to_be_bytes(), 5u64.to_be_bytes());
+    ///     assert_eq!(b.range(lo..=hi).count(), 3);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter<'_> {
         self.as_bucket().range(range)
     }
 
     /// The entries whose keys start with `prefix` (see [`Bucket::prefix`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for key in ["log/1", "log/2", "meta"] {
+    ///         b.put(key, "")?;
+    ///     }
+    ///     assert_eq!(b.prefix("log/").count(), 2);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
         self.as_bucket().prefix(prefix)
     }
 
     /// Page and key counts of this bucket and its nested buckets.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.put("b", "2")?;
+    ///     assert_eq!(b.stats()?.key_n, 2); // counts this transaction's writes
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn stats(&self) -> Result<BucketStats> {
         self.as_bucket().stats()
     }

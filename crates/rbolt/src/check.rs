@@ -10,6 +10,31 @@ use rbolt_page::{
 use std::fmt;
 
 /// One inconsistency `check` found.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("db");
+/// let db = rbolt::Db::open(&path)?;
+/// db.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     for i in 0u32..2000 {
+///         b.put(i.to_be_bytes(), [0u8; 64])?;
+///     }
+///     Ok(())
+/// })?;
+/// let (root, page_size) = (db.begin_read()?.bucket("b")?.unwrap().root(), db.page_size());
+/// db.close()?;
+/// // Damage the bucket's root page: its page header's flags (bytes 8..10) say no known kind.
+/// let mut file = std::fs::read(&path).unwrap();
+/// let at = root.0 as usize * page_size + 8;
+/// file[at..at + 2].copy_from_slice(&0xEEEEu16.to_le_bytes());
+/// std::fs::write(&path, &file).unwrap();
+/// let db = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true))?;
+/// let errors = db.begin_read()?.check();
+/// let expected = rbolt::CheckError::InvalidType { pgid: root, flags: 0xEEEE };
+/// assert!(errors.contains(&expected), "{errors:?}");
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CheckError {

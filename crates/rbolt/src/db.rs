@@ -149,6 +149,25 @@ impl Db {
     /// Opens a database on any [`Storage`]: a real file, or a simulated one in tests. The
     /// storage is claimed for this handle ([`Storage::claim`]): a second open of the same
     /// storage while this handle lives fails with [`Error::StorageInUse`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use std::sync::Arc;
+    /// let file = FileStorage::open(dir.path().join("db"), FileOptions::new()).unwrap();
+    /// let storage: Arc<dyn Storage> = Arc::new(file);
+    /// let db = rbolt::Db::open_storage(storage.clone(), rbolt::Options::default())?;
+    /// db.update(|tx| tx.create_bucket("b").map(drop))?;
+    /// // The storage is claimed while `db` lives.
+    /// assert!(matches!(
+    ///     rbolt::Db::open_storage(storage.clone(), rbolt::Options::default()),
+    ///     Err(rbolt::Error::StorageInUse { .. })
+    /// ));
+    /// drop(db);
+    /// let db = rbolt::Db::open_storage(storage, rbolt::Options::default())?;
+    /// assert!(db.begin_read()?.bucket("b")?.is_some());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Db> {
         options.validate()?;
         let path = storage.path().map(Path::to_path_buf);
@@ -234,21 +253,62 @@ impl Db {
     }
 
     /// The file's path, if it has one.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open(&path)?;
+    /// assert_eq!(db.path(), Some(path.as_path()));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn path(&self) -> Option<&Path> {
         self.storage.path()
     }
 
     /// The page size of the file.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open_with(&path, rbolt::Options::default().page_size(8192))?;
+    /// assert_eq!(db.page_size(), 8192);
+    /// db.close()?;
+    /// // An existing file keeps its page size, whatever the options say.
+    /// let db = rbolt::Db::open_with(&path, rbolt::Options::default().page_size(16384))?;
+    /// assert_eq!(db.page_size(), 8192);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn page_size(&self) -> usize {
         self.page_size
     }
 
     /// Whether the database was opened read-only.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open(&path)?;
+    /// assert!(!db.is_read_only());
+    /// db.close()?;
+    /// let db = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true))?;
+    /// assert!(db.is_read_only());
+    /// assert!(matches!(db.begin_write(), Err(rbolt::Error::DatabaseReadOnly)));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.options.read_only
     }
 
     /// The options it was opened with.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = rbolt::Options::default().no_sync(true).max_batch_size(10);
+    /// let db = rbolt::Db::open_with(dir.path().join("db"), options)?;
+    /// assert!(db.options().no_sync);
+    /// assert_eq!(db.options().max_batch_size, 10);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn options(&self) -> &Options {
         &self.options
     }
@@ -436,6 +496,16 @@ impl Db {
     /// A failed sync poisons the handle, as a failed sync in a commit does: after a failed
     /// fsync the kernel may have dropped the dirty pages it could not write, so what is on disk
     /// is unknown until the file is opened again.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = rbolt::Options::default().no_sync(true);
+    /// let db = rbolt::Db::open_with(dir.path().join("db"), options)?;
+    /// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?; // visible, not yet durable
+    /// db.sync()?; // durable from here on
+    /// assert_eq!(db.begin_read()?.bucket("b")?.unwrap().get("k")?, Some(&b"v"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
         self.storage.sync_data().map_err(|e| {
@@ -448,6 +518,20 @@ impl Db {
 
     /// Closes the database: releases the file lock and the mapping. Every transaction has
     /// ended (they borrow the handle). Dropping the handle does the same.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open(&path)?;
+    /// // A second handle on the same file waits for the lock; with a zero timeout it gives up
+    /// // at once.
+    /// let try_once = rbolt::Options::default().lock_timeout(Some(std::time::Duration::ZERO));
+    /// assert!(rbolt::Db::open_with(&path, try_once.clone()).is_err());
+    /// db.close()?;
+    /// let db = rbolt::Db::open_with(&path, try_once)?; // the lock is free now
+    /// # drop(db);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn close(self) -> Result<()> {
         drop(self);
         Ok(())
@@ -457,11 +541,32 @@ impl Db {
     ///
     /// Never waits for the writer (it may be called inside a write transaction): the freelist
     /// figures are those as of the last write transaction's start or end.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let before = db.stats();
+    /// db.update(|tx| tx.create_bucket("b").map(drop))?;
+    /// let _reader = db.begin_read()?;
+    /// let after = db.stats();
+    /// assert_eq!(after.write_tx_n, before.write_tx_n + 1);
+    /// assert_eq!(after.open_tx_n, 1);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn stats(&self) -> DbStats {
         self.counters.snapshot(self.page_size, self.readers.count())
     }
 
     /// The file's current length.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open(&path)?;
+    /// assert_eq!(db.file_len()?, std::fs::metadata(&path).unwrap().len());
+    /// assert!(db.file_len()? >= 4 * db.page_size() as u64); // two metas, a freelist, a root page
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn file_len(&self) -> Result<u64> {
         self.storage
             .len()

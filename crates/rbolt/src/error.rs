@@ -7,6 +7,22 @@ use std::io;
 use std::path::PathBuf;
 
 /// What went wrong. Every fallible call of this crate returns it.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let result = db.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     b.put(vec![0u8; rbolt::KEY_SIZE_MAX + 1], "v")
+/// });
+/// match result {
+///     Err(rbolt::Error::KeyTooLarge { len }) => assert_eq!(len, rbolt::KEY_SIZE_MAX + 1),
+///     other => panic!("expected KeyTooLarge, got {other:?}"),
+/// }
+/// // The failed update committed nothing.
+/// assert!(db.begin_read()?.bucket("b")?.is_none());
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -273,6 +289,17 @@ impl From<FreelistError> for Error {
 
 impl Error {
     /// The kind of error, for matching and comparing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// use rbolt::ErrorKind;
+    /// let error = db.update(|tx| tx.delete_bucket("missing")).unwrap_err();
+    /// assert_eq!(error.kind(), ErrorKind::BucketNotFound);
+    /// let error = db.update(|tx| tx.create_bucket("b")?.put("", "v")).unwrap_err();
+    /// assert_eq!(error.kind(), ErrorKind::KeyRequired);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::KeyRequired => ErrorKind::KeyRequired,

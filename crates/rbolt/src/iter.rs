@@ -9,6 +9,28 @@ use smallvec::SmallVec;
 use std::ops::Bound;
 
 /// One entry of a bucket: a key and either a value or a nested bucket.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// # db.update(|tx| {
+/// #     let mut b = tx.create_bucket("b")?;
+/// #     for key in ["a", "b", "c"] {
+/// #         b.put(key, "v")?;
+/// #     }
+/// #     Ok(())
+/// # })?;
+/// db.update(|tx| {
+///     let mut b = tx.bucket_mut("b")?.unwrap();
+///     b.create_bucket("d")?;
+///     let entries: Vec<rbolt::Entry<'_>> = b.range("c"..).collect::<Result<_, _>>()?;
+///     assert_eq!((entries[0].key(), entries[0].value()), (&b"c"[..], Some(&b"v"[..])));
+///     assert_eq!((entries[1].key(), entries[1].value()), (&b"d"[..], None));
+///     assert!(entries[1].is_bucket());
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry<'a> {
     key: &'a [u8],
@@ -22,25 +44,107 @@ impl<'a> Entry<'a> {
     }
 
     /// The key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let first = tx.bucket("b")?.unwrap().iter().next().transpose()?.unwrap();
+    ///     assert_eq!(first.key(), b"a");
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[inline]
     pub fn key(&self) -> &'a [u8] {
         self.key
     }
 
     /// The value, or `None` when the key holds a nested bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     b.create_bucket("nested")?;
+    ///     let mut cursor = b.cursor();
+    ///     assert_eq!(cursor.seek("a")?.unwrap().value(), Some(&b"v"[..]));
+    ///     assert_eq!(cursor.seek("nested")?.unwrap().value(), None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[inline]
     pub fn value(&self) -> Option<&'a [u8]> {
         (!self.bucket).then_some(self.value)
     }
 
     /// Whether the key holds a nested bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     b.create_bucket("nested")?;
+    ///     let buckets = b.iter().filter(|e| e.as_ref().is_ok_and(|e| e.is_bucket())).count();
+    ///     assert_eq!(buckets, 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[inline]
     pub fn is_bucket(&self) -> bool {
         self.bucket
     }
 
     /// The raw stored value: for a nested bucket, its bucket value (header and maybe an
-    /// inline page), as bbolt's tools show it.
+    /// inline page), as bbolt's tools show it. A nested bucket's value is rewritten at commit,
+    /// so inside a write transaction it need not show that transaction's changes to the bucket.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k", "v")?;
+    ///     b.create_bucket("nested")?.set_sequence(7)?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     // a value's raw value is itself
+    ///     assert_eq!(cursor.seek("k")?.unwrap().raw_value(), b"v");
+    ///     let nested = cursor.seek("nested")?.unwrap();
+    ///     // A bucket's raw value starts with its header: root page id, then sequence
+    ///     // (little-endian).
+    ///     assert_eq!(&nested.raw_value()[8..16], &7u64.to_le_bytes()[..]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[inline]
     pub fn raw_value(&self) -> &'a [u8] {
         self.value
@@ -87,16 +191,72 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the first entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"a"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn first(&mut self) -> Moved<'a> {
         Ok(self.inner.first()?.map(entry_of))
     }
 
     /// Moves to the last entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn last(&mut self) -> Moved<'a> {
         Ok(self.inner.last()?.map(entry_of))
     }
 
     /// Moves to the next entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     // a fresh cursor starts before the first
+    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"a"[..]));
+    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"b"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[expect(
         clippy::should_implement_trait,
         reason = "fallible and bidirectional; Iter is the Iterator"
@@ -106,17 +266,77 @@ impl<'a> Cursor<'a> {
     }
 
     /// Moves to the previous entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     cursor.last()?;
+    ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"b"[..]));
+    ///     cursor.first()?;
+    ///     assert_eq!(cursor.prev()?, None); // before the start
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn prev(&mut self) -> Moved<'a> {
         Ok(self.inner.prev()?.map(entry_of))
     }
 
     /// Moves to the first entry whose key is not less than `key`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"b"[..])); // exact
+    ///     assert_eq!(cursor.seek("bb")?.map(|e| e.key()), Some(&b"c"[..])); // the next key up
+    ///     assert_eq!(cursor.seek("z")?, None); // past the last
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Moved<'a> {
         let key = key.as_ref();
         Ok(self.inner.seek(key)?.map(entry_of))
     }
 
     /// The entry the cursor is on.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.view(|tx| {
+    ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
+    ///     cursor.seek("b")?;
+    ///     assert_eq!(cursor.current()?.map(|e| e.key()), Some(&b"b"[..])); // does not move
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn current(&self) -> Moved<'a> {
         Ok(self.inner.current()?.map(entry_of))
     }
@@ -127,6 +347,29 @@ type KeyBound = Bound<SmallVec<[u8; 32]>>;
 
 /// The entries of a bucket (or a range of them) in key order, from either end. Items are
 /// `Result`s: reading a corrupt page ends the iteration with an error.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// # db.update(|tx| {
+/// #     let mut b = tx.create_bucket("b")?;
+/// #     for key in ["a", "b", "c"] {
+/// #         b.put(key, "v")?;
+/// #     }
+/// #     Ok(())
+/// # })?;
+/// db.view(|tx| {
+///     let b = tx.bucket("b")?.unwrap();
+///     let mut iter = b.iter();
+///     assert_eq!(iter.next().transpose()?.map(|e| e.key()), Some(&b"a"[..]));
+///     assert_eq!(iter.next_back().transpose()?.map(|e| e.key()), Some(&b"c"[..]));
+///     // The two ends meet in the middle: each entry comes out once.
+///     assert_eq!(iter.next().transpose()?.map(|e| e.key()), Some(&b"b"[..]));
+///     assert!(iter.next_back().is_none());
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Iter<'a> {
     front: rbolt_btree::Cursor<'a>,
@@ -353,22 +596,101 @@ impl<'a> CursorMut<'a> {
     }
 
     /// Moves to the first entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"a"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn first(&mut self) -> Moved<'_> {
         self.moved(true, |c, _| c.first())
     }
 
     /// Moves to the last entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn last(&mut self) -> Moved<'_> {
         self.moved(false, |c, _| c.last())
     }
 
     /// Moves to the first entry whose key is not less than `key`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     assert_eq!(cursor.seek("bb")?.map(|e| e.key()), Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Moved<'_> {
         let key = key.as_ref();
         self.moved(true, |c, _| c.seek(key))
     }
 
     /// Moves to the next entry (the entry after a deleted one, after `delete`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     cursor.seek("b")?;
+    ///     cursor.delete()?;
+    ///     // the entry after the deleted one
+    ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"c"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[expect(
         clippy::should_implement_trait,
         reason = "fallible and bidirectional; Iter is the Iterator"
@@ -385,6 +707,28 @@ impl<'a> CursorMut<'a> {
     }
 
     /// Moves to the previous entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     cursor.seek("b")?;
+    ///     cursor.delete()?;
+    ///     // the entry before the deleted one
+    ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"a"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn prev(&mut self) -> Moved<'_> {
         self.moved(false, |c, position| match position {
             Position::Unpositioned | Position::AfterEnd => c.last(),
@@ -397,12 +741,57 @@ impl<'a> CursorMut<'a> {
     }
 
     /// The entry the cursor is on (`None` after `delete` until it moves).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     cursor.seek("b")?;
+    ///     assert_eq!(cursor.current()?.map(|e| e.key()), Some(&b"b"[..]));
+    ///     cursor.delete()?;
+    ///     assert_eq!(cursor.current()?, None); // gone until the cursor moves
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn current(&self) -> Moved<'_> {
         self.current_entry()
     }
 
     /// Deletes the entry the cursor is on. A nested bucket gives `IncompatibleValue` (use
     /// `delete_bucket`); a cursor on no entry gives `Ok(false)`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// # db.update(|tx| {
+    /// #     let mut b = tx.create_bucket("b")?;
+    /// #     for key in ["a", "b", "c"] {
+    /// #         b.put(key, "v")?;
+    /// #     }
+    /// #     Ok(())
+    /// # })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     let mut cursor = b.cursor_mut();
+    ///     assert!(!cursor.delete()?); // not on an entry yet
+    ///     cursor.first()?;
+    ///     assert!(cursor.delete()?);
+    ///     drop(cursor);
+    ///     assert_eq!(b.get("a")?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete(&mut self) -> Result<bool> {
         let Position::At(key) = &self.position else {
             return Ok(false);

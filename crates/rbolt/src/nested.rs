@@ -12,6 +12,32 @@ use rbolt_page::{Corruption, Pgid, Reason};
 use std::collections::HashSet;
 
 /// One step of a [`Walk`].
+///
+/// ```
+/// use rbolt::WalkStep;
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut a = tx.create_bucket("a")?;
+///     a.create_bucket("b")?.put("k", "v")?;
+///     a.put("z", "1")?;
+///     Ok(())
+/// })?;
+/// db.view(|tx| {
+///     let mut walk = tx.bucket("a")?.unwrap().walk();
+///     let mut trace = Vec::new();
+///     while let Some(step) = walk.next_step() {
+///         trace.push(match step? {
+///             WalkStep::Enter { name, .. } => format!("enter {}", String::from_utf8_lossy(name)),
+///             WalkStep::Value { key, .. } => format!("value {}", String::from_utf8_lossy(key)),
+///             WalkStep::Leave => "leave".to_string(),
+///         });
+///     }
+///     assert_eq!(trace, ["enter b", "value k", "leave", "value z"]);
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub enum WalkStep<'a> {
     /// A key and its value, in the bucket [`Walk::path`] names.
@@ -81,11 +107,51 @@ impl<'a> Walk<'a> {
 
     /// The names from the walked bucket down to the bucket the last step is in (empty for the
     /// walked bucket itself).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket_path(&["a", "b", "c"])?.put("k", "v"))?;
+    /// db.view(|tx| {
+    ///     let mut walk = tx.bucket("a")?.unwrap().walk();
+    ///     assert!(walk.path().is_empty());
+    ///     while let Some(step) = walk.next_step() {
+    ///         if let rbolt::WalkStep::Value { .. } = step? {
+    ///             assert_eq!(walk.path(), [b"b", b"c"]); // below "a": "b", then "c"
+    ///         }
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn path(&self) -> &[&'a [u8]] {
         &self.path
     }
 
     /// The next step; `None` when the walk is done. After an error the walk is done too.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut a = tx.create_bucket("a")?;
+    ///     for i in 0u8..10 {
+    ///         a.create_bucket([i])?.put("k", "v")?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let mut walk = tx.bucket("a")?.unwrap().walk();
+    ///     let mut values = 0;
+    ///     while let Some(step) = walk.next_step() {
+    ///         values += matches!(step?, rbolt::WalkStep::Value { .. }) as usize;
+    ///     }
+    ///     assert_eq!(values, 10);
+    ///     assert!(walk.next_step().is_none()); // done stays done
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn next_step(&mut self) -> Option<Result<WalkStep<'a>>> {
         let result = self.step();
         if !matches!(result, Some(Ok(_))) {

@@ -15,6 +15,19 @@ pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
 /// How a write transaction's commit reaches the disk ([`WriteTx::set_durability`]).
 ///
 /// [`WriteTx::set_durability`]: crate::WriteTx::set_durability
+///
+/// ```
+/// use rbolt::Durability;
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// assert_eq!(Durability::default(), Durability::Immediate);
+/// let tx = db.begin_write()?;
+/// tx.set_durability(Durability::None); // a bulk load that can be redone
+/// tx.create_bucket("bulk")?;
+/// tx.commit()?;
+/// db.sync()?; // now durable
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Durability {
@@ -120,6 +133,17 @@ impl Default for Options {
 impl Options {
     /// Checks that the options can work, before any file is touched: `Error::InvalidOptions`
     /// names the first that cannot. `Db::open_with` calls it.
+    ///
+    /// ```
+    /// use rbolt::Options;
+    /// assert!(Options::default().validate().is_ok());
+    /// let bad = Options::default().page_size(rbolt::page::PAGE_SIZE_MIN as usize - 1);
+    /// assert!(matches!(bad.validate(), Err(rbolt::Error::InvalidOptions { .. })));
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// // Opening checks the same, before touching the file.
+    /// assert!(rbolt::Db::open_with(dir.path().join("db"), bad).is_err());
+    /// assert!(!dir.path().join("db").exists());
+    /// ```
     pub fn validate(&self) -> crate::Result<()> {
         let invalid = |reason: String| Err(crate::Error::InvalidOptions { reason });
         let (min, max) = (rbolt_page::PAGE_SIZE_MIN, rbolt_page::PAGE_SIZE_MAX);
@@ -153,6 +177,8 @@ macro_rules! setters {
         impl Options {
             $(
                 $(#[$doc])*
+                ///
+                /// The setters chain; see the example on [`Options`].
                 #[must_use]
                 pub fn $name(mut self, $name: $ty) -> Options {
                     self.$name = $name;
@@ -167,10 +193,29 @@ setters! {
     /// Sets `lock_timeout`.
     lock_timeout: Option<Duration>,
     /// Sets `read_only`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// # rbolt::Db::open(&path)?.close()?;
+    /// let options = rbolt::Options::default().read_only(true);
+    /// let a = rbolt::Db::open_with(&path, options.clone())?;
+    /// let b = rbolt::Db::open_with(&path, options)?; // read-only handles share the file
+    /// assert!(a.is_read_only() && b.is_read_only());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     read_only: bool,
     /// Sets `no_sync`.
     no_sync: bool,
     /// Sets `create`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = rbolt::Options::default().create(false);
+    /// // Without `create`, a missing file is an error instead of a new database.
+    /// assert!(rbolt::Db::open_with(dir.path().join("missing"), options).is_err());
+    /// assert!(!dir.path().join("missing").exists());
+    /// ```
     create: bool,
     /// Sets `no_grow_sync`.
     no_grow_sync: bool,
@@ -183,6 +228,22 @@ setters! {
     /// Sets `initial_mmap_size`.
     initial_mmap_size: usize,
     /// Sets `max_size`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = rbolt::Options::default().max_size(1 << 20);
+    /// let db = rbolt::Db::open_with(dir.path().join("db"), options)?;
+    /// let result = db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u32..100 {
+    ///         b.put(i.to_be_bytes(), [0u8; 100_000])?; // 10 MB in all
+    ///     }
+    ///     Ok(())
+    /// });
+    /// assert!(matches!(result, Err(rbolt::Error::MaxSizeReached { .. })));
+    /// assert!(db.file_len()? <= 1 << 20);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     max_size: u64,
     /// Sets `mlock`.
     mlock: bool,

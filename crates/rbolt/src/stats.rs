@@ -13,6 +13,24 @@ use std::time::Duration;
 
 /// What a write transaction did (bbolt's `TxStats`). bbolt's `NodeDeref` has no counterpart:
 /// rbolt's nodes never copy keys out of the mapping, so there is nothing to dereference.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let tx = db.begin_write()?;
+/// let mut b = tx.create_bucket("b")?;
+/// for i in 0u32..2000 {
+///     b.put(i.to_be_bytes(), [0u8; 64])?;
+/// }
+/// drop(b);
+/// tx.commit()?;
+/// // A committed transaction's counters are added to the database's.
+/// let stats: rbolt::TxStats = db.stats().tx_stats;
+/// assert!(stats.split > 0 && stats.spill > 0); // the leaf grew past one page
+/// assert!(stats.page_count > 0 && stats.page_alloc == stats.page_count * db.page_size() as u64);
+/// assert!(stats.writes > 0);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
     /// Pages allocated.
@@ -56,6 +74,21 @@ impl TxStats {
 }
 
 /// The database's counters (bbolt's `DB.Stats`).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?;
+/// db.update(|tx| tx.bucket_mut("b")?.unwrap().put("k", "w"))?;
+/// let reader = db.begin_read()?;
+/// let stats: rbolt::DbStats = db.stats();
+/// assert_eq!(stats.open_tx_n, 1);
+/// assert!(stats.tx_n >= 1); // read transactions begun
+/// assert_eq!(stats.write_tx_n, 2);
+/// assert!(stats.free_page_n + stats.pending_page_n > 0); // the pages the second commit replaced
+/// drop(reader);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DbStats {
     /// Sums over every committed write transaction.
@@ -134,6 +167,25 @@ impl StatCounters {
 
 /// Page and key counts of a bucket and the buckets nested in it (bbolt's `BucketStats`,
 /// computed the same way so the numbers compare).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut big = tx.create_bucket("big")?;
+///     for i in 0u32..2000 {
+///         big.put(i.to_be_bytes(), [0u8; 64])?;
+///     }
+///     big.create_bucket("small")?.put("k", "v")?;
+///     Ok(())
+/// })?;
+/// let stats: rbolt::BucketStats = db.begin_read()?.bucket("big")?.unwrap().stats()?;
+/// assert_eq!(stats.key_n, 2002); // 2000 keys, the name "small", and its key
+/// assert_eq!((stats.bucket_n, stats.inline_bucket_n), (2, 1));
+/// assert!(stats.branch_page_n >= 1 && stats.leaf_page_n > 1 && stats.depth >= 2);
+/// assert!(stats.leaf_inuse <= stats.leaf_alloc);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BucketStats {
     /// Branch pages.
@@ -166,6 +218,26 @@ pub struct BucketStats {
 
 impl BucketStats {
     /// Adds `other`'s counts (depth: the larger of the two).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("a")?.put("k", "v")?;
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("k1", "v")?;
+    ///     b.put("k2", "v")?;
+    ///     Ok(())
+    /// })?;
+    /// let tx = db.begin_read()?;
+    /// let mut total = rbolt::BucketStats::default();
+    /// tx.for_each(|_, bucket| {
+    ///     total.add(&bucket.stats()?);
+    ///     Ok(())
+    /// })?;
+    /// assert_eq!((total.key_n, total.bucket_n), (3, 2));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn add(&mut self, other: &BucketStats) {
         self.branch_page_n += other.branch_page_n;
         self.branch_overflow_n += other.branch_overflow_n;

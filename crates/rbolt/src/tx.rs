@@ -240,17 +240,53 @@ impl<'db> WriteTx<'db> {
     }
 
     /// The database.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let tx = db.begin_write()?;
+    /// assert_eq!(tx.db().page_size(), db.page_size());
+    /// tx.rollback();
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn db(&self) -> &'db Db {
         self.db
     }
 
-    /// The id this transaction commits as.
+    /// The id this transaction commits as. A commit that changed nothing writes nothing and
+    /// uses no id: the next transaction gets the same one.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let tx = db.begin_write()?;
+    /// let id = tx.id();
+    /// assert_eq!(id, rbolt::Txid(db.begin_read()?.id().0 + 1)); // one past the last commit
+    /// tx.create_bucket("b")?;
+    /// tx.commit()?;
+    /// assert_eq!(db.begin_read()?.id(), id);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn id(&self) -> Txid {
         Txid(self.base.txid + 1)
     }
 
     /// The root bucket as a read view (its entries are the top-level buckets). Borrows the
     /// transaction exclusively, so no handle is open meanwhile.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("a")?;
+    ///     tx.create_bucket("b")?;
+    ///     let root = tx.root();
+    ///     assert_eq!(root.iter().count(), 2); // the two new buckets
+    ///     assert!(root.bucket("a")?.is_some());
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn root(&mut self) -> Bucket<'_> {
         self.root.get_mut().view(self.shared.pages())
     }
@@ -258,12 +294,38 @@ impl<'db> WriteTx<'db> {
     /// The top-level bucket `name` as a read view, with this transaction's edits. Borrows the
     /// transaction exclusively (see the type's documentation); a handle from
     /// [`WriteTx::bucket_mut`] reads as well and can be open beside others.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("b")?.put("k", "v")?; // the handle is dropped at the `;`
+    ///     let b = tx.bucket("b")?.expect("created above");
+    ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket(&mut self, name: impl AsRef<[u8]>) -> Result<Option<Bucket<'_>>> {
         let name = name.as_ref();
         self.root().bucket(name)
     }
 
     /// The top-level buckets, by name in order. Borrows the transaction exclusively.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("z")?;
+    ///     tx.create_bucket("a")?;
+    ///     let names: Vec<&[u8]> =
+    ///         tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
+    ///     assert_eq!(names, [b"a", b"z"]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn buckets(&mut self) -> Iter<'_> {
         self.root().iter()
     }
@@ -316,6 +378,25 @@ impl<'db> WriteTx<'db> {
     /// when a bucket on the path does not exist. An empty path is `BucketNameRequired`: the
     /// root bucket holds only buckets and is changed through them (as in bbolt). The handle
     /// holds the top-level bucket of the path, as [`WriteTx::bucket_mut`] does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket_path(&["users", "alice"]).map(drop))?;
+    /// db.update(|tx| {
+    ///     tx.bucket_path_mut(&["users", "alice"])?.expect("created").put("age", "42")?;
+    ///     assert!(tx.bucket_path_mut(&["users", "bob"])?.is_none());
+    ///     let empty: [&str; 0] = [];
+    ///     assert!(matches!(tx.bucket_path_mut(&empty), Err(rbolt::Error::BucketNameRequired)));
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let alice = tx.bucket("users")?.unwrap().bucket("alice")?.unwrap();
+    ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bucket_path_mut<P: AsRef<[u8]>>(&self, path: &[P]) -> Result<Option<BucketMut<'_>>> {
         let Some((first, rest)) = path.split_first() else {
             return Err(Error::BucketNameRequired);
@@ -412,6 +493,20 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Creates the top-level bucket `name` unless it exists, and returns it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// for run in 1..=3u8 {
+    ///     // The first run creates the bucket, the later ones open it.
+    ///     db.update(|tx| tx.create_bucket_if_not_exists("runs")?.put([run], ""))?;
+    /// }
+    /// db.view(|tx| {
+    ///     assert_eq!(tx.bucket("runs")?.unwrap().iter().count(), 3);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn create_bucket_if_not_exists(&self, name: impl AsRef<[u8]>) -> Result<BucketMut<'_>> {
         self.open_top(name.as_ref(), Open::CreateIfNotExists)?
             .ok_or(Error::BucketNotFound)
@@ -419,6 +514,25 @@ impl<'db> WriteTx<'db> {
 
     /// Deletes the top-level bucket `name` and everything in it, freeing all their pages.
     /// `BucketInUse` while a handle holds it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.create_bucket_path(&["tmp", "inner"]).map(drop))?;
+    /// db.update(|tx| {
+    ///     let held = tx.bucket_mut("tmp")?.unwrap();
+    ///     assert!(matches!(tx.delete_bucket("tmp"), Err(rbolt::Error::BucketInUse)));
+    ///     drop(held);
+    ///     tx.delete_bucket("tmp")?; // and "inner" with it
+    ///     assert!(matches!(tx.delete_bucket("tmp"), Err(rbolt::Error::BucketNotFound)));
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     assert!(tx.bucket("tmp")?.is_none());
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete_bucket(&self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
         let mut root = self.root.borrow_mut();
@@ -432,6 +546,31 @@ impl<'db> WriteTx<'db> {
     /// `create_bucket` checks one. The bucket keeps what this transaction wrote in it. An
     /// error changes nothing. `BucketInUse` when a handle holds the top-level bucket of
     /// either path.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.create_bucket("inbox")?.create_bucket("msg1")?.put("body", "hi")?;
+    ///     tx.create_bucket("archive")?;
+    ///     Ok(())
+    /// })?;
+    /// db.update(|tx| {
+    ///     tx.move_bucket(&["inbox", "msg1"], &["archive", "2024-msg1"])?; // moved and renamed
+    ///     assert!(matches!(
+    ///         tx.move_bucket(&["archive"], &["archive", "x"]),
+    ///         Err(rbolt::Error::MoveIntoSelf)
+    ///     ));
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     assert!(tx.bucket("inbox")?.unwrap().bucket("msg1")?.is_none());
+    ///     let moved = tx.bucket("archive")?.unwrap().bucket("2024-msg1")?.unwrap();
+    ///     assert_eq!(moved.get("body")?, Some(&b"hi"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn move_bucket<F: AsRef<[u8]>, T: AsRef<[u8]>>(&self, from: &[F], to: &[T]) -> Result<()> {
         let from: smallvec::SmallVec<[&[u8]; 8]> = from.iter().map(AsRef::as_ref).collect();
         let from = from.as_slice();
@@ -536,17 +675,67 @@ impl<'db> WriteTx<'db> {
     }
 
     /// How this transaction's commit will reach the disk.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use rbolt::{Db, Durability, Options};
+    /// let db = Db::open_with(dir.path().join("db"), Options::default().no_sync(true))?;
+    /// let tx = db.begin_write()?;
+    /// assert_eq!(tx.durability(), Durability::None); // from `Options::no_sync`
+    /// tx.set_durability(Durability::Immediate);
+    /// assert_eq!(tx.durability(), Durability::Immediate);
+    /// tx.commit()?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn durability(&self) -> Durability {
         self.durability.get()
     }
 
-    /// Registers `f` to run after this transaction commits successfully.
+    /// Registers `f` to run after this transaction commits successfully. (Inside
+    /// [`Db::update`] the transaction's lifetime is the closure's own, so there `f` can borrow
+    /// nothing: move what it needs into it, e.g. an `Rc` or `Arc`.)
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use std::cell::Cell;
+    /// let committed = Cell::new(0);
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let tx = db.begin_write()?;
+    /// tx.on_commit(|| committed.set(committed.get() + 1));
+    /// tx.rollback(); // a rolled-back transaction runs no hooks
+    /// assert_eq!(committed.get(), 0);
+    /// let tx = db.begin_write()?;
+    /// tx.on_commit(|| committed.set(committed.get() + 1));
+    /// tx.create_bucket("b")?;
+    /// assert_eq!(committed.get(), 0); // not yet
+    /// tx.commit()?;
+    /// assert_eq!(committed.get(), 1);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn on_commit(&self, f: impl FnOnce() + 'db) {
         self.on_commit.borrow_mut().push(Box::new(f));
     }
 
     /// The transaction's counters so far. Borrows the transaction exclusively, so that every
     /// bucket handle is back and counted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u32..2000 {
+    ///         b.put(i.to_be_bytes(), [0u8; 64])?;
+    ///     }
+    ///     drop(b);
+    ///     let stats = tx.stats();
+    ///     assert!(stats.node_count > 0);
+    ///     assert_eq!(stats.writes, 0); // nothing is written before the commit
+    ///     Ok(())
+    /// })?;
+    /// assert!(db.stats().tx_stats.writes > 0);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn stats(&mut self) -> TxStats {
         let mut stats = self.stats.clone();
         let pages_allocated = self.shared.core.get_mut().alloc.pages_allocated;
@@ -562,6 +751,16 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Discards every change.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// let tx = db.begin_write()?;
+    /// tx.create_bucket("scratch")?;
+    /// tx.rollback();
+    /// assert!(db.begin_read()?.bucket("scratch")?.is_none());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn rollback(mut self) {
         self.abort();
     }
@@ -570,6 +769,19 @@ impl<'db> WriteTx<'db> {
     /// meta, then an fdatasync (none with `no_sync`). On error nothing of this transaction is
     /// visible; an error at or after the first sync poisons the handle. The `on_commit` hooks
     /// run after the writer is released, so a hook may start a write transaction.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let db = rbolt::Db::open(&path)?;
+    /// let tx = db.begin_write()?;
+    /// tx.create_bucket("kept")?.put("k", "v")?;
+    /// tx.commit()?;
+    /// db.close()?;
+    /// let db = rbolt::Db::open(&path)?; // durable: there after a reopen
+    /// assert_eq!(db.begin_read()?.bucket("kept")?.unwrap().get("k")?, Some(&b"v"[..]));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn commit(mut self) -> Result<()> {
         let started = Instant::now();
         match self.commit_inner() {

@@ -39,6 +39,18 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
 /// A type stored as bytes: how to write it and how to read it back.
+///
+/// ```
+/// use rbolt::Value;
+/// // Integers are stored big-endian; a value reads back from its bytes.
+/// let bytes = <u32 as Value>::to_bytes(&258);
+/// assert_eq!(bytes.as_ref(), [0, 0, 1, 2]);
+/// assert_eq!(<u32 as Value>::from_bytes(&[0, 0, 1, 2])?, 258);
+/// // Bytes that store no value of the type are a decode error, not a panic.
+/// assert!(matches!(<u32 as Value>::from_bytes(&[1, 2]), Err(rbolt::Error::Decode { .. })));
+/// assert!(matches!(<&str as Value>::from_bytes(&[0xFF]), Err(rbolt::Error::Decode { .. })));
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub trait Value {
     /// What a stored value reads back as; it may borrow from the transaction (`&'a str`).
     type SelfType<'a>;
@@ -63,10 +75,47 @@ pub trait Value {
 
 /// A [`Value`] whose bytes sort (bytewise, as bbolt sorts keys) in the same order as its
 /// values, so that ranges and iteration follow the type's order.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const DELTAS: BucketDef<i64, &str> = BucketDef::new("deltas");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut deltas = tx.open_bucket(DELTAS)?;
+///     for n in [5, -1, 0, -300] {
+///         deltas.put(n, "x")?;
+///     }
+///     // Keys come out in the type's order: negative numbers first.
+///     let keys: Vec<i64> = deltas.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+///     assert_eq!(keys, [-300, -1, 0, 5]);
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub trait Key: Value {}
 
 /// A [`Key`] whose bytes always have the same length: it can come first in a tuple key,
 /// where the next component starts at a known offset.
+///
+/// ```
+/// use rbolt::{BucketDef, FixedWidth};
+/// assert_eq!(<u64 as FixedWidth>::WIDTH, 8);
+/// // A fixed-width first component makes a tuple key: here (user id, timestamp, event name).
+/// const EVENTS: BucketDef<(u32, u64, &str), ()> = BucketDef::new("events");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut events = tx.open_bucket(EVENTS)?;
+///     events.put((2, 10, "login"), ())?;
+///     events.put((1, 20, "logout"), ())?;
+///     events.put((1, 10, "login"), ())?;
+///     let first = events.iter().next().transpose()?.map(|(k, ())| k);
+///     assert_eq!(first, Some((1, 10, "login")));
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub trait FixedWidth: Key {
     /// The length of every value's bytes.
     const WIDTH: usize;
@@ -320,6 +369,22 @@ tuples!(A, B, C; D);
 
 /// A value stored as JSON (feature `serde`): any type serde can write and read. Not a key:
 /// JSON's bytes do not sort as the values do.
+///
+/// ```
+/// use rbolt::{BucketDef, Json};
+/// const TAGS: BucketDef<&str, Json<Vec<String>>> = BucketDef::new("tags");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let post_tags = vec!["rust".to_string(), "db".to_string()];
+/// db.update(|tx| tx.open_bucket(TAGS)?.put("post-1", &post_tags))?;
+/// db.view(|tx| {
+///     let tags = tx.open_bucket(TAGS)?.unwrap();
+///     assert_eq!(tags.get("post-1")?, Some(post_tags.clone()));
+///     assert_eq!(tags.bytes().get("post-1")?, Some(&br#"["rust","db"]"#[..])); // stored as JSON
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[cfg(feature = "serde")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Json<T>(PhantomData<T>);
@@ -351,6 +416,22 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
 
 /// A bucket's name and the types of its keys and values, declared once:
 /// `const USERS: BucketDef<u64, &str> = BucketDef::new("users");`.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const USERS: BucketDef<u64, &str> = BucketDef::new("users");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| tx.open_bucket(USERS)?.put(1, "alice"))?;
+/// db.view(|tx| {
+///     assert_eq!(tx.open_bucket(USERS)?.unwrap().get(1)?, Some("alice"));
+///     // The same bucket through the bytes API: the key is the u64's big-endian bytes.
+///     let raw = tx.bucket(USERS.name())?.unwrap();
+///     assert_eq!(raw.get(1u64.to_be_bytes())?, Some(&b"alice"[..]));
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct BucketDef<K, V> {
     name: &'static str,
@@ -367,6 +448,12 @@ impl<K, V> Copy for BucketDef<K, V> {}
 
 impl<K: Key, V: Value> BucketDef<K, V> {
     /// The definition of the top-level bucket `name`.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const COUNTS: BucketDef<&str, u32> = BucketDef::new("counts");
+    /// assert_eq!(COUNTS.name(), "counts");
+    /// ```
     pub const fn new(name: &'static str) -> BucketDef<K, V> {
         BucketDef {
             name,
@@ -375,6 +462,16 @@ impl<K: Key, V: Value> BucketDef<K, V> {
     }
 
     /// The bucket's name.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const COUNTS: BucketDef<&str, u32> = BucketDef::new("counts");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.open_bucket(COUNTS).map(drop))?;
+    /// assert!(db.begin_read()?.bucket(COUNTS.name())?.is_some());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub const fn name(&self) -> &'static str {
         self.name
     }
@@ -382,6 +479,18 @@ impl<K: Key, V: Value> BucketDef<K, V> {
 
 impl ReadTx<'_> {
     /// The typed top-level bucket `def` names, if it exists.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const COUNTS: BucketDef<&str, u32> = BucketDef::new("counts");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// assert!(db.begin_read()?.open_bucket(COUNTS)?.is_none()); // not created yet
+    /// db.update(|tx| tx.open_bucket(COUNTS)?.put("hits", 3))?;
+    /// let tx = db.begin_read()?;
+    /// assert_eq!(tx.open_bucket(COUNTS)?.unwrap().get("hits")?, Some(3));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open_bucket<K: Key, V: Value>(
         &self,
         def: BucketDef<K, V>,
@@ -392,6 +501,25 @@ impl ReadTx<'_> {
 
 impl WriteTx<'_> {
     /// The typed top-level bucket `def` names, created if it does not exist.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const COUNTS: BucketDef<&str, u32> = BucketDef::new("counts");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut counts = tx.open_bucket(COUNTS)?; // created here
+    ///     let hits = counts.get("hits")?.unwrap_or(0);
+    ///     counts.put("hits", hits + 1)?;
+    ///     Ok(())
+    /// })?;
+    /// db.update(|tx| {
+    ///     let counts = tx.open_bucket(COUNTS)?; // opened, content and all
+    ///     assert_eq!(counts.get("hits")?, Some(1));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open_bucket<K: Key, V: Value>(
         &self,
         def: BucketDef<K, V>,
@@ -404,6 +532,23 @@ impl WriteTx<'_> {
 
 impl<'a> Bucket<'a> {
     /// This bucket, read with keys of type `K` and values of type `V`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut parent = tx.create_bucket("parent")?;
+    ///     parent.create_bucket("ids")?.put(7u64.to_be_bytes(), "seven")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     // A nested bucket has no BucketDef; read it typed from its byte handle.
+    ///     let ids = tx.bucket("parent")?.unwrap().bucket("ids")?.unwrap().typed::<u64, &str>();
+    ///     assert_eq!(ids.get(7)?, Some("seven"));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn typed<K: Key, V: Value>(self) -> TypedBucket<'a, K, V> {
         TypedBucket::new(self)
     }
@@ -411,6 +556,19 @@ impl<'a> Bucket<'a> {
 
 impl<'a> BucketMut<'a> {
     /// This bucket, read and written with keys of type `K` and values of type `V`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut parent = tx.create_bucket("parent")?;
+    ///     let mut scores = parent.create_bucket("scores")?.typed::<&str, f64>();
+    ///     scores.put("half", 0.5)?;
+    ///     assert_eq!(scores.get("half")?, Some(0.5));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn typed<K: Key, V: Value>(self) -> TypedBucketMut<'a, K, V> {
         TypedBucketMut::new(self)
     }
@@ -418,6 +576,19 @@ impl<'a> BucketMut<'a> {
 
 /// A bucket read with typed keys and values (see [`BucketDef`]). Values borrow from the
 /// transaction where their type does.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const NAMES: BucketDef<u32, &str> = BucketDef::new("names");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| tx.open_bucket(NAMES)?.put(1, "one"))?;
+/// let tx = db.begin_read()?;
+/// let names = tx.open_bucket(NAMES)?.unwrap();
+/// let one: &str = names.get(1)?.unwrap(); // borrowed from the transaction, not copied
+/// assert_eq!(one, "one");
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct TypedBucket<'a, K, V> {
     bucket: Bucket<'a>,
@@ -433,11 +604,46 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     }
 
     /// The bytes API of the same bucket.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const NAMES: BucketDef<u32, &str> = BucketDef::new("names");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| tx.open_bucket(NAMES)?.put(1, "one"))?;
+    /// db.view(|tx| {
+    ///     let names = tx.open_bucket(NAMES)?.unwrap();
+    ///     assert_eq!(names.bytes().get(1u32.to_be_bytes())?, Some(&b"one"[..]));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bytes(&self) -> Bucket<'a> {
         self.bucket
     }
 
     /// The value of `key`, if there is one.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const AGES: BucketDef<&str, u8> = BucketDef::new("ages");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     tx.open_bucket(AGES)?.put("alice", 42)?;
+    ///     // written through the bytes API
+    ///     tx.bucket_mut("ages")?.unwrap().put("bob", "not a u8")?;
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let ages = tx.open_bucket(AGES)?.unwrap();
+    ///     assert_eq!(ages.get("alice")?, Some(42));
+    ///     assert_eq!(ages.get("carol")?, None);
+    ///     assert!(matches!(ages.get("bob"), Err(rbolt::Error::Decode { .. })));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'a>>> {
         match self.bucket.get(K::to_bytes(key.borrow()))? {
             Some(bytes) => V::from_bytes(bytes).map(Some),
@@ -446,11 +652,55 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     }
 
     /// Every key and value in key order (nested buckets are skipped); double-ended.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const SQUARES: BucketDef<u16, u32> = BucketDef::new("squares");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut squares = tx.open_bucket(SQUARES)?;
+    ///     for n in [3u16, 1, 300] {
+    ///         squares.put(n, u32::from(n) * u32::from(n))?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let squares = tx.open_bucket(SQUARES)?.unwrap();
+    ///     let all: Vec<(u16, u32)> = squares.iter().collect::<Result<_, _>>()?;
+    ///     assert_eq!(all, [(1, 1), (3, 9), (300, 90000)]); // numeric order, not text order
+    ///     assert_eq!(squares.iter().next_back().transpose()?, Some((300, 90000)));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn iter(&self) -> TypedIter<'a, K, V> {
         TypedIter::new(self.bucket.iter())
     }
 
     /// The keys and values whose keys lie in `range`, in key order; double-ended.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const TEMPS: BucketDef<i32, f32> = BucketDef::new("temps");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut temps = tx.open_bucket(TEMPS)?;
+    ///     for day in -3..=3 {
+    ///         temps.put(day, day as f32 * 1.5)?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let temps = tx.open_bucket(TEMPS)?.unwrap();
+    ///     let days: Vec<i32> =
+    ///         temps.range(-1..2).map(|e| e.map(|(d, _)| d)).collect::<Result<_, _>>()?;
+    ///     assert_eq!(days, [-1, 0, 1]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'a, K, V> {
         let start = encode_bound::<K>(range.start_bound());
         let end = encode_bound::<K>(range.end_bound());
@@ -462,6 +712,22 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
 }
 
 /// A bucket of a write transaction with typed keys and values (see [`BucketDef`]).
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const STOCK: BucketDef<&str, u32> = BucketDef::new("stock");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut stock = tx.open_bucket(STOCK)?;
+///     stock.put("apples", 10)?;
+///     let left = stock.get("apples")?.unwrap() - 3;
+///     stock.put("apples", left)?;
+///     assert_eq!(stock.get("apples")?, Some(7));
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct TypedBucketMut<'a, K, V> {
     bucket: BucketMut<'a>,
@@ -477,16 +743,65 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     }
 
     /// The bytes API of the same bucket.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const STOCK: BucketDef<&str, u32> = BucketDef::new("stock");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut stock = tx.open_bucket(STOCK)?;
+    ///     // What the typed API does not cover, such as the sequence, the bytes API does.
+    ///     let id = stock.bytes().next_sequence()?;
+    ///     stock.put("next-id", id as u32)?;
+    ///     assert_eq!(stock.get("next-id")?, Some(1));
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn bytes(&mut self) -> &mut BucketMut<'a> {
         &mut self.bucket
     }
 
     /// The bucket as a typed read view.
+    ///
+    /// ```
+    /// use rbolt::{BucketDef, TypedBucket};
+    /// const STOCK: BucketDef<&str, u32> = BucketDef::new("stock");
+    /// fn total(bucket: TypedBucket<'_, &str, u32>) -> rbolt::Result<u32> {
+    ///     bucket.iter().try_fold(0, |sum, e| e.map(|(_, n)| sum + n))
+    /// }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut stock = tx.open_bucket(STOCK)?;
+    ///     stock.put("apples", 10)?;
+    ///     stock.put("pears", 5)?;
+    ///     assert_eq!(total(stock.as_typed_bucket())?, 15);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn as_typed_bucket(&self) -> TypedBucket<'_, K, V> {
         TypedBucket::new(self.bucket.as_bucket())
     }
 
     /// The value of `key`, if there is one.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const FLAGS: BucketDef<&str, bool> = BucketDef::new("flags");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut flags = tx.open_bucket(FLAGS)?;
+    ///     flags.put("dark-mode", true)?;
+    ///     assert_eq!(flags.get("dark-mode")?, Some(true));
+    ///     assert_eq!(flags.get("beta")?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'_>>> {
         match self.bucket.get(K::to_bytes(key.borrow()))? {
             Some(bytes) => V::from_bytes(bytes).map(Some),
@@ -495,6 +810,22 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     }
 
     /// Sets `key` to `value`.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const POINTS: BucketDef<(u8, u8), &str> = BucketDef::new("points");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut points = tx.open_bucket(POINTS)?;
+    ///     points.put((1, 2), "a")?;
+    ///     points.put((1, 2), "b")?; // replaces
+    ///     assert_eq!(points.get((1, 2))?, Some("b"));
+    ///     assert_eq!(points.iter().count(), 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn put<'k, 'v>(
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
@@ -505,16 +836,67 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     }
 
     /// Deletes `key`; returns whether it was there.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const SESSIONS: BucketDef<u64, &str> = BucketDef::new("sessions");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut sessions = tx.open_bucket(SESSIONS)?;
+    ///     sessions.put(7, "alice")?;
+    ///     assert!(sessions.delete(7)?);
+    ///     assert!(!sessions.delete(7)?); // already gone
+    ///     assert_eq!(sessions.get(7)?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn delete<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<bool> {
         self.bucket.delete(K::to_bytes(key.borrow()))
     }
 
     /// Every key and value in key order (nested buckets are skipped); double-ended.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const WORDS: BucketDef<&str, u32> = BucketDef::new("words");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut words = tx.open_bucket(WORDS)?;
+    ///     words.put("b", 2)?;
+    ///     words.put("a", 1)?;
+    ///     words.bytes().create_bucket("nested")?; // skipped by the typed iterator
+    ///     let all: Vec<(&str, u32)> = words.iter().collect::<Result<_, _>>()?;
+    ///     assert_eq!(all, [("a", 1), ("b", 2)]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn iter(&self) -> TypedIter<'_, K, V> {
         TypedIter::new(self.bucket.iter())
     }
 
     /// The keys and values whose keys lie in `range`, in key order; double-ended.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const LOG: BucketDef<u64, &str> = BucketDef::new("log");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut log = tx.open_bucket(LOG)?;
+    ///     for i in 0..100 {
+    ///         log.put(i, "entry")?;
+    ///     }
+    ///     let newest: Vec<u64> =
+    ///         log.range(97..).rev().map(|e| e.map(|(i, _)| i)).collect::<Result<_, _>>()?;
+    ///     assert_eq!(newest, [99, 98, 97]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'_, K, V> {
         let start = encode_bound::<K>(range.start_bound());
         let end = encode_bound::<K>(range.end_bound());
@@ -532,6 +914,27 @@ fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Bound<SmallVec<[u
 
 /// Typed keys and values of a bucket, in key order; double-ended. A key or value that does
 /// not decode as its type ends the iteration with `Error::Decode`.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const IDS: BucketDef<u32, &str> = BucketDef::new("ids");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     tx.open_bucket(IDS)?.put(1, "one")?;
+///     // A key of the wrong width, written through the bytes API, does not decode as a u32.
+///     tx.bucket_mut("ids")?.unwrap().put([0xFF; 2], "bad")?;
+///     Ok(())
+/// })?;
+/// db.view(|tx| {
+///     let mut iter = tx.open_bucket(IDS)?.unwrap().iter();
+///     assert_eq!(iter.next().transpose()?, Some((1, "one")));
+///     assert!(matches!(iter.next(), Some(Err(rbolt::Error::Decode { .. }))));
+///     assert!(iter.next().is_none()); // the error ended the iteration
+///     Ok(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct TypedIter<'a, K, V> {
     inner: Iter<'a>,

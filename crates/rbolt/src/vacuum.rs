@@ -169,6 +169,11 @@ fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
 }
 
 /// How [`Db::vacuum`] runs.
+///
+/// ```
+/// let options = rbolt::VacuumOptions::default();
+/// assert_eq!(options.pages_per_step, rbolt::VACUUM_STEP_PAGES_DEFAULT);
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct VacuumOptions {
@@ -187,6 +192,33 @@ impl Default for VacuumOptions {
 
 impl VacuumOptions {
     /// Sets `pages_per_step` (at least 1).
+    ///
+    /// ```
+    /// use std::ops::ControlFlow;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// // at least 1
+    /// assert_eq!(rbolt::VacuumOptions::default().pages_per_step(0).pages_per_step, 1);
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u32..5000 {
+    ///         b.put(i.to_be_bytes(), [7; 100])?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     for i in 0u32..4500 {
+    ///         b.delete(i.to_be_bytes())?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// // Small steps: more commits, each holding the writer for less time.
+    /// let options = rbolt::VacuumOptions::default().pages_per_step(4);
+    /// let report = db.vacuum(options, |_| ControlFlow::Continue(()))?;
+    /// assert!(report.steps > 1 && report.file_len < report.file_len_before);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     #[must_use]
     pub fn pages_per_step(mut self, pages_per_step: usize) -> VacuumOptions {
         self.pages_per_step = pages_per_step.max(1);
@@ -195,6 +227,33 @@ impl VacuumOptions {
 }
 
 /// What one [`Db::vacuum_step`] did and what is left.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     for i in 0u32..5000 {
+///         b.put(i.to_be_bytes(), [7; 100])?;
+///     }
+///     Ok(())
+/// })?;
+/// db.update(|tx| {
+///     let mut b = tx.bucket_mut("b")?.unwrap();
+///     for i in 0u32..4500 {
+///         b.delete(i.to_be_bytes())?;
+///     }
+///     Ok(())
+/// })?;
+/// let high_water = db.begin_read()?.meta().pgid;
+/// let step = db.vacuum_step(64)?;
+/// assert!(step.committed && step.pages_moved > 0);
+/// assert!(step.live_pages < high_water);
+/// // The pages the first step freed at the end can be cut by the next.
+/// let next = db.vacuum_step(64)?;
+/// assert!(next.high_water < high_water);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VacuumStep {
@@ -219,6 +278,34 @@ pub struct VacuumStep {
 
 /// Where a [`Db::vacuum`] stands: passed to its progress callback after every step, and
 /// returned at the end.
+///
+/// ```
+/// use std::ops::ControlFlow;
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut b = tx.create_bucket("b")?;
+///     for i in 0u32..5000 {
+///         b.put(i.to_be_bytes(), [7; 100])?;
+///     }
+///     Ok(())
+/// })?;
+/// db.update(|tx| {
+///     let mut b = tx.bucket_mut("b")?.unwrap();
+///     for i in 0u32..4500 {
+///         b.delete(i.to_be_bytes())?;
+///     }
+///     Ok(())
+/// })?;
+/// // Stop after the first step; a later vacuum picks up where it left off.
+/// let options = rbolt::VacuumOptions::default().pages_per_step(8);
+/// let first = db.vacuum(options, |_| ControlFlow::Break(()))?;
+/// assert_eq!(first.steps, 1);
+/// let rest = db.vacuum(rbolt::VacuumOptions::default(), |_| ControlFlow::Continue(()))?;
+/// assert!(rest.file_len < first.file_len_before);
+/// assert_eq!(rest.file_len, db.file_len()?);
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VacuumProgress {
@@ -528,6 +615,38 @@ impl Db {
     /// that finds nothing to move and nothing to cut commits nothing. Pages freed by a step
     /// become reusable (and cuttable) once no reader can see them, usually at the next step.
     /// An error leaves the database as it was, like any failed commit.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u32..5000 {
+    ///         b.put(i.to_be_bytes(), [7; 100])?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.bucket_mut("b")?.unwrap();
+    ///     for i in 0u32..4500 {
+    ///         b.delete(i.to_be_bytes())?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let before = db.begin_read()?.meta().pgid;
+    /// let mut steps = 0;
+    /// loop {
+    ///     let step = db.vacuum_step(32)?;
+    ///     steps += 1;
+    ///     if !step.committed || step.pages_to_go == 0 {
+    ///         break;
+    ///     }
+    /// }
+    /// assert!(steps > 1);
+    /// assert!(db.begin_read()?.meta().pgid < before);
+    /// assert_eq!(db.begin_read()?.check(), []);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn vacuum_step(&self, pages_max: usize) -> Result<VacuumStep> {
         let mut tx = self.begin_write()?;
         let plan = {

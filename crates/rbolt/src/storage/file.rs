@@ -39,6 +39,13 @@ pub struct FileOptions {
 
 impl FileOptions {
     /// Read-write, create with mode `0o600`, wait for the lock forever.
+    ///
+    /// ```
+    /// use rbolt::storage::FileOptions;
+    /// let options = FileOptions::new();
+    /// assert!(!options.is_read_only());
+    /// assert_eq!(options, FileOptions::default());
+    /// ```
     pub const fn new() -> FileOptions {
         FileOptions {
             read_only: false,
@@ -50,18 +57,53 @@ impl FileOptions {
 
     /// Open read-only and take a shared lock instead of an exclusive one. A read-only open
     /// never creates the file, whatever [`create`](FileOptions::create) says.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// let missing = FileStorage::open(&path, FileOptions::new().read_only(true));
+    /// assert!(missing.is_err()); // a read-only open never creates the file
+    /// std::fs::write(&path, b"data").unwrap();
+    /// let a = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap();
+    /// let b = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap(); // shared
+    /// assert_eq!(b.len().unwrap(), 4);
+    /// // Writing through a read-only storage is refused, without touching the file.
+    /// let error = a.write_all_at(b"x", 0).unwrap_err();
+    /// assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
+    /// ```
     pub const fn read_only(mut self, read_only: bool) -> FileOptions {
         self.read_only = read_only;
         self
     }
 
     /// Create the file if it does not exist (read-write opens only).
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// assert!(FileStorage::open(&path, FileOptions::new().create(false)).is_err());
+    /// assert!(!path.exists());
+    /// FileStorage::open(&path, FileOptions::new()).unwrap(); // creates by default
+    /// assert!(path.exists());
+    /// ```
     pub const fn create(mut self, create: bool) -> FileOptions {
         self.create = create;
         self
     }
 
     /// The permission bits of a newly created file, before the umask.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// use std::os::unix::fs::PermissionsExt;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// FileStorage::open(&path, FileOptions::new().mode(0o400)).unwrap();
+    /// let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    /// assert_eq!(mode & 0o777, 0o400); // the umask only clears bits
+    /// ```
     pub const fn mode(mut self, mode: u32) -> FileOptions {
         self.mode = mode;
         self
@@ -69,12 +111,33 @@ impl FileOptions {
 
     /// How long to wait for a lock another process (or another open file in this process)
     /// holds: `None` waits forever, `Some(Duration::ZERO)` tries once.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// let options = FileOptions::new().lock_timeout(Some(Duration::from_secs(1)));
+    /// let first = FileStorage::open(&path, options).unwrap();
+    /// // Within one process a conflicting open fails at once, whatever the timeout: waiting
+    /// // would wait for this process itself.
+    /// let second = FileStorage::open(&path, options);
+    /// assert!(matches!(second, Err(OpenError::AlreadyOpen { .. })));
+    /// drop(first);
+    /// assert!(FileStorage::open(&path, options).is_ok());
+    /// ```
     pub const fn lock_timeout(mut self, lock_timeout: Option<Duration>) -> FileOptions {
         self.lock_timeout = lock_timeout;
         self
     }
 
     /// Whether the file is opened read-only.
+    ///
+    /// ```
+    /// use rbolt::storage::FileOptions;
+    /// assert!(FileOptions::new().read_only(true).is_read_only());
+    /// assert!(!FileOptions::new().is_read_only());
+    /// ```
     pub const fn is_read_only(&self) -> bool {
         self.read_only
     }
@@ -87,6 +150,19 @@ impl Default for FileOptions {
 }
 
 /// Why [`FileStorage::open`] failed.
+///
+/// ```
+/// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let missing = dir.path().join("no-such-dir").join("file");
+/// match FileStorage::open(&missing, FileOptions::new()) {
+///     Err(OpenError::Open { path, source }) => {
+///         assert_eq!(path, missing);
+///         assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+///     }
+///     other => panic!("expected an open error, got {other:?}"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
@@ -128,6 +204,22 @@ pub enum OpenError {
 
 impl OpenError {
     /// Whether this is [`OpenError::LockTimeout`]: the file is in use elsewhere.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// let timeout = OpenError::LockTimeout {
+    ///     path: path.clone(),
+    ///     timeout: Duration::from_secs(1),
+    /// };
+    /// assert!(timeout.is_lock_timeout());
+    /// assert_eq!(std::io::Error::from(timeout).kind(), std::io::ErrorKind::TimedOut);
+    /// let _held = FileStorage::open(&path, FileOptions::new()).unwrap();
+    /// let busy = FileStorage::open(&path, FileOptions::new()).unwrap_err();
+    /// assert!(!busy.is_lock_timeout()); // held in this process: `AlreadyOpen`, not a timeout
+    /// ```
     pub fn is_lock_timeout(&self) -> bool {
         matches!(self, OpenError::LockTimeout { .. })
     }
@@ -151,6 +243,19 @@ impl From<OpenError> for io::Error {
 /// The file carries an advisory `flock` for as long as the `FileStorage` lives: exclusive for
 /// read-write, shared for read-only, so one process writes and any number read, as long as
 /// every process cooperates by taking the lock.
+///
+/// ```
+/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+/// storage.write_all_at(b"hello", 0).unwrap();
+/// storage.sync_data().unwrap();
+/// let mut buf = [0u8; 5];
+/// storage.read_exact_at(&mut buf, 0).unwrap();
+/// assert_eq!(&buf, b"hello");
+/// let map = storage.map(4096).unwrap(); // may be longer than the file
+/// assert_eq!(&map[..5], b"hello");
+/// ```
 #[derive(Debug)]
 pub struct FileStorage {
     file: File,
@@ -239,6 +344,17 @@ impl FileStorage {
     ///
     /// Waits for a contended lock as [`FileOptions::lock_timeout`] says, retrying every 50 ms,
     /// and returns [`OpenError::LockTimeout`] when the wait runs out.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("db"), FileOptions::new()).unwrap();
+    /// assert!(storage.is_empty().unwrap()); // created empty
+    /// // A database can be opened on it, as `Db::open` does.
+    /// let db = rbolt::Db::open_storage(std::sync::Arc::new(storage), rbolt::Options::default())?;
+    /// assert!(db.file_len()? > 0);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileStorage, OpenError> {
         let path = path.as_ref();
         let open_error = |source: io::Error| OpenError::Open {
@@ -292,6 +408,15 @@ impl FileStorage {
     }
 
     /// Whether the file was opened read-only.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// assert!(!FileStorage::open(&path, FileOptions::new()).unwrap().is_read_only());
+    /// let read_only = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap();
+    /// assert!(read_only.is_read_only());
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
@@ -299,6 +424,16 @@ impl FileStorage {
     /// Cuts the file to zero bytes, to write it anew: for a copy that replaces whatever was
     /// at its path. Only after the lock is taken, so a file another handle has open (a
     /// database, say) is never cut.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("file");
+    /// std::fs::write(&path, b"old contents").unwrap();
+    /// let storage = FileStorage::open(&path, FileOptions::new()).unwrap();
+    /// storage.clear().unwrap();
+    /// assert_eq!(storage.len().unwrap(), 0);
+    /// ```
     pub fn clear(&self) -> io::Result<()> {
         self.check_writable("truncate")?;
         fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, 0))
@@ -314,6 +449,16 @@ impl FileStorage {
 }
 
 /// Syncs the directory holding `path`, so that a name just created in it survives a crash.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("new-file");
+/// std::fs::write(&path, b"data").unwrap();
+/// // The file's name is durable once its directory is synced.
+/// rbolt::storage::sync_parent_dir(&path).unwrap();
+/// // A path with no directory part means the current directory.
+/// rbolt::storage::sync_parent_dir(std::path::Path::new("relative-name")).unwrap();
+/// ```
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     let parent = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,

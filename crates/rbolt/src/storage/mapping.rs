@@ -14,6 +14,16 @@ use memmap2::{Advice, Mmap};
 /// through the storage after mapping show up in it. It is immutable, so it can be shared
 /// between threads and reference-counted by the transactions that read through it; dropping
 /// it unmaps it.
+///
+/// ```
+/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+/// storage.grow(4096).unwrap();
+/// let map = storage.map(4096).unwrap();
+/// storage.write_all_at(b"written later", 0).unwrap();
+/// assert_eq!(&map[..13], b"written later"); // writes through the storage show in the mapping
+/// ```
 pub struct Mapping {
     mmap: Mmap,
 }
@@ -24,11 +34,29 @@ impl Mapping {
     }
 
     /// The length of the mapping in bytes, which may exceed the file's.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+    /// storage.grow(4096).unwrap();
+    /// let map = storage.map(1 << 20).unwrap(); // room for the file to grow into
+    /// assert_eq!(map.len(), 1 << 20);
+    /// assert!(map.len() as u64 > storage.len().unwrap());
+    /// ```
     pub fn len(&self) -> usize {
         self.mmap.len()
     }
 
     /// Whether the mapping is zero bytes long.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+    /// storage.grow(4096).unwrap();
+    /// assert!(!storage.map(4096).unwrap().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.mmap.is_empty()
     }
@@ -39,6 +67,23 @@ impl Mapping {
     /// kernel faults every locked page in, and a page past the end of the file cannot be, so
     /// the call fails with `ENOMEM`. Fails with `EPERM` or `ENOMEM` when `RLIMIT_MEMLOCK` is
     /// too small.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+    /// storage.grow(4096).unwrap();
+    /// let map = storage.map(4096).unwrap();
+    /// match map.lock(4096) {
+    ///     Ok(()) => map.unlock().unwrap(),
+    ///     // A small RLIMIT_MEMLOCK refuses the lock; that is an error, not a crash.
+    ///     Err(e) => assert!(matches!(
+    ///         e.kind(),
+    ///         std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::OutOfMemory
+    ///     )),
+    /// }
+    /// map.lock(0).unwrap(); // nothing to lock
+    /// ```
     pub fn lock(&self, len: usize) -> io::Result<()> {
         let len = len.min(self.mmap.len());
         if len == 0 {
@@ -56,12 +101,32 @@ impl Mapping {
     }
 
     /// Unlocks the whole mapping (`munlock`); pages that were never locked are unaffected.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+    /// storage.grow(4096).unwrap();
+    /// let map = storage.map(4096).unwrap();
+    /// map.unlock().unwrap(); // unlocking pages never locked is fine
+    /// assert_eq!(map.len(), 4096);
+    /// ```
     pub fn unlock(&self) -> io::Result<()> {
         self.mmap.unlock()
     }
 
     /// Tells the kernel that access will be random (`MADV_RANDOM`), as bbolt does, so it does
     /// not read ahead around each page fault: B+tree lookups jump between pages.
+    ///
+    /// ```
+    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+    /// storage.write_all_at(&[7u8; 4096], 0).unwrap();
+    /// let map = storage.map(4096).unwrap();
+    /// map.advise_random().unwrap(); // a hint: the bytes read the same
+    /// assert!(map.iter().all(|&b| b == 7));
+    /// ```
     pub fn advise_random(&self) -> io::Result<()> {
         self.mmap.advise(Advice::Random)
     }

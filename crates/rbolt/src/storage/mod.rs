@@ -38,6 +38,24 @@ pub const IOV_MAX: usize = 1024;
 ///
 /// Errors are plain [`io::Error`]s. A read-only storage answers every method that would change
 /// or persist the file with an [`io::ErrorKind::PermissionDenied`] error, without touching it.
+///
+/// ```
+/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let file = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+/// let storage: Box<dyn Storage> = Box::new(file);
+/// assert!(storage.is_empty().unwrap());
+/// storage.write_vectored_at(&[b"ab", b"cd"], 2).unwrap(); // extends the file
+/// assert_eq!(storage.len().unwrap(), 6);
+/// storage.grow(8192).unwrap();
+/// assert_eq!(storage.len().unwrap(), 8192);
+/// storage.grow(100).unwrap(); // never shrinks
+/// assert_eq!(storage.len().unwrap(), 8192);
+/// let mut buf = [0u8; 6];
+/// storage.read_exact_at(&mut buf, 0).unwrap();
+/// assert_eq!(&buf, b"\0\0abcd");
+/// assert_eq!(storage.path(), Some(dir.path().join("file").as_path()));
+/// ```
 pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// The file's current length in bytes.
     fn len(&self) -> io::Result<u64>;
@@ -126,6 +144,17 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
 
 /// Proof that one open database owns a storage's file; dropping it gives the file up. Made
 /// only by [`Storage::claim`] of this module's storages.
+///
+/// ```
+/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+/// let claim = storage.claim().unwrap();
+/// let second = storage.claim().unwrap_err();
+/// assert_eq!(second.kind(), std::io::ErrorKind::ResourceBusy);
+/// drop(claim); // gives the file up
+/// assert!(storage.claim().is_ok());
+/// ```
 #[derive(Debug)]
 pub struct Claim {
     owned: Arc<AtomicBool>,
