@@ -2,9 +2,9 @@
 //! the memory mapping it reads through, go through the [`Storage`] trait.
 //!
 //! Production uses [`FileStorage`], a locked file on disk. The reliability tests use
-//! `SimFile` (feature `sim`), an in-memory file whose mapping is a real `mmap` and which also records what has
-//! been synced, so it can produce the images a power loss could leave behind ([`CrashProfile`])
-//! and fail or "crash" at a chosen operation ([`FaultPlan`]).
+//! `SimFile` (feature `sim`), an in-memory file whose mapping is a real `mmap` and which also
+//! records what has been synced, so it can produce the images a power loss could leave behind
+//! (`CrashProfile`) and fail or "crash" at a chosen operation (`FaultPlan`).
 //!
 //! Nothing above this module opens files, maps memory or takes file locks.
 
