@@ -122,8 +122,24 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
 const LONG_FILES: &[(&str, &str)] = &[
     (
         "crates/rbolt-btree/src/node.rs",
-        "the node's edit, split and spill code is being redesigned by the write-path issue, \
-         which owns its shape",
+        "one type, the page image a node edits in place: its two layouts, the edits that keep \
+         them, and the checks every edit relies on belong together (its unit tests are the last 200 \
+         lines)",
+    ),
+    (
+        "crates/rbolt/src/bucket.rs",
+        "about 740 lines of code; the rest is the runnable doc example every public method \
+         of Bucket and BucketMut carries",
+    ),
+    (
+        "crates/rbolt/src/storage/sim.rs",
+        "about 720 lines of code; the rest is the doc examples of the simulated file's \
+         public API (crash images, fault plans, counts)",
+    ),
+    (
+        "crates/rbolt/src/tx.rs",
+        "about 700 lines of code; the rest is the doc examples of every public method of \
+         WriteTx",
     ),
     (
         "crates/rbolt-btree/tests/it/corrupt.rs",
