@@ -1,23 +1,11 @@
 //! What a Rust user reaches for (issue 14): durability per transaction, no same-thread
 //! deadlock, refusing to create a mistyped path.
 
-use crate::support::read_all;
+use crate::support::{read_all, within};
 use rbolt::storage::SimFile;
 use rbolt::{Db, Durability, Error, Options};
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::Duration;
-
-/// Runs `f` on a thread and fails the test if it does not return within `limit`.
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (send, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(f());
-    });
-    receive
-        .recv_timeout(limit)
-        .expect("the call hung (did not return in time)")
-}
 
 #[test]
 fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {

@@ -1,22 +1,10 @@
 //! Readers never stall the writer, growth never waits for readers, freed pages come back once
 //! readers end, and every reader sees a repeatable snapshot.
 
-use crate::support::assert_clean;
+use crate::support::{assert_clean, within};
 use rbolt::{Db, Options};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
-
-/// Runs `f` on a thread and fails the test if it does not finish in a minute (a deadlock).
-fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (send, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(f());
-    });
-    receive
-        .recv_timeout(Duration::from_secs(60))
-        .expect("did not finish: deadlock?")
-}
 
 fn digest(db: &Db, tx: &rbolt::ReadTx<'_>) -> (usize, u64) {
     let _ = db;
@@ -39,7 +27,7 @@ fn digest(db: &Db, tx: &rbolt::ReadTx<'_>) -> (usize, u64) {
 
 #[test]
 fn a_reader_does_not_stall_commits_that_grow_the_file_past_several_mappings() {
-    within_a_minute(|| {
+    within(Duration::from_secs(60), || {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path().join("db")).unwrap();
         db.update(|tx| tx.create_bucket(b"b")?.put(b"first", b"1"))
@@ -72,7 +60,7 @@ fn a_reader_does_not_stall_commits_that_grow_the_file_past_several_mappings() {
 
 #[test]
 fn a_thread_holding_a_reader_can_commit_growth() {
-    within_a_minute(|| {
+    within(Duration::from_secs(60), || {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path().join("db")).unwrap();
         let reader = db.begin_read().unwrap();

@@ -3,12 +3,11 @@
 //! not (or did not when they must), walks that overflowed the stack, syncs that failed without
 //! consequence, and hangs.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_all, within};
 use rbolt::storage::{FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, KEY_SIZE_MAX, Options};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// A value of `bucket`/`key`, read in a fresh read transaction.
@@ -22,17 +21,6 @@ fn value_of(db: &Db, path: &[&[u8]], key: &[u8]) -> Option<Vec<u8>> {
         Ok(bucket.get(key)?.map(<[u8]>::to_vec))
     })
     .unwrap()
-}
-
-/// Runs `f` on a thread and fails the test if it does not return within `limit` (a hang).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (send, receive) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(f());
-    });
-    receive
-        .recv_timeout(limit)
-        .expect("the call hung (did not return in time)")
 }
 
 // ---- Defect 1 and 7a: a failed move_bucket changes nothing ----

@@ -51,3 +51,18 @@ pub fn write_model(bucket: &mut rbolt::BucketMut<'_>, model: &Model) -> Result<(
     }
     Ok(())
 }
+
+/// Runs `f` on a thread and fails the test if it does not return within `limit` (a hang or
+/// a deadlock).
+pub fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(limit)
+        .expect("the call hung (did not return in time)")
+}
