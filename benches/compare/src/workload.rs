@@ -1,8 +1,8 @@
 //! The workloads, identical for every engine: keys from a fixed seed, the same order of
 //! operations, the same checks. Only the calls inside [`Engine`] differ.
 
-use rbolt_testkit::alloc::{start_counting, stop_counting};
 use crate::engines::{Engine, Result, fail};
+use rbolt_testkit::alloc::{start_counting, stop_counting};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -13,12 +13,6 @@ pub struct Rbolt {
     durability: Durability,
 }
 
-impl Rbolt {
-    fn db(&self) -> &Db {
-        &self.db
-    }
-}
-
 impl Engine for Rbolt {
     const NAME: &'static str = "rbolt";
     const NOTES: Notes = Notes {
@@ -47,14 +41,14 @@ impl Engine for Rbolt {
     }
 
     fn put_tx(&self, keys: &[Key], sorted: bool) -> Result<()> {
-        self.db().update(|tx| {
+        self.db.update(|tx| {
             tx.set_durability(self.durability);
             let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
             if sorted {
                 bucket.set_fill_percent(1.0);
             }
             for key in keys {
-                bucket.put(key, &value_of(key))?;
+                bucket.put(key, value_of(key))?;
             }
             Ok(())
         })?;
@@ -62,7 +56,7 @@ impl Engine for Rbolt {
     }
 
     fn delete_tx(&self, keys: &[Key]) -> Result<()> {
-        self.db().update(|tx| {
+        self.db.update(|tx| {
             tx.set_durability(self.durability);
             let mut bucket = tx.bucket_mut(BUCKET)?.expect("created at open");
             for key in keys {
@@ -74,7 +68,7 @@ impl Engine for Rbolt {
     }
 
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
-        let tx = self.db().begin_read()?;
+        let tx = self.db.begin_read()?;
         let bucket = tx.bucket(BUCKET)?.ok_or_else(|| fail("no bucket"))?;
         let mut found = 0;
         for i in order {
@@ -87,7 +81,7 @@ impl Engine for Rbolt {
     }
 
     fn scan(&self) -> Result<(u64, u64)> {
-        let tx = self.db().begin_read()?;
+        let tx = self.db.begin_read()?;
         let bucket = tx.bucket(BUCKET)?.ok_or_else(|| fail("no bucket"))?;
         let (mut entries, mut bytes) = (0, 0);
         for entry in bucket.iter() {
