@@ -91,6 +91,26 @@ pub(crate) struct TxAlloc {
     pub(crate) sync_failed: bool,
 }
 
+/// The smallest file the growth policy makes.
+const FILE_LEN_MIN: u64 = 32 * 1024;
+
+/// The length growth gives a file that must hold `len` bytes: the next power of two (at
+/// least [`FILE_LEN_MIN`]) while small, then `len` plus one `alloc_size` step; whole pages,
+/// and never past `max_size` (0: no limit) unless `len` itself is.
+pub(crate) fn grown_len(len: u64, alloc_size: u64, page_size: u64, max_size: u64) -> u64 {
+    let target = if len <= alloc_size {
+        len.next_power_of_two().max(FILE_LEN_MIN)
+    } else {
+        len.saturating_add(alloc_size)
+    };
+    let target = target.div_ceil(page_size).saturating_mul(page_size);
+    if max_size > 0 {
+        target.min(max_size).max(len)
+    } else {
+        target
+    }
+}
+
 impl TxAlloc {
     #[expect(
         clippy::too_many_arguments,
@@ -176,16 +196,7 @@ impl TxAlloc {
         if len <= self.file_len {
             return Ok(());
         }
-        let page_size = self.page_size as u64;
-        let mut target = if len <= self.alloc_size {
-            len.next_power_of_two().max(32 * 1024)
-        } else {
-            len + self.alloc_size
-        };
-        target = target.div_ceil(page_size) * page_size;
-        if self.max_size > 0 {
-            target = target.min(self.max_size).max(len);
-        }
+        let target = grown_len(len, self.alloc_size, self.page_size as u64, self.max_size);
         failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
         if !self.no_grow_sync

@@ -49,9 +49,6 @@ const SHRINK_STEPS_MAX: usize = 4;
 /// into full pages): bounds the pages one touched leaf can pull into a step.
 const REPACK_PAGES_MAX: usize = 4;
 
-/// The smallest file the growth policy makes (as `TxAlloc::ensure_file_len`).
-const FILE_LEN_MIN: u64 = 32 * 1024;
-
 /// A truncation of the file waiting for older readers to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Truncate {
@@ -65,18 +62,12 @@ pub(crate) struct Truncate {
 /// The length auto-shrink leaves a file whose pages end at `needed` bytes: what growth from
 /// there would make it, so that a file near its size does not shrink and grow by turns.
 fn slack_len(needed: u64, options: &crate::Options, page_size: u64) -> u64 {
-    let alloc_size = options.alloc_size.max(page_size);
-    let len = if needed <= alloc_size {
-        needed.next_power_of_two().max(FILE_LEN_MIN)
-    } else {
-        needed.saturating_add(alloc_size)
-    };
-    let len = len.div_ceil(page_size).saturating_mul(page_size);
-    if options.max_size > 0 {
-        len.min(options.max_size).max(needed)
-    } else {
-        len
-    }
+    crate::alloc::grown_len(
+        needed,
+        options.alloc_size.max(page_size),
+        page_size,
+        options.max_size,
+    )
 }
 
 /// After a commit of `meta` (published, writer still held): keeps a waiting truncation above
