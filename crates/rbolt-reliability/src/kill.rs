@@ -65,6 +65,8 @@ pub struct KillReport {
     pub raced_files: u64,
     /// Kills of a child that had not yet opened the file (killed during its start or creation).
     pub kills_before_ready: u64,
+    /// Pages the children's vacuum steps reported moved (0 without `KillConfig::vacuum`).
+    pub vacuum_pages_moved: u64,
     /// The database file's size at the end.
     pub file_bytes: u64,
     /// Descriptions of the failures.
@@ -75,6 +77,7 @@ impl Report for KillReport {
     fn merge(&mut self, other: KillReport) {
         self.kills += other.kills;
         self.acked_commits += other.acked_commits;
+        self.vacuum_pages_moved += other.vacuum_pages_moved;
         self.in_flight_landed += other.in_flight_landed;
         self.reopens.merge(other.reopens);
         self.child_errors += other.child_errors;
@@ -99,6 +102,7 @@ impl KillReport {
             .field("new_files", self.new_files)
             .field("raced_files", self.raced_files)
             .field("kills_before_ready", self.kills_before_ready)
+            .field("vacuum_pages_moved", self.vacuum_pages_moved)
             .field("max_file_bytes", self.file_bytes)
     }
 
@@ -298,6 +302,7 @@ impl Models {
                 return Err(format!("the child was not killed: {}", run.stderr));
             }
             report.kills += 1;
+            report.vacuum_pages_moved += run.vacuum_pages_moved;
             let Some(ready) = run.ready else {
                 report.kills_before_ready += 1;
                 if !run.acks.is_empty() {
@@ -346,6 +351,8 @@ struct ChildRun {
     ready: Option<u64>,
     /// Every acknowledged commit, in order.
     acks: Vec<Ack>,
+    /// Pages its vacuum steps moved (`vacuum STEP PAGES` lines).
+    vacuum_pages_moved: u64,
     stderr: String,
 }
 
@@ -457,6 +464,7 @@ fn kill_children(
         let stderr = run.errors.join().map_err(|_| "stderr reader panicked")?;
         let mut ready = None;
         let mut acks = Vec::new();
+        let mut vacuum_pages_moved = 0;
         for line in lines {
             let bad = || format!("bad line {line:?}; stderr: {stderr}");
             let mut words = line.split_whitespace();
@@ -466,6 +474,9 @@ fn kill_children(
                     let txid = txid.parse().map_err(|_| bad())?;
                     let digest = u64::from_str_radix(hex, 16).map_err(|_| bad())?;
                     acks.push(Ack { step, txid, digest });
+                }
+                (Some("vacuum"), Some(_step), Some(moved), None) => {
+                    vacuum_pages_moved += moved.parse::<u64>().map_err(|_| bad())?;
                 }
                 (Some("ready"), Some(step), None, None) => {
                     ready = Some(step.parse().map_err(|_| bad())?);
@@ -477,6 +488,7 @@ fn kill_children(
             killed: run.killed,
             ready,
             acks,
+            vacuum_pages_moved,
             stderr,
         });
     }
@@ -486,7 +498,7 @@ fn kill_children(
 /// The child's side: `kill-loop PATH SEED STEP [vacuum]`. Opens the file (creating it if
 /// missing), which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits
 /// steps after it until killed, printing `ack STEP TXID DIGEST` after each commit returns;
-/// with `vacuum`, each step is followed by an online vacuum step.
+/// with `vacuum`, each step is followed by an online vacuum step and `vacuum STEP PAGES`.
 pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     let (path, seed, start, vacuum) = match args {
         [path, seed, start] => (path, seed, start, false),
@@ -515,8 +527,11 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
         let ops = workload.step(step, &mut model);
         commit_step(&db, &ops).map_err(|e| format!("step {step}: {e}"))?;
         if vacuum {
-            db.vacuum_step(VACUUM_STEP_PAGES)
-                .map_err(|e| format!("vacuum after step {step}: {e}"))?;
+            let moved = db
+                .vacuum_step(VACUUM_STEP_PAGES)
+                .map_err(|e| format!("vacuum after step {step}: {e}"))?
+                .pages_moved;
+            writeln!(out, "vacuum {step} {moved}").map_err(|e| e.to_string())?;
         }
         let txid = db.view(|tx| Ok(tx.id().0)).map_err(|e| e.to_string())?;
         writeln!(out, "ack {step} {txid} {:016x}", digest(&model)).map_err(|e| e.to_string())?;
