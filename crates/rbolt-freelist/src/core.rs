@@ -269,28 +269,42 @@ impl<S: FreeSet> Core<S> {
         self.scratch = runs;
     }
 
-    pub(crate) fn release_pending(&mut self, open_readers: &[Txid]) {
-        let mut readers = open_readers.to_vec();
-        readers.sort_unstable();
-        readers.dedup();
-        // Nothing at or after the oldest reader's snapshot may be released wholesale...
-        let oldest = readers.first().copied().unwrap_or(Txid(u64::MAX));
-        if let Some(before) = oldest.0.checked_sub(1) {
+    pub(crate) fn release_pending(&mut self, open_readers: &[Txid], durable: Option<Txid>) {
+        // What each open reader, and the last durable meta, may reach: a page allocated by
+        // `a` and freed by `f` is reachable from the meta of transaction `m` when `a <= m < f`.
+        // A barrier `(allocated_max, freed_min)` keeps every pending page allocated at or before
+        // the first and freed at or after the second. A reader at `r` keeps `(r, r)`, one more
+        // freeing transaction than it needs (bbolt's rule); the durable meta keeps exactly what
+        // it reaches, `(d, d + 1)`.
+        let mut barriers: Vec<(Txid, Txid)> = open_readers.iter().map(|&r| (r, r)).collect();
+        if let Some(durable) = durable {
+            barriers.push((durable, Txid(durable.0.saturating_add(1))));
+        }
+        // Sorted by the first field, the second ascends too (a reader at `d` sorts before the
+        // durable barrier at `d`, one at `d + 1` after it).
+        barriers.sort_unstable();
+        barriers.dedup();
+        let Some(&(_, freed_min)) = barriers.first() else {
+            // Nothing can reach a pending page.
+            self.release(Txid(u64::MAX));
+            return;
+        };
+        // Nothing freed at or after the first barrier's freeing bound is released wholesale...
+        if let Some(before) = freed_min.0.checked_sub(1) {
             self.release(Txid(before));
         }
-        // ...but a page both allocated and freed between two readers' snapshots (or after the
-        // newest) was never visible to any open reader.
-        let mut begin = oldest;
-        for reader in readers {
-            if let Some(end) = reader.0.checked_sub(1) {
-                self.release_range(begin, Txid(end));
-            }
-            match reader.0.checked_add(1) {
-                Some(next) => begin = Txid(next),
-                None => return,
+        // ...but a page both allocated after one barrier and freed before the next (or
+        // allocated after the last) was never reachable from any of them.
+        for pair in barriers.windows(2) {
+            let (begin, end) = ((pair[0].0).0.checked_add(1), (pair[1].1).0.checked_sub(1));
+            if let (Some(begin), Some(end)) = (begin, end) {
+                self.release_range(Txid(begin), Txid(end));
             }
         }
-        self.release_range(begin, Txid(u64::MAX));
+        let (allocated_max, _) = barriers[barriers.len() - 1];
+        if let Some(begin) = allocated_max.0.checked_add(1) {
+            self.release_range(Txid(begin), Txid(u64::MAX));
+        }
     }
 
     pub(crate) fn rollback(&mut self, txid: Txid) {

@@ -138,6 +138,13 @@ pub trait Freelist {
     /// reader, `release_range` between readers and after the newest.
     fn release_pending(&mut self, open_readers: &[Txid]);
 
+    /// As [`release_pending`](Freelist::release_pending), and keeps what the meta of the
+    /// last durable commit `durable` reaches: the pages it holds that later commits freed
+    /// (allocated at or before `durable`, freed after it). A crash may bring that meta back
+    /// while later commits are not yet durable, so its pages must stay as they are until a
+    /// newer meta is durable. Pages both allocated and freed after it are released as usual.
+    fn release_pending_durable(&mut self, open_readers: &[Txid], durable: Txid);
+
     /// Undoes everything transaction `txid` did: its pending pages are in use again and the
     /// runs it allocated are free again, exactly as before it began. Costs in proportion to
     /// what the transaction did.
@@ -236,7 +243,10 @@ macro_rules! forward_to_core {
                 self.0.release_range(begin, end)
             }
             fn release_pending(&mut self, open_readers: &[Txid]) {
-                self.0.release_pending(open_readers)
+                self.0.release_pending(open_readers, None)
+            }
+            fn release_pending_durable(&mut self, open_readers: &[Txid], durable: Txid) {
+                self.0.release_pending(open_readers, Some(durable))
             }
             fn rollback(&mut self, txid: Txid) {
                 self.0.rollback(txid)
@@ -368,6 +378,9 @@ impl Freelist for AnyFreelist {
     }
     fn release_pending(&mut self, open_readers: &[Txid]) {
         dispatch!(self, f => f.release_pending(open_readers))
+    }
+    fn release_pending_durable(&mut self, open_readers: &[Txid], durable: Txid) {
+        dispatch!(self, f => f.release_pending_durable(open_readers, durable))
     }
     fn rollback(&mut self, txid: Txid) {
         dispatch!(self, f => f.rollback(txid))

@@ -162,6 +162,33 @@ impl Model {
         self.release_range(begin, u64::MAX);
     }
 
+    /// Releases every pending page that no open reader and not the durable meta `durable`
+    /// can reach, stated page by page: a reader at `r` keeps a page allocated at or before `r`
+    /// and freed at or after it; the durable meta keeps one allocated at or before `durable`
+    /// and freed after it.
+    fn release_pending_durable(&mut self, readers: &[u64], durable: u64) {
+        for tx in self.pending.values_mut() {
+            tx.last_begin = None;
+        }
+        let freed_by: Vec<u64> = self.pending.keys().copied().collect();
+        for freed in freed_by {
+            let tx = self.pending.get_mut(&freed).unwrap();
+            let mut kept = Vec::new();
+            for &(start, n_pages, allocated_by) in &tx.spans {
+                let allocated = allocated_by.unwrap_or(0);
+                let by_reader = readers.iter().any(|&r| allocated <= r && r <= freed);
+                let by_durable = allocated <= durable && durable < freed;
+                if by_reader || by_durable {
+                    kept.push((start, n_pages, allocated_by));
+                } else {
+                    self.free.extend(start..start + n_pages);
+                }
+            }
+            tx.spans = kept;
+        }
+        self.pending.retain(|_, tx| !tx.spans.is_empty());
+    }
+
     fn rollback(&mut self, txid: u64) {
         if let Some(tx) = self.pending.remove(&txid) {
             for (start, _, allocated_by) in tx.spans {
@@ -229,6 +256,9 @@ enum Op {
     ReleaseRange(u8, u8),
     /// Commits, then releases what the open readers cannot see.
     ReleasePending,
+    /// Commits, then releases what neither the open readers nor the durable meta of this many
+    /// transactions before the last committed one can see.
+    ReleasePendingDurable(u8),
     /// Writes the page, reads it into fresh freelists with the pending pages restored,
     /// compares; and reloads the live freelists from it.
     WriteReload,
@@ -241,7 +271,7 @@ enum Op {
 impl Arbitrary for Op {
     fn arbitrary(g: &mut Gen) -> Op {
         let small = |g: &mut Gen| *g.choose(&[0u8, 1, 2, 3, 4, 5, 6, 7]).unwrap();
-        match u8::arbitrary(g) % 26 {
+        match u8::arbitrary(g) % 28 {
             0..=5 => Op::Allocate(*g.choose(&[1u8, 1, 1, 2, 2, 3, 4, 6]).unwrap()),
             6..=10 => Op::Free(u16::arbitrary(g)),
             11 => {
@@ -262,6 +292,7 @@ impl Arbitrary for Op {
             20..=21 => Op::ReleasePending,
             22 => Op::WriteReload,
             23 => Op::Rebuild,
+            24..=25 => Op::ReleasePendingDurable(small(g)),
             _ => Op::TrimTail,
         }
     }
@@ -439,6 +470,16 @@ impl World {
                 self.array.release_pending(&readers);
                 self.span.release_pending(&readers);
                 self.model.release_pending(&self.readers);
+                // Releases run between write transactions: the next one starts after it.
+                self.begin();
+            }
+            Op::ReleasePendingDurable(back) => {
+                self.commit();
+                let durable = (self.txid - 1).saturating_sub(u64::from(back) % 6);
+                let readers: Vec<Txid> = self.readers.iter().copied().map(Txid).collect();
+                self.array.release_pending_durable(&readers, Txid(durable));
+                self.span.release_pending_durable(&readers, Txid(durable));
+                self.model.release_pending_durable(&self.readers, durable);
                 // Releases run between write transactions: the next one starts after it.
                 self.begin();
             }

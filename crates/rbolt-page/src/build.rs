@@ -5,11 +5,12 @@
 //! here allocates. Misuse (a buffer too small, more pushes than announced) is a programmer
 //! error and panics; these functions never see bytes from disk.
 
-use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
+use crate::layout::{BootId, BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
 use crate::types::{
     BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
     PAGE_HEADER_SIZE, PGID_SIZE, PageKind, Pgid,
 };
+use crate::view::{META_PAGE_LEN, META_PAGE_READ_LEN};
 
 /// Bytes a leaf page needs for `count` entries whose keys and values total `kv_len` bytes.
 #[inline]
@@ -260,11 +261,27 @@ pub fn write_meta(buf: &mut [u8], meta: &Meta) -> Meta {
     meta
 }
 
+/// Writes a non-durable meta page for `meta` into `buf` (at least [`META_PAGE_READ_LEN`]
+/// bytes): as [`write_meta`], but with the checksum of [`Meta::compute_non_durable_checksum`]
+/// and `boot_id` right after the record, in the page's first sector with it, so that a torn
+/// write cannot keep one without the other. Returns the meta as written.
+///
+/// Such a meta is rbolt's own: a commit that skipped its syncs writes it, so that a process
+/// that crashes keeps the commit (the page cache survives it), while a power loss, which may
+/// have dropped its data pages, cannot bring it back: after a reboot the boot id differs and
+/// rbolt opens the durable meta in the other slot. Go bbolt sees a bad checksum and does too.
+pub fn write_meta_non_durable(buf: &mut [u8], meta: &Meta, boot_id: &BootId) -> Meta {
+    let mut meta = *meta;
+    meta.checksum = meta.compute_non_durable_checksum(boot_id);
+    PageHeader::new(Pgid(meta.txid % 2), PageKind::Meta, 0, 0).write(buf);
+    buf[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + crate::META_SIZE]
+        .copy_from_slice(bytemuck::bytes_of(&meta));
+    buf[META_PAGE_LEN..META_PAGE_READ_LEN].copy_from_slice(boot_id);
+    meta
+}
+
 /// Pages an empty database takes: two metas, an empty freelist, an empty root leaf.
 pub const EMPTY_DB_PAGES: usize = 4;
-
-/// Bytes at the start of a meta page that hold the meta: the page header and the record.
-const META_PAGE_LEN: usize = PAGE_HEADER_SIZE + crate::META_SIZE;
 
 /// The start of each of the four pages of a new, empty database (what Go bbolt's `init`
 /// writes): metas with txids 0 and 1 on pages 0 and 1, the empty freelist on page 2, the empty

@@ -159,6 +159,20 @@ impl Meta {
         fnv1a64(&bytemuck::bytes_of(self)[..META_CHECKSUM_OFFSET])
     }
 
+    /// The checksum of a non-durable meta (one written by a commit that did not sync): FNV-1a
+    /// 64 over the fields before the checksum and then `boot_id`, XOR
+    /// [`NON_DURABLE_CHECKSUM_MASK`]. The two checksums of the same fields differ (short of a
+    /// 2^-64 coincidence), so Go bbolt, which knows only the plain one, takes such a meta for a
+    /// torn one and opens the other, durable meta.
+    pub fn compute_non_durable_checksum(&self, boot_id: &BootId) -> u64 {
+        let mut hash = fnv1a64_continue(
+            FNV_OFFSET_BASIS,
+            &bytemuck::bytes_of(self)[..META_CHECKSUM_OFFSET],
+        );
+        hash = fnv1a64_continue(hash, boot_id);
+        hash ^ NON_DURABLE_CHECKSUM_MASK
+    }
+
     /// The root bucket's root page.
     #[inline]
     pub fn root_pgid(&self) -> Pgid {
@@ -190,11 +204,28 @@ impl Meta {
     }
 }
 
+/// The identity of one run of the operating system (Linux's
+/// `/proc/sys/kernel/random/boot_id`): a non-durable meta records the boot that wrote it, since
+/// its data pages are only known to be whole while that boot's page cache holds them.
+pub type BootId = [u8; BOOT_ID_SIZE];
+
+/// Bytes of a [`BootId`].
+pub const BOOT_ID_SIZE: usize = 16;
+
+/// What a non-durable meta's checksum is XORed with (the bytes of "nodurabl"), so that it never
+/// passes as a durable meta.
+pub const NON_DURABLE_CHECKSUM_MASK: u64 = u64::from_le_bytes(*b"nodurabl");
+
+const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// FNV-1a, 64-bit: the meta checksum.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a64_continue(FNV_OFFSET_BASIS, bytes)
+}
+
+/// FNV-1a 64 of `bytes` continued from `hash` (the hash of what came before them).
+fn fnv1a64_continue(mut hash: u64, bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET_BASIS;
     for &byte in bytes {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(PRIME);

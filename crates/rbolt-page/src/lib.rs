@@ -44,13 +44,18 @@ mod view;
 pub use build::{
     BranchBuilder, EMPTY_DB_PAGES, LeafBuilder, branch_page_size, empty_db_prefixes,
     freelist_page_size, inline_bucket_size, leaf_page_size, pages_for, write_bucket_header,
-    write_empty_db, write_freelist, write_freelist_header, write_meta, write_pgid,
+    write_empty_db, write_freelist, write_freelist_header, write_meta, write_meta_non_durable,
+    write_pgid,
 };
 pub use error::{Corruption, Reason, Result};
-pub use layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader, fnv1a64};
+pub use layout::{
+    BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
+    NON_DURABLE_CHECKSUM_MASK, PageHeader, fnv1a64,
+};
 pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
 pub use view::{
-    BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, META_PAGE_LEN, PageRef,
-    check_overflow, check_pgid, find_meta1, read_meta, span_len,
+    BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, META_PAGE_LEN, META_PAGE_READ_LEN,
+    MetaDurability, PageRef, check_overflow, check_pgid, find_meta1, read_meta, read_meta_page,
+    span_len,
 };

@@ -5,7 +5,9 @@
 //! it has not checked, and nothing panics on any input.
 
 use crate::error::{Corruption, Reason, Result};
-use crate::layout::{BranchElement, BucketHeader, LeafElement, Meta, PageHeader};
+use crate::layout::{
+    BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta, PageHeader,
+};
 use crate::search::compare_keys;
 use crate::types::{
     BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FLAG_META, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
@@ -663,6 +665,46 @@ impl Meta {
 
 /// Bytes of a meta page that hold everything the meta has: the page header and the record.
 pub const META_PAGE_LEN: usize = PAGE_HEADER_SIZE + META_SIZE;
+
+/// Bytes of a meta page that hold everything a meta of either durability has: the page header,
+/// the record and, for a non-durable meta, the boot id that wrote it.
+pub const META_PAGE_READ_LEN: usize = META_PAGE_LEN + BOOT_ID_SIZE;
+
+/// Whether a meta was written by a commit that synced (every meta Go bbolt writes) or by one that
+/// did not, in the boot it names (see [`write_meta_non_durable`](crate::write_meta_non_durable)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MetaDurability {
+    /// Written after the data it points at was synced: whole after any crash.
+    Durable,
+    /// Written without syncs, in the boot with this id: whole only while that boot lasts.
+    NonDurable(BootId),
+}
+
+/// Reads the meta page at the start of `bytes` (page `pgid`) of either durability: as
+/// [`read_meta`], and a checksum that matches the non-durable variant over the boot id after the
+/// record makes it [`MetaDurability::NonDurable`]. A checksum that matches neither is the plain
+/// checksum's error.
+pub fn read_meta_page(bytes: &[u8], pgid: Pgid) -> Result<(Meta, MetaDurability)> {
+    let error = match read_meta(bytes, pgid) {
+        Ok(meta) => return Ok((meta, MetaDurability::Durable)),
+        Err(error) => error,
+    };
+    if !matches!(error.reason, Reason::BadChecksum { .. }) {
+        return Err(error);
+    }
+    let (Some(meta), Some(boot_id)) = (
+        Meta::read_unchecked(bytes),
+        bytes
+            .get(META_PAGE_LEN..)
+            .and_then(|rest| rest.first_chunk::<BOOT_ID_SIZE>()),
+    ) else {
+        return Err(error);
+    };
+    if meta.checksum != meta.compute_non_durable_checksum(boot_id) {
+        return Err(error);
+    }
+    Ok((meta, MetaDurability::NonDurable(*boot_id)))
+}
 
 /// Bytes read per step while scanning for meta 1.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;

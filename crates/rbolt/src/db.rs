@@ -9,8 +9,9 @@ use crate::tx::{ReadTx, WriteTx};
 use rbolt_btree::{Arena, Pages};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, Meta, PAGE_SIZE_SCAN_MAX,
-    PGID_NO_FREELIST, Pgid, Reason, Txid, empty_db_prefixes, find_meta1, read_meta, write_empty_db,
+    BootId, Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, META_PAGE_READ_LEN,
+    Meta, MetaDurability, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, Pgid, Reason, Txid,
+    empty_db_prefixes, find_meta1, read_meta_page, write_empty_db, write_meta,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,6 +45,39 @@ pub(crate) struct Writer {
     pub(crate) verify: crate::verify::Verify,
     /// A truncation of the file waiting for older readers to end (see `vacuum`).
     pub(crate) truncate: Option<crate::vacuum::Truncate>,
+    /// The newest meta known to be durable on disk: what a power loss may bring back. Its
+    /// pages stay as they are until a newer meta is durable (`release_pending_durable`), and
+    /// no commit writes to its slot (`next_txid`).
+    pub(crate) durable: Meta,
+    /// Pages that commits since `durable` freed and that `durable` still reaches: they cannot
+    /// be reused until a commit is durable. Past `held_pages_max` the next commit syncs.
+    pub(crate) held_pages: u64,
+}
+
+/// The least that non-durable commits may hold back before a commit is made durable anyway:
+/// 16 MiB of pages (see [`held_pages_max`]).
+const HELD_BYTES_MIN: u64 = 16 * 1024 * 1024;
+
+/// How many freed pages non-durable commits may keep from reuse (the pages the last durable
+/// meta still reaches) before the next commit is made durable whatever its durability says: a
+/// quarter of the file's pages, and at least 16 MiB of them. So a workload of only
+/// `Durability::None` commits keeps its file within a third more than its data needs (or
+/// 16 MiB more), beyond what open readers hold, at the cost of two fdatasyncs per such commit.
+pub(crate) fn held_pages_max(high_water: u64, page_size: usize) -> u64 {
+    (high_water / 4).max(HELD_BYTES_MIN / page_size as u64)
+}
+
+/// The id of the commit after `newest`, given the newest durable meta `durable`: the next
+/// number, unless its slot (`txid % 2`) is `durable`'s, which a crash may still need — then
+/// the one after. So commits that do not sync never overwrite the last durable meta, and Go
+/// bbolt, which writes its next meta to slot `(txid + 1) % 2`, overwrites theirs.
+pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
+    let next = newest.0 + 1;
+    if newest != durable && next % 2 == durable.0 % 2 {
+        Txid(next + 1)
+    } else {
+        Txid(next)
+    }
 }
 
 /// An open database.
@@ -86,9 +120,6 @@ pub struct Db {
     /// The thread that holds the writer (`thread_id`), 0 when none does: a thread asking for
     /// the writer it holds gets an error instead of waiting for itself.
     pub(crate) writer_thread: AtomicU64,
-    /// A commit made with `Durability::None` is not durable yet: the next durable commit syncs
-    /// before it writes anything (see `WriteTx::set_durability`).
-    pub(crate) unsynced: AtomicBool,
     pub(crate) counters: StatCounters,
     pub(crate) batcher: crate::batch::Batcher,
     /// Whether `Writer::truncate` holds a truncation, so that a reader ending can do it
@@ -176,7 +207,8 @@ impl Db {
             .map_err(|_| Error::StorageInUse { path: path.clone() })?;
         let io = |e| Error::io(path.as_deref(), e);
         let mut file_len = storage.len().map_err(io)?;
-        let mut found = read_metas(storage.as_ref(), path.as_deref(), file_len)?;
+        let boot_id = storage.boot_id();
+        let mut found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         if let Some(page_size) = interrupted_creation(storage.as_ref(), file_len, &found, &options)?
         {
             if options.read_only {
@@ -193,9 +225,9 @@ impl Db {
             }
             init(storage.as_ref(), page_size).map_err(io)?;
             file_len = storage.len().map_err(io)?;
-            found = read_metas(storage.as_ref(), path.as_deref(), file_len)?;
+            found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
-        let (page_size, meta) = found.choose(path.as_deref(), file_len, &options)?;
+        let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
         let map_len = map_size(
             (meta.pgid * page_size as u64)
                 .max(file_len)
@@ -232,16 +264,25 @@ impl Db {
                 readers_scratch: Vec::new(),
                 verify: Default::default(),
                 truncate: None,
+                durable: meta,
+                held_pages: 0,
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
             writer_thread: AtomicU64::new(0),
-            unsynced: AtomicBool::new(false),
             counters,
             batcher: crate::batch::Batcher::default(),
             truncate_wanted: AtomicBool::new(false),
             options,
         };
+        if durability != MetaDurability::Durable && !db.options.read_only {
+            // The newest commit was made without syncs by a process of this boot that did not
+            // close the file (it crashed): its pages are all in the page cache, so it is whole.
+            // Made durable now, before anything builds on it; a power loss from here keeps it.
+            let mut writer = db.lock_writer();
+            db.sync_or_poison()?;
+            db.write_durable_meta(&mut writer, &meta)?;
+        }
         // A file written without a freelist, opened by a writer that keeps one: write it now,
         // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
         if !db.options.read_only && !db.options.no_freelist_sync && !meta.has_freelist() {
@@ -403,8 +444,9 @@ impl Db {
         let mut readers = std::mem::take(&mut writer.readers_scratch);
         readers.clear();
         self.readers.collect(&mut readers);
+        let durable = writer.durable.txid();
         if let Some(freelist) = writer.freelist.as_mut() {
-            freelist.release_pending(&readers);
+            freelist.release_pending_durable(&readers, durable);
             self.counters.freelist_changed(freelist);
         }
         writer.readers_scratch = readers;
@@ -491,11 +533,16 @@ impl Db {
         crate::batch::run(self, f)
     }
 
-    /// Makes everything written durable: an fdatasync, useful with `no_sync`.
+    /// Makes every commit so far durable: after it returns, a crash or a power loss keeps them
+    /// all. Commits made with `Durability::None` (or `Options::no_sync`) become durable here;
+    /// with none outstanding it is one fdatasync, otherwise two (the data, then the meta of the
+    /// newest commit). It waits for a write transaction under way on another thread, and fails
+    /// with [`Error::WriteTxOnThisThread`] on the thread that holds one (it would wait for
+    /// itself). Safe to call from any thread while readers, commits and other syncs run.
     ///
     /// A failed sync poisons the handle, as a failed sync in a commit does: after a failed
     /// fsync the kernel may have dropped the dirty pages it could not write, so what is on disk
-    /// is unknown until the file is opened again.
+    /// is unknown until the file is opened again. On a read-only handle it does nothing.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -508,16 +555,64 @@ impl Db {
     /// ```
     pub fn sync(&self) -> Result<()> {
         self.check_poisoned()?;
-        self.storage.sync_data().map_err(|e| {
-            self.poison();
-            Error::io(self.storage.path(), e)
-        })?;
-        self.unsynced.store(false, Ordering::Release);
+        if self.options.read_only {
+            return Ok(());
+        }
+        self.check_not_writer()?;
+        let mut writer = self.lock_writer();
+        self.check_poisoned()?;
+        self.checkpoint(&mut writer)
+    }
+
+    /// The writer state, waiting for the write transaction under way to end.
+    pub(crate) fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes the newest commit durable (called with the writer held, so none is under way):
+    /// syncs the data, and if the newest meta was written without syncs, writes it again as a
+    /// durable meta and syncs again.
+    pub(crate) fn checkpoint(&self, writer: &mut Writer) -> Result<()> {
+        let newest = self.snapshot().meta;
+        self.sync_or_poison()?;
+        if newest.txid != writer.durable.txid {
+            self.write_durable_meta(writer, &newest)?;
+        }
         Ok(())
     }
 
-    /// Closes the database: releases the file lock and the mapping. Every transaction has
-    /// ended (they borrow the handle). Dropping the handle does the same.
+    /// Writes `meta`, whose pages are durable already, as a durable meta into its slot and
+    /// syncs it; it becomes the durable meta. A failure poisons the handle: the slot may hold
+    /// either meta, or neither (then the other slot's durable meta opens).
+    pub(crate) fn write_durable_meta(&self, writer: &mut Writer, meta: &Meta) -> Result<()> {
+        let mut page = vec![0u8; self.page_size];
+        let written = write_meta(&mut page, meta);
+        let offset = (meta.txid % 2) * self.page_size as u64;
+        self.storage.write_all_at(&page, offset).map_err(|e| {
+            self.poison();
+            Error::io(self.storage.path(), e)
+        })?;
+        self.sync_or_poison()?;
+        writer.durable = written;
+        writer.held_pages = 0;
+        crate::vacuum::after_durable(self, writer);
+        Ok(())
+    }
+
+    /// An fdatasync; a failure poisons the handle (see [`Db::sync`]).
+    pub(crate) fn sync_or_poison(&self) -> Result<()> {
+        self.storage.sync_data().map_err(|e| {
+            self.poison();
+            Error::io(self.storage.path(), e)
+        })
+    }
+
+    /// Closes the database: makes commits made without syncs durable (as [`Db::sync`] does),
+    /// then releases the file lock and the mapping, and returns what the sync returned. Every
+    /// transaction has ended (they borrow the handle). Dropping the handle does the same and
+    /// ignores a failed sync (the next open then finds the last durable commit).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -533,8 +628,23 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn close(self) -> Result<()> {
+        let made_durable = self.make_durable_at_close();
         drop(self);
-        Ok(())
+        made_durable
+    }
+
+    /// Makes commits made without syncs durable as the handle goes, so that closing keeps
+    /// them (the next open, in any boot, finds them). Nothing to do when the handle is
+    /// read-only or poisoned (what is on disk is then for the next open's metas to decide).
+    fn make_durable_at_close(&self) -> Result<()> {
+        if self.options.read_only || self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut writer = self.lock_writer();
+        if writer.durable.txid == self.snapshot().meta.txid {
+            return Ok(());
+        }
+        self.checkpoint(&mut writer)
     }
 
     /// Counters of the database and its freelist (bbolt's `DB.Stats`).
@@ -576,6 +686,9 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
+        // Best effort: `close` reports what this cannot; a failure poisons, and the next open
+        // finds the last durable commit.
+        let _ = self.make_durable_at_close();
         crate::vacuum::on_close(self);
     }
 }
@@ -703,6 +816,9 @@ enum MetaState {
     PastEnd(Meta),
     /// Intact (its checksum matches) but a field is impossible.
     Unsound(Meta, Corruption),
+    /// Intact, but written without a sync in another boot than this one: a power loss or an
+    /// OS crash since may have dropped any page it points at, so it is not opened.
+    Stale(Meta),
     /// Not a meta: torn, absent or of another format.
     Broken(Corruption),
 }
@@ -711,10 +827,19 @@ impl MetaState {
     /// The meta, if its checksum matched: it was written whole.
     fn intact(&self) -> Option<&Meta> {
         match self {
-            MetaState::Valid(meta) | MetaState::PastEnd(meta) | MetaState::Unsound(meta, _) => {
-                Some(meta)
-            }
+            MetaState::Valid(meta)
+            | MetaState::PastEnd(meta)
+            | MetaState::Unsound(meta, _)
+            | MetaState::Stale(meta) => Some(meta),
             MetaState::Broken(_) => None,
+        }
+    }
+
+    /// The meta, if it is intact and may be opened (not stale).
+    fn trusted(&self) -> Option<&Meta> {
+        match self {
+            MetaState::Stale(_) => None,
+            state => state.intact(),
         }
     }
 }
@@ -726,9 +851,12 @@ struct FoundMetas {
     page_size: Option<u64>,
     /// Meta 0 and meta 1 (both `Broken` when no page size was found).
     metas: [MetaState; 2],
+    /// How each meta was written: a trusted non-durable meta (this boot's) is opened like a
+    /// durable one, and made durable at once.
+    durability: [MetaDurability; 2],
     /// The first bytes of the file, to tell "not a bbolt file" from a damaged one; `None`
     /// when the file is too short to hold them.
-    first: Option<[u8; META_PAGE_LEN]>,
+    first: Option<[u8; META_PAGE_READ_LEN]>,
     /// Why meta 0 did not give the page size.
     meta0_error: Option<Corruption>,
 }
@@ -739,6 +867,14 @@ impl FoundMetas {
         self.metas
             .iter()
             .filter_map(MetaState::intact)
+            .max_by_key(|meta| meta.txid)
+    }
+
+    /// The intact meta with the largest txid that may be opened.
+    fn newest_trusted(&self) -> Option<&Meta> {
+        self.metas
+            .iter()
+            .filter_map(MetaState::trusted)
             .max_by_key(|meta| meta.txid)
     }
 
@@ -756,7 +892,7 @@ impl FoundMetas {
         path: Option<&Path>,
         file_len: u64,
         options: &Options,
-    ) -> Result<(usize, Meta)> {
+    ) -> Result<(usize, Meta, MetaDurability)> {
         let Some(page_size) = self.page_size else {
             let Some(first) = self.first else {
                 return Err(Error::Invalid {
@@ -783,7 +919,7 @@ impl FoundMetas {
             actual: file_len,
         };
         let past_end = self.metas.iter().find_map(|state| match state {
-            MetaState::PastEnd(meta) if self.newest_intact() == Some(meta) => Some(meta),
+            MetaState::PastEnd(meta) if self.newest_trusted() == Some(meta) => Some(meta),
             _ => None,
         });
         if let Some(meta) = past_end
@@ -794,13 +930,14 @@ impl FoundMetas {
         let best = self
             .metas
             .iter()
-            .filter_map(|state| match state {
-                MetaState::Valid(meta) => Some(*meta),
+            .zip(self.durability)
+            .filter_map(|(state, durability)| match state {
+                MetaState::Valid(meta) => Some((*meta, durability)),
                 _ => None,
             })
-            .max_by_key(|meta| meta.txid);
-        if let Some(meta) = best {
-            return Ok((page_size as usize, meta));
+            .max_by_key(|(meta, _)| meta.txid);
+        if let Some((meta, durability)) = best {
+            return Ok((page_size as usize, meta, durability));
         }
         if let Some(meta) = past_end {
             return Err(truncated(meta));
@@ -810,6 +947,13 @@ impl FoundMetas {
             .iter()
             .find_map(|state| match state {
                 MetaState::Unsound(_, error) | MetaState::Broken(error) => Some(error.clone()),
+                MetaState::Stale(meta) => Some(Corruption::new(
+                    Pgid(meta.txid % 2),
+                    Reason::Other(
+                        "written without a sync before the last reboot, and no durable meta \
+                         is left",
+                    ),
+                )),
                 _ => None,
             })
             .expect("no sound meta means an error was recorded");
@@ -820,16 +964,24 @@ impl FoundMetas {
 /// Reads both metas. The page size comes from meta 0, or else from meta 1, found by probing
 /// the powers of two and then by scanning the start of the file for it (Go bbolt writes page
 /// sizes that are not powers of two, and a torn meta 0 is what a crash leaves).
-fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Result<FoundMetas> {
+fn read_metas(
+    storage: &dyn Storage,
+    path: Option<&Path>,
+    file_len: u64,
+    boot_id: Option<BootId>,
+) -> Result<FoundMetas> {
     // A meta past the end is absent; a read that fails is an error of its own, never taken for
-    // an invalid meta (falling back to the older meta would hide the newest commit).
-    let read_at = |offset: u64| -> Result<Option<[u8; META_PAGE_LEN]>> {
-        let mut buf = [0u8; META_PAGE_LEN];
-        if offset.saturating_add(buf.len() as u64) > file_len {
+    // an invalid meta (falling back to the older meta would hide the newest commit). A file
+    // that ends within the boot id of a non-durable meta reads it as zeros (the meta then
+    // fails its checksum, as its write was cut short).
+    let read_at = |offset: u64| -> Result<Option<[u8; META_PAGE_READ_LEN]>> {
+        let mut buf = [0u8; META_PAGE_READ_LEN];
+        if offset.saturating_add(META_PAGE_LEN as u64) > file_len {
             return Ok(None);
         }
+        let len = (file_len - offset).min(buf.len() as u64) as usize;
         storage
-            .read_exact_at(&mut buf, offset)
+            .read_exact_at(&mut buf[..len], offset)
             .map_err(|e| Error::io(path, e))?;
         Ok(Some(buf))
     };
@@ -847,11 +999,12 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
         return Ok(FoundMetas {
             page_size: None,
             metas: [short(), short()],
+            durability: [MetaDurability::Durable; 2],
             first: None,
             meta0_error: None,
         });
     };
-    let meta0 = read_meta(&first, Pgid(0));
+    let meta0 = read_meta_page(&first, Pgid(0)).map(|(meta, _)| meta);
     let (page_size, meta0_error) = match meta0 {
         Ok(meta) => (Some(u64::from(meta.page_size)), None),
         Err(error) => {
@@ -870,11 +1023,13 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
                 MetaState::Broken(meta0_error.clone().expect("meta 0 failed")),
                 MetaState::Broken(Corruption::new(Pgid(1), Reason::Other("not found"))),
             ],
+            durability: [MetaDurability::Durable; 2],
             first: Some(first),
             meta0_error,
         });
     };
     let mut metas = Vec::with_capacity(2);
+    let mut durability = [MetaDurability::Durable; 2];
     for index in 0..2u64 {
         let pgid = Pgid(index);
         let Some(buf) = read_at(index * page_size)? else {
@@ -888,8 +1043,16 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
             )));
             continue;
         };
-        let meta = match read_meta(&buf, pgid) {
-            Ok(meta) => meta,
+        let meta = match read_meta_page(&buf, pgid) {
+            Ok((meta, MetaDurability::Durable)) => meta,
+            Ok((meta, written @ MetaDurability::NonDurable(boot))) => {
+                if boot_id != Some(boot) {
+                    metas.push(MetaState::Stale(meta));
+                    continue;
+                }
+                durability[index as usize] = written;
+                meta
+            }
             Err(error) => {
                 metas.push(MetaState::Broken(error));
                 continue;
@@ -921,6 +1084,7 @@ fn read_metas(storage: &dyn Storage, path: Option<&Path>, file_len: u64) -> Resu
     Ok(FoundMetas {
         page_size: Some(page_size),
         metas: [meta0, meta1],
+        durability,
         first: Some(first),
         meta0_error,
     })

@@ -32,14 +32,22 @@ pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
 #[non_exhaustive]
 pub enum Durability {
     /// Two `fdatasync`s: when `commit` returns, the commit and every one before it survive a
-    /// crash or a power loss.
+    /// crash of the process, an OS crash or a power loss.
     #[default]
     Immediate,
-    /// No sync (Go bbolt's `NoSync`): the commit is visible at once and survives a crash of
-    /// the process, but a power loss before the next `Immediate` commit or `Db::sync` may lose
-    /// it and the other unsynced commits, or leave the file unopenable. The next `Immediate`
-    /// commit syncs them first, so a crash during it finds them whole. For loads that can be
-    /// redone.
+    /// No sync (Go bbolt's `NoSync`, redb's `Durability::None`): the commit is visible at once
+    /// and survives a crash of the process (the page cache keeps it; the next open in the same
+    /// boot finds it and makes it durable), but an OS crash or a power loss before the next
+    /// durable point loses it and the other commits since the last durable one: the file then
+    /// opens at the last durable commit, whole. Never a mix, never an older state, never a file
+    /// that does not open: pages the last durable commit reaches are not reused, and its meta
+    /// is not overwritten, until a newer commit is durable (bbolt's and LMDB's no-sync modes
+    /// promise nothing after a power loss; rbolt keeps redb's promise).
+    ///
+    /// Durable points: an `Immediate` commit, [`Db::sync`](crate::Db::sync), closing the
+    /// handle, and the commit after commits without syncs have held back a quarter of the
+    /// file's pages (at least 16 MiB of them), which syncs so that the file stays within a third
+    /// more than its data needs. For loads that can be redone.
     None,
 }
 
@@ -64,8 +72,10 @@ pub struct Options {
     pub lock_timeout: Option<Duration>,
     /// Open read-only with a shared lock: other read-only openers may share the file.
     pub read_only: bool,
-    /// Commit with `Durability::None` unless a transaction says otherwise: no fdatasyncs, fast,
-    /// and a power loss may lose or corrupt recent commits. For bulk loads that can be redone.
+    /// Commit with `Durability::None` unless a transaction says otherwise: no fdatasyncs, fast;
+    /// a crash of the process keeps every commit, an OS crash or a power loss loses those
+    /// since the last durable point (`Db::sync`, a close, an `Immediate` commit) and opens that
+    /// one, whole. For bulk loads that can be redone. A vacuum's steps are durable regardless.
     pub no_sync: bool,
     /// Create the file when it does not exist (read-write opens; the default). With `false`,
     /// opening a missing file is an error, so a mistyped path does not make a new database.
@@ -98,8 +108,9 @@ pub struct Options {
     /// Only for recovery, e.g. after a power loss with `no_grow_sync`.
     pub fallback_on_truncation: bool,
     /// Shrink the file at commit when pages at its end are free: the commit lowers the
-    /// high-water mark past them, and once that meta is durable and no open reader's snapshot
-    /// reaches the cut pages, the file is truncated (keeping the slack a growth would add, so
+    /// high-water mark past them, and once that meta is durable (after a commit without syncs,
+    /// at the next durable point) and no open reader's snapshot reaches the cut pages, the
+    /// file is truncated, never below what the last durable meta needs (keeping the slack a growth would add, so
     /// a file near its size does not shrink and grow by turns). Off by default: bbolt's files
     /// never shrink, and a workload that deletes and re-inserts at the end would pay a
     /// truncation and a regrowth (`fallocate` and an fsync) per cycle. `Db::vacuum` shrinks

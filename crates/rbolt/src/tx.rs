@@ -18,10 +18,9 @@ use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
     BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
-    PageHeader, Pgid, Reason, Txid, pages_for, write_meta,
+    PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
 };
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
@@ -201,7 +200,7 @@ impl<'db> WriteTx<'db> {
         let mut pool = std::mem::take(&mut writer.pool);
         arena.recycle(db.page_size, pool.drain(..));
         let alloc = TxAlloc::new(
-            Txid(meta.txid + 1),
+            crate::db::next_txid(meta.txid(), writer.durable.txid()),
             db.page_size,
             freelist,
             meta.high_water(),
@@ -824,16 +823,10 @@ impl<'db> WriteTx<'db> {
         let page_size = db.page_size;
         let txid = core.alloc.txid;
         self.writer.verify.before(db);
-        let sync = self.durability.get() == Durability::Immediate;
-        if sync && db.unsynced.load(Ordering::Acquire) {
-            // Commits made without syncs come first: made durable before this one reuses any
-            // page they freed, so that a crash during this commit finds them whole.
-            db.storage.sync_data().map_err(|e| {
-                db.poison();
-                Error::io(db.storage.path(), e)
-            })?;
-            db.unsynced.store(false, Ordering::Release);
-        }
+        // A commit without syncs keeps the pages the last durable meta reaches from reuse;
+        // once they are too many, this commit syncs (see `held_pages_max`).
+        let sync = self.durability.get() == Durability::Immediate
+            || self.writer.held_pages > crate::db::held_pages_max(self.base.pgid, page_size);
 
         // Merge nodes left small by deletes and write every edited bucket, children before
         // parents, then the root bucket.
@@ -938,7 +931,14 @@ impl<'db> WriteTx<'db> {
         // starts the disk may hold the new txid, so any way out of here but success poisons
         // (an error below, or a panic through `abort`).
         let mut meta_page = vec![0u8; page_size];
-        let meta = write_meta(&mut meta_page, &meta);
+        let meta = if sync {
+            write_meta(&mut meta_page, &meta)
+        } else {
+            // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot
+            // id, never: such a commit then survives only a clean close.
+            let boot_id = db.storage.boot_id().unwrap_or_default();
+            write_meta_non_durable(&mut meta_page, &meta, &boot_id)
+        };
         let meta_offset = (meta.txid % 2) * page_size as u64;
         failpoint!("commit::before-meta");
         self.meta_started = true;
@@ -960,8 +960,15 @@ impl<'db> WriteTx<'db> {
         self.stats.writes = alloc.writes + 1;
 
         // Committed: publish to readers and hand the writer state back.
-        if !sync {
-            db.unsynced.store(true, Ordering::Release);
+        if sync {
+            self.writer.durable = meta;
+            self.writer.held_pages = 0;
+        } else {
+            let reaching = alloc
+                .freelist
+                .pending()
+                .freed_by_reaching(txid, self.writer.durable.txid());
+            self.writer.held_pages += reaching as u64;
         }
         alloc.freelist.commit(txid);
         let grew = self.writer.file_len < alloc.file_len;

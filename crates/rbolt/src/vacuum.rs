@@ -10,9 +10,10 @@
 //!   page is sized and written, and the meta carries the lower mark. Only free pages are cut,
 //!   never pending ones (an open reader may see those), so the freelist lists no id at or past
 //!   the new mark, as Go bbolt requires. A failed commit rolls the cut back with the rest.
-//! - **Truncating the file** comes after: once the meta with the lower mark is durable (no
-//!   unsynced commit is outstanding) and no open reader started from an older snapshot, whose
-//!   mapping and high-water mark may reach the tail ([`Truncate`]). Until then the truncation
+//! - **Truncating the file** comes after: once a meta with a mark that low is durable (the
+//!   durable meta is what a power loss brings back; after a commit without syncs, the cut
+//!   waits for the next durable point) and no open reader started from an older snapshot,
+//!   whose mapping and high-water mark may reach the tail ([`Truncate`]). Until then the truncation
 //!   waits in the writer state, and is tried again after every commit and when a reader ends.
 //!   The file is never shorter than the newest meta's mark times the page size, so an open
 //!   never reports `Error::Truncated` for it, crash or not: a truncation that a crash loses
@@ -22,8 +23,9 @@
 //!   root to each of them (`Tree::repack_key`, which also merges the sparse leaves that follow
 //!   a sparse leaf, so that spill writes them as full pages), so that copy-on-write writes
 //!   them again into the lowest free pages (the allocator is first fit) and frees the old ids;
-//!   the commit then lowers the mark past whatever is free at the end. Every step is one durable commit that
-//!   takes the writer for a bounded time, so other writers interleave and readers never wait.
+//!   the commit then lowers the mark past whatever is free at the end. Every step is one durable
+//!   commit (whatever `Options::no_sync` says) that takes the writer for a bounded time, so other
+//!   writers interleave and readers never wait.
 
 use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
@@ -92,6 +94,14 @@ pub(crate) fn after_commit(db: &Db, writer: &mut Writer, meta: &Meta, shrink: bo
     let _ = truncate_if_unseen(db, writer);
 }
 
+/// After a newer meta became durable outside a commit (`Db::sync`, a close, recovery at open):
+/// a truncation that waited for it may go ahead.
+pub(crate) fn after_durable(db: &Db, writer: &mut Writer) {
+    if writer.truncate.is_some() {
+        let _ = truncate_if_unseen(db, writer);
+    }
+}
+
 /// After a reader ended: if a truncation waits (perhaps for this reader), tries it, unless a
 /// writer is busy (its commit will try).
 pub(crate) fn after_reader(db: &Db) {
@@ -129,9 +139,11 @@ fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
         return Ok(false);
     }
     db.truncate_wanted.store(true, Ordering::Release);
-    // The lower mark must be durable first: a crash must not find an older meta, whose mark
-    // lies past the cut, as the newest.
-    if db.poisoned.load(Ordering::Acquire) || db.unsynced.load(Ordering::Acquire) {
+    // A crash may bring back the durable meta (and, in this boot, the newest): the cut must
+    // leave every page of both. The newest's are within `len` (`after_commit`); the durable
+    // one's are once a meta with a mark that low is durable.
+    let durable_needs = writer.durable.pgid.saturating_mul(db.page_size as u64);
+    if db.poisoned.load(Ordering::Acquire) || truncate.len < durable_needs {
         return Ok(false);
     }
     // A reader registers under the lock that publishing takes, so one that took an older
@@ -679,6 +691,9 @@ impl Db {
         }
         tx.force = true;
         tx.shrink = true;
+        // Every step is durable, whatever the handle's default: a vacuum is for giving the
+        // file's tail back, which waits for a durable meta with the lower mark.
+        tx.set_durability(crate::Durability::Immediate);
         tx.commit()?;
         step.committed = true;
         step.high_water = self.snapshot().meta.pgid;

@@ -4,6 +4,10 @@
 
 use crate::support::{DEPTH_MAX, File, Walker, new_db, new_meta, select_meta};
 use rbolt_page::{
+    BOOT_ID_SIZE, BootId, META_PAGE_LEN, META_PAGE_READ_LEN, MetaDurability, read_meta_page,
+    write_meta_non_durable,
+};
+use rbolt_page::{
     BranchBuilder, BranchPage, BucketHeader, BucketValue, Corruption, FLAG_FREELIST, FLAG_LEAF,
     FREELIST_COUNT_OVERFLOW, FreelistPage, LEAF_FLAG_BUCKET, LeafBuilder, LeafEntry, LeafPage,
     Meta, PageHeader, PageKind, PageRef, Pgid, Reason, check_overflow, freelist_page_size,
@@ -437,6 +441,47 @@ fn describe(bytes: &[u8], pgid: Pgid) -> String {
 /// A valid meta of a new 4 KiB database in a 16 KiB file (its second, txid 1).
 fn base_meta() -> Meta {
     new_meta(4096, 1)
+}
+
+#[test]
+fn non_durable_metas_read_back_with_their_boot_and_fail_as_go_reads_them() {
+    /// Writes the base meta as non-durable in `boot`, damages the bytes with `damage`, and
+    /// reads the page back both ways: rbolt's (`read_meta_page`) and Go's (`read_meta`).
+    #[track_caller]
+    fn check(damage: fn(&mut Vec<u8>), expected: Option<MetaDurability>) {
+        let boot: BootId = *b"boot-id-16-bytes";
+        let mut page = vec![0u8; 512];
+        let written = write_meta_non_durable(&mut page, &base_meta(), &boot);
+        damage(&mut page);
+        let found = read_meta_page(&page, Pgid(1));
+        assert_eq!(found.as_ref().ok().map(|&(_, d)| d), expected);
+        if let Ok((meta, _)) = found {
+            assert_eq!(meta, written);
+        }
+        // Go knows only the plain checksum: to it a non-durable meta is torn.
+        assert!(matches!(
+            read_meta(&page, Pgid(1)).map_err(|e| e.reason),
+            Err(Reason::BadChecksum { .. })
+        ));
+    }
+    let boot = Some(MetaDurability::NonDurable(*b"boot-id-16-bytes"));
+    check(|_| {}, boot);
+    // The boot id is covered by the checksum: another boot's bytes, or a torn id, fail.
+    check(|p| p[META_PAGE_LEN] ^= 1, None);
+    check(|p| p[META_PAGE_READ_LEN - 1] ^= 0x80, None);
+    // So is every field.
+    check(|p| p[48 + 5] ^= 1, None);
+    // A page too short for the boot id reads as a torn meta.
+    check(|p| p.truncate(META_PAGE_READ_LEN - 1), None);
+    // A durable meta reads as durable, and the same fields written both ways differ.
+    let mut durable = vec![0u8; 512];
+    let plain = write_meta(&mut durable, &base_meta());
+    assert_eq!(
+        read_meta_page(&durable, Pgid(1)).map(|(_, d)| d),
+        Ok(MetaDurability::Durable)
+    );
+    let other = write_meta_non_durable(&mut vec![0u8; 512], &base_meta(), &[0; BOOT_ID_SIZE]);
+    assert_ne!(plain.checksum, other.checksum);
 }
 
 #[test]

@@ -13,6 +13,7 @@ use rustix::fs::{FallocateFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
+use rbolt_page::BootId;
 
 /// How long [`FileStorage::open`] sleeps between attempts to take a contended lock.
 const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
@@ -618,5 +619,58 @@ impl Storage for FileStorage {
 
     fn claim(&self) -> io::Result<Claim> {
         self.claim.claim()
+    }
+
+    fn boot_id(&self) -> Option<BootId> {
+        kernel_boot_id()
+    }
+}
+
+/// This boot's id as the kernel gives it (Linux: a random UUID made at every boot), read once.
+/// `None` where there is none to read: non-durable commits are then not trusted after a crash.
+fn kernel_boot_id() -> Option<BootId> {
+    static BOOT_ID: std::sync::OnceLock<Option<BootId>> = std::sync::OnceLock::new();
+    *BOOT_ID.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        parse_uuid(text.trim())
+    })
+}
+
+/// The 16 bytes of a UUID in its text form (`8-4-4-4-12` hex digits).
+fn parse_uuid(text: &str) -> Option<BootId> {
+    let digits: Vec<u8> = text.bytes().filter(|&b| b != b'-').collect();
+    if digits.len() != 32 || text.len() != 36 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (byte, pair) in id.iter_mut().zip(digits.chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).ok()?;
+        *byte = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{kernel_boot_id, parse_uuid};
+
+    #[test]
+    fn boot_ids_parse_from_the_kernels_text_and_nothing_else() {
+        let id = parse_uuid("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0").unwrap();
+        assert_eq!(id[0], 0x0f);
+        assert_eq!(id[15], 0xf0);
+        for bad in [
+            "",
+            "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1fz",
+            "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f",
+        ] {
+            assert_eq!(parse_uuid(bad), None, "{bad:?}");
+        }
+        // On Linux the kernel has one, and it stays the same for the whole boot.
+        if cfg!(target_os = "linux") {
+            assert!(kernel_boot_id().is_some());
+            assert_eq!(kernel_boot_id(), kernel_boot_id());
+        }
     }
 }

@@ -20,6 +20,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use rbolt_page::BootId;
+
 pub use file::{FileOptions, FileStorage, OpenError, sync_parent_dir};
 pub use mapping::Mapping;
 #[cfg(feature = "sim")]
@@ -130,6 +132,19 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
 
     /// The file's path, for error messages; `None` for storage that has no path.
     fn path(&self) -> Option<&Path>;
+
+    /// The identity of this boot of the operating system whose page cache holds the file's
+    /// unsynced writes, or `None` when that cannot be known (the default).
+    ///
+    /// A commit that skips its syncs (`Durability::None`) writes its meta with this id: a
+    /// later open in the same boot finds every page the commit wrote (a process crash keeps
+    /// the page cache), while after a reboot — an OS crash or a power loss, which may have
+    /// dropped any unsynced write — the id differs and the database opens the last durable
+    /// commit instead. With `None` such commits are never trusted after the handle that made
+    /// them is gone without closing: a crash of the process loses them too.
+    fn boot_id(&self) -> Option<BootId> {
+        None
+    }
 
     /// Takes the file for one open database, until the returned [`Claim`] is dropped.
     ///

@@ -13,6 +13,7 @@ use rustix::fs::MemfdFlags;
 use rustix::io::Errno;
 
 use super::{Claim, ClaimFlag, Mapping, Storage, fdio};
+use rbolt_page::BootId;
 
 /// The unit a simulated disk writes atomically: a crash keeps or loses each 512-byte sector of
 /// an unsynced write as a whole. Sectors are aligned to file offsets, not to the write.
@@ -65,6 +66,9 @@ struct Shared {
     state: Mutex<State>,
     /// Which database has the file open: every clone shares it (see [`Storage::claim`]).
     claim: ClaimFlag,
+    /// The simulated machine's boot: a new one for every file made from an image (a power
+    /// loss reboots), the same one after a process crash ([`SimFile::after_process_crash`]).
+    boot_id: BootId,
 }
 
 struct State {
@@ -80,6 +84,7 @@ struct State {
     crashed_at: Option<u64>,
 }
 
+#[derive(Clone)]
 enum Pending {
     Write { offset: u64, bytes: Vec<u8> },
     Grow { len: u64 },
@@ -563,11 +568,47 @@ impl SimFile {
     /// ```
     pub fn from_image(image: impl Into<Vec<u8>>) -> io::Result<SimFile> {
         let image = image.into();
+        SimFile::with_contents(&image, image.clone(), Vec::new(), new_boot_id())
+    }
+
+    /// The file as the next process finds it after this one was killed (`SIGKILL`, a panic
+    /// that aborts): the page cache survives a process, so every write is there, unsynced
+    /// ones too, and the machine has not rebooted (same [`Storage::boot_id`]); what a later
+    /// power loss could still lose stays pending. The database that had it open may still be
+    /// alive (a test keeps it from closing cleanly by opening this copy instead); the copy has
+    /// a claim, counters and fault plan of its own.
+    ///
+    /// ```
+    /// use rbolt::storage::{CrashProfile, SimFile, Storage};
+    /// let sim = SimFile::new().unwrap();
+    /// sim.write_all_at(b"synced", 0).unwrap();
+    /// sim.sync_data().unwrap();
+    /// sim.write_all_at(b"SYNCED", 0).unwrap();
+    /// let next = sim.after_process_crash().unwrap();
+    /// assert_eq!(next.live_image().unwrap(), b"SYNCED");
+    /// assert_eq!(next.boot_id(), sim.boot_id());
+    /// assert_eq!(next.crash_image(CrashProfile::DropAll, 0), b"synced"); // still unsynced
+    /// ```
+    pub fn after_process_crash(&self) -> io::Result<SimFile> {
+        let live = self.live_image()?;
+        let state = self.state();
+        let pending = state.pending.clone();
+        let durable = state.durable.clone();
+        drop(state);
+        SimFile::with_contents(&live, durable, pending, self.shared.boot_id)
+    }
+
+    fn with_contents(
+        live: &[u8],
+        durable: Vec<u8>,
+        pending: Vec<Pending>,
+        boot_id: BootId,
+    ) -> io::Result<SimFile> {
         let memfd = rustix::fs::memfd_create("rbolt-simfile", MemfdFlags::CLOEXEC)?;
-        fdio::write_all_at(memfd.as_fd(), &image, 0)?;
+        fdio::write_all_at(memfd.as_fd(), live, 0)?;
         let state = State {
-            durable: image,
-            pending: Vec::new(),
+            durable,
+            pending,
             log: Vec::new(),
             counts: OpCounts::default(),
             plan: FaultPlan::new(),
@@ -578,6 +619,7 @@ impl SimFile {
                 memfd,
                 state: Mutex::new(state),
                 claim: ClaimFlag::default(),
+                boot_id,
             }),
         })
     }
@@ -958,6 +1000,22 @@ impl Storage for SimFile {
     fn claim(&self) -> io::Result<Claim> {
         self.shared.claim.claim()
     }
+
+    fn boot_id(&self) -> Option<BootId> {
+        Some(self.shared.boot_id)
+    }
+}
+
+/// A boot id no other simulated file of this process has: a counter, and the process id so
+/// that files of different processes differ too.
+fn new_boot_id() -> BootId {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&n.to_le_bytes());
+    id[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    id[12..].copy_from_slice(b"sim!");
+    id
 }
 
 impl fmt::Debug for SimFile {

@@ -6,6 +6,7 @@ mod basics;
 mod check;
 mod commit;
 mod concurrency;
+mod durability;
 mod fixtures;
 mod model;
 mod open;
