@@ -353,6 +353,16 @@ pub fn apply<'db>(
         } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
         Op::OnCommit { update } => hooks.register(tx, *update, cx.tally),
+        Op::SetDurability { none } => {
+            cx.tally.kind("set_durability");
+            let durability = if *none {
+                rbolt::Durability::None
+            } else {
+                rbolt::Durability::Immediate
+            };
+            tx.set_durability(durability);
+            cx.same("the durability set", &tx.durability(), &durability);
+        }
         Op::Handles { seed, steps } => super::handles::handles(tx, model, *seed, *steps, cx),
         other => unreachable!("{other:?} does not run inside a transaction"),
     }

@@ -212,6 +212,7 @@ impl Tally {
             "handles.refused.create_bucket_path",
         ];
         kinds.push("on_commit.update");
+        kinds.extend(["set_durability", "sync", "vacuum_step"]);
         let events = [
             "commits",
             "rollbacks",
@@ -232,6 +233,13 @@ impl Tally {
             "deep-chains",
             "handles-held",
             "several-handles-held",
+            "durable-commits",
+            "commits-without-syncs",
+            "vacuum-steps",
+            "process-crashes",
+            "power-losses",
+            "crash-kept-all",
+            "crash-kept-durable",
         ];
         let mut missing: Vec<String> = Vec::new();
         missing.extend(

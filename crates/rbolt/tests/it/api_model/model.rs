@@ -69,6 +69,7 @@ pub enum ErrKind {
         max_size: u64,
     },
     StorageInUse,
+    WriteTxOnThisThread,
     /// Any other error: never expected by the model, so it always fails a comparison.
     Other(String),
 }
@@ -91,6 +92,7 @@ impl ErrKind {
                 max_size: *max_size,
             },
             Error::StorageInUse { .. } => ErrKind::StorageInUse,
+            Error::WriteTxOnThisThread => ErrKind::WriteTxOnThisThread,
             other => ErrKind::Other(format!("{other:?}")),
         }
     }
@@ -111,6 +113,7 @@ impl ErrKind {
             ErrKind::DatabaseReadOnly => "DatabaseReadOnly",
             ErrKind::MaxSizeReached { .. } => "MaxSizeReached",
             ErrKind::StorageInUse => "StorageInUse",
+            ErrKind::WriteTxOnThisThread => "WriteTxOnThisThread",
             ErrKind::Other(_) => "Other",
         }
     }
@@ -156,6 +159,8 @@ pub enum Class {
     SecondHandle,
     /// A top-level bucket reached while a handle holds it.
     BucketInUse,
+    /// `Db::sync` on the thread that holds the write transaction (it would wait for itself).
+    SyncOnWriterThread,
 }
 
 impl Class {
@@ -190,6 +195,7 @@ impl Class {
         Class::BatchCallError,
         Class::SecondHandle,
         Class::BucketInUse,
+        Class::SyncOnWriterThread,
     ];
 
     pub fn name(self) -> &'static str {
@@ -224,6 +230,7 @@ impl Class {
             Class::BatchCallError => "batch-call-error",
             Class::SecondHandle => "second-handle",
             Class::BucketInUse => "bucket-in-use",
+            Class::SyncOnWriterThread => "sync-on-writer-thread",
         }
     }
 }

@@ -186,6 +186,24 @@ pub enum Op {
         seed: u32,
         steps: u8,
     },
+    /// Sets the open write transaction's durability (`None`: commit without syncs).
+    SetDurability {
+        none: bool,
+    },
+    /// `Db::sync`: refused on the thread holding the write transaction; then, after a
+    /// commit, every commit so far is durable.
+    Sync,
+    /// Commits, then one `Db::vacuum_step` of up to `pages` pages.
+    VacuumStep {
+        pages: u8,
+    },
+    /// A crash, without the handle's clean close: of the process (every commit is there
+    /// after the reopen) or a power loss (a crash image picked by `seed`: the reopen holds
+    /// the last durable commit or a later one).
+    Crash {
+        process: bool,
+        seed: u32,
+    },
 }
 
 impl Op {
@@ -211,6 +229,7 @@ impl Op {
                 | Op::DeepChain { .. }
                 | Op::OnCommit { .. }
                 | Op::Handles { .. }
+                | Op::SetDurability { .. }
         )
     }
 }
@@ -280,6 +299,10 @@ const WEIGHTS: &[(u16, &str)] = &[
     (5, "write-to"),
     (2, "copy-file"),
     (4, "batch"),
+    (25, "durability"),
+    (8, "sync"),
+    (5, "vacuum-step"),
+    (6, "crash"),
 ];
 
 impl Arbitrary for Op {
@@ -413,6 +436,17 @@ impl Arbitrary for Op {
                 compact: bool::arbitrary(g),
             },
             "old-reader" => Op::OldReader,
+            "durability" => Op::SetDurability {
+                none: u8::arbitrary(g) % 3 != 0,
+            },
+            "sync" => Op::Sync,
+            "vacuum-step" => Op::VacuumStep {
+                pages: 1 + u8::arbitrary(g) % 32,
+            },
+            "crash" => Op::Crash {
+                process: bool::arbitrary(g),
+                seed: u32::arbitrary(g),
+            },
             "compact" => Op::Compact {
                 tx_max_size: u16::arbitrary(g),
                 page: u8::arbitrary(g),

@@ -10,10 +10,10 @@ use super::model::{Class, ErrKind, Item, Model, res};
 use super::ops::{Case, Op, PAGE_SIZES, Rng};
 use super::reads::compare_tree;
 use super::{READERS_MAX, Tally};
-use rbolt::storage::{SimFile, Storage};
+use rbolt::storage::{CrashProfile, SimFile, Storage};
 use rbolt::{
-    ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Db, Error, FreelistKind,
-    Options, WriteTx,
+    ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Db, Durability, Error,
+    FreelistKind, Options, WriteTx,
 };
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -57,9 +57,22 @@ struct Reader {
 
 /// What ends a session (the life of one handle).
 enum Next {
+    /// A crash: the file the next process (or the next boot) finds, and the states it may
+    /// hold.
+    Crash {
+        sim: SimFile,
+        allowed: Vec<Model>,
+        index: usize,
+    },
     Reopen(Options),
-    ReadOnly { index: usize, compact: bool },
-    MaxSize { index: usize, inner: Range<usize> },
+    ReadOnly {
+        index: usize,
+        compact: bool,
+    },
+    MaxSize {
+        index: usize,
+        inner: Range<usize>,
+    },
     Done,
 }
 
@@ -69,6 +82,9 @@ struct World {
     page_size: usize,
     options: Options,
     committed: Model,
+    /// The committed states since the last one known to be durable, that one first: what a
+    /// power loss may bring back (the last, `committed`, is what a process crash keeps).
+    history: Vec<Model>,
     readers: Vec<Reader>,
     dir: Option<tempfile::TempDir>,
 }
@@ -87,6 +103,7 @@ pub fn run(case: &Case, tally: &mut Tally) {
         page_size: case.page_size,
         options,
         committed: Model::default(),
+        history: vec![Model::default()],
         readers: Vec::new(),
         dir: None,
     };
@@ -106,7 +123,19 @@ pub fn run(case: &Case, tally: &mut Tally) {
         world.stop_readers();
         assert_eq!(Arc::strong_count(&db), 1, "a reader still holds the handle");
         drop(db);
+        if !matches!(step, Next::Crash { .. }) {
+            // A clean close makes everything durable.
+            world.history = vec![world.committed.clone()];
+        }
         match step {
+            Next::Crash {
+                sim,
+                allowed,
+                index,
+            } => {
+                let mut cx = Cx::new(&mut *tally, index, &case.ops[index]);
+                world.reopen_after_crash(sim, allowed, &mut cx);
+            }
             Next::Reopen(options) => {
                 tally.event("reopens");
                 world.options = options;
@@ -193,6 +222,61 @@ impl World {
                     };
                 }
                 Op::OldReader => self.spawn_reader(db, &mut cx),
+                Op::Sync => {
+                    // Refused on this thread while it holds the writer, changing nothing...
+                    cx.expect(
+                        "Db::sync on the thread holding the write transaction",
+                        res(db.sync()),
+                        Err((ErrKind::WriteTxOnThisThread, Class::SyncOnWriterThread)),
+                    );
+                    // ...and after the commit, it makes every commit durable.
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    cx.tally.kind("sync");
+                    cx.same("Db::sync", &res(db.sync()), &Ok(()));
+                    self.history = vec![self.committed.clone()];
+                    tx = Some(db.begin_write().expect("begin_write after a sync"));
+                }
+                Op::VacuumStep { pages } => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    cx.tally.kind("vacuum_step");
+                    match db.vacuum_step(usize::from(*pages)) {
+                        // A step that commits is durable, and so is everything before it.
+                        Ok(step) if step.committed => {
+                            cx.tally.event("vacuum-steps");
+                            self.history = vec![self.committed.clone()];
+                        }
+                        Ok(_) => {}
+                        Err(e) => cx.fail(format_args!("vacuum_step: {e}")),
+                    }
+                    if let Err(e) = verify(db, &self.committed) {
+                        cx.fail(format_args!("after a vacuum step: {e}"));
+                    }
+                    self.check_readers(&mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a vacuum step"));
+                }
+                Op::Crash { process, seed } => {
+                    drop(tx.take());
+                    self.discard(db, &mut model, &mut hooks, &mut cx);
+                    // The image is taken before the handle goes: its clean close would make
+                    // everything durable.
+                    let (sim, allowed) = if *process {
+                        cx.tally.event("process-crashes");
+                        let sim = self.sim.after_process_crash().expect("a simulated file");
+                        (sim, vec![self.committed.clone()])
+                    } else {
+                        cx.tally.event("power-losses");
+                        let mut rng = Rng::new(*seed, 11);
+                        let profile = CrashProfile::ALL[rng.below(CrashProfile::ALL.len())];
+                        let image = self.sim.crash_image(profile, u64::from(*seed));
+                        let sim = SimFile::from_image(image).expect("a simulated file");
+                        (sim, self.history.clone())
+                    };
+                    return Next::Crash {
+                        sim,
+                        allowed,
+                        index,
+                    };
+                }
                 Op::Compact { tx_max_size, page } => {
                     self.compact(db, *tx_max_size, *page, &mut cx);
                 }
@@ -233,17 +317,75 @@ impl World {
         cx: &mut Cx<'_>,
     ) {
         cx.tally.event("commits");
-        if let Err(e) = tx.expect("a transaction is open").commit() {
+        let tx = tx.expect("a transaction is open");
+        let durable = tx.durability() == Durability::Immediate;
+        cx.tally.event(if durable {
+            "durable-commits"
+        } else {
+            "commits-without-syncs"
+        });
+        if let Err(e) = tx.commit() {
             cx.fail(format_args!("commit: {e}"));
         }
+        let before_hooks = model.clone();
         if let Err(e) = hooks.committed(model, cx.tally) {
             cx.fail(e);
+        }
+        self.record(before_hooks.clone(), durable);
+        if *model != before_hooks {
+            // A hook's own `update` commits with the handle's default durability.
+            self.record(model.clone(), !self.options.no_sync);
         }
         self.committed = model.clone();
         if let Err(e) = verify(db, &self.committed) {
             cx.fail(format_args!("after the commit: {e}"));
         }
         self.check_readers(cx);
+    }
+
+    /// Notes a committed `state`: if `durable`, a power loss can no longer go behind it. A
+    /// commit that changed nothing writes nothing (and syncs nothing), so it changes nothing
+    /// here either (one that changed and reverted something did sync: then the model only
+    /// allows more than it must).
+    fn record(&mut self, state: Model, durable: bool) {
+        if self.history.last() == Some(&state) {
+            return;
+        }
+        if durable {
+            self.history = vec![state];
+        } else {
+            self.history.push(state);
+        }
+    }
+
+    /// Opens the file a crash left: it must hold one of `allowed`, check clean, and then be
+    /// what the world holds.
+    fn reopen_after_crash(&mut self, sim: SimFile, allowed: Vec<Model>, cx: &mut Cx<'_>) {
+        self.sim = sim;
+        let db = match open(&self.sim, self.options.clone()) {
+            Ok(db) => db,
+            Err(e) => cx.fail(format_args!("the file does not open after a crash: {e}")),
+        };
+        let found = allowed.iter().position(|state| verify(&db, state).is_ok());
+        match found {
+            Some(index) => {
+                cx.tally.event(if index + 1 == allowed.len() {
+                    "crash-kept-all"
+                } else {
+                    "crash-kept-durable"
+                });
+                self.committed = allowed[index].clone();
+                self.history = vec![self.committed.clone()];
+            }
+            None => {
+                let last = verify(&db, allowed.last().expect("never empty")).unwrap_err();
+                cx.fail(format_args!(
+                    "after a crash the file holds none of the {} committed states it may \
+                     (vs the newest: {last})",
+                    allowed.len()
+                ));
+            }
+        }
     }
 
     /// After a rollback: the model goes back to the last commit, no hook ran, and the
@@ -395,6 +537,8 @@ impl World {
             })
             .no_freelist_sync(rng.percent() < 30)
             .no_grow_sync(rng.percent() < 30)
+            .no_sync(rng.percent() < 25)
+            .auto_shrink(rng.percent() < 25)
             // Ignored for an existing file, which keeps its own.
             .page_size(PAGE_SIZES[rng.below(PAGE_SIZES.len())])
             .initial_mmap_size(if rng.percent() < 20 { 1 << 20 } else { 0 })
@@ -616,6 +760,7 @@ impl World {
             }
         }
         self.committed = model.clone();
+        self.record(model.clone(), !self.options.no_sync);
         if let Err(e) = verify(db, &self.committed) {
             cx.fail(format_args!("after a batch: {e}"));
         }
