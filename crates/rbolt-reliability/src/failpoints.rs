@@ -286,6 +286,9 @@ fn judge_reopen(
         Verdict::Acked => {}
         Verdict::InFlight => report.at_in_flight += 1,
         // Only the power-loss suite tells garbage apart; `judge` never says this.
+        Verdict::Unsynced(_) => {
+            unreachable!("the failpoint suite acknowledges durable commits only")
+        }
         Verdict::InitGarbage => unreachable!("the failpoint suite does not classify garbage"),
         Verdict::Failed(failure) => report.reopens.record(failure, what, &mut report.failures),
     }

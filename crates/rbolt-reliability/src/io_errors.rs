@@ -235,10 +235,7 @@ fn workload_run(
     report: &mut IoReport,
     what: &str,
 ) -> Acked {
-    let mut acked = Acked {
-        step: None,
-        in_flight: Some(0),
-    };
+    let mut acked = Acked::new(None, Some(0));
     // Checks one call's result against the fault; returns whether it failed.
     let call = |report: &mut IoReport, before: u64, failed: Option<&Error>, call: &str| -> bool {
         let after = sim.op_count();
@@ -273,10 +270,7 @@ fn workload_run(
         }
         let db = db.expect("checked");
         if acked.step.is_none() {
-            acked = Acked {
-                step: Some(0),
-                in_flight: None,
-            };
+            acked = Acked::new(Some(0), None);
         }
         if phase == 1 {
             // What the reopen shows must be what was acknowledged.
@@ -394,6 +388,9 @@ fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: 
             Verdict::Acked | Verdict::InFlight => {}
             // `judge` never says this (only the power-loss suite tells garbage apart): an I/O
             // error leaves none, so a file whose creation failed must open.
+            Verdict::Unsynced(_) => {
+                unreachable!("the I/O-error suite acknowledges durable commits only")
+            }
             Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
             Verdict::Failed(failure) => report.reopens.record(failure, &what, &mut report.failures),
         }

@@ -14,8 +14,8 @@ use crate::parallel::Report;
 use crate::power::variant;
 use crate::summary::{Failures, Summary};
 use crate::verdict::{Failure, Reopens, Verdict, judge};
-use crate::workload::{Workload, commit_step};
-use rbolt::{Db, Options};
+use crate::workload::{Workload, commit_step_with};
+use rbolt::{Db, Durability, Options};
 use rbolt_fixtures::rng::Rng;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,16 @@ pub struct KillConfig {
     /// shrinking commit and its truncation. Vacuum steps take txids without changing the
     /// content, so acknowledged txids are then only checked to grow.
     pub vacuum: bool,
+    /// The child commits three steps in four without syncs (`Durability::None`): a kill must
+    /// still find every acknowledged step, since the page cache outlives the process (and the
+    /// next open makes them durable). Such commits may skip a txid, so acknowledged txids are
+    /// then only checked to grow.
+    pub unsynced: bool,
+}
+
+/// Whether the child commits step `step` without syncs in a loop with `KillConfig::unsynced`.
+fn unsynced_step(step: u64) -> bool {
+    step % 4 != 0
 }
 
 /// Pages a kill-loop child's vacuum step moves: small, so that steps stay short and many.
@@ -137,7 +147,7 @@ pub fn run(config: &KillConfig) -> KillReport {
     let path = config.dir.join(format!("kill-{}.db", config.seed));
     let (options, workload) = setup(config.seed);
     let mut rng = Rng::derive(config.seed, 0x4B11);
-    let mut models = Models::new(workload, config.vacuum);
+    let mut models = Models::new(workload, config.vacuum || config.unsynced);
     let mut step = 0;
     let mut kills_left_on_file = 0;
     let mut kill = 0;
@@ -232,7 +242,7 @@ fn verify_step(
         // The content says which step the file holds; the meta's txid must say the same.
         let holds = *step + u64::from(matches!(verdict, Verdict::InFlight));
         match db.view(|tx| Ok(tx.id().0)) {
-            Ok(txid) if txid_fits(models.vacuum, holds, txid) => {}
+            Ok(txid) if txid_fits(models.loose_txids, holds, txid) => {}
             Ok(txid) => {
                 let detail = format!("txid {txid} holds step {holds}");
                 verdict = Verdict::Failed(Failure::Wrong(detail));
@@ -248,6 +258,9 @@ fn verify_step(
             true
         }
         // Only the power-loss suite tells garbage apart; `judge` never says this.
+        Verdict::Unsynced(_) => {
+            unreachable!("the kill loop judges with every acknowledged step required")
+        }
         Verdict::InitGarbage => unreachable!("the kill loop does not classify garbage"),
         Verdict::Failed(failure) => {
             report.reopens.record(failure, what, &mut report.failures);
@@ -260,16 +273,16 @@ fn verify_step(
 struct Models {
     workload: Workload,
     trees: Vec<Tree>,
-    /// The children vacuum between steps (see `KillConfig::vacuum`).
-    vacuum: bool,
+    /// Steps may take more than one txid each (see `KillConfig::vacuum` and `unsynced`).
+    loose_txids: bool,
 }
 
 impl Models {
-    fn new(workload: Workload, vacuum: bool) -> Models {
+    fn new(workload: Workload, loose_txids: bool) -> Models {
         Models {
             workload,
             trees: vec![Tree::default()],
-            vacuum,
+            loose_txids,
         }
     }
 
@@ -319,7 +332,7 @@ impl Models {
             let mut last_txid = 0;
             for ack in &run.acks {
                 if ack.step != last + 1
-                    || !txid_fits(self.vacuum, ack.step, ack.txid)
+                    || !txid_fits(self.loose_txids, ack.step, ack.txid)
                     || ack.txid <= last_txid
                 {
                     report.reopens.wrong_state += 1;
@@ -369,10 +382,10 @@ fn txid_of(step: u64) -> u64 {
     step + 1
 }
 
-/// Whether `txid` may hold step `step`: exactly `txid_of(step)`, or at least that when vacuum
-/// steps commit between the steps.
-fn txid_fits(vacuum: bool, step: u64, txid: u64) -> bool {
-    if vacuum {
+/// Whether `txid` may hold step `step`: exactly `txid_of(step)`, or at least that when steps
+/// may take more than one txid (vacuum steps between them, commits without syncs).
+fn txid_fits(loose: bool, step: u64, txid: u64) -> bool {
+    if loose {
         txid >= txid_of(step)
     } else {
         txid == txid_of(step)
@@ -406,6 +419,7 @@ fn kill_children(
             .arg(config.seed.to_string())
             .arg(step.map_or_else(|| "any".to_string(), |s| s.to_string()))
             .args(config.vacuum.then_some("vacuum"))
+            .args(config.unsynced.then_some("unsynced"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -498,13 +512,18 @@ fn kill_children(
 /// The child's side: `kill-loop PATH SEED STEP [vacuum]`. Opens the file (creating it if
 /// missing), which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits
 /// steps after it until killed, printing `ack STEP TXID DIGEST` after each commit returns;
-/// with `vacuum`, each step is followed by an online vacuum step and `vacuum STEP PAGES`.
+/// with `vacuum`, each step is followed by an online vacuum step and `vacuum STEP PAGES`; with
+/// `unsynced`, three steps in four commit without syncs.
 pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
-    let (path, seed, start, vacuum) = match args {
-        [path, seed, start] => (path, seed, start, false),
-        [path, seed, start, mode] if mode == "vacuum" => (path, seed, start, true),
-        _ => return Err("usage: kill-loop PATH SEED STEP|any [vacuum]".into()),
+    let (path, seed, start, mode) = match args {
+        [path, seed, start] => (path, seed, start, None),
+        [path, seed, start, mode] if mode == "vacuum" || mode == "unsynced" => {
+            (path, seed, start, Some(mode.as_str()))
+        }
+        _ => return Err("usage: kill-loop PATH SEED STEP|any [vacuum|unsynced]".into()),
     };
+    let vacuum = mode == Some("vacuum");
+    let unsynced = mode == Some("unsynced");
     let seed: u64 = seed.parse().map_err(|_| "bad seed")?;
     let start: Option<u64> = match start.as_str() {
         "any" => None,
@@ -525,7 +544,8 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     out.flush().map_err(|e| e.to_string())?;
     for step in start + 1.. {
         let ops = workload.step(step, &mut model);
-        commit_step(&db, &ops).map_err(|e| format!("step {step}: {e}"))?;
+        let durability = (unsynced && unsynced_step(step)).then_some(Durability::None);
+        commit_step_with(&db, &ops, durability).map_err(|e| format!("step {step}: {e}"))?;
         if vacuum {
             let moved = db
                 .vacuum_step(VACUUM_STEP_PAGES)

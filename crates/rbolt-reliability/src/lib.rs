@@ -20,6 +20,7 @@ pub mod child;
 pub mod failpoints;
 pub mod fuzz;
 pub mod hostile;
+pub mod interleave;
 pub mod io_errors;
 pub mod kill;
 pub mod model;

@@ -1,16 +1,23 @@
-//! Power loss: crash a [`SimFile`] at every write and sync of a seeded workload, take the
-//! images a power failure could leave there (every sector of every unsynced write kept,
-//! dropped, torn or garbled), reopen each, and demand a clean check and the state of the last
-//! acknowledged commit or of the one in flight. Some recoveries crash again during their next
-//! commit and are reopened once more.
+//! Power loss: crash a [`SimFile`] at every write, sync and truncation of a seeded workload,
+//! take the images a power failure could leave there (every sector of every unsynced write
+//! kept, dropped, torn or garbled) and the file a crash of the process leaves (every write
+//! there, same boot), reopen each, and demand a clean check and the content of one committed
+//! state: after a power loss, the last durable one or a later acknowledged one, or the one in
+//! flight; after a crash of the process, the last acknowledged one or the one in flight. Some
+//! recoveries crash again during their next commit and are reopened once more.
+//!
+//! The suite is a matrix: each [`Mode`] is a way of committing (durable commits only, commits
+//! without syncs only, a mix, `Db::sync` between them, `Options::no_sync`, auto-shrink, vacuum
+//! steps between commits), and each runs over the options of [`variant`] (page sizes, both
+//! freelist kinds, `no_freelist_sync`, `no_grow_sync`). One summary line per mode.
 
 use crate::model::{Tree, describe_difference, read_db};
 use crate::parallel::{Report, run_units};
 use crate::summary::{Failures, Summary};
 use crate::verdict::{Acked, Failure, Reopens, Verdict};
-use crate::workload::{Op, Workload, all_ops, commit_step, models};
+use crate::workload::{Op, Workload, all_ops, commit_step_with, models};
 use rbolt::storage::{CrashProfile, FaultPlan, OpKind, SimFile};
-use rbolt::{Db, FreelistKind, Options};
+use rbolt::{Db, Durability, FreelistKind, Options};
 use rbolt_fixtures::rng::Rng;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -24,9 +31,152 @@ pub const INIT_GARBAGE_REASON: &str = "a new file whose one creation write was n
 /// Steps run past the workload's end by the compound crashes.
 const COMPOUND_STEPS_MAX: u64 = 3;
 
+/// A way of committing: one cell of the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every commit durable (`Durability::Immediate`).
+    Immediate,
+    /// Every commit without syncs (`Durability::None`).
+    NoneOnly,
+    /// Each commit durable or not, at random.
+    Mixed,
+    /// Commits without syncs, a `Db::sync` after some.
+    Sync,
+    /// `Options::no_sync`: commits without syncs by default, some durable, some `Db::sync`s.
+    NoSyncOption,
+    /// `Options::auto_shrink`, commits durable or not at random.
+    AutoShrink,
+    /// Commits durable or not at random, a vacuum step after some.
+    Vacuum,
+}
+
+/// What follows a step's commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum After {
+    /// Nothing.
+    Nothing,
+    /// `Db::sync`.
+    Sync,
+    /// `Db::vacuum_step` of a few pages.
+    VacuumStep,
+}
+
+impl Mode {
+    /// Every cell.
+    pub const ALL: [Mode; 7] = [
+        Mode::Immediate,
+        Mode::NoneOnly,
+        Mode::Mixed,
+        Mode::Sync,
+        Mode::NoSyncOption,
+        Mode::AutoShrink,
+        Mode::Vacuum,
+    ];
+
+    /// Its name in summary lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Immediate => "immediate",
+            Mode::NoneOnly => "none",
+            Mode::Mixed => "mixed",
+            Mode::Sync => "none+sync",
+            Mode::NoSyncOption => "no_sync",
+            Mode::AutoShrink => "auto_shrink",
+            Mode::Vacuum => "vacuum",
+        }
+    }
+
+    /// The name of its summary line.
+    pub fn suite_name(self) -> &'static str {
+        match self {
+            Mode::Immediate => "power-loss[immediate]",
+            Mode::NoneOnly => "power-loss[none]",
+            Mode::Mixed => "power-loss[mixed]",
+            Mode::Sync => "power-loss[none+sync]",
+            Mode::NoSyncOption => "power-loss[no_sync]",
+            Mode::AutoShrink => "power-loss[auto_shrink]",
+            Mode::Vacuum => "power-loss[vacuum]",
+        }
+    }
+
+    /// The options of seed `seed` in this mode.
+    pub fn options(self, seed: u64) -> (Options, &'static str) {
+        let (options, name) = variant(seed);
+        let options = match self {
+            Mode::NoSyncOption => options.no_sync(true),
+            Mode::AutoShrink => options.auto_shrink(true),
+            _ => options,
+        };
+        (options, name)
+    }
+
+    /// How step `step` of seed `seed` commits, and what follows it.
+    pub fn plan(self, seed: u64, step: u64) -> (Durability, After) {
+        let mut rng = Rng::derive(seed ^ 0xD0_5A7E, step);
+        let coin = rng.coin();
+        let (none, after) = match self {
+            Mode::Immediate => (false, After::Nothing),
+            Mode::NoneOnly => (true, After::Nothing),
+            Mode::Mixed | Mode::AutoShrink => (coin, After::Nothing),
+            Mode::Sync => (true, after_if(rng.chance(1, 3), After::Sync)),
+            Mode::NoSyncOption => (!rng.chance(1, 5), after_if(rng.chance(1, 5), After::Sync)),
+            Mode::Vacuum => (coin, after_if(rng.chance(1, 3), After::VacuumStep)),
+        };
+        let durability = if none {
+            Durability::None
+        } else {
+            Durability::Immediate
+        };
+        (durability, after)
+    }
+}
+
+fn after_if(yes: bool, after: After) -> After {
+    if yes { after } else { After::Nothing }
+}
+
+/// Pages a vacuum step between commits moves: few, so that steps stay small.
+const VACUUM_STEP_PAGES: usize = 4;
+
+/// Runs step `step` of `mode` and seed `seed`: its commit, then what follows it. Updates
+/// `acked` as each part returns `Ok`; returns the first error.
+fn run_step(
+    db: &Db,
+    mode: Mode,
+    seed: u64,
+    step: u64,
+    ops: &[Op],
+    acked: &mut Acked,
+) -> rbolt::Result<()> {
+    let (durability, after) = mode.plan(seed, step);
+    commit_step_with(db, ops, Some(durability)).inspect_err(|_| acked.in_flight = Some(step))?;
+    if acked.durable.is_none() {
+        acked.durable = acked.step;
+    }
+    acked.step = Some(step);
+    if durability == Durability::Immediate {
+        acked.durable = Some(step);
+    }
+    match after {
+        After::Nothing => {}
+        After::Sync => {
+            db.sync()?;
+            acked.durable = Some(step);
+        }
+        After::VacuumStep => {
+            if db.vacuum_step(VACUUM_STEP_PAGES)?.committed {
+                acked.durable = Some(step);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// How big a power-loss run is.
 #[derive(Clone, Debug)]
 pub struct PowerConfig {
+    /// The cell.
+    pub mode: Mode,
     /// Seeds `first_seed..first_seed + seeds`; each seed picks its options and workload.
     pub seeds: u64,
     /// The first seed.
@@ -55,6 +205,13 @@ pub struct PowerReport {
     pub at_acked: u64,
     /// Images that reopened at the in-flight commit's state.
     pub at_in_flight: u64,
+    /// Power-loss images that reopened at an acknowledged state older than the last one: the
+    /// last durable one or one after it, the later commits (all without syncs) lost, as
+    /// `Durability::None` allows.
+    pub at_unsynced: u64,
+    /// Files a crash of the process left (same boot, every write there), reopened; each must
+    /// hold the last acknowledged state or the one in flight.
+    pub process_images: u64,
     /// Images of a crash during a new file's creation whose creation write came back with
     /// garbage sectors, refused at open (the one allowed case; see [`INIT_GARBAGE_REASON`]).
     pub init_garbage_refused: u64,
@@ -75,6 +232,8 @@ impl Report for PowerReport {
         self.compound_images += other.compound_images;
         self.at_acked += other.at_acked;
         self.at_in_flight += other.at_in_flight;
+        self.at_unsynced += other.at_unsynced;
+        self.process_images += other.process_images;
         self.init_garbage_refused += other.init_garbage_refused;
         self.reopens.merge(other.reopens);
         self.panics += other.panics;
@@ -83,15 +242,17 @@ impl Report for PowerReport {
 }
 
 impl PowerReport {
-    /// The suite's summary line.
-    pub fn summary(&self) -> Summary {
-        let summary = Summary::new("power-loss")
+    /// The suite's summary line for the cell `mode`.
+    pub fn summary(&self, mode: Mode) -> Summary {
+        let summary = Summary::new(mode.suite_name())
             .field("seeds", self.seeds)
             .field("crash_points", self.crash_points)
             .field("images", self.images)
+            .field("process_images", self.process_images)
             .field("compound_images", self.compound_images)
             .field("at_acked", self.at_acked)
             .field("at_in_flight", self.at_in_flight)
+            .field("at_unsynced", self.at_unsynced)
             .field("init_garbage_refused", self.init_garbage_refused);
         self.reopens.fields(summary).field("panics", self.panics)
     }
@@ -131,7 +292,7 @@ pub fn variant(seed: u64) -> (Options, &'static str) {
     }
 }
 
-/// Runs the power-loss suite.
+/// Runs one cell of the power-loss suite.
 pub fn run(config: &PowerConfig) -> PowerReport {
     run_units(config.seeds, config.threads, |i| {
         run_seed(config.first_seed + i, config)
@@ -140,6 +301,8 @@ pub fn run(config: &PowerConfig) -> PowerReport {
 
 /// The workload of one seed and what a run without faults does.
 struct Reference {
+    mode: Mode,
+    seed: u64,
     options: Options,
     name: &'static str,
     steps: u64,
@@ -151,8 +314,8 @@ struct Reference {
     log: Vec<OpKind>,
 }
 
-fn reference(seed: u64, steps: u64) -> Result<Reference, String> {
-    let (options, name) = variant(seed);
+fn reference(mode: Mode, seed: u64, steps: u64) -> Result<Reference, String> {
+    let (options, name) = mode.options(seed);
     let page_size = crate::workload::page_size_of(&options);
     let workload = Workload::new(seed, page_size);
     let ops = all_ops(&workload, steps + COMPOUND_STEPS_MAX);
@@ -160,8 +323,11 @@ fn reference(seed: u64, steps: u64) -> Result<Reference, String> {
     let sim = SimFile::new().map_err(|e| e.to_string())?;
     let db = Db::open_storage(Arc::new(sim.clone()), options.clone())
         .map_err(|e| format!("reference open: {e}"))?;
+    let mut acked = Acked::new(Some(0), None);
     for (k, step_ops) in ops.iter().take(steps as usize).enumerate() {
-        commit_step(&db, step_ops).map_err(|e| format!("reference step {}: {e}", k + 1))?;
+        let step = k as u64 + 1;
+        run_step(&db, mode, seed, step, step_ops, &mut acked)
+            .map_err(|e| format!("reference step {step}: {e}"))?;
     }
     let state = read_db(&db).map_err(|e| e.to_string())?;
     if state != models[steps as usize] {
@@ -171,6 +337,8 @@ fn reference(seed: u64, steps: u64) -> Result<Reference, String> {
         ));
     }
     Ok(Reference {
+        mode,
+        seed,
         options,
         name,
         steps,
@@ -185,7 +353,12 @@ fn reference(seed: u64, steps: u64) -> Result<Reference, String> {
 fn is_crash_point(kind: OpKind) -> bool {
     matches!(
         kind,
-        OpKind::Write | OpKind::WriteVectored | OpKind::SyncData | OpKind::SyncAll | OpKind::Grow
+        OpKind::Write
+            | OpKind::WriteVectored
+            | OpKind::SyncData
+            | OpKind::SyncAll
+            | OpKind::Grow
+            | OpKind::Shrink
     )
 }
 
@@ -195,7 +368,7 @@ pub fn run_seed(seed: u64, config: &PowerConfig) -> PowerReport {
         seeds: 1,
         ..PowerReport::default()
     };
-    let reference = match reference(seed, config.steps) {
+    let reference = match reference(config.mode, seed, config.steps) {
         Ok(reference) => reference,
         Err(error) => {
             report.failures.push(format!("seed {seed}: {error}"));
@@ -240,6 +413,23 @@ pub fn run_seed(seed: u64, config: &PowerConfig) -> PowerReport {
             let compound = (index == compound_at).then(|| rng.next_u64());
             check_image(&reference, image, acked, compound, &what, &mut report);
         }
+        // The process crashed instead: the page cache keeps every write, and every
+        // acknowledged commit must be there, those without syncs too.
+        match sim.after_process_crash() {
+            Ok(next) => {
+                let what = format!(
+                    "seed {seed} ({}) crash of the process at op {op} ({kind:?})",
+                    reference.name
+                );
+                report.process_images += 1;
+                let all = Acked {
+                    durable: None,
+                    ..acked
+                };
+                check_sim(&reference, next, true, all, None, &what, &mut report);
+            }
+            Err(error) => report.failures.push(format!("seed {seed}: {error}")),
+        }
     }
     report
 }
@@ -248,24 +438,19 @@ pub fn run_seed(seed: u64, config: &PowerConfig) -> PowerReport {
 fn crash_run(reference: &Reference, op: u64) -> Result<(SimFile, Acked), String> {
     let sim = SimFile::new().map_err(|e| e.to_string())?;
     sim.set_fault_plan(FaultPlan::new().crash_at(op));
-    let mut acked = Acked {
-        step: None,
-        in_flight: Some(0),
-    };
+    let mut acked = Acked::new(None, Some(0));
     if let Ok(db) = Db::open_storage(Arc::new(sim.clone()), reference.options.clone()) {
-        acked = Acked {
-            step: Some(0),
-            in_flight: None,
-        };
+        acked = Acked::new(Some(0), None);
         for step in 1..=reference.steps {
-            match commit_step(&db, &reference.ops[step as usize - 1]) {
-                Ok(()) => acked.step = Some(step),
-                Err(_) => {
-                    acked.in_flight = Some(step);
-                    break;
-                }
+            let ops = &reference.ops[step as usize - 1];
+            let ran = run_step(&db, reference.mode, reference.seed, step, ops, &mut acked);
+            if ran.is_err() {
+                break;
             }
         }
+        // A crash leaves the handle without its clean close, which would make everything
+        // durable; the file has crashed, so closing it writes nothing anyway.
+        drop(db);
     }
     if sim.crashed_at() != Some(op) {
         return Err(format!(
@@ -295,8 +480,8 @@ pub(crate) fn is_torn_creation(image: &[u8], page_size: usize) -> bool {
         })
 }
 
-/// Reopens `image`, judges it, and (when `compound` holds a seed) crashes it again during its
-/// next commit and judges that image too.
+/// Reopens `image` (a power loss), judges it, and (when `compound` holds a seed) crashes it
+/// again during its next commit and judges that image too.
 fn check_image(
     reference: &Reference,
     image: Vec<u8>,
@@ -307,9 +492,26 @@ fn check_image(
 ) {
     report.images += 1;
     let page_size = crate::workload::page_size_of(&reference.options);
+    let garbage = !is_torn_creation(&image, page_size);
+    match SimFile::from_image(image) {
+        Ok(sim) => check_sim(reference, sim, garbage, acked, compound, what, report),
+        Err(error) => report.failures.push(format!("{what}: {error}")),
+    }
+}
+
+/// Reopens the file `sim`, judges it, and (when `compound` holds a seed) crashes it again
+/// during its next commit and judges that image too. `garbage`: a refused creation is the
+/// allowed class.
+fn check_sim(
+    reference: &Reference,
+    sim: SimFile,
+    garbage: bool,
+    acked: Acked,
+    compound: Option<u64>,
+    what: &str,
+    report: &mut PowerReport,
+) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let garbage = !is_torn_creation(&image, page_size);
-        let sim = SimFile::from_image(image).expect("memfd");
         let db = Db::open_storage(Arc::new(sim.clone()), reference.options.clone());
         let verdict = match acked.judge(&reference.models, db.as_ref()) {
             Verdict::Failed(Failure::InitError(_)) if garbage => Verdict::InitGarbage,
@@ -331,6 +533,7 @@ fn check_image(
     match verdict {
         Verdict::Acked => report.at_acked += 1,
         Verdict::InFlight => report.at_in_flight += 1,
+        Verdict::Unsynced(_) => report.at_unsynced += 1,
         Verdict::InitGarbage => report.init_garbage_refused += 1,
         Verdict::Failed(failure) => report.reopens.record(failure, what, &mut report.failures),
     }
@@ -353,21 +556,16 @@ fn compound_crash(
     let mut rng = Rng::new(seed);
     let crash_op = sim.op_count() + rng.below(10);
     sim.set_fault_plan(FaultPlan::new().crash_at(crash_op));
-    let mut acked = Acked {
-        step: Some(recovered),
-        in_flight: None,
-    };
+    let mut acked = Acked::new(Some(recovered), None);
     let last = (recovered + COMPOUND_STEPS_MAX).min(reference.ops.len() as u64);
     for step in recovered + 1..=last {
+        let ops = &reference.ops[step as usize - 1];
         let result = catch_unwind(AssertUnwindSafe(|| {
-            commit_step(&db, &reference.ops[step as usize - 1])
+            run_step(&db, reference.mode, reference.seed, step, ops, &mut acked)
         }));
         match result {
-            Ok(Ok(())) => acked.step = Some(step),
-            Ok(Err(_)) => {
-                acked.in_flight = Some(step);
-                break;
-            }
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break,
             Err(panic) => {
                 report.panics += 1;
                 report.failures.push(format!(

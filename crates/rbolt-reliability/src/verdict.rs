@@ -15,15 +15,38 @@ pub struct Acked {
     pub step: Option<u64>,
     /// The step whose commit was under way, if any.
     pub in_flight: Option<u64>,
+    /// The last step known to be durable, when later acknowledged steps committed without
+    /// syncs (`Durability::None`): a power loss may bring back any state from it up to
+    /// `step`. `None`: every acknowledged step is durable (or the judge is of a crash of the
+    /// process, which keeps them all).
+    pub durable: Option<u64>,
 }
 
 impl Acked {
+    /// Every acknowledged step durable: what a crash must find is the last or the one in flight.
+    pub fn new(step: Option<u64>, in_flight: Option<u64>) -> Acked {
+        Acked {
+            step,
+            in_flight,
+            durable: None,
+        }
+    }
+
     /// Judges a reopened database against the models of the steps (`models[k]`: after step
     /// `k`).
     pub fn judge(self, models: &[Tree], db: Result<&Db, &rbolt::Error>) -> Verdict {
-        let acked = &models[self.step.unwrap_or(0) as usize];
+        let step = self.step.unwrap_or(0);
+        let acked = &models[step as usize];
         let in_flight = self.in_flight.map(|step| &models[step as usize]);
-        judge(db, self.step.is_none(), acked, in_flight)
+        let from = self
+            .durable
+            .filter(|&durable| durable < step)
+            .unwrap_or(step);
+        let unsynced = Unsynced {
+            from,
+            models: &models[from as usize..step as usize],
+        };
+        judge_with(db, self.step.is_none(), acked, in_flight, unsynced)
     }
 
     /// The step a database judged `verdict` recovered to, if it recovered.
@@ -31,9 +54,20 @@ impl Acked {
         match verdict {
             Verdict::Acked => Some(self.step.unwrap_or(0)),
             Verdict::InFlight => self.in_flight,
+            Verdict::Unsynced(step) => Some(*step),
             Verdict::InitGarbage | Verdict::Failed(_) => None,
         }
     }
+}
+
+/// The acknowledged states a power loss may fall back to: steps `from..` (the last durable
+/// one and those committed without syncs after it, before the last acknowledged one).
+#[derive(Clone, Copy, Default)]
+pub struct Unsynced<'a> {
+    /// The step of `models[0]`.
+    pub from: u64,
+    /// Their models.
+    pub models: &'a [Tree],
 }
 
 /// How one reopened file turned out.
@@ -43,6 +77,10 @@ pub enum Verdict {
     Acked,
     /// At the state of the commit in flight.
     InFlight,
+    /// At the state of this older acknowledged step: the last durable one or one after it
+    /// committed without syncs, the later ones (also committed without syncs) lost to a power
+    /// loss, as `Durability::None` allows.
+    Unsynced(u64),
     /// A crash during the creation of the file left garbage where creation wrote, and the
     /// open refused it: allowed in the power-loss suite only, counted and explained there.
     InitGarbage,
@@ -74,6 +112,17 @@ pub fn judge(
     acked: &Tree,
     in_flight: Option<&Tree>,
 ) -> Verdict {
+    judge_with(db, creating, acked, in_flight, Unsynced::default())
+}
+
+/// As [`judge`], and a state of `unsynced` is [`Verdict::Unsynced`].
+pub fn judge_with(
+    db: Result<&Db, &rbolt::Error>,
+    creating: bool,
+    acked: &Tree,
+    in_flight: Option<&Tree>,
+    unsynced: Unsynced<'_>,
+) -> Verdict {
     let db = match db {
         Ok(db) => db,
         Err(error) if creating => return Verdict::Failed(Failure::InitError(error.to_string())),
@@ -100,6 +149,9 @@ pub fn judge(
     }
     if in_flight.is_some_and(|in_flight| state == *in_flight) {
         return Verdict::InFlight;
+    }
+    if let Some(index) = unsynced.models.iter().position(|model| state == *model) {
+        return Verdict::Unsynced(unsynced.from + index as u64);
     }
     let (found, acked_step) = (progress(&state), progress(acked));
     let detail = format!(
@@ -190,7 +242,7 @@ mod tests {
         commit_step(&db, &ops[0]).unwrap();
         // The file holds step 1.
         let judged = |step, in_flight| {
-            let acked = Acked { step, in_flight };
+            let acked = Acked::new(step, in_flight);
             let verdict = acked.judge(&models, Ok(&db));
             let recovered = acked.recovered(&verdict);
             (verdict, recovered)

@@ -434,7 +434,20 @@ pub fn apply_tx(ops: &[Op], tx: &mut WriteTx<'_>) -> Result<()> {
 
 /// Runs one step as a write transaction and commits it.
 pub fn commit_step(db: &rbolt::Db, ops: &[Op]) -> Result<()> {
+    commit_step_with(db, ops, None)
+}
+
+/// Runs one step as a write transaction and commits it with `durability` (`None`: the
+/// handle's default).
+pub fn commit_step_with(
+    db: &rbolt::Db,
+    ops: &[Op],
+    durability: Option<rbolt::Durability>,
+) -> Result<()> {
     let mut tx = db.begin_write()?;
+    if let Some(durability) = durability {
+        tx.set_durability(durability);
+    }
     apply_tx(ops, &mut tx)?;
     tx.commit()
 }

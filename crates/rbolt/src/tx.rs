@@ -765,7 +765,9 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Writes every change and makes it durable: dirty pages, then an fdatasync, then the
-    /// meta, then an fdatasync (none with `no_sync`). On error nothing of this transaction is
+    /// meta, then an fdatasync (no syncs with [`Durability::None`], see there). A durable
+    /// commit that changed nothing writes nothing, but still makes the commits before it
+    /// durable if some were made without syncs. On error nothing of this transaction is
     /// visible; an error at or after the first sync poisons the handle. The `on_commit` hooks
     /// run after the writer is released, so a hook may start a write transaction.
     ///
@@ -815,8 +817,15 @@ impl<'db> WriteTx<'db> {
             )));
         }
         if !root.is_changed() && !self.force {
-            // Nothing changed: nothing to write, no txid used.
+            // Nothing changed: nothing to write, no txid used. A durable commit still keeps its
+            // promise that every commit before it is durable: commits without syncs before it
+            // are made durable here.
             self.abort();
+            if self.durability.get() == Durability::Immediate
+                && self.writer.durable.txid != self.base.txid
+            {
+                self.db.checkpoint(&mut self.writer)?;
+            }
             return Ok(());
         }
         let db = self.db;

@@ -37,6 +37,7 @@ fn kill_loop() {
             kills: kills / seeds.len() as u64,
             delay_max: Duration::from_millis(30),
             vacuum: false,
+            unsynced: false,
         })
     });
     report.summary().secs_since(started).print();
@@ -66,6 +67,7 @@ fn kill_loop_with_vacuum() {
         kills,
         delay_max: Duration::from_millis(30),
         vacuum: true,
+        unsynced: false,
     });
     report.summary().secs_since(started).print();
     assert!(report.is_clean(), "{}", report.failures);
@@ -73,4 +75,26 @@ fn kill_loop_with_vacuum() {
     assert!(report.acked_commits > kills / 4, "{}", report.summary());
     // The vacuum did work between the kills: pages moved, not only empty steps.
     assert!(report.vacuum_pages_moved > 0, "{}", report.summary());
+}
+
+/// A kill loop whose children commit three steps in four without syncs: a crash of the process
+/// keeps the page cache, so every acknowledged step must be there after the kill.
+#[test]
+fn kill_loop_without_syncs() {
+    let dirs = kill_dirs();
+    let kills = size("RBOLT_UNSYNCED_KILLS", 150, 3_000);
+    let started = Instant::now();
+    let report = run(&KillConfig {
+        child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
+        dir: dirs[dirs.len() - 1].path().to_path_buf(),
+        seed: 2,
+        kills,
+        delay_max: Duration::from_millis(30),
+        vacuum: false,
+        unsynced: true,
+    });
+    report.summary().secs_since(started).print();
+    assert!(report.is_clean(), "{}", report.failures);
+    assert_eq!(report.kills, kills);
+    assert!(report.acked_commits > kills / 2, "{}", report.summary());
 }

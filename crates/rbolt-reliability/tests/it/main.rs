@@ -4,6 +4,7 @@
 mod bugs;
 mod fuzz_corpus;
 mod hostile;
+mod interleave;
 mod io_errors;
 mod kill_loop;
 mod power_loss;

@@ -366,3 +366,37 @@ fn thin_out_rounds(db: &Db) {
     drop(b);
     tx.commit().unwrap();
 }
+
+/// Found by the interleavings suite: a durable commit that changed nothing wrote nothing and
+/// synced nothing, so the commits without syncs before it — which `Durability::Immediate`
+/// promises durable once its commit returns — were still lost to a power loss.
+#[test]
+fn a_durable_commit_that_changes_nothing_still_makes_the_commits_before_it_durable() {
+    let sim = SimFile::new().unwrap();
+    let options = Options::default();
+    let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+    overwrite(&db, b"A", Durability::Immediate);
+    overwrite(&db, b"B", Durability::None);
+    let b = read_all(&db).unwrap();
+    let before = sim.counts();
+    let tx = db.begin_write().unwrap();
+    assert_eq!(tx.durability(), Durability::Immediate);
+    // Deleting a key that is not there changes nothing.
+    tx.bucket_mut(b"b")
+        .unwrap()
+        .unwrap()
+        .delete(b"absent")
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(
+        sim.counts().since(before).sync_data,
+        2,
+        "the data, then the meta"
+    );
+    let held = judge_images(&sim, &options, &[&b], 20);
+    assert_eq!(held, [100]);
+    // With nothing outstanding, an empty durable commit is free again.
+    let before = sim.counts();
+    db.update(|_| Ok(())).unwrap();
+    assert_eq!(sim.counts().since(before).sync_data, 0);
+}
