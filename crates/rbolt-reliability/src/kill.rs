@@ -49,7 +49,7 @@ pub struct KillConfig {
 
 /// Whether the child commits step `step` without syncs in a loop with `KillConfig::unsynced`.
 fn unsynced_step(step: u64) -> bool {
-    step % 4 != 0
+    !step.is_multiple_of(4)
 }
 
 /// Pages a kill-loop child's vacuum step moves: small, so that steps stay short and many.
