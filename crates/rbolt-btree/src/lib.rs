@@ -19,6 +19,7 @@ mod pages;
 mod rebalance;
 mod spill;
 mod split;
+mod touch;
 mod tree;
 
 pub use arena::{Arena, POOL_BUFFERS_MAX};

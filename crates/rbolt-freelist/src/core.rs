@@ -351,6 +351,27 @@ impl<S: FreeSet> Core<S> {
         }
     }
 
+    pub(crate) fn unallocate(&mut self, txid: Txid, pgid: Pgid) -> bool {
+        let Some(alloc) = self.undo.get_mut(&txid).and_then(|runs| runs.remove(&pgid)) else {
+            return false;
+        };
+        if self.undo.get(&txid).is_some_and(BTreeMap::is_empty) {
+            self.undo.remove(&txid);
+        }
+        let removed = match alloc.replaced {
+            Some(previous) => self.allocs.insert(pgid, previous),
+            None => self.allocs.remove(&pgid),
+        };
+        debug_assert_eq!(removed, Some(txid), "allocation record of {pgid} lost");
+        if !alloc.from_high_water {
+            self.free.insert_runs(&[Run {
+                start: pgid,
+                n_pages: alloc.n_pages,
+            }]);
+        }
+        true
+    }
+
     pub(crate) fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
         self.debug_assert_one_writer(txid);
         debug_assert!(

@@ -112,6 +112,12 @@ pub trait Freelist {
     /// record without making the pages free: they lie past the committed high-water mark.
     fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize);
 
+    /// Undoes the one allocation transaction `txid` made at `pgid` (with `allocate`, or
+    /// `record_allocation`), as its rollback would: a run from the free set is free again.
+    /// Returns whether there was such an allocation; nothing changes otherwise. For a run a
+    /// transaction took ahead of need (a reservation) and did not use.
+    fn unallocate(&mut self, txid: Txid, pgid: Pgid) -> bool;
+
     /// Cuts the free pages at the top of the file off the free set, for transaction `txid`
     /// about to lower the high-water mark: returns the lowest `mark` such that every id in
     /// `mark..high_water` was free (not pending), and those ids are no longer in the freelist,
@@ -228,6 +234,9 @@ macro_rules! forward_to_core {
             #[inline]
             fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
                 self.0.record_allocation(txid, pgid, n_pages)
+            }
+            fn unallocate(&mut self, txid: Txid, pgid: Pgid) -> bool {
+                self.0.unallocate(txid, pgid)
             }
             fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
                 self.0.trim_tail(txid, high_water)
@@ -362,6 +371,9 @@ impl Freelist for AnyFreelist {
     #[inline]
     fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
         dispatch!(self, f => f.record_allocation(txid, pgid, n_pages))
+    }
+    fn unallocate(&mut self, txid: Txid, pgid: Pgid) -> bool {
+        dispatch!(self, f => f.unallocate(txid, pgid))
     }
     fn trim_tail(&mut self, txid: Txid, high_water: Pgid) -> Pgid {
         dispatch!(self, f => f.trim_tail(txid, high_water))

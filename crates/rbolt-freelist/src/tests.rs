@@ -208,6 +208,23 @@ impl Model {
         }
     }
 
+    /// Undoes the allocation `txid` made at `start`, if any.
+    fn unallocate(&mut self, txid: u64, start: u64) -> bool {
+        let Some((n_pages, replaced)) = self.undo.get_mut(&txid).and_then(|r| r.remove(&start))
+        else {
+            return false;
+        };
+        if self.undo.get(&txid).is_some_and(BTreeMap::is_empty) {
+            self.undo.remove(&txid);
+        }
+        match replaced {
+            Some(previous) => self.allocs.insert(start, previous),
+            None => self.allocs.remove(&start),
+        };
+        self.free.extend(start..start + n_pages);
+        true
+    }
+
     fn commit(&mut self, txid: u64) {
         self.undo.retain(|&open, _| open > txid);
         self.trims.retain(|&open, _| open > txid);
@@ -266,12 +283,14 @@ enum Op {
     Rebuild,
     /// The current writer cuts the free pages at the top off and lowers the high-water mark.
     TrimTail,
+    /// The current writer gives back one of the runs it allocated (or a page it never did).
+    Unallocate(u16),
 }
 
 impl Arbitrary for Op {
     fn arbitrary(g: &mut Gen) -> Op {
         let small = |g: &mut Gen| *g.choose(&[0u8, 1, 2, 3, 4, 5, 6, 7]).unwrap();
-        match u8::arbitrary(g) % 28 {
+        match u8::arbitrary(g) % 29 {
             0..=5 => Op::Allocate(*g.choose(&[1u8, 1, 1, 2, 2, 3, 4, 6]).unwrap()),
             6..=10 => Op::Free(u16::arbitrary(g)),
             11 => {
@@ -293,6 +312,7 @@ impl Arbitrary for Op {
             22 => Op::WriteReload,
             23 => Op::Rebuild,
             24..=25 => Op::ReleasePendingDurable(small(g)),
+            26 => Op::Unallocate(u16::arbitrary(g)),
             _ => Op::TrimTail,
         }
     }
@@ -482,6 +502,30 @@ impl World {
                 self.model.release_pending_durable(&self.readers, durable);
                 // Releases run between write transactions: the next one starts after it.
                 self.begin();
+            }
+            Op::Unallocate(pick) => {
+                // One of this transaction's runs from the free set, or any page in use.
+                let own: Vec<u64> = self
+                    .model
+                    .undo
+                    .get(&self.txid)
+                    .map(|runs| runs.keys().copied().collect())
+                    .unwrap_or_default();
+                let candidates: Vec<u64> = if own.is_empty() || pick % 4 == 0 {
+                    self.in_use.iter().map(|&(pgid, _)| pgid).collect()
+                } else {
+                    own
+                };
+                let Some(&pgid) = candidates.get(usize::from(pick) % candidates.len().max(1))
+                else {
+                    return;
+                };
+                let expected = self.model.unallocate(self.txid, pgid);
+                assert_eq!(self.array.unallocate(txid, Pgid(pgid)), expected);
+                assert_eq!(self.span.unallocate(txid, Pgid(pgid)), expected);
+                if expected {
+                    self.in_use.retain(|&(start, _)| start != pgid);
+                }
             }
             Op::TrimTail => {
                 let expected = self.model.trim_tail(self.txid, self.high_water);

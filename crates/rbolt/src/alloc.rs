@@ -89,6 +89,14 @@ pub(crate) struct TxAlloc {
     /// The fsync after growth failed: the handle must be poisoned (the kernel may have dropped
     /// pages it could not write).
     pub(crate) sync_failed: bool,
+    /// Runs taken ahead of need (a vacuum step's multi-page pages, see `reserve`): handed out
+    /// by size before any other run, so that single pages cannot break them up first.
+    reserved: Vec<(usize, Pgid)>,
+    /// A vacuum step's cut: pages it moves lie at or past it, and every page the commit
+    /// writes is meant to land below it. Allocations at or past it are counted in
+    /// `allocated_past_cut`.
+    pub(crate) cut: Option<Pgid>,
+    pub(crate) allocated_past_cut: u64,
 }
 
 /// The smallest file the growth policy makes.
@@ -142,6 +150,28 @@ impl TxAlloc {
             pages_allocated: 0,
             writes: 0,
             sync_failed: false,
+            reserved: Vec::new(),
+            cut: None,
+            allocated_past_cut: 0,
+        }
+    }
+
+    /// Takes the lowest free run of `n_pages` now, to be handed out by the next allocation of
+    /// that many pages; returns it, or `None` when the free set has no such run.
+    pub(crate) fn reserve(&mut self, n_pages: usize) -> Option<Pgid> {
+        let pgid = self.freelist.allocate(self.txid, n_pages)?;
+        self.reserved.push((n_pages, pgid));
+        Some(pgid)
+    }
+
+    /// Gives the reserved runs no allocation took back to the free set.
+    pub(crate) fn return_reserved(&mut self) {
+        for (_, pgid) in self.reserved.drain(..) {
+            let given_back = self.freelist.unallocate(self.txid, pgid);
+            debug_assert!(
+                given_back,
+                "a reserved run at {pgid} was not this transaction's"
+            );
         }
     }
 
@@ -149,9 +179,21 @@ impl TxAlloc {
         Error::io(self.storage.path(), error)
     }
 
-    /// Takes `n_pages` contiguous page ids: the lowest free run, or the high-water mark.
+    /// Takes `n_pages` contiguous page ids: a reserved run of that size, the lowest free run,
+    /// or the high-water mark.
     pub(crate) fn allocate_ids(&mut self, n_pages: usize) -> Result<Pgid> {
+        let pgid = self.take_ids(n_pages)?;
+        if self.cut.is_some_and(|cut| pgid >= cut) {
+            self.allocated_past_cut += n_pages as u64;
+        }
+        Ok(pgid)
+    }
+
+    fn take_ids(&mut self, n_pages: usize) -> Result<Pgid> {
         self.pages_allocated += n_pages as u64;
+        if let Some(index) = self.reserved.iter().position(|&(n, _)| n == n_pages) {
+            return Ok(self.reserved.swap_remove(index).1);
+        }
         if let Some(pgid) = self.freelist.allocate(self.txid, n_pages) {
             return Ok(pgid);
         }

@@ -52,6 +52,9 @@ pub(crate) struct Writer {
     /// Pages that commits since `durable` freed and that `durable` still reaches: they cannot
     /// be reused until a commit is durable. Past `held_pages_max` the next commit syncs.
     pub(crate) held_pages: u64,
+    /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
+    /// step's plan meant to move but did not.
+    pub(crate) past_cut: u64,
 }
 
 /// The least that non-durable commits may hold back before a commit is made durable anyway:
@@ -266,6 +269,7 @@ impl Db {
                 truncate: None,
                 durable: meta,
                 held_pages: 0,
+                past_cut: 0,
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),

@@ -164,6 +164,12 @@ pub struct WriteTx<'db> {
     /// Lower the high-water mark past free pages at the end of the file, and cut the file
     /// when no reader needs its tail (a vacuum step; `Options::auto_shrink` does it always).
     pub(crate) shrink: bool,
+    /// The highest high-water mark the commit may leave (a vacuum step, which must never grow
+    /// the file): past it the commit fails with `MaxSizeReached` for this many pages, before
+    /// anything is written.
+    pub(crate) mark_max: Option<u64>,
+    /// Write no freelist page (a vacuum step with no run below its cut for one).
+    pub(crate) skip_freelist: bool,
 }
 
 impl std::fmt::Debug for WriteTx<'_> {
@@ -235,6 +241,8 @@ impl<'db> WriteTx<'db> {
             }),
             force: false,
             shrink: db.options.auto_shrink,
+            mark_max: None,
+            skip_freelist: false,
         }
     }
 
@@ -465,6 +473,11 @@ impl<'db> WriteTx<'db> {
             &self.base,
             &core.get_mut().alloc.freelist,
         )
+    }
+
+    /// For the vacuum: the page allocator this transaction commits with.
+    pub(crate) fn alloc_mut(&mut self) -> &mut crate::alloc::TxAlloc {
+        &mut self.shared.core.get_mut().alloc
     }
 
     /// Sets the root bucket's sequence, which only files of other tools use.
@@ -874,6 +887,11 @@ impl<'db> WriteTx<'db> {
         // The old freelist page is freed; a new one is written unless the user opted out.
         failpoint!("commit::before-freelist");
         let alloc = &mut core.alloc;
+        // What a vacuum step reserved and no page took goes back; the freelist page may land
+        // anywhere the step's cut allows (it is the last page written).
+        alloc.return_reserved();
+        self.writer.past_cut = alloc.allocated_past_cut;
+        alloc.cut = None;
         if self.base.freelist != PGID_NO_FREELIST.0 {
             let old = self.base.freelist_pgid();
             let span = pages.page(Pgid(0), old)?;
@@ -885,7 +903,7 @@ impl<'db> WriteTx<'db> {
             // extent, before the freelist page is sized (see `vacuum`).
             alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
         }
-        if db.options.no_freelist_sync {
+        if db.options.no_freelist_sync || self.skip_freelist {
             meta.freelist = PGID_NO_FREELIST.0;
         } else {
             let n_pages = pages_for(alloc.freelist.write_size(), page_size);
@@ -898,6 +916,13 @@ impl<'db> WriteTx<'db> {
             meta.freelist = pgid.0;
         }
         meta.pgid = alloc.next.0;
+        if let Some(max) = self.mark_max
+            && meta.pgid > max
+        {
+            return Err(Error::MaxSizeReached {
+                max_size: max.saturating_mul(page_size as u64),
+            });
+        }
 
         // A mapping for readers of the new state, made before anything is durable so that a
         // failure still rolls back cleanly.

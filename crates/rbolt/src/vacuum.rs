@@ -18,21 +18,30 @@
 //!   The file is never shorter than the newest meta's mark times the page size, so an open
 //!   never reports `Error::Truncated` for it, crash or not: a truncation that a crash loses
 //!   leaves a longer file, which is sound.
-//! - **The vacuum** ([`Db::vacuum_step`], [`Db::vacuum`]) picks the live pages with the highest
-//!   ids for which the freelist has lower free pages, and touches the path from each bucket's
-//!   root to each of them (`Tree::repack_key`, which also merges the sparse leaves that follow
-//!   a sparse leaf, so that spill writes them as full pages), so that copy-on-write writes
-//!   them again into the lowest free pages (the allocator is first fit) and frees the old ids;
-//!   the commit then lowers the mark past whatever is free at the end. Every step is one durable
-//!   commit (whatever `Options::no_sync` says) that takes the writer for a bounded time, so other
-//!   writers interleave and readers never wait.
+//! - **The vacuum** ([`Db::vacuum_step`], [`Db::vacuum`]) moves the live pages at the top of
+//!   the file below the lowest of them: a step takes the highest pages (within its budget) for
+//!   which everything the commit will write — the pages, the pages above each of them up to
+//!   the root, which copy-on-write rewrites too, and the freelist page — fits in the free pages
+//!   below that cut, as the allocator hands them out (multi-page runs reserved first, largest
+//!   first; then single pages, the lowest; then the freelist). It touches each page down to
+//!   its own depth (`Tree::touch_to_depth`: nothing below it is rewritten), merges sparse
+//!   sibling leaves with what is left of the budget (`Tree::repack_key`), and commits; the old
+//!   ids are freed, and the next step cuts them off the end. A page no free run below it can
+//!   take stays, and the pages under it still move (making room for it later). A step never
+//!   raises the mark: one whose commit would is refused before anything is written. With no
+//!   room for the freelist page below the cut, a step writes none (bbolt's format allows it)
+//!   and the vacuum's last commit writes it again. Every step is one durable commit (whatever
+//!   `Options::no_sync` says) that takes the writer for a bounded time, so other writers
+//!   interleave and readers never wait.
 
 use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::walk::{PageSet, enter_page, not_a_tree_page};
 use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};
-use rbolt_page::{BucketValue, LeafPage, Meta, PageKind, PageRef, Pgid, Txid};
+use rbolt_page::{
+    BucketValue, LeafPage, Meta, PageKind, PageRef, Pgid, Txid, freelist_page_size, pages_for,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
@@ -42,9 +51,10 @@ use std::time::{Duration, Instant};
 /// page writes at the default page size, a few milliseconds of holding the writer.
 pub const VACUUM_STEP_PAGES_DEFAULT: usize = 1024;
 
-/// Steps in a row that move nothing but lower the mark, after which a vacuum stops: each
-/// frees the previous step's freelist page, which may sit at the end, so two are usually
-/// enough; the bound keeps a vacuum finite whatever the allocator does.
+/// Steps in a row that commit without progress (no lower mark, no fewer pages to go, no
+/// fewer pages in use) after which a vacuum stops: the figures lag a step (pages freed by one
+/// step are cut by the next), so a few are allowed; the bound keeps a vacuum finite whatever
+/// the allocator does.
 const SHRINK_STEPS_MAX: usize = 4;
 
 /// The most pages' worth of entries one repack merges into a node (which spill then cuts
@@ -180,8 +190,10 @@ fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct VacuumOptions {
-    /// The most pages one step (one commit) chooses to move; the paths above them are
-    /// rewritten too. Smaller steps hold the writer for less time; larger ones commit less.
+    /// The most pages one step (one commit) chooses to move (at least one); the pages above
+    /// them are rewritten too. Smaller steps hold the writer for less time; larger ones commit
+    /// less, and move pages whose paths are long (deeply nested buckets) while the file still
+    /// has room for what such a move rewrites.
     pub pages_per_step: usize,
 }
 
@@ -260,13 +272,16 @@ impl VacuumOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VacuumStep {
-    /// Tree pages chosen and moved to lower ids by this step's commit (0: nothing could move;
-    /// the step may still have committed, to move the freelist page or lower the mark).
+    /// Tree pages this step's commit moved from the top of the file to lower ids (0: nothing
+    /// could move without growing the file; the step may still have committed, to merge
+    /// sparse leaves, move the freelist page down or cut the free end).
     pub pages_moved: u64,
     /// Pages the step expects to give back by merging sparse neighbouring leaves anywhere in
     /// the file (two into one, or more into fewer).
     pub pages_merged: u64,
-    /// Whether the step committed (it does when it moved pages or could lower the mark).
+    /// Whether the step committed: it does only when it moves pages, merges leaves, moves the
+    /// freelist page down or cuts the free end of the file. A vacuum that has done what it can
+    /// reports `false`.
     pub committed: bool,
     /// The high-water mark after the step, in pages.
     pub high_water: u64,
@@ -337,63 +352,99 @@ pub struct VacuumProgress {
     pub finished: bool,
 }
 
-/// A live page the vacuum could move: where it is, how long, and how to reach it.
-struct Candidate {
-    pgid: Pgid,
+/// A live page of the snapshot, as the vacuum plans with it.
+struct Live {
+    pgid: u64,
     n_pages: u64,
-    /// Index of the bucket path in `Plan::paths`.
+    /// Index in `Walk::lives` of the page that points at it: its parent branch, or for the
+    /// root of a nested bucket the leaf that holds the bucket. `None`: the root bucket's root.
+    parent: Option<usize>,
+    /// Index of its bucket in `Walk::paths`.
     path: usize,
-    /// A key whose path from the bucket's root passes through the page: its first key.
+    /// Its depth in its bucket's tree (0: the root).
+    depth: usize,
+    /// A key whose path from the bucket's root passes through it: its first key.
     key: Vec<u8>,
+    /// For a leaf less than `REPACK_FULL_PERCENT` full under a branch: where it hangs.
+    sparse: Option<Sparse>,
 }
 
-/// What a vacuum step will touch, and the figures it reports.
+/// A sparse leaf: its parent branch and index there, and the bytes it uses.
+#[derive(Clone, Copy)]
+struct Sparse {
+    parent: Pgid,
+    slot: usize,
+    used: usize,
+}
+
+/// What a walk of the snapshot found: every live tree page, the free runs, the freelist.
+struct Walk {
+    /// The buckets, each as (index of its parent here, its name); index 0 is the root bucket.
+    /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
+    paths: Vec<(usize, Vec<u8>)>,
+    lives: Vec<Live>,
+    /// The free set as runs, start → length: what first fit hands out.
+    runs: BTreeMap<u64, u64>,
+    /// Free pages just below the high-water mark: what the commit cuts off.
+    tail_free: u64,
+    /// The freelist page and its pages, if the file keeps one.
+    freelist: Option<(u64, u64)>,
+    /// Ids the freelist holds (free and pending).
+    freelist_count: usize,
+    live_pages: u64,
+    pages_to_go: u64,
+}
+
+/// What a vacuum step will do, and the figures it reports.
 #[derive(Default)]
 struct Plan {
-    /// The buckets found, each as (index of its parent here, its name); index 0 is the root
-    /// bucket. Parent links rather than whole paths, so deep nesting costs no more than
-    /// its buckets.
     paths: Vec<(usize, Vec<u8>)>,
-    /// (bucket path, key) pairs to touch, deduplicated.
-    targets: BTreeSet<(usize, Vec<u8>)>,
+    /// Pages to move: (bucket path, key, depth), deduplicated.
+    moves: BTreeSet<(usize, Vec<u8>, usize)>,
+    /// Sparse leaves to repack with their sparse right siblings: (bucket path, first key).
+    merges: BTreeSet<(usize, Vec<u8>)>,
+    /// The sizes of the multi-page runs the rewritten pages need, largest first: reserved
+    /// before anything else is allocated, so that single pages cannot break up their runs.
+    spans: Vec<u64>,
+    /// Where the moved pages were: every page the commit writes is meant to land below it.
+    cut: Option<u64>,
+    /// No run below the cut takes the freelist: the step writes none (bbolt's files may go
+    /// without one; the vacuum's last commit writes it).
+    skip_freelist: bool,
     pages_moved: u64,
     pages_merged: u64,
     live_pages: u64,
     pages_to_go: u64,
-    /// Whether the page just below the high-water mark is free: a commit would lower it.
-    tail_free: bool,
-    /// Whether the freelist page would move down: every commit writes it to the lowest free
-    /// run that fits, so a commit moves it without touching anything.
+    tail_free: u64,
+    /// The freelist page would move down: first fit has a lower run for it.
     freelist_moves: bool,
 }
 
-/// `Candidate::path` of the freelist page, which no tree holds.
-const PATH_FREELIST: usize = usize::MAX;
+impl Plan {
+    /// Whether committing the plan changes the file.
+    fn does_something(&self) -> bool {
+        !self.moves.is_empty()
+            || !self.merges.is_empty()
+            || self.tail_free > 0
+            || self.freelist_moves
+    }
+}
 
-/// A tree page to visit, in the bucket at `path`; `slot` is its parent branch and index there.
+/// A tree page to visit, in the bucket at `path`.
 struct Visit {
     owner: Pgid,
     pgid: Pgid,
     depth: usize,
     path: usize,
+    /// Its parent branch and index there, for a page under a branch.
     slot: Option<(Pgid, usize)>,
+    /// The index in `Walk::lives` of what points at it.
+    parent: Option<usize>,
 }
 
-/// A leaf less than `REPACK_FULL_PERCENT` full, with where it hangs: two such leaves side by
-/// side whose entries fit one page are a page a repack gives back.
-struct SparseLeaf {
-    slot: (Pgid, usize),
-    used: usize,
-    path: usize,
-    key: Vec<u8>,
-}
-
-/// Walks every tree of the snapshot (`pages`, `meta`) with explicit stacks and chooses up to
-/// `pages_max` live pages to move: highest ids first, each only where the free set (as the
-/// allocator would hand it out, first fit) has room below it.
-fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize) -> Result<Plan> {
+/// Walks every tree of the snapshot (`pages`, `meta`) with explicit stacks.
+fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
     let high_water = meta.pgid;
-    // The free set as runs (start → length), as first fit sees it.
     let mut runs: BTreeMap<u64, u64> = BTreeMap::new();
     let mut last_run: Option<(u64, u64)> = None;
     for id in freelist.free_ids() {
@@ -409,154 +460,434 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
     if let Some((start, len)) = last_run {
         runs.insert(start, len);
     }
-    let lowest_free = runs.keys().next().copied().unwrap_or(high_water);
-    let mut plan = Plan {
+    let tail_free = last_run
+        .filter(|&(start, len)| start + len == high_water)
+        .map_or(0, |(_, len)| len);
+    let mut found = Walk {
         paths: vec![(0, Vec::new())],
-        tail_free: last_run.is_some_and(|(start, len)| start + len == high_water),
-        ..Plan::default()
+        lives: Vec::new(),
+        runs,
+        tail_free,
+        freelist: None,
+        freelist_count: freelist.count(),
+        live_pages: 2,
+        pages_to_go: 0,
     };
-
-    // Every page in use, counted; those above the lowest free id kept as candidates.
     let mut seen = PageSet::new(meta.high_water());
-    let mut live_pages = 2u64;
     let mut in_use: Vec<(u64, u64)> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
     if meta.has_freelist() {
         let span = pages.page(Pgid(0), meta.freelist_pgid())?;
         let n_pages = u64::from(PageRef::new(span, meta.freelist_pgid())?.header().overflow) + 1;
-        live_pages += n_pages;
+        found.live_pages += n_pages;
         in_use.push((meta.freelist, n_pages));
-        if meta.freelist > lowest_free {
-            candidates.push(Candidate {
-                pgid: meta.freelist_pgid(),
-                n_pages,
-                path: PATH_FREELIST,
-                key: Vec::new(),
-            });
-        }
+        found.freelist = Some((meta.freelist, n_pages));
     }
+    let page_size = pages.page_size();
+    let full = page_size * rbolt_btree::REPACK_FULL_PERCENT / 100;
     let mut stack = vec![Visit {
         owner: Pgid(0),
         pgid: meta.root_pgid(),
         depth: 0,
         path: 0,
         slot: None,
+        parent: None,
     }];
-    let page_size = pages.page_size();
-    let full = page_size * rbolt_btree::REPACK_FULL_PERCENT / 100;
-    let mut sparse: Vec<SparseLeaf> = Vec::new();
     while let Some(visit) = stack.pop() {
         let page = enter_page(pages, visit.owner, visit.pgid, visit.depth, &mut seen)?;
         let n_pages = u64::from(page.header().overflow) + 1;
-        live_pages += n_pages;
+        found.live_pages += n_pages;
         in_use.push((visit.pgid.0, n_pages));
-        let first_key = match page.kind()? {
+        let index = found.lives.len();
+        let (key, sparse) = match page.kind()? {
             PageKind::Branch => {
                 let branch = page.branch()?;
-                for index in 0..branch.len() {
+                for child in 0..branch.len() {
                     stack.push(Visit {
                         owner: visit.pgid,
-                        pgid: branch.child(index)?,
+                        pgid: branch.child(child)?,
                         depth: visit.depth + 1,
                         path: visit.path,
-                        slot: Some((visit.pgid, index)),
+                        slot: Some((visit.pgid, child)),
+                        parent: Some(index),
                     });
                 }
-                if !branch.is_empty() {
-                    Some(branch.key(0)?)
+                let key = if branch.is_empty() {
+                    Vec::new()
                 } else {
-                    None
-                }
+                    branch.key(0)?.to_vec()
+                };
+                (key, None)
             }
             PageKind::Leaf => {
                 let leaf = page.leaf()?;
-                push_buckets(&leaf, visit.path, &mut plan.paths, &mut stack)?;
+                push_buckets(&leaf, visit.path, index, &mut found.paths, &mut stack)?;
                 let used = leaf.payload_len()?;
-                if let Some(slot) = visit.slot
-                    && used < full
-                    && !leaf.is_empty()
-                {
-                    sparse.push(SparseLeaf {
-                        slot,
-                        used,
-                        path: visit.path,
-                        key: leaf.key(0)?.to_vec(),
-                    });
-                }
-                if !leaf.is_empty() {
-                    Some(leaf.key(0)?)
+                let sparse = visit
+                    .slot
+                    .filter(|_| used < full && !leaf.is_empty())
+                    .map(|(parent, slot)| Sparse { parent, slot, used });
+                // An empty page is a lone root leaf (rebalancing removes any other): every
+                // key leads to it.
+                let key = if leaf.is_empty() {
+                    Vec::new()
                 } else {
-                    None
-                }
+                    leaf.key(0)?.to_vec()
+                };
+                (key, sparse)
             }
             kind => return Err(not_a_tree_page(visit.pgid, kind)),
         };
-        if visit.pgid.0 > lowest_free {
-            candidates.push(Candidate {
-                pgid: visit.pgid,
-                n_pages,
-                path: visit.path,
-                // An empty page is a lone root leaf (rebalancing removes any other): every
-                // key leads to it.
-                key: first_key.map_or_else(|| vec![0], <[u8]>::to_vec),
-            });
-        }
+        found.lives.push(Live {
+            pgid: visit.pgid.0,
+            n_pages,
+            parent: visit.parent,
+            path: visit.path,
+            depth: visit.depth,
+            key,
+            sparse,
+        });
     }
-    plan.live_pages = live_pages;
-    plan.pages_to_go = in_use
+    found.pages_to_go = in_use
         .iter()
-        .filter(|&&(pgid, _)| pgid >= live_pages)
+        .filter(|&&(pgid, _)| pgid >= found.live_pages)
         .map(|&(_, n_pages)| n_pages)
         .sum();
+    Ok(found)
+}
 
-    // Highest first, each into the run first fit would give it, while that run is lower.
-    candidates.sort_unstable_by_key(|candidate| std::cmp::Reverse(candidate.pgid));
+/// Queues the root pages of the buckets nested in `leaf` (in bucket `path`, at `index` in
+/// `Walk::lives`), through inline buckets too, each with its own path.
+fn push_buckets(
+    leaf: &LeafPage<'_>,
+    path: usize,
+    index: usize,
+    paths: &mut Vec<(usize, Vec<u8>)>,
+    stack: &mut Vec<Visit>,
+) -> Result<()> {
+    let mut inline_stack = vec![(*leaf, path)];
+    while let Some((leaf, path)) = inline_stack.pop() {
+        for entry_index in 0..leaf.len() {
+            let entry = leaf.entry(entry_index)?;
+            if !entry.is_bucket() {
+                continue;
+            }
+            let value = BucketValue::parse(entry.value, leaf.pgid())?;
+            paths.push((path, entry.key.to_vec()));
+            let child = paths.len() - 1;
+            match value.inline {
+                Some(inline) => inline_stack.push((inline, child)),
+                None => stack.push(Visit {
+                    owner: leaf.pgid(),
+                    pgid: value.header.root_pgid(),
+                    depth: 0,
+                    path: child,
+                    slot: None,
+                    parent: Some(index),
+                }),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pages a commit writes for the pages it rewrites: single pages and runs.
+#[derive(Clone, Default)]
+struct Demand {
+    singles: u64,
+    spans: Vec<u64>,
+}
+
+impl Demand {
+    fn pages(&self) -> u64 {
+        self.singles + self.spans.iter().sum::<u64>()
+    }
+}
+
+/// Adds live page `index` and every page above it that is not dirty yet to `dirty`, and what
+/// they need to `demand`.
+fn dirty_path(lives: &[Live], index: usize, dirty: &mut [bool], demand: &mut Demand) {
+    let mut next = Some(index);
+    while let Some(at) = next {
+        if dirty[at] {
+            return;
+        }
+        dirty[at] = true;
+        match lives[at].n_pages {
+            1 => demand.singles += 1,
+            n => demand.spans.push(n),
+        }
+        next = lives[at].parent;
+    }
+}
+
+/// Where the freelist page of a step lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FreelistFit {
+    /// In a free run below the cut (or the file keeps no freelist).
+    Below,
+    /// In the free tail the commit cuts off: the mark comes down by the tail less its pages.
+    Tail,
+    /// Nowhere without raising the mark: the step writes none.
+    Nowhere,
+}
+
+/// Where first fit puts what `demand` asks (runs largest first, as reserved; then single
+/// pages, the lowest), and then `freelist_pages` more: whether all of it lands below `cut`.
+/// `None`: the pages do not fit; `Some(fit)`: they do, and where the freelist page goes.
+fn place(
+    runs: &BTreeMap<u64, u64>,
+    cut: u64,
+    demand: &Demand,
+    freelist_pages: u64,
+    tail_free: u64,
+) -> Option<FreelistFit> {
+    let mut free: BTreeMap<u64, u64> = runs
+        .range(..cut)
+        .map(|(&start, &len)| (start, len.min(cut - start)))
+        .collect();
+    let mut spans = demand.spans.clone();
+    spans.sort_unstable_by(|a, b| b.cmp(a));
+    for n in spans {
+        let (&start, &len) = free.iter().find(|&(_, &len)| len >= n)?;
+        free.remove(&start);
+        if len > n {
+            free.insert(start + n, len - n);
+        }
+    }
+    let mut singles = demand.singles;
+    while singles > 0 {
+        let (&start, &len) = free.iter().next()?;
+        free.remove(&start);
+        let take = len.min(singles);
+        singles -= take;
+        if len > take {
+            free.insert(start + take, len - take);
+        }
+    }
+    Some(
+        if freelist_pages == 0 || free.values().any(|&len| len >= freelist_pages) {
+            FreelistFit::Below
+        } else if freelist_pages <= tail_free {
+            FreelistFit::Tail
+        } else {
+            FreelistFit::Nowhere
+        },
+    )
+}
+
+/// Plans a vacuum step: moves the live pages at the top of the file down, as many as fit below
+/// the lowest of them (with the pages above them that the commit rewrites too) within
+/// `pages_max` pages written; then, with what is left of the budget, merges sparse sibling
+/// leaves. The plan's model is what the commit allocates: reserved runs for multi-page pages,
+/// the lowest free pages for single ones, then the freelist.
+fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize) -> Result<Plan> {
+    let found = walk(pages, meta, freelist)?;
     let pages_max = pages_max.max(1) as u64;
-    for candidate in candidates {
-        let n = candidate.n_pages;
-        if plan.pages_moved > 0 && plan.pages_moved + n > pages_max {
+    let page_size = pages.page_size();
+    // The freelist after the step holds about what it holds now, plus the pages it frees.
+    let freelist_pages = |demand: &Demand| -> u64 {
+        if !meta.has_freelist() {
+            return 0;
+        }
+        let count = found.freelist_count + demand.pages() as usize + 1;
+        pages_for(freelist_page_size(count), page_size) as u64
+    };
+    // Highest first. A page no free run below it can take is pinned where it is: the pages
+    // under it can still move, to make room for it later.
+    let mut order: Vec<usize> = (0..found.lives.len()).collect();
+    order.sort_unstable_by_key(|&index| std::cmp::Reverse(found.lives[index].pgid));
+    let fits_below = |live: &Live| {
+        found
+            .runs
+            .range(..live.pgid)
+            .any(|(&start, &len)| len.min(live.pgid - start) >= live.n_pages)
+    };
+    // Every page the commit rewrites, with the pages above it, for each prefix of the order.
+    // The budget counts the pages chosen to move (at least one), not those above them.
+    let mut dirty = vec![false; found.lives.len()];
+    let mut demand = Demand::default();
+    let mut prefixes: Vec<(usize, u64, usize)> = Vec::new();
+    let mut moving = 0;
+    for &index in &order {
+        let live = &found.lives[index];
+        if !fits_below(live) {
+            continue;
+        }
+        moving += live.n_pages;
+        if moving > pages_max && !prefixes.is_empty() {
             break;
         }
-        let slot = runs
-            .iter()
-            .find(|&(_, &len)| len >= n)
-            .map(|(&start, &len)| (start, len));
-        let Some((start, len)) = slot.filter(|&(start, _)| start < candidate.pgid.0) else {
-            if n == 1 {
-                // No free page below this one, so none below any lower one either.
+        dirty_path(&found.lives, index, &mut dirty, &mut demand);
+        prefixes.push((index, demand.singles, demand.spans.len()));
+    }
+    // The longest prefix whose pages all fit below its lowest page (a longer prefix asks more
+    // and offers less room, so fitting is monotone).
+    let demand_of = |k: usize| Demand {
+        singles: prefixes[k].1,
+        spans: demand.spans[..prefixes[k].2].to_vec(),
+    };
+    let fits = |k: usize| {
+        let demand = demand_of(k);
+        let cut = found.lives[prefixes[k].0].pgid;
+        place(
+            &found.runs,
+            cut,
+            &demand,
+            freelist_pages(&demand),
+            found.tail_free,
+        )
+    };
+    let chosen = prefixes.partition_point(|_| true);
+    let chosen = {
+        let (mut low, mut high) = (0, chosen);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if fits(mid).is_some() {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    };
+    let chosen: Vec<usize> = prefixes[..chosen]
+        .iter()
+        .map(|&(index, _, _)| index)
+        .collect();
+    let cut = chosen.last().map(|&index| found.lives[index].pgid);
+    // The dirty set and demand of the chosen prefix alone, for the merges to add to.
+    let mut dirty = vec![false; found.lives.len()];
+    let mut demand = Demand::default();
+    for &index in &chosen {
+        dirty_path(&found.lives, index, &mut dirty, &mut demand);
+    }
+    let mut plan = Plan {
+        paths: Vec::new(),
+        cut,
+        live_pages: found.live_pages,
+        pages_to_go: found.pages_to_go,
+        tail_free: found.tail_free,
+        ..Plan::default()
+    };
+    for &index in &chosen {
+        let live = &found.lives[index];
+        plan.pages_moved += live.n_pages;
+        plan.moves.insert((live.path, live.key.clone(), live.depth));
+    }
+    // Then sparse neighbours to merge wherever they lie, while the budget and the free pages
+    // below the cut last: the pages they give back are the holes later steps move into.
+    let limit = cut.unwrap_or(meta.pgid - found.tail_free);
+    let mut sparse: Vec<(Sparse, usize)> = found
+        .lives
+        .iter()
+        .enumerate()
+        .filter_map(|(index, live)| live.sparse.map(|sparse| (sparse, index)))
+        .collect();
+    sparse.sort_unstable_by_key(|&(leaf, _)| (leaf.parent, leaf.slot));
+    let bytes_max = REPACK_PAGES_MAX * page_size;
+    // Groups: a leaf and the sparse right siblings after it that fit together, as
+    // `Tree::repack_key` merges them; (first leaf, pages given back, demand after it).
+    let mut groups: Vec<(usize, u64, Demand)> = Vec::new();
+    let mut merged_demand = demand.clone();
+    let mut budget_left = pages_max.saturating_sub(plan.pages_moved);
+    let mut at = 0;
+    while at < sparse.len() {
+        let (leaf, first) = sparse[at];
+        let mut total = leaf.used;
+        let mut end = at + 1;
+        while end < sparse.len() {
+            let (next, _) = sparse[end];
+            if next.parent != leaf.parent
+                || next.slot != leaf.slot + (end - at)
+                || total + next.used - rbolt_page::PAGE_HEADER_SIZE > bytes_max
+            {
                 break;
             }
-            continue;
-        };
-        runs.remove(&start);
-        if len > n {
-            runs.insert(start + n, len - n);
+            total += next.used - rbolt_page::PAGE_HEADER_SIZE;
+            end += 1;
         }
-        if candidate.path == PATH_FREELIST {
-            // Not counted as moved: every commit rewrites the freelist wherever first fit
-            // puts it, so counting it would make every step look like progress.
-            plan.freelist_moves = true;
-        } else {
-            plan.pages_moved += n;
-            plan.targets.insert((candidate.path, candidate.key));
+        let leaves = (end - at) as u64;
+        let after = pages_for(total, page_size) as u64;
+        if leaves > after {
+            if leaves > budget_left {
+                break;
+            }
+            budget_left -= leaves;
+            for &(_, index) in &sparse[at..end] {
+                dirty_path(&found.lives, index, &mut dirty, &mut merged_demand);
+            }
+            groups.push((first, leaves - after, merged_demand.clone()));
         }
+        at = end;
     }
-    // Then, with what is left of the budget, sparse neighbours to merge wherever they lie: the
-    // pages they give back are the holes later steps move the end of the file into.
-    sparse.sort_unstable_by_key(|leaf| leaf.slot);
-    let mut index = 0;
-    while index + 1 < sparse.len() && plan.pages_moved + plan.pages_merged < pages_max {
-        let (left, right) = (&sparse[index], &sparse[index + 1]);
-        let neighbours = left.slot.0 == right.slot.0 && left.slot.1 + 1 == right.slot.1;
-        if neighbours && left.used + right.used - rbolt_page::PAGE_HEADER_SIZE <= page_size {
-            plan.pages_merged += 1;
-            plan.targets.insert((left.path, left.key.clone()));
-            // The right one goes into the left; the next pair starts after it.
-            index += 2;
-        } else {
-            index += 1;
+    let merge_fits = |k: usize| {
+        let demand = &groups[k].2;
+        place(
+            &found.runs,
+            limit,
+            demand,
+            freelist_pages(demand),
+            found.tail_free,
+        )
+    };
+    let merges = {
+        let (mut low, mut high) = (0, groups.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if merge_fits(mid).is_some() {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
         }
+        low
+    };
+    if merges > 0 {
+        demand = groups[merges - 1].2.clone();
     }
+    for (first, given_back, _) in &groups[..merges] {
+        let live = &found.lives[*first];
+        plan.pages_merged += given_back;
+        plan.merges.insert((live.path, live.key.clone()));
+    }
+    let freelist_fit = match (merges, cut) {
+        (0, None) => place(
+            &found.runs,
+            limit,
+            &demand,
+            freelist_pages(&demand),
+            found.tail_free,
+        ),
+        (0, Some(_)) => fits(chosen.len() - 1),
+        (k, _) => merge_fits(k - 1),
+    }
+    .unwrap_or(FreelistFit::Nowhere);
+    plan.spans = demand.spans.clone();
+    plan.spans.sort_unstable_by(|a, b| b.cmp(a));
+    let moves_pages = !plan.moves.is_empty() || !plan.merges.is_empty();
+    plan.skip_freelist = meta.has_freelist() && freelist_fit == FreelistFit::Nowhere;
+    let freelist_after = freelist_pages(&demand);
+    plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
+        found
+            .runs
+            .range(..pgid)
+            .any(|(&start, &len)| len.min(pgid - start) >= freelist_after)
+    });
+    // Cutting the free tail helps only if the freelist page does not take all of its place;
+    // and a step that only cuts must not drop the freelist (the vacuum's last commit would
+    // write it past the mark again).
+    let tail_useful = match freelist_fit {
+        FreelistFit::Below => true,
+        FreelistFit::Tail => found.tail_free > freelist_after,
+        FreelistFit::Nowhere => moves_pages,
+    };
+    if !tail_useful {
+        plan.tail_free = 0;
+    }
+    if !moves_pages && freelist_fit == FreelistFit::Nowhere {
+        plan.skip_freelist = false;
+    }
+    plan.paths = found.paths;
     Ok(plan)
 }
 
@@ -573,51 +904,20 @@ fn bucket_names(paths: &[(usize, Vec<u8>)], mut index: usize) -> Vec<&[u8]> {
     names
 }
 
-/// Queues the root pages of the buckets nested in `leaf` (in bucket `path`), through inline
-/// buckets too, each with its own path.
-fn push_buckets(
-    leaf: &LeafPage<'_>,
-    path: usize,
-    paths: &mut Vec<(usize, Vec<u8>)>,
-    stack: &mut Vec<Visit>,
-) -> Result<()> {
-    let mut inline_stack = vec![(*leaf, path)];
-    while let Some((leaf, path)) = inline_stack.pop() {
-        for index in 0..leaf.len() {
-            let entry = leaf.entry(index)?;
-            if !entry.is_bucket() {
-                continue;
-            }
-            let value = BucketValue::parse(entry.value, leaf.pgid())?;
-            paths.push((path, entry.key.to_vec()));
-            let child = paths.len() - 1;
-            match value.inline {
-                Some(inline) => inline_stack.push((inline, child)),
-                None => stack.push(Visit {
-                    owner: leaf.pgid(),
-                    pgid: value.header.root_pgid(),
-                    depth: 0,
-                    path: child,
-                    slot: None,
-                }),
-            }
-        }
-    }
-    Ok(())
-}
-
 impl Db {
-    /// One step of an online vacuum, as one ordinary durable write transaction: chooses up
-    /// to `pages_max` live pages near the end of the file for which lower free pages exist,
-    /// rewrites the paths through them (so copy-on-write moves them to the lowest free
-    /// pages), and commits with the high-water mark lowered past whatever is free at the end
-    /// of the file. The file itself is cut once that meta is durable and no reader of an
-    /// older snapshot is open (perhaps later, when such a reader ends).
+    /// One step of an online vacuum, as one ordinary durable write transaction (whatever
+    /// `Options::no_sync` says): moves up to `pages_max` of the live pages at the top of the
+    /// file below the lowest of them, where everything the commit writes for them fits (the
+    /// pages above each of them are rewritten too), merges sparse sibling leaves with what is
+    /// left of the budget, and commits with the high-water mark lowered past whatever is free
+    /// at the end of the file. A step never raises the mark. The file itself is cut once that
+    /// meta is durable and no reader of an older snapshot is open (perhaps later, when such a
+    /// reader ends).
     ///
     /// Takes the writer for one commit, like any write transaction; readers go on. A step
-    /// that finds nothing to move and nothing to cut commits nothing. Pages freed by a step
-    /// become reusable (and cuttable) once no reader can see them, usually at the next step.
-    /// An error leaves the database as it was, like any failed commit.
+    /// that finds nothing to move, merge or cut commits nothing (`committed: false`). Pages
+    /// freed by a step become reusable (and cuttable) once no reader can see them, usually at
+    /// the next step. An error leaves the database as it was, like any failed commit.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -656,19 +956,42 @@ impl Db {
             let (pages, meta, freelist) = tx.vacuum_view();
             plan(pages, meta, freelist, pages_max)?
         };
+        let mark = tx.vacuum_view().1.pgid;
         let mut step = VacuumStep {
             pages_moved: plan.pages_moved,
             pages_merged: plan.pages_merged,
             committed: false,
-            high_water: tx.vacuum_view().1.pgid,
+            high_water: mark,
             live_pages: plan.live_pages,
             pages_to_go: plan.pages_to_go,
         };
-        if plan.targets.is_empty() && !plan.tail_free && !plan.freelist_moves {
+        if !plan.does_something() {
             tx.rollback();
             return Ok(step);
         }
-        for (path, key) in &plan.targets {
+        {
+            // Multi-page runs first, largest first, as the plan placed them.
+            let alloc = tx.alloc_mut();
+            for &n_pages in &plan.spans {
+                alloc.reserve(n_pages as usize);
+            }
+            alloc.cut = plan.cut.map(Pgid);
+        }
+        for (path, key, depth) in &plan.moves {
+            let names = bucket_names(&plan.paths, *path);
+            let Some(mut bucket) = tx.bucket_at(&names)? else {
+                debug_assert!(false, "a bucket the walk found is missing");
+                continue;
+            };
+            let shared = bucket.tx;
+            let pages = shared.pages();
+            let mut core = shared.core.borrow_mut();
+            let state = bucket.state_mut();
+            state
+                .tree
+                .touch_to_depth(pages, &mut core.arena, key, *depth)?;
+        }
+        for (path, key) in &plan.merges {
             let names = bucket_names(&plan.paths, *path);
             let Some(mut bucket) = tx.bucket_at(&names)? else {
                 debug_assert!(false, "a bucket the walk found is missing");
@@ -691,19 +1014,39 @@ impl Db {
         }
         tx.force = true;
         tx.shrink = true;
+        tx.skip_freelist = plan.skip_freelist;
+        // A step never grows the file: one whose pages would not land as planned fails here,
+        // before anything is written, and the vacuum ends.
+        tx.mark_max = Some(mark);
         // Every step is durable, whatever the handle's default: a vacuum is for giving the
         // file's tail back, which waits for a durable meta with the lower mark.
         tx.set_durability(crate::Durability::Immediate);
-        tx.commit()?;
+        match tx.commit() {
+            Ok(()) => {}
+            Err(Error::MaxSizeReached { max_size })
+                if max_size == mark.saturating_mul(self.page_size as u64) =>
+            {
+                step.pages_moved = 0;
+                step.pages_merged = 0;
+                return Ok(step);
+            }
+            Err(error) => return Err(error),
+        }
         step.committed = true;
         step.high_water = self.snapshot().meta.pgid;
+        // Pages meant to move that landed at or past the cut after all did not move.
+        let past_cut = self.lock_writer().past_cut;
+        step.pages_moved = step.pages_moved.saturating_sub(past_cut);
         Ok(step)
     }
 
     /// Vacuums the database online: [`vacuum_step`](Db::vacuum_step)s of
-    /// `options.pages_per_step` pages until nothing more can move and the end of the file is
-    /// cut, then cuts the file to its high-water mark exactly (if no reader of an older
-    /// snapshot is open; otherwise when the last such reader ends) and syncs.
+    /// `options.pages_per_step` pages while they make progress (a lower mark, fewer pages to
+    /// go or fewer pages in use; it stops when a step commits nothing, or after a few steps
+    /// without progress), then cuts the file to its high-water mark exactly (if no reader of
+    /// an older snapshot is open; otherwise when the last such reader ends) and syncs. No step
+    /// grows the file, so a vacuum works on a file at its `max_size` too. A vacuum of a
+    /// vacuumed file commits nothing.
     ///
     /// `progress` is called after every step; returning `ControlFlow::Break` stops the vacuum
     /// there. Every step is a commit, so a vacuum stopped (or crashed) at any point resumes by
@@ -744,40 +1087,36 @@ impl Db {
             file_len_before: self.file_len()?,
             ..VacuumProgress::default()
         };
-        // Every step that commits moves a page down or lowers the mark, so a vacuum ends; the
-        // bound only guards against an allocator that stops behaving as planned.
+        // A step that commits moves pages below its cut, merges sparse leaves or cuts the free
+        // tail; the vacuum goes on while that shows as progress — a lower mark, fewer pages
+        // to go or fewer pages in use — and stops after a few steps in a row without.
+        let mut best = (u64::MAX, u64::MAX, u64::MAX);
+        let mut stalls = 0;
+        // A bound whatever happens: every page of the file moved a few times over.
         let steps_max = self
             .snapshot()
             .meta
             .pgid
+            .saturating_mul(2)
             .saturating_add(SHRINK_STEPS_MAX as u64);
-        let mut idle_steps = 0;
-        // Merges must shrink the pages in use: steps that merge without doing so (a plan that
-        // misjudged a page) end the vacuum after a few.
-        let mut live_best = u64::MAX;
-        let mut merge_stalls = 0;
         loop {
-            let high_water_before = self.snapshot().meta.pgid;
             let step = self.vacuum_step(options.pages_per_step)?;
+            if !step.committed {
+                break;
+            }
             report.pages_moved += step.pages_moved;
             report.pages_merged += step.pages_merged;
-            report.steps += u64::from(step.committed);
+            report.steps += 1;
             self.fill_progress(&mut report, &step, started)?;
-            let lowered = step.high_water < high_water_before;
-            if step.live_pages < live_best {
-                live_best = step.live_pages;
-                merge_stalls = 0;
-            } else if step.pages_merged > 0 {
-                merge_stalls += 1;
-            }
-            if step.pages_moved == 0 && (step.pages_merged == 0 || merge_stalls > SHRINK_STEPS_MAX)
-            {
-                idle_steps += 1;
-                if !lowered || idle_steps >= SHRINK_STEPS_MAX {
+            let now = (step.high_water, step.pages_to_go, step.live_pages);
+            if now.0 < best.0 || now.1 < best.1 || now.2 < best.2 {
+                best = (best.0.min(now.0), best.1.min(now.1), best.2.min(now.2));
+                stalls = 0;
+            } else {
+                stalls += 1;
+                if stalls >= SHRINK_STEPS_MAX {
                     break;
                 }
-            } else {
-                idle_steps = 0;
             }
             if progress(&report).is_break() {
                 return Ok(report);
@@ -788,12 +1127,31 @@ impl Db {
             // Let a writer waiting for the lock take it between steps.
             std::thread::yield_now();
         }
+        self.write_freelist_if_dropped()?;
         self.truncate_to_high_water()?;
+        report.high_water = self.snapshot().meta.pgid;
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         report.finished = true;
         let _ = progress(&report);
         Ok(report)
+    }
+
+    /// A step with no room for the freelist page below its cut wrote none; once the vacuum is
+    /// done, one commit writes it again (where first fit puts it, the tail cut off first), so
+    /// that the file keeps a freelist as the options say.
+    fn write_freelist_if_dropped(&self) -> Result<()> {
+        if self.options.no_freelist_sync || self.snapshot().meta.has_freelist() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write()?;
+        if tx.vacuum_view().1.has_freelist() {
+            return Ok(());
+        }
+        tx.force = true;
+        tx.shrink = true;
+        tx.set_durability(crate::Durability::Immediate);
+        tx.commit()
     }
 
     fn fill_progress(

@@ -47,17 +47,32 @@ fn path_pages(store: &MemStore, root: Pgid, key: &[u8]) -> Vec<Pgid> {
     }
 }
 
-/// Touches `key` in the tree at `root`, commits, and checks that exactly the path's pages
-/// were replaced and every key and value reads back as before.
+/// Touches `key` in the tree at `root` (down to `depth`, or to the leaf), commits, and checks
+/// that exactly the path's pages were replaced and every key and value reads back as before.
 fn check_touch(n: usize, value_len: usize, key: &[u8]) {
+    check_touch_to(n, value_len, key, None);
+}
+
+fn check_touch_to(n: usize, value_len: usize, key: &[u8], depth: Option<usize>) {
     let mut store = MemStore::new(4096, true);
     let root = build(&mut store, n, value_len);
     let before = walk(store.pages(), root);
-    let path: BTreeSet<Pgid> = path_pages(&store, root, key).into_iter().collect();
+    let mut path = path_pages(&store, root, key);
+    if let Some(depth) = depth {
+        path.truncate(depth + 1);
+    }
+    let deepest = *path.last().unwrap();
+    let path: BTreeSet<Pgid> = path.into_iter().collect();
     let mut arena = Arena::new();
     let mut tree = Tree::from_page(root);
     let (pages, alloc) = store.parts();
-    tree.touch_key(pages, &mut arena, key).unwrap();
+    match depth {
+        Some(depth) => {
+            let found = tree.touch_to_depth(pages, &mut arena, key, depth).unwrap();
+            assert_eq!(found, Some(deepest), "the page at depth {depth}");
+        }
+        None => tree.touch_key(pages, &mut arena, key).unwrap(),
+    }
     assert!(tree.is_dirty(), "a touched tree is written at commit");
     tree.rebalance(pages, &mut arena, alloc).unwrap();
     let new_root = tree.spill(pages, &mut arena, alloc).unwrap();
@@ -105,6 +120,34 @@ fn touch_key_rewrites_exactly_the_path() {
     check_touch(2000, 100, b"z");
     // Leaves with overflow pages (values larger than a page).
     check_touch(20, 9000, b"k00007");
+}
+
+#[test]
+fn touch_to_depth_rewrites_the_path_down_to_that_depth_and_nothing_below() {
+    // 20,000 keys of 100 bytes: three levels at 4 KiB pages.
+    for depth in [0, 1, 2, 5] {
+        check_touch_to(20_000, 100, b"k00000", Some(depth));
+        check_touch_to(20_000, 100, b"k12345", Some(depth));
+        check_touch_to(20_000, 100, b"k19999", Some(depth));
+    }
+    // Overflow leaves: the branch above one moves, the leaf stays.
+    check_touch_to(20, 9000, b"k00007", Some(0));
+    check_touch_to(20, 9000, b"k00007", Some(1));
+    // Touching again what is a node already reports no page.
+    let mut store = MemStore::new(4096, true);
+    let root = build(&mut store, 20_000, 100);
+    let mut arena = Arena::new();
+    let mut tree = Tree::from_page(root);
+    let pages = store.pages();
+    assert!(
+        tree.touch_to_depth(pages, &mut arena, b"k1", 1)
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        tree.touch_to_depth(pages, &mut arena, b"k1", 1).unwrap(),
+        None
+    );
 }
 
 #[test]

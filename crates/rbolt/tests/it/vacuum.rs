@@ -210,12 +210,25 @@ fn vacuum_moves_the_pages_of_deeply_nested_buckets() {
     db.update(|tx| tx.create_bucket(b"marker").map(drop))
         .unwrap();
     let model = read_all(&db).unwrap();
-    let report = checked_vacuum(&db, &model, 64);
+    let image = sim.live_image().unwrap();
+    // In steps big enough for the deepest bucket's pages and the 300 pages above them that
+    // each move rewrites: packed.
+    let report = checked_vacuum(&db, &model, 1024);
     assert!(report.file_len < report.file_len_before / 2, "{report:?}");
     assert!(
         report.high_water <= report.live_pages + report.live_pages / 10 + 8,
         "{report:?}"
     );
+    // In small steps the file shrinks as far as steps go without growing it: a move of the
+    // deepest bucket's page rewrites the 300 pages above it, and once fewer pages than that
+    // are free below the mark the rest stays where it is (a vacuum never grows the file; the
+    // first steps used the free pages to move the pages with short paths). A second vacuum
+    // finds nothing to do.
+    let db = open(&SimFile::from_image(image).unwrap(), Options::default());
+    let small = checked_vacuum(&db, &model, 64);
+    assert!(small.file_len < small.file_len_before * 6 / 10, "{small:?}");
+    let again = checked_vacuum(&db, &model, 64);
+    assert_eq!(again.steps, 0, "{again:?}");
 }
 
 #[test]
@@ -592,4 +605,117 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
     }
     assert!(shrink_points >= 1);
     assert!(images > 20, "{images}");
+}
+
+/// Issue 21, defect 5: on a nearly packed file with multi-page values the vacuum did not
+/// converge: every step "moved" pages (a branch candidate dragged the multi-page leaf under
+/// it along, which flipped between two places) until a bound of the file's pages in steps.
+/// Now it ends in a few steps, a second vacuum commits nothing, and `vacuum_step` then reports
+/// that it did not commit.
+#[test]
+fn a_vacuum_of_a_nearly_packed_file_with_large_values_ends_in_a_few_steps() {
+    for page_size in [512usize, 4096, 65536] {
+        let sim = SimFile::new().unwrap();
+        let db = open(&sim, Options::default().page_size(page_size));
+        let mut rng = Rng::new(page_size as u64);
+        db.update(|tx| {
+            let mut b = tx.create_bucket(b"b")?;
+            for i in 0..3000u32 {
+                // One value in five spans several pages.
+                let len = if i % 5 == 0 {
+                    page_size * 2 + rng.below(page_size as u64 * 2) as usize
+                } else {
+                    rng.range(10, 200) as usize
+                };
+                b.put(format!("k{i:06}"), vec![(i % 251) as u8; len])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        // A few scattered deletes: the file is nearly packed.
+        db.update(|tx| {
+            let mut b = tx.bucket_mut(b"b")?.unwrap();
+            for i in (0..3000u32).filter(|i| i % 37 == 3) {
+                b.delete(format!("k{i:06}"))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let model = read_all(&db).unwrap();
+        let live = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let report = checked_vacuum(&db, &model, 256);
+        assert!(
+            report.steps <= 2 + live / 256 + 8,
+            "page size {page_size}: {report:?}"
+        );
+        assert!(
+            report.pages_moved <= 2 * live,
+            "page size {page_size}: {report:?}"
+        );
+        let again = checked_vacuum(&db, &model, 256);
+        assert_eq!(again.steps, 0, "page size {page_size}: {again:?}");
+        let step = db.vacuum_step(256).unwrap();
+        assert!(!step.committed, "page size {page_size}: {step:?}");
+        assert_eq!(step.pages_moved, 0);
+    }
+}
+
+/// Issue 21, defect 6: a vacuum step could raise the high-water mark (its freelist page went
+/// to the end), so that with `max_size` near the mark the vacuum of a mostly free file failed
+/// with `MaxSizeReached`. No step raises the mark now, and the vacuum works at `max_size`.
+#[test]
+fn no_vacuum_step_raises_the_mark_and_a_full_file_can_be_vacuumed() {
+    for (page_size, freelist) in [
+        (512usize, rbolt::FreelistKind::Array),
+        (512, rbolt::FreelistKind::Span),
+        (4096, rbolt::FreelistKind::Array),
+    ] {
+        let sim = SimFile::new().unwrap();
+        let options = Options::default().page_size(page_size).freelist(freelist);
+        let db = open(&sim, options.clone());
+        // Many small pages written in key order, then every other page's worth of keys gone:
+        // free pages alternate with used ones, so the freelist (thousands of ids, many pages at
+        // 512-byte pages) fits in no free run.
+        let per_leaf = (page_size / 64) as u32;
+        db.update(|tx| {
+            let mut b = tx.create_bucket(b"b")?;
+            for i in 0..60_000u32 {
+                b.put(format!("k{i:07}"), [7u8; 40])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        db.update(|tx| {
+            let mut b = tx.bucket_mut(b"b")?.unwrap();
+            for i in 0..60_000u32 {
+                if (i / per_leaf) % 2 == 0 {
+                    b.delete(format!("k{i:07}"))?;
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        let model = read_all(&db).unwrap();
+        let mark = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let len = db.file_len().unwrap();
+        drop(db);
+        // Reopened with the file's pages at their largest allowed size.
+        let db = open(&sim, options.max_size(mark * page_size as u64));
+        let mut last = mark;
+        let report = db
+            .vacuum(VacuumOptions::default().pages_per_step(128), |progress| {
+                assert!(
+                    progress.high_water <= last,
+                    "page size {page_size}: the mark rose from {last}: {progress:?}"
+                );
+                last = progress.high_water;
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        assert_sound(&db, &model);
+        assert!(
+            report.file_len < len / 2,
+            "page size {page_size}: {len} -> {report:?}"
+        );
+    }
 }
