@@ -40,7 +40,8 @@ use crate::walk::{PageSet, enter_page, not_a_tree_page};
 use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    BucketValue, LeafPage, Meta, PageKind, PageRef, Pgid, Txid, freelist_page_size, pages_for,
+    BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, PageKind, PageRef, Pgid,
+    Txid, freelist_page_size, pages_for,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -59,7 +60,7 @@ const SHRINK_STEPS_MAX: usize = 4;
 
 /// The most pages' worth of entries one repack merges into a node (which spill then cuts
 /// into full pages): bounds the pages one touched leaf can pull into a step.
-const REPACK_PAGES_MAX: usize = 4;
+const REPACK_PAGES_MAX: usize = 16;
 
 /// A truncation of the file waiting for older readers to end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,16 +366,20 @@ struct Live {
     depth: usize,
     /// A key whose path from the bucket's root passes through it: its first key.
     key: Vec<u8>,
+    /// For a page under a branch: the branch and its index there.
+    slot: Option<(Pgid, usize)>,
     /// For a leaf less than `REPACK_FULL_PERCENT` full under a branch: where it hangs.
     sparse: Option<Sparse>,
 }
 
-/// A sparse leaf: its parent branch and index there, and the bytes it uses.
-#[derive(Clone, Copy)]
+/// A sparse leaf: its parent branch and index there, the bytes it uses, and the bytes of each
+/// of its entries (element, key and value), which decide how a merge cuts it into pages.
+#[derive(Clone)]
 struct Sparse {
     parent: Pgid,
     slot: usize,
     used: usize,
+    entries: Vec<u32>,
 }
 
 /// What a walk of the snapshot found: every live tree page, the free runs, the freelist.
@@ -522,10 +527,23 @@ fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
                 let leaf = page.leaf()?;
                 push_buckets(&leaf, visit.path, index, &mut found.paths, &mut stack)?;
                 let used = leaf.payload_len()?;
-                let sparse = visit
-                    .slot
-                    .filter(|_| used < full && !leaf.is_empty())
-                    .map(|(parent, slot)| Sparse { parent, slot, used });
+                let sparse = match visit.slot {
+                    Some((parent, slot)) if used < full && !leaf.is_empty() => {
+                        let mut entries = Vec::with_capacity(leaf.len());
+                        for entry_index in 0..leaf.len() {
+                            let entry = leaf.entry(entry_index)?;
+                            let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
+                            entries.push(len as u32);
+                        }
+                        Some(Sparse {
+                            parent,
+                            slot,
+                            used,
+                            entries,
+                        })
+                    }
+                    _ => None,
+                };
                 // An empty page is a lone root leaf (rebalancing removes any other): every
                 // key leads to it.
                 let key = if leaf.is_empty() {
@@ -544,6 +562,7 @@ fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
             path: visit.path,
             depth: visit.depth,
             key,
+            slot: visit.slot,
             sparse,
         });
     }
@@ -595,12 +614,8 @@ fn push_buckets(
 struct Demand {
     singles: u64,
     spans: Vec<u64>,
-}
-
-impl Demand {
-    fn pages(&self) -> u64 {
-        self.singles + self.spans.iter().sum::<u64>()
-    }
+    /// Pages the merges free beyond what they allocate (at most).
+    given_back: u64,
 }
 
 /// Adds live page `index` and every page above it that is not dirty yet to `dirty`, and what
@@ -675,193 +690,245 @@ fn place(
     )
 }
 
-/// Plans a vacuum step: moves the live pages at the top of the file down, as many as fit below
-/// the lowest of them (with the pages above them that the commit rewrites too) within
-/// `pages_max` pages written; then, with what is left of the budget, merges sparse sibling
-/// leaves. The plan's model is what the commit allocates: reserved runs for multi-page pages,
-/// the lowest free pages for single ones, then the freelist.
-fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize) -> Result<Plan> {
-    let found = walk(pages, meta, freelist)?;
-    let pages_max = pages_max.max(1) as u64;
-    let page_size = pages.page_size();
-    // The freelist after the step holds about what it holds now, plus the pages it frees.
-    let freelist_pages = |demand: &Demand| -> u64 {
-        if !meta.has_freelist() {
-            return 0;
-        }
-        let count = found.freelist_count + demand.pages() as usize + 1;
-        pages_for(freelist_page_size(count), page_size) as u64
-    };
-    // Highest first. A page no free run below it can take is pinned where it is: the pages
-    // under it can still move, to make room for it later.
-    let mut order: Vec<usize> = (0..found.lives.len()).collect();
-    order.sort_unstable_by_key(|&index| std::cmp::Reverse(found.lives[index].pgid));
-    let fits_below = |live: &Live| {
-        found
-            .runs
-            .range(..live.pgid)
-            .any(|(&start, &len)| len.min(live.pgid - start) >= live.n_pages)
-    };
-    // Every page the commit rewrites, with the pages above it, for each prefix of the order.
-    // The budget counts the pages chosen to move (at least one), not those above them.
-    let mut dirty = vec![false; found.lives.len()];
-    let mut demand = Demand::default();
-    let mut prefixes: Vec<(usize, u64, usize)> = Vec::new();
-    let mut moving = 0;
-    for &index in &order {
-        let live = &found.lives[index];
-        if !fits_below(live) {
-            continue;
-        }
-        moving += live.n_pages;
-        if moving > pages_max && !prefixes.is_empty() {
-            break;
-        }
-        dirty_path(&found.lives, index, &mut dirty, &mut demand);
-        prefixes.push((index, demand.singles, demand.spans.len()));
-    }
-    // The longest prefix whose pages all fit below its lowest page (a longer prefix asks more
-    // and offers less room, so fitting is monotone).
-    let demand_of = |k: usize| Demand {
-        singles: prefixes[k].1,
-        spans: demand.spans[..prefixes[k].2].to_vec(),
-    };
-    let fits = |k: usize| {
-        let demand = demand_of(k);
-        let cut = found.lives[prefixes[k].0].pgid;
-        place(
-            &found.runs,
-            cut,
-            &demand,
-            freelist_pages(&demand),
-            found.tail_free,
-        )
-    };
-    let chosen = prefixes.partition_point(|_| true);
-    let chosen = {
-        let (mut low, mut high) = (0, chosen);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if fits(mid).is_some() {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        low
-    };
-    let chosen: Vec<usize> = prefixes[..chosen]
-        .iter()
-        .map(|&(index, _, _)| index)
-        .collect();
-    let cut = chosen.last().map(|&index| found.lives[index].pgid);
-    // The dirty set and demand of the chosen prefix alone, for the merges to add to.
-    let mut dirty = vec![false; found.lives.len()];
-    let mut demand = Demand::default();
-    for &index in &chosen {
-        dirty_path(&found.lives, index, &mut dirty, &mut demand);
-    }
-    let mut plan = Plan {
-        paths: Vec::new(),
-        cut,
-        live_pages: found.live_pages,
-        pages_to_go: found.pages_to_go,
-        tail_free: found.tail_free,
-        ..Plan::default()
-    };
-    for &index in &chosen {
-        let live = &found.lives[index];
-        plan.pages_moved += live.n_pages;
-        plan.moves.insert((live.path, live.key.clone(), live.depth));
-    }
-    // Then sparse neighbours to merge wherever they lie, while the budget and the free pages
-    // below the cut last: the pages they give back are the holes later steps move into.
-    let limit = cut.unwrap_or(meta.pgid - found.tail_free);
-    let mut sparse: Vec<(Sparse, usize)> = found
+/// Sparse sibling leaves that `Tree::repack_key` merges from the first: consecutive under one
+/// parent, each less than `REPACK_FULL_PERCENT` full, together within `REPACK_PAGES_MAX` pages.
+struct Group {
+    /// Indexes in `Walk::lives`, the first leaf first; and the sibling after the last, which
+    /// the merge reads (makes a node of) to see that it does not fit, so the commit rewrites
+    /// it too.
+    leaves: Vec<usize>,
+    stopper: Option<usize>,
+    /// Pages the merge gives back.
+    given_back: u64,
+    /// The highest of their pages: groups near the top of the file merge first.
+    top: u64,
+}
+
+/// The groups of sparse leaves worth merging (they give back a page or more).
+fn merge_groups(found: &Walk, page_size: usize) -> Vec<Group> {
+    let mut sparse: Vec<(&Sparse, usize)> = found
         .lives
         .iter()
         .enumerate()
-        .filter_map(|(index, live)| live.sparse.map(|sparse| (sparse, index)))
+        .filter_map(|(index, live)| live.sparse.as_ref().map(|sparse| (sparse, index)))
         .collect();
     sparse.sort_unstable_by_key(|&(leaf, _)| (leaf.parent, leaf.slot));
+    let by_slot: std::collections::HashMap<(Pgid, usize), usize> = found
+        .lives
+        .iter()
+        .enumerate()
+        .filter_map(|(index, live)| live.slot.map(|slot| (slot, index)))
+        .collect();
     let bytes_max = REPACK_PAGES_MAX * page_size;
-    // Groups: a leaf and the sparse right siblings after it that fit together, as
-    // `Tree::repack_key` merges them; (first leaf, pages given back, demand after it).
-    let mut groups: Vec<(usize, u64, Demand)> = Vec::new();
-    let mut merged_demand = demand.clone();
-    let mut budget_left = pages_max.saturating_sub(plan.pages_moved);
+    let mut groups = Vec::new();
     let mut at = 0;
     while at < sparse.len() {
-        let (leaf, first) = sparse[at];
+        let (leaf, _) = sparse[at];
         let mut total = leaf.used;
         let mut end = at + 1;
         while end < sparse.len() {
             let (next, _) = sparse[end];
             if next.parent != leaf.parent
                 || next.slot != leaf.slot + (end - at)
-                || total + next.used - rbolt_page::PAGE_HEADER_SIZE > bytes_max
+                || total + next.used - PAGE_HEADER_SIZE > bytes_max
             {
                 break;
             }
-            total += next.used - rbolt_page::PAGE_HEADER_SIZE;
+            total += next.used - PAGE_HEADER_SIZE;
             end += 1;
         }
-        let leaves = (end - at) as u64;
-        let after = pages_for(total, page_size) as u64;
-        if leaves > after {
-            if leaves > budget_left {
-                break;
-            }
-            budget_left -= leaves;
-            for &(_, index) in &sparse[at..end] {
-                dirty_path(&found.lives, index, &mut dirty, &mut merged_demand);
-            }
-            groups.push((first, leaves - after, merged_demand.clone()));
+        let leaves: Vec<usize> = sparse[at..end].iter().map(|&(_, index)| index).collect();
+        let sizes: Vec<u32> = sparse[at..end]
+            .iter()
+            .flat_map(|(leaf, _)| leaf.entries.iter().copied())
+            .collect();
+        let after = pieces_of(&sizes, page_size);
+        if leaves.len() as u64 > after {
+            let top = leaves
+                .iter()
+                .map(|&i| found.lives[i].pgid)
+                .max()
+                .unwrap_or(0);
+            let stopper = by_slot
+                .get(&(leaf.parent, leaf.slot + leaves.len()))
+                .copied();
+            groups.push(Group {
+                given_back: leaves.len() as u64 - after,
+                leaves,
+                stopper,
+                top,
+            });
         }
         at = end;
     }
-    let merge_fits = |k: usize| {
-        let demand = &groups[k].2;
+    groups.sort_unstable_by_key(|group| std::cmp::Reverse(group.top));
+    groups
+}
+
+/// How many pages spill cuts a leaf of entries of `sizes` bytes into, with the fill percent at
+/// 1.0 (as `rbolt_btree`'s fill policy does: each piece takes entries while they fit a page,
+/// and at least one; the rest goes on once it fits).
+fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
+    let fits = |from: usize| {
+        PAGE_HEADER_SIZE + sizes[from..].iter().map(|&s| s as usize).sum::<usize>() <= page_size
+    };
+    let mut pieces = 0;
+    let mut start = 0;
+    while start < sizes.len() {
+        pieces += 1;
+        if fits(start) || sizes.len() - start < 2 {
+            break;
+        }
+        let mut used = PAGE_HEADER_SIZE;
+        let mut end = start;
+        while end < sizes.len() - 1 {
+            let len = sizes[end] as usize;
+            if end > start && used + len > page_size {
+                break;
+            }
+            used += len;
+            end += 1;
+        }
+        start = end;
+    }
+    pieces
+}
+
+/// The largest `k` in `0..=n` for which `fits(k - 1)` holds (for `k > 0`), given that fitting
+/// is monotone: a longer prefix asks more and offers no more room.
+fn longest_fitting(n: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, n);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if fits(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+/// Plans a vacuum step within `pages_max` pages: first merges of sparse sibling leaves, which
+/// give pages back while free pages are there to merge into (a packed file has none), highest
+/// first; then, with the rest of the budget, moves of the live pages at the top of the file
+/// below the lowest of them (the cut), as many as fit there with the pages above them that
+/// the commit rewrites too. The model is what the commit allocates: reserved runs for
+/// multi-page pages, the lowest free pages for single ones, then the freelist.
+fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize) -> Result<Plan> {
+    let found = walk(pages, meta, freelist)?;
+    let pages_max = pages_max.max(1) as u64;
+    let page_size = pages.page_size();
+    let lives = &found.lives;
+    let limit = meta.pgid - found.tail_free;
+    // The freelist after the step holds at most what it holds now, its own old pages and what
+    // the merges give back: every other page freed is one allocated from the free set.
+    let old_freelist = found.freelist.map_or(0, |(_, n_pages)| n_pages);
+    let freelist_pages = |demand: &Demand| -> u64 {
+        if !meta.has_freelist() {
+            return 0;
+        }
+        let count = found.freelist_count + (old_freelist + demand.given_back) as usize + 1;
+        pages_for(freelist_page_size(count), page_size) as u64
+    };
+    let fit = |cut: u64, demand: &Demand| {
         place(
             &found.runs,
-            limit,
+            cut,
             demand,
             freelist_pages(demand),
             found.tail_free,
         )
     };
-    let merges = {
-        let (mut low, mut high) = (0, groups.len());
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if merge_fits(mid).is_some() {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
+
+    // Merges, highest first, while the budget lasts and their pages fit below the free tail.
+    let groups = merge_groups(&found, page_size);
+    let mut dirty = vec![false; lives.len()];
+    let mut demand = Demand::default();
+    let mut merge_demands: Vec<Demand> = Vec::new();
+    let mut merged_leaves = 0;
+    for group in &groups {
+        merged_leaves += group.leaves.len() as u64;
+        if merged_leaves > pages_max {
+            break;
         }
-        low
+        for &index in group.leaves.iter().chain(&group.stopper) {
+            dirty_path(lives, index, &mut dirty, &mut demand);
+        }
+        demand.given_back += group.given_back;
+        merge_demands.push(demand.clone());
+    }
+    let merges = longest_fitting(merge_demands.len(), |k| {
+        fit(limit, &merge_demands[k]).is_some()
+    });
+    let mut dirty = vec![false; lives.len()];
+    let mut demand = Demand::default();
+    for group in &groups[..merges] {
+        for &index in group.leaves.iter().chain(&group.stopper) {
+            dirty_path(lives, index, &mut dirty, &mut demand);
+        }
+        demand.given_back += group.given_back;
+    }
+    let budget = pages_max.saturating_sub(
+        groups[..merges]
+            .iter()
+            .map(|group| group.leaves.len() as u64)
+            .sum(),
+    );
+
+    // Moves: the highest pages first. A page no free run below it can take is pinned where
+    // it is: the pages under it can still move, to make room for it later. The budget counts
+    // the pages chosen to move (at least one when nothing merges), not those above them.
+    let mut order: Vec<usize> = (0..lives.len()).collect();
+    order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
+    let fits_below = |live: &Live| {
+        found
+            .runs
+            .range(..live.pgid)
+            .any(|(&start, &len)| len.min(live.pgid - start) >= live.n_pages)
     };
-    if merges > 0 {
-        demand = groups[merges - 1].2.clone();
+    let mut prefixes: Vec<(usize, Demand)> = Vec::new();
+    let mut trial_dirty = dirty.clone();
+    let mut trial = demand.clone();
+    let mut moving = 0;
+    for &index in &order {
+        let live = &lives[index];
+        if !fits_below(live) {
+            continue;
+        }
+        moving += live.n_pages;
+        if moving > budget && !(prefixes.is_empty() && merges == 0) {
+            break;
+        }
+        dirty_path(lives, index, &mut trial_dirty, &mut trial);
+        prefixes.push((index, trial.clone()));
     }
-    for (first, given_back, _) in &groups[..merges] {
-        let live = &found.lives[*first];
-        plan.pages_merged += given_back;
-        plan.merges.insert((live.path, live.key.clone()));
+    let chosen = longest_fitting(prefixes.len(), |k| {
+        fit(lives[prefixes[k].0].pgid, &prefixes[k].1).is_some()
+    });
+    let cut = chosen.checked_sub(1).map(|k| lives[prefixes[k].0].pgid);
+    if let Some(k) = chosen.checked_sub(1) {
+        demand = prefixes[k].1.clone();
     }
-    let freelist_fit = match (merges, cut) {
-        (0, None) => place(
-            &found.runs,
-            limit,
-            &demand,
-            freelist_pages(&demand),
-            found.tail_free,
-        ),
-        (0, Some(_)) => fits(chosen.len() - 1),
-        (k, _) => merge_fits(k - 1),
+
+    let mut plan = Plan {
+        cut,
+        live_pages: found.live_pages,
+        pages_to_go: found.pages_to_go,
+        tail_free: found.tail_free,
+        ..Plan::default()
+    };
+    for &(index, _) in &prefixes[..chosen] {
+        let live = &lives[index];
+        plan.pages_moved += live.n_pages;
+        plan.moves.insert((live.path, live.key.clone(), live.depth));
     }
-    .unwrap_or(FreelistFit::Nowhere);
+    for group in &groups[..merges] {
+        let first = &lives[group.leaves[0]];
+        plan.pages_merged += group.given_back;
+        plan.merges.insert((first.path, first.key.clone()));
+    }
+    let freelist_fit = fit(cut.unwrap_or(limit), &demand).unwrap_or(FreelistFit::Nowhere);
     plan.spans = demand.spans.clone();
     plan.spans.sort_unstable_by(|a, b| b.cmp(a));
     let moves_pages = !plan.moves.is_empty() || !plan.merges.is_empty();
