@@ -21,7 +21,7 @@ use std::cmp::Ordering;
 pub const REBALANCE_PAGE_DIVISOR: usize = 4;
 
 /// [`Tree::repack_key`] leaves pages at least this full (percent of a page) alone.
-pub const REPACK_FULL_PERCENT: usize = 90;
+pub const REPACK_FULL_PERCENT: usize = 97;
 
 /// A node on the rebalance stack: its id, the next child to look at, its key bounds.
 type Frame = (NodeId, usize, (Bound, Bound));

@@ -815,7 +815,13 @@ fn longest_fitting(n: usize, fits: impl Fn(usize) -> bool) -> usize {
 /// below the lowest of them (the cut), as many as fit there with the pages above them that
 /// the commit rewrites too. The model is what the commit allocates: reserved runs for
 /// multi-page pages, the lowest free pages for single ones, then the freelist.
-fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize) -> Result<Plan> {
+fn plan(
+    pages: Pages<'_>,
+    meta: &Meta,
+    freelist: &AnyFreelist,
+    pages_max: usize,
+    writes_freelist: bool,
+) -> Result<Plan> {
     let found = walk(pages, meta, freelist)?;
     let pages_max = pages_max.max(1) as u64;
     let page_size = pages.page_size();
@@ -825,7 +831,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
     // the merges give back: every other page freed is one allocated from the free set.
     let old_freelist = found.freelist.map_or(0, |(_, n_pages)| n_pages);
     let freelist_pages = |demand: &Demand| -> u64 {
-        if !meta.has_freelist() {
+        if !writes_freelist {
             return 0;
         }
         let count = found.freelist_count + (old_freelist + demand.given_back) as usize + 1;
@@ -932,7 +938,7 @@ fn plan(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist, pages_max: usize)
     plan.spans = demand.spans.clone();
     plan.spans.sort_unstable_by(|a, b| b.cmp(a));
     let moves_pages = !plan.moves.is_empty() || !plan.merges.is_empty();
-    plan.skip_freelist = meta.has_freelist() && freelist_fit == FreelistFit::Nowhere;
+    plan.skip_freelist = writes_freelist && freelist_fit == FreelistFit::Nowhere;
     let freelist_after = freelist_pages(&demand);
     plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
         found
@@ -1021,7 +1027,13 @@ impl Db {
         let mut tx = self.begin_write()?;
         let plan = {
             let (pages, meta, freelist) = tx.vacuum_view();
-            plan(pages, meta, freelist, pages_max)?
+            plan(
+                pages,
+                meta,
+                freelist,
+                pages_max,
+                !self.options.no_freelist_sync,
+            )?
         };
         let mark = tx.vacuum_view().1.pgid;
         let mut step = VacuumStep {
@@ -1154,6 +1166,7 @@ impl Db {
             file_len_before: self.file_len()?,
             ..VacuumProgress::default()
         };
+        let mark_before = self.snapshot().meta.pgid;
         // A step that commits moves pages below its cut, merges sparse leaves or cuts the free
         // tail; the vacuum goes on while that shows as progress — a lower mark, fewer pages
         // to go or fewer pages in use — and stops after a few steps in a row without.
@@ -1194,7 +1207,7 @@ impl Db {
             // Let a writer waiting for the lock take it between steps.
             std::thread::yield_now();
         }
-        self.write_freelist_if_dropped()?;
+        self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
         report.high_water = self.snapshot().meta.pgid;
         report.file_len = self.file_len()?;
@@ -1207,7 +1220,9 @@ impl Db {
     /// A step with no room for the freelist page below its cut wrote none; once the vacuum is
     /// done, one commit writes it again (where first fit puts it, the tail cut off first), so
     /// that the file keeps a freelist as the options say.
-    fn write_freelist_if_dropped(&self) -> Result<()> {
+    /// Never past `mark_max` (where the vacuum began): a file with no room for its freelist
+    /// then keeps none, which bbolt's format allows, until a later commit writes one.
+    fn write_freelist_if_dropped(&self, mark_max: u64) -> Result<()> {
         if self.options.no_freelist_sync || self.snapshot().meta.has_freelist() {
             return Ok(());
         }
@@ -1217,8 +1232,16 @@ impl Db {
         }
         tx.force = true;
         tx.shrink = true;
+        tx.mark_max = Some(mark_max);
         tx.set_durability(crate::Durability::Immediate);
-        tx.commit()
+        match tx.commit() {
+            Err(Error::MaxSizeReached { max_size })
+                if max_size == mark_max.saturating_mul(self.page_size as u64) =>
+            {
+                Ok(())
+            }
+            result => result,
+        }
     }
 
     fn fill_progress(
