@@ -7,6 +7,7 @@ mod check;
 mod commit;
 mod concurrency;
 mod fixtures;
+mod go_writer;
 mod model;
 mod open;
 mod regressions;
