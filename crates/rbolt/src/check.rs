@@ -577,8 +577,8 @@ impl WriteTx<'_> {
     ///
     /// It reads every branch page of every bucket and the first key of every page below one,
     /// and holds the rewritten paths in memory until the commit. A branch with one child
-    /// below another branch with one child needs a second run for the lower one; no file
-    /// rbolt or Go writes has such a chain.
+    /// below another branch with one child needs a second run for the lower one (rbolt no
+    /// longer writes branches with one child at all).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -612,7 +612,8 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
 }
 
 /// Rounds of `fix_separators` one surgery runs: a branch with one child below another one
-/// is merged by the second round; no file has deeper chains.
+/// is merged by the second round, and each round merges one more level of such a chain
+/// (whatever is left is reported, and the surgery fails).
 const FIX_ROUNDS_MAX: usize = 4;
 
 /// `surgery fix-separators`: repairs a copy in rbolt write transactions (`WriteTx::fix_separators`
