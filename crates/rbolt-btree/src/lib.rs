@@ -13,6 +13,7 @@
 mod arena;
 mod cursor;
 mod free;
+mod hazard;
 mod mem;
 mod node;
 mod pages;
@@ -24,6 +25,7 @@ mod tree;
 
 pub use arena::{Arena, POOL_BUFFERS_MAX};
 pub use cursor::{Cursor, ElemRef, Entry, TreeView};
+pub use hazard::{GoHazard, branch_hazard, child_hazard, first_key, inline_hazard, tree_hazards};
 pub use mem::{MemAlloc, MemStore};
 pub use node::PAGE_COUNT_MAX;
 pub use pages::{MemPages, PageSource, Pages};

@@ -11,7 +11,7 @@ use crate::DEPTH_MAX;
 use crate::arena::Arena;
 use crate::node::{NODE_TAG, NewEntry, Node, NodeId};
 use crate::pages::Pages;
-use crate::tree::{Bound, PageAlloc, Root, Tree, too_deep};
+use crate::tree::{Bound, MIN_KEYS_PER_PAGE, PageAlloc, Root, Tree, too_deep};
 use rbolt_page::{Corruption, PAGE_HEADER_SIZE, Pgid, Reason, compare_keys};
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -29,6 +29,10 @@ type Frame = (NodeId, usize, (Bound, Bound));
 impl Tree {
     /// Merges nodes left too small by deletes with a sibling, removes empty ones, and collapses
     /// a root with a single child. Pages of removed nodes are freed.
+    ///
+    /// A node whose parent has no other child cannot merge; it stays marked, and once its
+    /// parent merged into a sibling of its own, another pass merges it. Each pass merges or
+    /// removes a node or ends the loop, so it ends; almost every commit needs one.
     pub fn rebalance<A: PageAlloc>(
         &mut self,
         pages: Pages<'_>,
@@ -40,9 +44,24 @@ impl Tree {
             return Ok(());
         };
         // Only deletes mark nodes: a transaction that only put has nothing to merge.
-        if !self.nodes.iter().any(|node| node.unbalanced) {
-            return self.collapse_root(pages, arena, alloc, root);
+        while self.nodes.iter().any(|node| node.unbalanced) {
+            if self.rebalance_pass(pages, arena, alloc, root)? == 0 {
+                break;
+            }
         }
+        self.collapse_root(pages, arena, alloc, root)
+    }
+
+    /// One post-order pass over the edited nodes below `root`: every branch looks at its
+    /// marked children once its own subtree is settled. Returns the nodes merged or removed.
+    fn rebalance_pass<A: PageAlloc>(
+        &mut self,
+        pages: Pages<'_>,
+        arena: &mut Arena,
+        alloc: &mut A,
+        root: NodeId,
+    ) -> Result<usize, A::Error> {
+        let mut changed = 0;
         let mut stack: SmallVec<[Frame; 16]> = SmallVec::new();
         stack.push((root, 0, (None, None)));
         while let Some(&(id, from, bounds)) = stack.last() {
@@ -59,13 +78,14 @@ impl Tree {
             stack.pop();
             let path: SmallVec<[(NodeId, usize); 16]> =
                 stack.iter().map(|&(id, index, _)| (id, index)).collect();
-            self.merge_children(pages, arena, alloc, id, bounds, &path)?;
+            changed += self.merge_children(pages, arena, alloc, id, bounds, &path)?;
         }
-        self.collapse_root(pages, arena, alloc, root)
+        Ok(changed)
     }
 
     /// Looks at every child of branch node `id` (bounds `bounds`, ancestors `path`) that
     /// deletes left unbalanced: removes it if empty, else merges it with a sibling if small.
+    /// Returns the children merged or removed.
     fn merge_children<A: PageAlloc>(
         &mut self,
         pages: Pages<'_>,
@@ -74,14 +94,15 @@ impl Tree {
         id: NodeId,
         bounds: (Bound, Bound),
         path: &[(NodeId, usize)],
-    ) -> Result<(), A::Error> {
+    ) -> Result<usize, A::Error> {
         let page_size = pages.page_size();
         let threshold = page_size / REBALANCE_PAGE_DIVISOR;
+        let mut changed = 0;
         let mut index = 0;
         loop {
             let node = &self.nodes[id as usize];
             if node.is_leaf() || index >= node.count() {
-                return Ok(());
+                return Ok(changed);
             }
             let n_children = node.count();
             let child = node.child(index);
@@ -94,26 +115,29 @@ impl Tree {
                 index += 1;
                 continue;
             }
-            child_node.unbalanced = false;
-            let min_keys = if child_node.is_leaf() { 1 } else { 2 };
-            if child_node.used() > threshold && child_node.count() > min_keys {
+            if child_node.used() > threshold && child_node.count() > min_count(child_node) {
+                child_node.unbalanced = false;
                 index += 1;
                 continue;
             }
             if child_node.count() == 0 {
                 let (pgid, overflow) = (child_node.pgid, child_node.overflow);
                 child_node.pgid = Pgid(0);
+                child_node.unbalanced = false;
                 child_node.recycle(page_size, arena);
                 self.remove_child(id, index);
                 if pgid.0 != 0 {
                     alloc.free(pgid, overflow)?;
                 }
+                changed += 1;
                 continue;
             }
             if n_children < 2 {
+                // Stays marked: merged in a later pass, once its parent has siblings' children.
                 index += 1;
                 continue;
             }
+            child_node.unbalanced = false;
             let (left_index, right_index) = if index == 0 {
                 (0, 1)
             } else {
@@ -139,7 +163,17 @@ impl Tree {
                 None,
             )?;
             self.merge(id, left, right, right_index, page_size, arena, alloc)?;
-            index = left_index + 1;
+            changed += 1;
+            // A node merged with an empty sibling can still hold too few entries (a branch
+            // one child, which Go's writer cannot rebalance below): it is looked at again,
+            // with the parent one child shorter, so this ends.
+            let merged = &mut self.nodes[left as usize];
+            if merged.count() < min_count(merged) {
+                merged.unbalanced = true;
+                index = left_index;
+            } else {
+                index = left_index + 1;
+            }
         }
     }
 
@@ -246,18 +280,22 @@ impl Tree {
         }
         self.nodes[left as usize].ensure_packed(page_size, arena);
         self.nodes[right as usize].ensure_packed(page_size, arena);
-        let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        scratch.extend_from_slice(self.nodes[parent as usize].key(right_index));
+        if !leaf && self.nodes[right as usize].count() > 0 {
+            scratch.extend_from_slice(junction_key(
+                self.nodes[parent as usize].key(right_index),
+                self.nodes[right as usize].key(0),
+            ));
+        }
+        let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
         let left_node = &mut self.nodes[left as usize];
         let junction = left_node.count();
         let len = left_node.used() + right_node.used() - PAGE_HEADER_SIZE + scratch.len();
         left_node.reserve(len, page_size, arena);
         left_node.append_from(&right_node, 0..right_node.count());
-        if !leaf && right_node.count() > 0 {
-            // The right branch's first separator routes nothing and may be stale: the
-            // parent's separator for it is the true bound between the two halves.
+        if !leaf && right_node.count() > 0 && right_node.key(0) != &scratch[..] {
+            // Only a file with stale separators (see `junction_key`) gets here.
             let child = left_node.child(junction);
             left_node.remove(junction);
             left_node.insert(
@@ -322,4 +360,25 @@ impl Tree {
         }
         Err(too_deep().into())
     }
+}
+
+/// The separator for the first child of branch `right` once it is merged into its left
+/// sibling: `right`'s own first key, which is its first child's first key (or that child is a
+/// node, whose separator spill rewrites), as Go bbolt's writer needs every separator to be.
+/// The parent's separator for `right` is not: it was `right`'s first key when last written,
+/// and rebalancing may have removed that child since. A file written by an older rbolt can
+/// hold a first key below the parent's separator (a stale one); the parent's separator is
+/// then the nearer bound of the child's keys, and keeps the merged branch ordered.
+fn junction_key<'a>(parent_separator: &'a [u8], right_first: &'a [u8]) -> &'a [u8] {
+    if compare_keys(right_first, parent_separator) == Ordering::Less {
+        parent_separator
+    } else {
+        right_first
+    }
+}
+
+/// The fewest entries a page below a root may hold for Go bbolt's writer (its `minKeys`): a
+/// leaf one, a branch two children.
+pub(crate) fn min_count(node: &Node) -> usize {
+    if node.is_leaf() { 1 } else { MIN_KEYS_PER_PAGE }
 }

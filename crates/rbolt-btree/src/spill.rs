@@ -40,6 +40,7 @@ impl Tree {
         alloc: &mut A,
     ) -> Result<Pgid, A::Error> {
         self.append_hint = None;
+        self.verify.spill_begins();
         let page_size = pages.page_size();
         let root = match self.root {
             Root::Page(pgid) => return Ok(pgid),
@@ -65,7 +66,7 @@ impl Tree {
                 continue;
             }
             stack.pop();
-            self.write_node(id, stack.is_empty(), page_size, arena, alloc, &mut written)?;
+            self.write_node(id, stack.is_empty(), pages, arena, alloc, &mut written)?;
             match stack.last_mut() {
                 Some((parent, index)) => {
                     *index += self.adopt_pieces(*parent, *index, &written, page_size, arena)?;
@@ -111,11 +112,12 @@ impl Tree {
         &mut self,
         id: NodeId,
         is_root: bool,
-        page_size: usize,
+        pages: Pages<'_>,
         arena: &mut Arena,
         alloc: &mut A,
         written: &mut Written,
     ) -> Result<(), A::Error> {
+        let page_size = pages.page_size();
         written.clear();
         self.scratch.clear();
         let node = &mut self.nodes[id as usize];
@@ -147,6 +149,8 @@ impl Tree {
             node.write_header(pgid, (n_pages - 1) as u32);
             node.zero_tail();
             verify_before_write(node, pgid);
+            self.verify.check_branch(pages, node, pgid);
+            self.verify.wrote(pgid);
             let start = self.scratch.len();
             if node.count() > 0 {
                 self.scratch.extend_from_slice(node.key(0));
@@ -267,8 +271,9 @@ fn adopt(
 
 /// Debug builds and the `verify` feature check every page before it is written, as every
 /// page is checked after it is read: entries within the page, keys strictly ascending, leaf
-/// flags known and bucket values well formed, branch children all pages. A failure is a bug
-/// in this crate (what it copies from the file was checked when copied), so it panics.
+/// flags known and bucket values well formed, branch children all pages (and, in
+/// `Verify::check_branch`, what Go bbolt's writer needs of a branch). A failure is a bug in
+/// this crate (what it copies from the file was checked when copied), so it panics.
 fn verify_before_write(node: &Node, pgid: Pgid) {
     if !cfg!(any(debug_assertions, feature = "verify")) {
         return;

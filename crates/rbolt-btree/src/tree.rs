@@ -11,11 +11,15 @@
 //! - **The first separator routes nothing.** A branch sends every key below its second
 //!   separator to its first child, as LMDB does, so a put of a key smaller than everything on
 //!   the leftmost path needs no separator change until spill writes each branch's first
-//!   separator from its child. Until then a branch's first key may be stale.
+//!   separator from its child. Until then a branch's first key may be stale — when that child
+//!   is a node, which spill writes. The separator of a child that is a page is its first key,
+//!   as the file had it, and stays so: Go bbolt's writer needs every separator byte-equal to
+//!   its child's first key (`hazard.rs`).
 
 use crate::DEPTH_MAX;
 use crate::arena::Arena;
 use crate::cursor::{Entry, RootRef, TreeView};
+use crate::hazard::Verify;
 use crate::node::{NODE_TAG, NewEntry, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
@@ -174,6 +178,9 @@ pub struct Tree {
     pub(crate) append_hint: Option<(Path, NodeId)>,
     /// Separator keys copied out of nodes while another node is edited.
     pub(crate) scratch: Vec<u8>,
+    /// What debug builds and the `verify` feature check page images against before they are
+    /// written (empty otherwise).
+    pub(crate) verify: Verify,
 }
 
 #[cold]
@@ -195,6 +202,7 @@ impl Tree {
             stats: TreeStats::default(),
             append_hint: None,
             scratch: Vec::new(),
+            verify: Verify::default(),
         }
     }
 
@@ -378,6 +386,7 @@ impl Tree {
                 let (bytes, header) = pages.page_and_header(Pgid(0), *pgid)?;
                 let mut node = Node::from_page(bytes, *pgid, *pgid, page_size, arena)?;
                 node.overflow = header.overflow;
+                self.verify.loaded(pages, &node);
                 self.stats.node_count += 1;
                 node
             }
@@ -443,6 +452,12 @@ impl Tree {
             node.recycle(page_size, arena);
             return Err(error);
         }
+        // A page Go's writer cannot continue (an empty leaf, a branch with one child: files of
+        // older rbolt versions) is merged or removed at commit, as after a delete there.
+        if node.count() < crate::rebalance::min_count(&node) {
+            node.unbalanced = true;
+        }
+        self.verify.loaded(pages, &node);
         self.stats.node_count += 1;
         let id = self.push_node(node);
         if let Some(undo) = undo

@@ -1,9 +1,13 @@
 //! Consistency check of a snapshot: every page reachable exactly once, of the right kind, not
 //! free; every page below the high-water mark reachable or free; keys in order within and
-//! across pages. Reports every problem it finds rather than stopping at the first.
+//! across pages; and what Go bbolt's writer assumes of every page it loads beyond what its own
+//! check tests (each separator its child's first key, no empty leaf below a root, no branch
+//! with one child, inline pages that name page 0). Reports every problem it finds rather than
+//! stopping at the first. `WriteTx::fix_separators` repairs the last kind.
 
 use crate::walk::PageSet;
-use rbolt_btree::{DEPTH_MAX, Pages};
+use crate::{Result, WalkStep, WriteTx};
+use rbolt_btree::{DEPTH_MAX, GoHazard, Pages};
 use rbolt_page::{
     BucketValue, Corruption, FreelistPage, LeafPage, Meta, PageKind, PageRef, Pgid, Reason,
 };
@@ -83,6 +87,134 @@ pub enum CheckError {
     },
     /// Bytes that do not decode.
     Corrupt(Corruption),
+    /// Element `index` of branch page `pgid` has a key that is not byte-equal to the first key
+    /// of the child page it points to. rbolt and Go bbolt read such a file correctly and Go's
+    /// `Check` passes it, but Go's writer finds a child in its parent by the child's first key,
+    /// so its next write there corrupts the file (see [`CheckError::breaks_go_writer`]).
+    StaleSeparator {
+        /// The branch page.
+        pgid: Pgid,
+        /// The element.
+        index: usize,
+        /// The child page it points to.
+        child: Pgid,
+        /// The element's key.
+        separator: Vec<u8>,
+        /// The child page's first key.
+        first_key: Vec<u8>,
+    },
+    /// Leaf page `pgid` is below its tree's root (element `index` of branch page `parent`) and
+    /// holds no entries: Go's writer has no first key to find it by in its parent.
+    EmptyLeaf {
+        /// The empty leaf.
+        pgid: Pgid,
+        /// The branch page pointing to it.
+        parent: Pgid,
+        /// The element of `parent` that does.
+        index: usize,
+    },
+    /// Branch page `pgid` has a single child: Go's writer asserts a branch has two when it
+    /// merges a page below it ("parent must have at least 2 children") and panics.
+    LoneChild {
+        /// The branch page.
+        pgid: Pgid,
+        /// Its only child.
+        child: Pgid,
+    },
+    /// The inline bucket in element `index` of leaf page `pgid` has a page header naming page
+    /// `id` instead of 0: Go's writer frees page `id` when it moves the bucket to pages.
+    InlinePageId {
+        /// The leaf holding the bucket value.
+        pgid: Pgid,
+        /// The element.
+        index: usize,
+        /// The page id in the inline page's header.
+        id: u64,
+    },
+}
+
+/// What every error that [`CheckError::breaks_go_writer`] says yes to means, in words.
+const GO_WRITER_HAZARD: &str = "Go bbolt will corrupt this file on its next write here; run \
+    `rbolt compact` or `rbolt surgery fix-separators`, or any rbolt write that touches page";
+
+impl CheckError {
+    /// Whether this is a place where Go bbolt's writer corrupts the file (or panics) on its
+    /// next write there, though the file is sound for rbolt and for Go's readers: a
+    /// separator that is not its child's first key, an empty leaf below a root, a branch
+    /// with one child, an inline page that names a page. `docs/file-format.md` lists what Go's
+    /// writer assumes. Any rbolt write that touches the page named in the message repairs
+    /// it, and so do `rbolt compact` and `rbolt surgery fix-separators` (or
+    /// [`WriteTx::fix_separators`]) for a whole file.
+    ///
+    /// ```
+    /// let error = rbolt::CheckError::LoneChild {
+    ///     pgid: rbolt::page::Pgid(7),
+    ///     child: rbolt::page::Pgid(9),
+    /// };
+    /// assert!(error.breaks_go_writer());
+    /// assert!(error.to_string().contains("Go bbolt will corrupt this file"));
+    /// ```
+    pub fn breaks_go_writer(&self) -> bool {
+        matches!(
+            self,
+            CheckError::StaleSeparator { .. }
+                | CheckError::EmptyLeaf { .. }
+                | CheckError::LoneChild { .. }
+                | CheckError::InlinePageId { .. }
+        )
+    }
+}
+
+impl From<GoHazard> for CheckError {
+    fn from(hazard: GoHazard) -> CheckError {
+        match hazard {
+            GoHazard::Separator {
+                pgid,
+                index,
+                child,
+                separator,
+                first_key,
+            } => CheckError::StaleSeparator {
+                pgid,
+                index,
+                child,
+                separator,
+                first_key,
+            },
+            GoHazard::EmptyPage {
+                pgid,
+                parent,
+                index,
+            } => CheckError::EmptyLeaf {
+                pgid,
+                parent,
+                index,
+            },
+            GoHazard::LoneChild { pgid, child } => CheckError::LoneChild { pgid, child },
+            GoHazard::InlinePageId { pgid, index, id } => {
+                CheckError::InlinePageId { pgid, index, id }
+            }
+            // A hazard this version does not know of: say it in words.
+            other => CheckError::Corrupt(Corruption::new(
+                other.pgid(),
+                Reason::Other("a page Go bbolt's writer cannot continue"),
+            )),
+        }
+    }
+}
+
+/// Lowercase hex of a key, shortened past 40 bytes (keys reach 32 KiB).
+fn short_hex(key: &[u8]) -> String {
+    const SHOWN_MAX: usize = 40;
+    let mut text: String = key
+        .iter()
+        .take(SHOWN_MAX)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    if key.len() > SHOWN_MAX {
+        text.push_str(&format!("... ({} bytes)", key.len()));
+    }
+    text
 }
 
 impl fmt::Display for CheckError {
@@ -108,6 +240,37 @@ impl fmt::Display for CheckError {
                 "page {pgid}: key {index} is out of order within the page or its parent's range"
             ),
             CheckError::Corrupt(corruption) => write!(f, "{corruption}"),
+            CheckError::StaleSeparator {
+                pgid,
+                index,
+                child,
+                separator,
+                first_key,
+            } => write!(
+                f,
+                "page {pgid}: element {index} has the key {} but its child page {child} starts \
+                 with {}: {GO_WRITER_HAZARD} {child}",
+                short_hex(separator),
+                short_hex(first_key)
+            ),
+            CheckError::EmptyLeaf {
+                pgid,
+                parent,
+                index,
+            } => write!(
+                f,
+                "page {pgid}: an empty leaf below its tree's root (element {index} of page \
+                 {parent}): {GO_WRITER_HAZARD} {pgid}"
+            ),
+            CheckError::LoneChild { pgid, child } => write!(
+                f,
+                "page {pgid}: a branch with one child (page {child}): {GO_WRITER_HAZARD} {pgid}"
+            ),
+            CheckError::InlinePageId { pgid, index, id } => write!(
+                f,
+                "page {pgid}: the inline bucket of element {index} has a page header naming \
+                 page {id}, not 0: {GO_WRITER_HAZARD} {pgid}"
+            ),
         }
     }
 }
@@ -208,38 +371,34 @@ impl Checker<'_> {
     where
         Self: 'a,
     {
-        let mut stack: Vec<Visit<'a>> = vec![Visit::Page {
+        let mut stack: Vec<Visit<'a>> = vec![Visit::Page(PageVisit {
             parent,
+            element: None,
             pgid,
             low,
             high,
             depth: 0,
-        }];
+        })];
         while let Some(visit) = stack.pop() {
             match visit {
-                Visit::Page {
-                    parent,
-                    pgid,
-                    low,
-                    high,
-                    depth,
-                } => self.page(&mut stack, parent, pgid, low, high, depth),
+                Visit::Page(visit) => self.page(&mut stack, visit),
                 Visit::Leaf { leaf, low, high } => self.leaf(&mut stack, &leaf, low, high),
             }
         }
     }
 
-    fn page<'a>(
-        &mut self,
-        stack: &mut Vec<Visit<'a>>,
-        parent: Pgid,
-        pgid: Pgid,
-        low: Option<&'a [u8]>,
-        high: Option<&'a [u8]>,
-        depth: usize,
-    ) where
+    fn page<'a>(&mut self, stack: &mut Vec<Visit<'a>>, visit: PageVisit<'a>)
+    where
         Self: 'a,
     {
+        let PageVisit {
+            parent,
+            element,
+            pgid,
+            low,
+            high,
+            depth,
+        } = visit;
         if depth >= DEPTH_MAX {
             return self.corrupt(Corruption::new(
                 pgid,
@@ -274,6 +433,12 @@ impl Checker<'_> {
                     .push(CheckError::ReachableFreed { pgid: Pgid(id) });
             }
         }
+        if let (Some(index), Some(separator)) = (element, low) {
+            match rbolt_btree::child_hazard(parent, index, separator, &page) {
+                Ok(hazard) => self.errors.extend(hazard.map(CheckError::from)),
+                Err(e) => return self.corrupt(e),
+            }
+        }
         match header.kind() {
             Some(PageKind::Branch) => {
                 let branch = match page.branch() {
@@ -282,6 +447,10 @@ impl Checker<'_> {
                 };
                 if branch.is_empty() {
                     return self.corrupt(Corruption::new(pgid, Reason::Other("empty branch page")));
+                }
+                match rbolt_btree::branch_hazard(&branch) {
+                    Ok(hazard) => self.errors.extend(hazard.map(CheckError::from)),
+                    Err(e) => return self.corrupt(e),
                 }
                 let mut children = Vec::with_capacity(branch.len());
                 for index in 0..branch.len() {
@@ -297,13 +466,14 @@ impl Checker<'_> {
                         Ok(child) => child,
                         Err(e) => return self.corrupt(e),
                     };
-                    children.push(Visit::Page {
+                    children.push(Visit::Page(PageVisit {
                         parent: pgid,
+                        element: Some(index),
                         pgid: child,
                         low: Some(key),
                         high: next,
                         depth: depth + 1,
-                    });
+                    }));
                 }
                 // Popped in key order.
                 stack.extend(children.into_iter().rev());
@@ -346,18 +516,23 @@ impl Checker<'_> {
                 Ok(BucketValue {
                     inline: Some(inline),
                     ..
-                }) => nested.push(Visit::Leaf {
-                    leaf: inline,
-                    low: None,
-                    high: None,
-                }),
-                Ok(value) => nested.push(Visit::Page {
+                }) => {
+                    let hazard = rbolt_btree::inline_hazard(pgid, index, entry.value);
+                    self.errors.extend(hazard.map(CheckError::from));
+                    nested.push(Visit::Leaf {
+                        leaf: inline,
+                        low: None,
+                        high: None,
+                    });
+                }
+                Ok(value) => nested.push(Visit::Page(PageVisit {
                     parent: pgid,
+                    element: None,
                     pgid: value.header.root_pgid(),
                     low: None,
                     high: None,
                     depth: 0,
-                }),
+                })),
             }
         }
         stack.extend(nested.into_iter().rev());
@@ -366,13 +541,7 @@ impl Checker<'_> {
 
 /// Work left for the checker: a page to enter, or a leaf's entries to check.
 enum Visit<'a> {
-    Page {
-        parent: Pgid,
-        pgid: Pgid,
-        low: Option<&'a [u8]>,
-        high: Option<&'a [u8]>,
-        depth: usize,
-    },
+    Page(PageVisit<'a>),
     Leaf {
         leaf: LeafPage<'a>,
         low: Option<&'a [u8]>,
@@ -380,6 +549,87 @@ enum Visit<'a> {
     },
 }
 
+/// A page to enter: referred to by page `parent` (its element `element`, whose key is `low`,
+/// when `parent` is a branch; a bucket's root otherwise), `depth` levels below its tree's
+/// root, its keys in `low..high`.
+struct PageVisit<'a> {
+    parent: Pgid,
+    element: Option<usize>,
+    pgid: Pgid,
+    low: Option<&'a [u8]>,
+    high: Option<&'a [u8]>,
+    depth: usize,
+}
+
 fn in_range(key: &[u8], low: Option<&[u8]>, high: Option<&[u8]>) -> bool {
     low.is_none_or(|low| key >= low) && high.is_none_or(|high| key < high)
+}
+
+impl WriteTx<'_> {
+    /// Repairs, in this transaction, every place of the file where Go bbolt's writer would
+    /// corrupt it on its next write there ([`CheckError::breaks_go_writer`]: files written by
+    /// older rbolt versions): the paths to them are rewritten at commit, each separator from
+    /// its child's first key, a branch with one child merged into a sibling, an empty leaf
+    /// removed, an inline page written as page 0. Returns the number of places found (0: the
+    /// commit writes nothing for it). Call it before any other edit of the transaction (a
+    /// bucket edited already is not walked); `rbolt surgery fix-separators` is this and a
+    /// commit.
+    ///
+    /// It reads every branch page of every bucket and the first key of every page below one,
+    /// and holds the rewritten paths in memory until the commit. A branch with one child
+    /// below another branch with one child needs a second run for the lower one (rbolt no
+    /// longer writes branches with one child at all).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     for i in 0u32..2000 {
+    ///         b.put(i.to_be_bytes(), [0u8; 64])?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// // A file rbolt writes keeps Go's rules: nothing to repair.
+    /// let mut tx = db.begin_write()?;
+    /// assert_eq!(tx.fix_separators()?, 0);
+    /// tx.commit()?;
+    /// assert!(db.begin_read()?.check().iter().all(|e| !e.breaks_go_writer()));
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn fix_separators(&mut self) -> Result<usize> {
+        let mut paths: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+        {
+            let mut walk = self.root().walk();
+            let mut path = Vec::new();
+            while let Some(step) = walk.next_step() {
+                match step? {
+                    WalkStep::Enter { name, .. } => {
+                        path.push(name.to_vec());
+                        paths.push(path.clone());
+                    }
+                    WalkStep::Leave => {
+                        path.pop();
+                    }
+                    WalkStep::Value { .. } => {}
+                }
+            }
+        }
+        let mut found = 0;
+        for path in &paths {
+            let names: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
+            let Some(mut bucket) = self.bucket_at(&names)? else {
+                debug_assert!(false, "a bucket the walk found is missing");
+                continue;
+            };
+            let shared = bucket.tx;
+            let pages = shared.pages();
+            let mut core = shared.core.borrow_mut();
+            found += bucket
+                .state_mut()
+                .tree
+                .fix_separators(pages, &mut core.arena)?;
+        }
+        Ok(found)
+    }
 }

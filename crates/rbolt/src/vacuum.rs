@@ -72,6 +72,10 @@ pub(crate) struct Truncate {
     pub(crate) after: Txid,
 }
 
+/// The shortest file Go bbolt opens: its `Open` reads the first 4 KiB to find the page size,
+/// and refuses a file shorter than that (`ErrInvalid`), whatever its page size.
+const GO_OPEN_LEN_MIN: u64 = 4096;
+
 /// The length auto-shrink leaves a file whose pages end at `needed` bytes: what growth from
 /// there would make it, so that a file near its size does not shrink and grow by turns.
 fn slack_len(needed: u64, options: &crate::Options, page_size: u64) -> u64 {
@@ -1122,10 +1126,10 @@ impl Db {
     /// Vacuums the database online: [`vacuum_step`](Db::vacuum_step)s of
     /// `options.pages_per_step` pages while they make progress (a lower mark, fewer pages to
     /// go or fewer pages in use; it stops when a step commits nothing, or after a few steps
-    /// without progress), then cuts the file to its high-water mark exactly (if no reader of
-    /// an older snapshot is open; otherwise when the last such reader ends) and syncs. No step
-    /// grows the file, so a vacuum works on a file at its `max_size` too. A vacuum of a
-    /// vacuumed file commits nothing.
+    /// without progress), then cuts the file to its high-water mark exactly (but not below the
+    /// 4 KiB Go bbolt needs to open a file), if no reader of an older snapshot is open,
+    /// otherwise when the last such reader ends, and syncs. No step grows the file, so a vacuum
+    /// works on a file at its `max_size` too. A vacuum of a vacuumed file commits nothing.
     ///
     /// `progress` is called after every step; returning `ControlFlow::Break` stops the vacuum
     /// there. Every step is a commit, so a vacuum stopped (or crashed) at any point resumes by
@@ -1262,8 +1266,9 @@ impl Db {
         Ok(())
     }
 
-    /// Cuts the file to exactly the high-water mark when it is longer, and syncs; waits for
-    /// nothing: with readers of older snapshots open, the cut happens when the last ends.
+    /// Cuts the file to exactly the high-water mark when it is longer (never below 4 KiB, which
+    /// Go bbolt needs to open it), and syncs; waits for nothing: with readers of older
+    /// snapshots open, the cut happens when the last ends.
     fn truncate_to_high_water(&self) -> Result<()> {
         self.check_not_writer()?;
         let mut writer = self
@@ -1272,7 +1277,11 @@ impl Db {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.check_poisoned()?;
         let meta = self.snapshot().meta;
-        let needed = meta.pgid.saturating_mul(self.page_size as u64);
+        // Go bbolt opens a file by reading its first 4 KiB: no cut leaves less.
+        let needed = meta
+            .pgid
+            .saturating_mul(self.page_size as u64)
+            .max(GO_OPEN_LEN_MIN);
         if writer.file_len > needed && writer.truncate.is_none_or(|t| t.len > needed) {
             writer.truncate = Some(Truncate {
                 len: needed,

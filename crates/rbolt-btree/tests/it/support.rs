@@ -16,12 +16,25 @@ pub struct Walk {
 
 /// Walks the committed tree at `root`: every page must validate, keys must be ordered within
 /// and across pages (each subtree's keys at or above its separator and below the next one),
-/// no page may be reached twice, and all leaves sit at the same depth.
+/// no page may be reached twice, all leaves sit at the same depth, and nothing breaks what Go
+/// bbolt's writer assumes (every separator its child's first key, no empty page below the
+/// root, no branch with one child).
 pub fn walk(pages: Pages<'_>, root: Pgid) -> Walk {
     let mut walk = Walk::default();
     let mut leaf_depth = None;
     visit(pages, root, None, None, 1, &mut leaf_depth, &mut walk);
     walk.depth = leaf_depth.unwrap_or(0);
+    let mut hazards = Vec::new();
+    rbolt_btree::tree_hazards(pages, root, &mut hazards).expect("the tree decodes");
+    assert!(
+        hazards.is_empty(),
+        "Go bbolt's writer would corrupt this tree: {}",
+        hazards
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
     walk
 }
 

@@ -1,4 +1,5 @@
-//! `rbolt surgery ...`: repairs on the raw file, bbolt's set. Each reads the source (under a
+//! `rbolt surgery ...`: repairs on the raw file, bbolt's set, and `fix-separators` (rbolt's
+//! own, made of rbolt write transactions on the copy). Each reads the source (under a
 //! shared lock while copying it), writes the repaired copy to a temporary file next to
 //! `--output`, and renames it into place only when everything succeeded: the source is never
 //! written, and a failed repair leaves no half-made output behind.
@@ -35,6 +36,11 @@ pub enum SurgeryCommand {
     /// Meta page repairs.
     #[command(subcommand)]
     Meta(MetaCommand),
+    /// Rewrite every page Go bbolt's writer would corrupt the file on (rbolt's own; bbolt has
+    /// none): each branch element whose key is not its child's first key, empty leaves below
+    /// a root, branches with one child, inline buckets whose page names a page. Files of
+    /// older rbolt versions can hold them; `rbolt check` lists them.
+    FixSeparators(BaseArgs),
 }
 
 /// Freelist repairs.
@@ -160,6 +166,7 @@ pub fn run(command: SurgeryCommand) -> Result<()> {
         SurgeryCommand::Meta(MetaCommand::Update(args)) => {
             in_file(&args.base.path, meta_update(&args))
         }
+        SurgeryCommand::FixSeparators(args) => in_file(&args.path, fix_separators(&args)),
     }
 }
 
@@ -602,6 +609,86 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
     output.finish()?;
     println!("The freelist was successfully rebuilt.");
     Ok(())
+}
+
+/// Rounds of `fix_separators` one surgery runs: a branch with one child below another one
+/// is merged by the second round, and each round merges one more level of such a chain
+/// (whatever is left is reported, and the surgery fails).
+const FIX_ROUNDS_MAX: usize = 4;
+
+/// `surgery fix-separators`: repairs a copy in rbolt write transactions (`WriteTx::fix_separators`
+/// and a commit, again while one finds something), checks that nothing Go's writer cannot
+/// continue is left and that the content is unchanged, and puts the copy at `--output`.
+fn fix_separators(args: &BaseArgs) -> Result<()> {
+    let mut output = Output::copy_of(args)?;
+    output.release();
+    let mut found = 0;
+    {
+        let db = Db::open_with(&output.temp, Options::default())
+            .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
+        let before = content_digest(&db)?;
+        for _ in 0..FIX_ROUNDS_MAX {
+            let mut tx = db.begin_write()?;
+            let round = tx.fix_separators()?;
+            tx.commit()?;
+            found += round;
+            if round == 0 {
+                break;
+            }
+        }
+        let left: Vec<String> = db
+            .begin_read()?
+            .check()
+            .iter()
+            .filter(|error| error.breaks_go_writer())
+            .map(ToString::to_string)
+            .collect();
+        if !left.is_empty() {
+            bail!(
+                "{} places are left that Go bbolt's writer cannot continue:\n{}",
+                left.len(),
+                left.join("\n")
+            );
+        }
+        if content_digest(&db)? != before {
+            bail!("the repaired copy's content differs from the source's");
+        }
+        db.close()?;
+    }
+    output.finish()?;
+    let mut w = crate::out::stdout();
+    writeln!(w, "{found} places repaired.")?;
+    crate::out::flush(w)
+}
+
+/// A digest of every bucket, key, value and sequence of the database (FNV-1a over the walk):
+/// what a repair must leave unchanged.
+fn content_digest(db: &Db) -> Result<u64> {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &byte in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    let tx = db.begin_read()?;
+    let root = tx.root();
+    let mut walk = root.walk();
+    while let Some(step) = walk.next_step() {
+        match step? {
+            rbolt::WalkStep::Value { key, value } => {
+                eat(b"v");
+                eat(key);
+                eat(value);
+            }
+            rbolt::WalkStep::Enter { name, bucket } => {
+                eat(b"b");
+                eat(name);
+                eat(&bucket.sequence().to_le_bytes());
+            }
+            rbolt::WalkStep::Leave => eat(b"l"),
+        }
+    }
+    Ok(hash)
 }
 
 /// `surgery meta validate`: says for each meta page whether it is valid.

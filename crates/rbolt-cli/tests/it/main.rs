@@ -5,6 +5,7 @@ mod bench;
 mod cli;
 mod damaged;
 mod fixtures;
+mod go_writer;
 mod memory;
 mod nesting;
 mod roundtrip;

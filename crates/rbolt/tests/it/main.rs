@@ -8,6 +8,7 @@ mod commit;
 mod concurrency;
 mod durability;
 mod fixtures;
+mod go_writer;
 mod model;
 mod open;
 mod regressions;
