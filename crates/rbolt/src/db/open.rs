@@ -1,0 +1,413 @@
+//! Recovery at open: reading both metas (the page size from meta 0, or by probing for meta 1),
+//! telling an interrupted creation from a file of another program, choosing the meta to open
+//! (a torn one falls back, one past the end of the file is refused, a non-durable one is
+//! trusted only in the boot that wrote it), writing a new file, and loading the freelist.
+
+use super::{Snapshot, TXID_MAX};
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::storage::Storage;
+use rbolt_btree::Pages;
+use rbolt_freelist::{AnyFreelist, Freelist};
+use rbolt_page::{
+    BootId, Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, META_PAGE_READ_LEN,
+    Meta, MetaDurability, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, Pgid, Reason, empty_db_prefixes,
+    find_meta1, read_meta_page, write_empty_db,
+};
+use std::path::{Path, PathBuf};
+
+/// Writes a new database: both metas, an empty freelist (page 2) and an empty root leaf
+/// (page 3) in one write, then syncs.
+///
+/// A crash before the sync can leave any part of the four pages written; no commit can exist
+/// yet, and [`interrupted_creation`] recognises such a file and writes it again.
+pub(super) fn init(storage: &dyn Storage, page_size: usize) -> std::io::Result<()> {
+    let mut buf = vec![0u8; page_size * EMPTY_DB_PAGES];
+    write_empty_db(&mut buf, page_size);
+    storage.write_all_at(&buf, 0)?;
+    storage.sync_data()
+}
+
+/// Whether the file holds no commit and an interrupted creation left it incomplete (or it is
+/// empty): then it is initialised again, with the page size returned. Only read-write opens
+/// act on it; nothing is lost, since a file in this state has never been committed to.
+///
+/// Creation is one write of four pages and one sync; a crash before the sync can leave any of
+/// its sectors written or not, and a failed write (`ENOSPC`) any prefix of it. So a file
+/// qualifies when its metas are intact and still those of a new file (txids 0 and 1, four
+/// pages) but the four pages are not all there; or when no meta is intact and every byte of the
+/// file is either zero or what creation with this open's page size writes there. Anything else
+/// — a file of another program, say — is left alone. (A committed file cut from outside to
+/// fewer bytes than a meta page also qualifies when what is left is the start of its meta 0,
+/// which every meta shares with a new file's: nothing of its data is left in it either.)
+pub(super) fn interrupted_creation(
+    storage: &dyn Storage,
+    file_len: u64,
+    found: &FoundMetas,
+    options: &Options,
+) -> Result<Option<usize>> {
+    let path = storage.path();
+    if file_len == 0 {
+        return Ok(Some(options.page_size_for_new_file()));
+    }
+    let (page_size, fresh_metas) = match found.newest_intact() {
+        Some(newest) => {
+            // A meta naming a huge page size is more likely damage than a creation: writing
+            // four such pages again is not done on its word.
+            let fresh = newest.txid <= 1
+                && newest.pgid == EMPTY_DB_PAGES as u64
+                && newest.page_size <= PAGE_SIZE_SCAN_MAX;
+            if !fresh {
+                return Ok(None);
+            }
+            (newest.page_size as usize, true)
+        }
+        None => (options.page_size_for_new_file(), false),
+    };
+    let image_len = (EMPTY_DB_PAGES * page_size) as u64;
+    if file_len > image_len {
+        return Ok(None);
+    }
+    // Compare with what creation writes: the start of each page, zeros elsewhere. The file is
+    // at most four pages, and read in pieces of at most a page.
+    let prefixes = empty_db_prefixes(page_size);
+    let expected = |offset: u64| -> u8 {
+        let (page, within) = (
+            offset / page_size as u64,
+            (offset % page_size as u64) as usize,
+        );
+        prefixes[page as usize].get(within).copied().unwrap_or(0)
+    };
+    let mut matches = true;
+    let mut buf = vec![0u8; page_size.min(file_len as usize)];
+    let mut offset = 0u64;
+    while offset < file_len {
+        let len = ((file_len - offset) as usize).min(buf.len());
+        storage
+            .read_exact_at(&mut buf[..len], offset)
+            .map_err(|e| Error::io(path, e))?;
+        for (i, &have) in buf[..len].iter().enumerate() {
+            let want = expected(offset + i as u64);
+            // Intact new-file metas: any difference means a page is missing. No meta: every
+            // byte is either one creation wrote or still zero.
+            if have != want && (fresh_metas || have != 0) {
+                matches = false;
+            }
+        }
+        offset += len as u64;
+    }
+    if fresh_metas {
+        let complete = matches && file_len == image_len && found.both_valid();
+        return Ok((!complete).then_some(page_size));
+    }
+    let torn_creation = matches;
+    Ok(torn_creation.then_some(page_size))
+}
+
+/// One meta of a file, as read at open.
+#[derive(Debug)]
+enum MetaState {
+    /// Intact, and its fields are sound.
+    Valid(Meta),
+    /// Intact, but its high-water mark lies past the end of the file.
+    PastEnd(Meta),
+    /// Intact (its checksum matches) but a field is impossible.
+    Unsound(Meta, Corruption),
+    /// Intact, but written without a sync in another boot than this one: a power loss or an
+    /// OS crash since may have dropped any page it points at, so it is not opened.
+    Stale(Meta),
+    /// Not a meta: torn, absent or of another format.
+    Broken(Corruption),
+}
+
+impl MetaState {
+    /// The meta, if its checksum matched: it was written whole.
+    fn intact(&self) -> Option<&Meta> {
+        match self {
+            MetaState::Valid(meta)
+            | MetaState::PastEnd(meta)
+            | MetaState::Unsound(meta, _)
+            | MetaState::Stale(meta) => Some(meta),
+            MetaState::Broken(_) => None,
+        }
+    }
+
+    /// The meta, if it is intact and may be opened (not stale).
+    fn trusted(&self) -> Option<&Meta> {
+        match self {
+            MetaState::Stale(_) => None,
+            state => state.intact(),
+        }
+    }
+}
+
+/// What the two metas of a file hold.
+#[derive(Debug)]
+pub(super) struct FoundMetas {
+    /// The page size: meta 0's, or that of meta 1 found by probing; `None` if neither.
+    page_size: Option<u64>,
+    /// Meta 0 and meta 1 (both `Broken` when no page size was found).
+    metas: [MetaState; 2],
+    /// How each meta was written: a trusted non-durable meta (this boot's) is opened like a
+    /// durable one, and made durable at once.
+    durability: [MetaDurability; 2],
+    /// The first bytes of the file, to tell "not a bbolt file" from a damaged one; `None`
+    /// when the file is too short to hold them.
+    first: Option<[u8; META_PAGE_READ_LEN]>,
+    /// Why meta 0 did not give the page size.
+    meta0_error: Option<Corruption>,
+}
+
+impl FoundMetas {
+    /// The intact meta with the largest txid.
+    fn newest_intact(&self) -> Option<&Meta> {
+        self.metas
+            .iter()
+            .filter_map(MetaState::intact)
+            .max_by_key(|meta| meta.txid)
+    }
+
+    /// The intact meta with the largest txid that may be opened.
+    fn newest_trusted(&self) -> Option<&Meta> {
+        self.metas
+            .iter()
+            .filter_map(MetaState::trusted)
+            .max_by_key(|meta| meta.txid)
+    }
+
+    fn both_valid(&self) -> bool {
+        self.metas
+            .iter()
+            .all(|meta| matches!(meta, MetaState::Valid(_)))
+    }
+
+    /// The page size and the meta to open from: the newest sound meta. A torn newest meta
+    /// (checksum wrong) falls back to the other; an intact newest meta past the end of the
+    /// file does not, unless the options ask for it (see `Error::Truncated`).
+    pub(super) fn choose(
+        &self,
+        path: Option<&Path>,
+        file_len: u64,
+        options: &Options,
+    ) -> Result<(usize, Meta, MetaDurability)> {
+        let Some(page_size) = self.page_size else {
+            let Some(first) = self.first else {
+                return Err(Error::Invalid {
+                    path: path.map(PathBuf::from),
+                    reason: format!("the file is {file_len} bytes, too short for a meta page"),
+                });
+            };
+            let error = self
+                .meta0_error
+                .clone()
+                .unwrap_or_else(|| Corruption::new(Pgid(0), Reason::Other("no meta found")));
+            if Meta::read_unchecked(&first).is_none_or(|m| m.magic != MAGIC) {
+                // Not even the magic number: not a bbolt file at all, whatever else is wrong.
+                return Err(Error::Invalid {
+                    path: path.map(PathBuf::from),
+                    reason: format!("not a bbolt database ({error})"),
+                });
+            }
+            return Err(Error::from_meta(path, error));
+        };
+        let truncated = |meta: &Meta| Error::Truncated {
+            path: path.map(PathBuf::from),
+            expected: meta.pgid.saturating_mul(page_size),
+            actual: file_len,
+        };
+        let past_end = self.metas.iter().find_map(|state| match state {
+            MetaState::PastEnd(meta) if self.newest_trusted() == Some(meta) => Some(meta),
+            _ => None,
+        });
+        if let Some(meta) = past_end
+            && !options.fallback_on_truncation
+        {
+            return Err(truncated(meta));
+        }
+        let best = self
+            .metas
+            .iter()
+            .zip(self.durability)
+            .filter_map(|(state, durability)| match state {
+                MetaState::Valid(meta) => Some((*meta, durability)),
+                _ => None,
+            })
+            .max_by_key(|(meta, _)| meta.txid);
+        if let Some((meta, durability)) = best {
+            return Ok((page_size as usize, meta, durability));
+        }
+        if let Some(meta) = past_end {
+            return Err(truncated(meta));
+        }
+        let error = self
+            .metas
+            .iter()
+            .find_map(|state| match state {
+                MetaState::Unsound(_, error) | MetaState::Broken(error) => Some(error.clone()),
+                MetaState::Stale(meta) => Some(Corruption::new(
+                    Pgid(meta.txid % 2),
+                    Reason::Other(
+                        "written without a sync before the last reboot, and no durable meta \
+                         is left",
+                    ),
+                )),
+                _ => None,
+            })
+            .expect("no sound meta means an error was recorded");
+        Err(Error::from_meta(path, error))
+    }
+}
+
+/// Reads both metas. The page size comes from meta 0, or else from meta 1, found by probing
+/// the powers of two and then by scanning the start of the file for it (Go bbolt writes page
+/// sizes that are not powers of two, and a torn meta 0 is what a crash leaves).
+pub(super) fn read_metas(
+    storage: &dyn Storage,
+    path: Option<&Path>,
+    file_len: u64,
+    boot_id: Option<BootId>,
+) -> Result<FoundMetas> {
+    // A meta past the end is absent; a read that fails is an error of its own, never taken for
+    // an invalid meta (falling back to the older meta would hide the newest commit). A file
+    // that ends within the boot id of a non-durable meta reads it as zeros (the meta then
+    // fails its checksum, as its write was cut short).
+    let read_at = |offset: u64| -> Result<Option<[u8; META_PAGE_READ_LEN]>> {
+        let mut buf = [0u8; META_PAGE_READ_LEN];
+        if offset.saturating_add(META_PAGE_LEN as u64) > file_len {
+            return Ok(None);
+        }
+        let len = (file_len - offset).min(buf.len() as u64) as usize;
+        storage
+            .read_exact_at(&mut buf[..len], offset)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(Some(buf))
+    };
+    let Some(first) = read_at(0)? else {
+        let short = || {
+            MetaState::Broken(Corruption::new(
+                Pgid(0),
+                Reason::Truncated {
+                    what: "meta page",
+                    need: META_PAGE_LEN as u64,
+                    have: file_len,
+                },
+            ))
+        };
+        return Ok(FoundMetas {
+            page_size: None,
+            metas: [short(), short()],
+            durability: [MetaDurability::Durable; 2],
+            first: None,
+            meta0_error: None,
+        });
+    };
+    let meta0 = read_meta_page(&first, Pgid(0)).map(|(meta, _)| meta);
+    let (page_size, meta0_error) = match meta0 {
+        Ok(meta) => (Some(u64::from(meta.page_size)), None),
+        Err(error) => {
+            let meta1 = find_meta1(file_len, |buf, offset| {
+                storage
+                    .read_exact_at(buf, offset)
+                    .map_err(|e| Error::io(path, e))
+            })?;
+            (meta1.map(|meta| u64::from(meta.page_size)), Some(error))
+        }
+    };
+    let Some(page_size) = page_size else {
+        return Ok(FoundMetas {
+            page_size: None,
+            metas: [
+                MetaState::Broken(meta0_error.clone().expect("meta 0 failed")),
+                MetaState::Broken(Corruption::new(Pgid(1), Reason::Other("not found"))),
+            ],
+            durability: [MetaDurability::Durable; 2],
+            first: Some(first),
+            meta0_error,
+        });
+    };
+    let mut metas = Vec::with_capacity(2);
+    let mut durability = [MetaDurability::Durable; 2];
+    for index in 0..2u64 {
+        let pgid = Pgid(index);
+        let Some(buf) = read_at(index * page_size)? else {
+            metas.push(MetaState::Broken(Corruption::new(
+                pgid,
+                Reason::Truncated {
+                    what: "meta page",
+                    need: (index * page_size).saturating_add(META_PAGE_LEN as u64),
+                    have: file_len,
+                },
+            )));
+            continue;
+        };
+        let meta = match read_meta_page(&buf, pgid) {
+            Ok((meta, MetaDurability::Durable)) => meta,
+            Ok((meta, written @ MetaDurability::NonDurable(boot))) => {
+                if boot_id != Some(boot) {
+                    metas.push(MetaState::Stale(meta));
+                    continue;
+                }
+                durability[index as usize] = written;
+                meta
+            }
+            Err(error) => {
+                metas.push(MetaState::Broken(error));
+                continue;
+            }
+        };
+        let state = if u64::from(meta.page_size) != page_size {
+            MetaState::Unsound(
+                meta,
+                Corruption::new(pgid, Reason::BadPageSize(meta.page_size)),
+            )
+        } else if meta.txid >= TXID_MAX {
+            // No commit can follow it, and readers count past it.
+            MetaState::Unsound(
+                meta,
+                Corruption::new(pgid, Reason::Other("txid at its largest value")),
+            )
+        } else {
+            match meta.validate_fields(pgid, file_len) {
+                Ok(()) => MetaState::Valid(meta),
+                Err(error) if matches!(error.reason, Reason::HighWaterPastEnd { .. }) => {
+                    MetaState::PastEnd(meta)
+                }
+                Err(error) => MetaState::Unsound(meta, error),
+            }
+        };
+        metas.push(state);
+    }
+    let [meta0, meta1]: [MetaState; 2] = metas.try_into().expect("two metas");
+    Ok(FoundMetas {
+        page_size: Some(page_size),
+        metas: [meta0, meta1],
+        durability,
+        first: Some(first),
+        meta0_error,
+    })
+}
+
+/// Loads the freelist of `snapshot`: from its page, or by scanning for unreachable pages when
+/// the file keeps none.
+pub(crate) fn load_freelist(
+    snapshot: &Snapshot,
+    page_size: usize,
+    options: &Options,
+) -> Result<AnyFreelist> {
+    let meta = &snapshot.meta;
+    let pages = Pages::new(&snapshot.map, page_size, meta.high_water())?;
+    let mut freelist = AnyFreelist::new(options.freelist);
+    if meta.freelist != PGID_NO_FREELIST.0 {
+        let span = pages.page(Pgid(0), meta.freelist_pgid())?;
+        let page = FreelistPage::new(span, meta.freelist_pgid())?;
+        freelist.read(&page, meta.high_water())?;
+    } else {
+        let reachable = crate::walk::reachable_pages(pages, meta)?;
+        let free: Vec<Pgid> = (2..meta.pgid)
+            .map(Pgid)
+            .filter(|pgid| !reachable.contains(pgid.0))
+            .collect();
+        freelist.rebuild(&free)?;
+    }
+    Ok(freelist)
+}

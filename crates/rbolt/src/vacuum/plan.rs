@@ -1,0 +1,642 @@
+//! The vacuum's planner: a walk of every tree of a snapshot, and the plan of one step — which
+//! sparse leaves to merge and which pages at the top of the file to move below the lowest of
+//! them — made with a model of exactly what the step's commit will allocate, so that the step
+//! lands as planned and never raises the high-water mark (see the parent module).
+
+use crate::error::Result;
+use crate::walk::{PageSet, enter_page, not_a_tree_page};
+use rbolt_btree::Pages;
+use rbolt_freelist::{AnyFreelist, Freelist};
+use rbolt_page::{
+    BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, PageKind, PageRef, Pgid,
+    freelist_page_size, pages_for,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The most pages' worth of entries one repack merges into a node (which spill then cuts
+/// into full pages): bounds the pages one touched leaf can pull into a step.
+pub(super) const REPACK_PAGES_MAX: usize = 16;
+
+/// A live page of the snapshot, as the vacuum plans with it.
+struct Live {
+    pgid: u64,
+    n_pages: u64,
+    /// Index in `Walk::lives` of the page that points at it: its parent branch, or for the
+    /// root of a nested bucket the leaf that holds the bucket. `None`: the root bucket's root.
+    parent: Option<usize>,
+    /// Index of its bucket in `Walk::paths`.
+    path: usize,
+    /// Its depth in its bucket's tree (0: the root).
+    depth: usize,
+    /// A key whose path from the bucket's root passes through it: its first key.
+    key: Vec<u8>,
+    /// For a page under a branch: the branch and its index there.
+    slot: Option<(Pgid, usize)>,
+    /// For a leaf less than `REPACK_FULL_PERCENT` full under a branch: where it hangs.
+    sparse: Option<Sparse>,
+}
+
+/// A sparse leaf: its parent branch and index there, the bytes it uses, and the bytes of each
+/// of its entries (element, key and value), which decide how a merge cuts it into pages.
+#[derive(Clone)]
+struct Sparse {
+    parent: Pgid,
+    slot: usize,
+    used: usize,
+    entries: Vec<u32>,
+}
+
+/// What a walk of the snapshot found: every live tree page, the free runs, the freelist.
+struct Walk {
+    /// The buckets, each as (index of its parent here, its name); index 0 is the root bucket.
+    /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
+    paths: Vec<(usize, Vec<u8>)>,
+    lives: Vec<Live>,
+    /// The free set as runs, start → length: what first fit hands out.
+    runs: BTreeMap<u64, u64>,
+    /// Free pages just below the high-water mark: what the commit cuts off.
+    tail_free: u64,
+    /// The freelist page and its pages, if the file keeps one.
+    freelist: Option<(u64, u64)>,
+    /// Ids the freelist holds (free and pending).
+    freelist_count: usize,
+    live_pages: u64,
+    pages_to_go: u64,
+}
+
+/// What a vacuum step will do, and the figures it reports.
+#[derive(Default)]
+pub(super) struct Plan {
+    pub(super) paths: Vec<(usize, Vec<u8>)>,
+    /// Pages to move: (bucket path, key, depth), deduplicated.
+    pub(super) moves: BTreeSet<(usize, Vec<u8>, usize)>,
+    /// Sparse leaves to repack with their sparse right siblings: (bucket path, first key).
+    pub(super) merges: BTreeSet<(usize, Vec<u8>)>,
+    /// The sizes of the multi-page runs the rewritten pages need, largest first: reserved
+    /// before anything else is allocated, so that single pages cannot break up their runs.
+    pub(super) spans: Vec<u64>,
+    /// Where the moved pages were: every page the commit writes is meant to land below it.
+    pub(super) cut: Option<u64>,
+    /// No run below the cut takes the freelist: the step writes none (bbolt's files may go
+    /// without one; the vacuum's last commit writes it).
+    pub(super) skip_freelist: bool,
+    pub(super) pages_moved: u64,
+    pub(super) pages_merged: u64,
+    pub(super) live_pages: u64,
+    pub(super) pages_to_go: u64,
+    pub(super) tail_free: u64,
+    /// The freelist page would move down: first fit has a lower run for it.
+    pub(super) freelist_moves: bool,
+}
+
+impl Plan {
+    /// Whether committing the plan changes the file.
+    pub(super) fn does_something(&self) -> bool {
+        !self.moves.is_empty()
+            || !self.merges.is_empty()
+            || self.tail_free > 0
+            || self.freelist_moves
+    }
+}
+
+/// A tree page to visit, in the bucket at `path`.
+struct Visit {
+    owner: Pgid,
+    pgid: Pgid,
+    depth: usize,
+    path: usize,
+    /// Its parent branch and index there, for a page under a branch.
+    slot: Option<(Pgid, usize)>,
+    /// The index in `Walk::lives` of what points at it.
+    parent: Option<usize>,
+}
+
+/// Walks every tree of the snapshot (`pages`, `meta`) with explicit stacks.
+fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
+    let high_water = meta.pgid;
+    let mut runs: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut last_run: Option<(u64, u64)> = None;
+    for id in freelist.free_ids() {
+        last_run = match last_run {
+            Some((start, len)) if start + len == id.0 => Some((start, len + 1)),
+            Some(run) => {
+                runs.insert(run.0, run.1);
+                Some((id.0, 1))
+            }
+            None => Some((id.0, 1)),
+        };
+    }
+    if let Some((start, len)) = last_run {
+        runs.insert(start, len);
+    }
+    let tail_free = last_run
+        .filter(|&(start, len)| start + len == high_water)
+        .map_or(0, |(_, len)| len);
+    let mut found = Walk {
+        paths: vec![(0, Vec::new())],
+        lives: Vec::new(),
+        runs,
+        tail_free,
+        freelist: None,
+        freelist_count: freelist.count(),
+        live_pages: 2,
+        pages_to_go: 0,
+    };
+    let mut seen = PageSet::new(meta.high_water());
+    let mut in_use: Vec<(u64, u64)> = Vec::new();
+    if meta.has_freelist() {
+        let span = pages.page(Pgid(0), meta.freelist_pgid())?;
+        let n_pages = u64::from(PageRef::new(span, meta.freelist_pgid())?.header().overflow) + 1;
+        found.live_pages += n_pages;
+        in_use.push((meta.freelist, n_pages));
+        found.freelist = Some((meta.freelist, n_pages));
+    }
+    let page_size = pages.page_size();
+    let full = page_size * rbolt_btree::REPACK_FULL_PERCENT / 100;
+    let mut stack = vec![Visit {
+        owner: Pgid(0),
+        pgid: meta.root_pgid(),
+        depth: 0,
+        path: 0,
+        slot: None,
+        parent: None,
+    }];
+    while let Some(visit) = stack.pop() {
+        let page = enter_page(pages, visit.owner, visit.pgid, visit.depth, &mut seen)?;
+        let n_pages = u64::from(page.header().overflow) + 1;
+        found.live_pages += n_pages;
+        in_use.push((visit.pgid.0, n_pages));
+        let index = found.lives.len();
+        let (key, sparse) = match page.kind()? {
+            PageKind::Branch => {
+                let branch = page.branch()?;
+                for child in 0..branch.len() {
+                    stack.push(Visit {
+                        owner: visit.pgid,
+                        pgid: branch.child(child)?,
+                        depth: visit.depth + 1,
+                        path: visit.path,
+                        slot: Some((visit.pgid, child)),
+                        parent: Some(index),
+                    });
+                }
+                let key = if branch.is_empty() {
+                    Vec::new()
+                } else {
+                    branch.key(0)?.to_vec()
+                };
+                (key, None)
+            }
+            PageKind::Leaf => {
+                let leaf = page.leaf()?;
+                push_buckets(&leaf, visit.path, index, &mut found.paths, &mut stack)?;
+                let used = leaf.payload_len()?;
+                let sparse = match visit.slot {
+                    Some((parent, slot)) if used < full && !leaf.is_empty() => {
+                        let mut entries = Vec::with_capacity(leaf.len());
+                        for entry_index in 0..leaf.len() {
+                            let entry = leaf.entry(entry_index)?;
+                            let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
+                            entries.push(len as u32);
+                        }
+                        Some(Sparse {
+                            parent,
+                            slot,
+                            used,
+                            entries,
+                        })
+                    }
+                    _ => None,
+                };
+                // An empty page is a lone root leaf (rebalancing removes any other): every
+                // key leads to it.
+                let key = if leaf.is_empty() {
+                    Vec::new()
+                } else {
+                    leaf.key(0)?.to_vec()
+                };
+                (key, sparse)
+            }
+            kind => return Err(not_a_tree_page(visit.pgid, kind)),
+        };
+        found.lives.push(Live {
+            pgid: visit.pgid.0,
+            n_pages,
+            parent: visit.parent,
+            path: visit.path,
+            depth: visit.depth,
+            key,
+            slot: visit.slot,
+            sparse,
+        });
+    }
+    found.pages_to_go = in_use
+        .iter()
+        .filter(|&&(pgid, _)| pgid >= found.live_pages)
+        .map(|&(_, n_pages)| n_pages)
+        .sum();
+    Ok(found)
+}
+
+/// Queues the root pages of the buckets nested in `leaf` (in bucket `path`, at `index` in
+/// `Walk::lives`), through inline buckets too, each with its own path.
+fn push_buckets(
+    leaf: &LeafPage<'_>,
+    path: usize,
+    index: usize,
+    paths: &mut Vec<(usize, Vec<u8>)>,
+    stack: &mut Vec<Visit>,
+) -> Result<()> {
+    let mut inline_stack = vec![(*leaf, path)];
+    while let Some((leaf, path)) = inline_stack.pop() {
+        for entry_index in 0..leaf.len() {
+            let entry = leaf.entry(entry_index)?;
+            if !entry.is_bucket() {
+                continue;
+            }
+            let value = BucketValue::parse(entry.value, leaf.pgid())?;
+            paths.push((path, entry.key.to_vec()));
+            let child = paths.len() - 1;
+            match value.inline {
+                Some(inline) => inline_stack.push((inline, child)),
+                None => stack.push(Visit {
+                    owner: leaf.pgid(),
+                    pgid: value.header.root_pgid(),
+                    depth: 0,
+                    path: child,
+                    slot: None,
+                    parent: Some(index),
+                }),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The pages a commit writes for the pages it rewrites: single pages and runs.
+#[derive(Clone, Default)]
+struct Demand {
+    singles: u64,
+    spans: Vec<u64>,
+    /// Pages the merges free beyond what they allocate (at most).
+    given_back: u64,
+}
+
+/// Adds live page `index` and every page above it that is not dirty yet to `dirty`, and what
+/// they need to `demand`.
+fn dirty_path(lives: &[Live], index: usize, dirty: &mut [bool], demand: &mut Demand) {
+    let mut next = Some(index);
+    while let Some(at) = next {
+        if dirty[at] {
+            return;
+        }
+        dirty[at] = true;
+        match lives[at].n_pages {
+            1 => demand.singles += 1,
+            n => demand.spans.push(n),
+        }
+        next = lives[at].parent;
+    }
+}
+
+/// Where the freelist page of a step lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FreelistFit {
+    /// In a free run below the cut (or the file keeps no freelist).
+    Below,
+    /// In the free tail the commit cuts off: the mark comes down by the tail less its pages.
+    Tail,
+    /// Nowhere without raising the mark: the step writes none.
+    Nowhere,
+}
+
+/// Where first fit puts what `demand` asks (runs largest first, as reserved; then single
+/// pages, the lowest), and then `freelist_pages` more: whether all of it lands below `cut`.
+/// `None`: the pages do not fit; `Some(fit)`: they do, and where the freelist page goes.
+fn place(
+    runs: &BTreeMap<u64, u64>,
+    cut: u64,
+    demand: &Demand,
+    freelist_pages: u64,
+    tail_free: u64,
+) -> Option<FreelistFit> {
+    let mut free: BTreeMap<u64, u64> = runs
+        .range(..cut)
+        .map(|(&start, &len)| (start, len.min(cut - start)))
+        .collect();
+    let mut spans = demand.spans.clone();
+    spans.sort_unstable_by(|a, b| b.cmp(a));
+    for n in spans {
+        let (&start, &len) = free.iter().find(|&(_, &len)| len >= n)?;
+        free.remove(&start);
+        if len > n {
+            free.insert(start + n, len - n);
+        }
+    }
+    let mut singles = demand.singles;
+    while singles > 0 {
+        let (&start, &len) = free.iter().next()?;
+        free.remove(&start);
+        let take = len.min(singles);
+        singles -= take;
+        if len > take {
+            free.insert(start + take, len - take);
+        }
+    }
+    Some(
+        if freelist_pages == 0 || free.values().any(|&len| len >= freelist_pages) {
+            FreelistFit::Below
+        } else if freelist_pages <= tail_free {
+            FreelistFit::Tail
+        } else {
+            FreelistFit::Nowhere
+        },
+    )
+}
+
+/// Sparse sibling leaves that `Tree::repack_key` merges from the first: consecutive under one
+/// parent, each less than `REPACK_FULL_PERCENT` full, together within `REPACK_PAGES_MAX` pages.
+struct Group {
+    /// Indexes in `Walk::lives`, the first leaf first; and the sibling after the last, which
+    /// the merge reads (makes a node of) to see that it does not fit, so the commit rewrites
+    /// it too.
+    leaves: Vec<usize>,
+    stopper: Option<usize>,
+    /// Pages the merge gives back.
+    given_back: u64,
+    /// The highest of their pages: groups near the top of the file merge first.
+    top: u64,
+}
+
+/// The groups of sparse leaves worth merging (they give back a page or more).
+fn merge_groups(found: &Walk, page_size: usize) -> Vec<Group> {
+    let mut sparse: Vec<(&Sparse, usize)> = found
+        .lives
+        .iter()
+        .enumerate()
+        .filter_map(|(index, live)| live.sparse.as_ref().map(|sparse| (sparse, index)))
+        .collect();
+    sparse.sort_unstable_by_key(|&(leaf, _)| (leaf.parent, leaf.slot));
+    let by_slot: std::collections::HashMap<(Pgid, usize), usize> = found
+        .lives
+        .iter()
+        .enumerate()
+        .filter_map(|(index, live)| live.slot.map(|slot| (slot, index)))
+        .collect();
+    let bytes_max = REPACK_PAGES_MAX * page_size;
+    let mut groups = Vec::new();
+    let mut at = 0;
+    while at < sparse.len() {
+        let (leaf, _) = sparse[at];
+        let mut total = leaf.used;
+        let mut end = at + 1;
+        while end < sparse.len() {
+            let (next, _) = sparse[end];
+            if next.parent != leaf.parent
+                || next.slot != leaf.slot + (end - at)
+                || total + next.used - PAGE_HEADER_SIZE > bytes_max
+            {
+                break;
+            }
+            total += next.used - PAGE_HEADER_SIZE;
+            end += 1;
+        }
+        let leaves: Vec<usize> = sparse[at..end].iter().map(|&(_, index)| index).collect();
+        let sizes: Vec<u32> = sparse[at..end]
+            .iter()
+            .flat_map(|(leaf, _)| leaf.entries.iter().copied())
+            .collect();
+        let after = pieces_of(&sizes, page_size);
+        if leaves.len() as u64 > after {
+            let top = leaves
+                .iter()
+                .map(|&i| found.lives[i].pgid)
+                .max()
+                .unwrap_or(0);
+            let stopper = by_slot
+                .get(&(leaf.parent, leaf.slot + leaves.len()))
+                .copied();
+            groups.push(Group {
+                given_back: leaves.len() as u64 - after,
+                leaves,
+                stopper,
+                top,
+            });
+        }
+        at = end;
+    }
+    groups.sort_unstable_by_key(|group| std::cmp::Reverse(group.top));
+    groups
+}
+
+/// How many pages spill cuts a leaf of entries of `sizes` bytes into, with the fill percent at
+/// 1.0 (as `rbolt_btree`'s fill policy does: each piece takes entries while they fit a page,
+/// and at least one; the rest goes on once it fits).
+fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
+    let fits = |from: usize| {
+        PAGE_HEADER_SIZE + sizes[from..].iter().map(|&s| s as usize).sum::<usize>() <= page_size
+    };
+    let mut pieces = 0;
+    let mut start = 0;
+    while start < sizes.len() {
+        pieces += 1;
+        if fits(start) || sizes.len() - start < 2 {
+            break;
+        }
+        let mut used = PAGE_HEADER_SIZE;
+        let mut end = start;
+        while end < sizes.len() - 1 {
+            let len = sizes[end] as usize;
+            if end > start && used + len > page_size {
+                break;
+            }
+            used += len;
+            end += 1;
+        }
+        start = end;
+    }
+    pieces
+}
+
+/// The largest `k` in `0..=n` for which `fits(k - 1)` holds (for `k > 0`), given that fitting
+/// is monotone: a longer prefix asks more and offers no more room.
+fn longest_fitting(n: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, n);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if fits(mid) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
+
+/// Plans a vacuum step within `pages_max` pages: first merges of sparse sibling leaves, which
+/// give pages back while free pages are there to merge into (a packed file has none), highest
+/// first; then, with the rest of the budget, moves of the live pages at the top of the file
+/// below the lowest of them (the cut), as many as fit there with the pages above them that
+/// the commit rewrites too. The model is what the commit allocates: reserved runs for
+/// multi-page pages, the lowest free pages for single ones, then the freelist.
+pub(super) fn plan(
+    pages: Pages<'_>,
+    meta: &Meta,
+    freelist: &AnyFreelist,
+    pages_max: usize,
+    writes_freelist: bool,
+) -> Result<Plan> {
+    let found = walk(pages, meta, freelist)?;
+    let pages_max = pages_max.max(1) as u64;
+    let page_size = pages.page_size();
+    let lives = &found.lives;
+    let limit = meta.pgid - found.tail_free;
+    // The freelist after the step holds at most what it holds now, its own old pages and what
+    // the merges give back: every other page freed is one allocated from the free set.
+    let old_freelist = found.freelist.map_or(0, |(_, n_pages)| n_pages);
+    let freelist_pages = |demand: &Demand| -> u64 {
+        if !writes_freelist {
+            return 0;
+        }
+        let count = found.freelist_count + (old_freelist + demand.given_back) as usize + 1;
+        pages_for(freelist_page_size(count), page_size) as u64
+    };
+    let fit = |cut: u64, demand: &Demand| {
+        place(
+            &found.runs,
+            cut,
+            demand,
+            freelist_pages(demand),
+            found.tail_free,
+        )
+    };
+
+    // Merges, highest first, while the budget lasts and their pages fit below the free tail.
+    let groups = merge_groups(&found, page_size);
+    let mut dirty = vec![false; lives.len()];
+    let mut demand = Demand::default();
+    let mut merge_demands: Vec<Demand> = Vec::new();
+    let mut merged_leaves = 0;
+    for group in &groups {
+        merged_leaves += group.leaves.len() as u64;
+        if merged_leaves > pages_max {
+            break;
+        }
+        for &index in group.leaves.iter().chain(&group.stopper) {
+            dirty_path(lives, index, &mut dirty, &mut demand);
+        }
+        demand.given_back += group.given_back;
+        merge_demands.push(demand.clone());
+    }
+    let merges = longest_fitting(merge_demands.len(), |k| {
+        fit(limit, &merge_demands[k]).is_some()
+    });
+    let mut dirty = vec![false; lives.len()];
+    let mut demand = Demand::default();
+    for group in &groups[..merges] {
+        for &index in group.leaves.iter().chain(&group.stopper) {
+            dirty_path(lives, index, &mut dirty, &mut demand);
+        }
+        demand.given_back += group.given_back;
+    }
+    let budget = pages_max.saturating_sub(
+        groups[..merges]
+            .iter()
+            .map(|group| group.leaves.len() as u64)
+            .sum(),
+    );
+
+    // Moves: the highest pages first. A page no free run below it can take is pinned where
+    // it is: the pages under it can still move, to make room for it later. The budget counts
+    // the pages chosen to move (at least one when nothing merges), not those above them.
+    let mut order: Vec<usize> = (0..lives.len()).collect();
+    order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
+    let fits_below = |live: &Live| {
+        found
+            .runs
+            .range(..live.pgid)
+            .any(|(&start, &len)| len.min(live.pgid - start) >= live.n_pages)
+    };
+    let mut prefixes: Vec<(usize, Demand)> = Vec::new();
+    let mut trial_dirty = dirty.clone();
+    let mut trial = demand.clone();
+    let mut moving = 0;
+    for &index in &order {
+        let live = &lives[index];
+        if !fits_below(live) {
+            continue;
+        }
+        moving += live.n_pages;
+        if moving > budget && !(prefixes.is_empty() && merges == 0) {
+            break;
+        }
+        dirty_path(lives, index, &mut trial_dirty, &mut trial);
+        prefixes.push((index, trial.clone()));
+    }
+    let chosen = longest_fitting(prefixes.len(), |k| {
+        fit(lives[prefixes[k].0].pgid, &prefixes[k].1).is_some()
+    });
+    let cut = chosen.checked_sub(1).map(|k| lives[prefixes[k].0].pgid);
+    if let Some(k) = chosen.checked_sub(1) {
+        demand = prefixes[k].1.clone();
+    }
+
+    let mut plan = Plan {
+        cut,
+        live_pages: found.live_pages,
+        pages_to_go: found.pages_to_go,
+        tail_free: found.tail_free,
+        ..Plan::default()
+    };
+    for &(index, _) in &prefixes[..chosen] {
+        let live = &lives[index];
+        plan.pages_moved += live.n_pages;
+        plan.moves.insert((live.path, live.key.clone(), live.depth));
+    }
+    for group in &groups[..merges] {
+        let first = &lives[group.leaves[0]];
+        plan.pages_merged += group.given_back;
+        plan.merges.insert((first.path, first.key.clone()));
+    }
+    let freelist_fit = fit(cut.unwrap_or(limit), &demand).unwrap_or(FreelistFit::Nowhere);
+    plan.spans = demand.spans.clone();
+    plan.spans.sort_unstable_by(|a, b| b.cmp(a));
+    let moves_pages = !plan.moves.is_empty() || !plan.merges.is_empty();
+    plan.skip_freelist = writes_freelist && freelist_fit == FreelistFit::Nowhere;
+    let freelist_after = freelist_pages(&demand);
+    plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
+        found
+            .runs
+            .range(..pgid)
+            .any(|(&start, &len)| len.min(pgid - start) >= freelist_after)
+    });
+    // Cutting the free tail helps only if the freelist page does not take all of its place;
+    // and a step that only cuts must not drop the freelist (the vacuum's last commit would
+    // write it past the mark again).
+    let tail_useful = match freelist_fit {
+        FreelistFit::Below => true,
+        FreelistFit::Tail => found.tail_free > freelist_after,
+        FreelistFit::Nowhere => moves_pages,
+    };
+    if !tail_useful {
+        plan.tail_free = 0;
+    }
+    if !moves_pages && freelist_fit == FreelistFit::Nowhere {
+        plan.skip_freelist = false;
+    }
+    plan.paths = found.paths;
+    Ok(plan)
+}
+
+/// The names from the root bucket down to bucket `index` of `paths` (empty for the root).
+pub(super) fn bucket_names(paths: &[(usize, Vec<u8>)], mut index: usize) -> Vec<&[u8]> {
+    let mut names = Vec::new();
+    while index != 0 {
+        let (parent, name) = &paths[index];
+        debug_assert!(*parent < index, "a bucket is found after its parent");
+        names.push(name.as_slice());
+        index = *parent;
+    }
+    names.reverse();
+    names
+}
