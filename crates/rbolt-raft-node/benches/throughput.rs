@@ -93,7 +93,12 @@ fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
     let run = runtime.block_on(async {
         let client = Client::new().with_timeout(Duration::from_secs(30));
         let quick = client.with_timeout(Duration::from_secs(1)).retrying(false);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let leader = loop {
+            assert!(
+                Instant::now() < deadline,
+                "no leader among {addrs:?} within 60 s (does {exe} take these options?)"
+            );
             let mut found = None;
             for addr in &addrs {
                 if let Ok(status) = quick.status(addr).await

@@ -218,10 +218,14 @@ pub struct Status {
     pub entries_applied: u64,
     /// Snapshots installed since start.
     pub snapshots_installed: u64,
-    /// The cluster this node belongs to (`""` before it joined one).
+    /// The cluster this node belongs to (`""` before it joined one; absent from the status of
+    /// a node built before cluster ids).
+    #[serde(default)]
     pub cluster: String,
     /// Committed entries the state machine refused since start.
+    #[serde(default)]
     pub entries_refused: u64,
     /// Why the node stopped serving (`storage failed: ...` or `removed at index N`).
+    #[serde(default)]
     pub stopped: Option<String>,
 }
