@@ -1,5 +1,7 @@
 //! Durable write throughput of a three-node cluster beside a single rbolt `Db`, on the same
-//! machine, measured in interleaved repeats (medians printed, ratios from the same run).
+//! machine, measured in interleaved repeats (medians printed, ratios from the same run), for
+//! each number of concurrent writers asked for; optionally beside another build of the node
+//! (an older one, with another peer transport) in the same repeats.
 //!
 //! ```text
 //! cargo bench -p rbolt-raft-node --bench throughput
@@ -17,7 +19,9 @@
 //! The cluster's log counters tell how many entries each append carried, hence the
 //! `fdatasync`s per entry (two per append and two per apply batch, on the leader and on each
 //! follower). Environment: `RBOLT_RAFT_BENCH_SECONDS` (default 5), `RBOLT_RAFT_BENCH_REPEATS`
-//! (3), `RBOLT_RAFT_BENCH_WRITERS` (16).
+//! (3), `RBOLT_RAFT_BENCH_WRITERS` (`1,16,64`: the writer counts, each measured in its own
+//! interleaved repeats), `RBOLT_RAFT_BENCH_COMPARE_EXE` (a node binary to measure beside this
+//! build's; it is started with the same options, so it must take them).
 
 use rbolt_raft_node::api::Status;
 use rbolt_raft_node::client::Client;
@@ -56,7 +60,7 @@ struct ClusterRun {
     entries_per_apply: f64,
 }
 
-fn run_cluster(seconds: u64, writers: u64) -> ClusterRun {
+fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let addrs: Vec<String> = (0..3)
         .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -71,7 +75,7 @@ fn run_cluster(seconds: u64, writers: u64) -> ClusterRun {
         .iter()
         .enumerate()
         .map(|(i, addr)| {
-            Command::new(NODE_EXE)
+            Command::new(exe)
                 .args(["serve", "--id", &(i + 1).to_string(), "--listen", addr])
                 .args(["--peers", &peers, "--data-dir"])
                 .arg(root.path().join(format!("node-{}", i + 1)))
@@ -89,7 +93,12 @@ fn run_cluster(seconds: u64, writers: u64) -> ClusterRun {
     let run = runtime.block_on(async {
         let client = Client::new().with_timeout(Duration::from_secs(30));
         let quick = client.with_timeout(Duration::from_secs(1)).retrying(false);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let leader = loop {
+            assert!(
+                Instant::now() < deadline,
+                "no leader among {addrs:?} within 60 s (does {exe} take these options?)"
+            );
             let mut found = None;
             for addr in &addrs {
                 if let Ok(status) = quick.status(addr).await
@@ -208,25 +217,32 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-fn main() {
-    let seconds = env_or("RBOLT_RAFT_BENCH_SECONDS", 5);
-    let repeats = env_or("RBOLT_RAFT_BENCH_REPEATS", 3).max(1);
-    let writers = env_or("RBOLT_RAFT_BENCH_WRITERS", 16).max(1);
-    let (mut cluster, mut update, mut batch) = (Vec::new(), Vec::new(), Vec::new());
+/// Medians of one writer count's repeats.
+fn measure(seconds: u64, repeats: u64, writers: u64, compare: Option<&str>) {
+    let (mut cluster, mut other, mut update, mut batch) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut per_append, mut per_apply) = (Vec::new(), Vec::new());
     let (mut vs_update, mut vs_batch) = (Vec::new(), Vec::new());
     for repeat in 0..repeats {
-        let run = run_cluster(seconds, writers);
+        let run = run_cluster(NODE_EXE, seconds, writers);
+        let compared = compare.map(|exe| run_cluster(exe, seconds, writers));
         let u = run_db(seconds, writers, false);
         let b = run_db(seconds, writers, true);
         eprintln!(
-            "repeat {repeat}: cluster {:.0} writes/s ({:.1} entries per append, {:.1} per apply \
-             batch), Db::update {u:.0}/s, Db::batch {b:.0}/s",
-            run.writes_per_sec, run.entries_per_append, run.entries_per_apply
+            "{writers} writers, repeat {repeat}: cluster {:.0} writes/s ({:.1} entries per \
+             append, {:.1} per apply batch), compared build {}, Db::update {u:.0}/s, Db::batch \
+             {b:.0}/s",
+            run.writes_per_sec,
+            run.entries_per_append,
+            run.entries_per_apply,
+            compared
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |c| format!("{:.0}/s", c.writes_per_sec))
         );
         vs_update.push(run.writes_per_sec / u);
         vs_batch.push(run.writes_per_sec / b);
         cluster.push(run.writes_per_sec);
+        other.extend(compared.map(|c| c.writes_per_sec));
         per_append.push(run.entries_per_append);
         per_apply.push(run.entries_per_apply);
         update.push(u);
@@ -234,12 +250,17 @@ fn main() {
     }
     let per_append = median(&mut per_append);
     let per_apply = median(&mut per_apply);
+    let compared = if other.is_empty() {
+        String::new()
+    } else {
+        format!(", compared build {:.0} writes/s", median(&mut other))
+    };
     println!(
         "raft throughput: {writers} writers, {seconds} s x {repeats} interleaved repeats, \
-         medians: 3-node cluster {:.0} writes/s, single Db::update {:.0}/s, single Db::batch \
-         {:.0}/s; cluster/update {:.2}x, cluster/batch {:.2}x; leader: {per_append:.1} \
-         entries per log append, {per_apply:.1} per apply batch = {:.2} fdatasyncs per entry on \
-         the leader (each follower about the same)",
+         medians: 3-node cluster {:.0} writes/s{compared}, single Db::update {:.0}/s, single \
+         Db::batch {:.0}/s; cluster/update {:.2}x, cluster/batch {:.2}x; leader: \
+         {per_append:.1} entries per log append, {per_apply:.1} per apply batch = {:.2} \
+         fdatasyncs per entry on the leader (each follower about the same)",
         median(&mut cluster),
         median(&mut update),
         median(&mut batch),
@@ -247,4 +268,19 @@ fn main() {
         median(&mut vs_batch),
         2.0 / per_append + 2.0 / per_apply
     );
+}
+
+fn main() {
+    let seconds = env_or("RBOLT_RAFT_BENCH_SECONDS", 5);
+    let repeats = env_or("RBOLT_RAFT_BENCH_REPEATS", 3).max(1);
+    let writers: Vec<u64> = std::env::var("RBOLT_RAFT_BENCH_WRITERS")
+        .unwrap_or_else(|_| "1,16,64".to_owned())
+        .split(',')
+        .filter_map(|w| w.trim().parse().ok())
+        .map(|w: u64| w.max(1))
+        .collect();
+    let compare = std::env::var("RBOLT_RAFT_BENCH_COMPARE_EXE").ok();
+    for writers in writers {
+        measure(seconds, repeats, writers, compare.as_deref());
+    }
 }

@@ -1,31 +1,62 @@
 //! What travels over HTTP: the paths, and the JSON bodies of the client API and of the Raft
-//! RPCs' side channel (the snapshot header). Raft messages themselves are openraft's types,
-//! serialized with serde as they are.
+//! RPCs' side channel (the snapshot header). Raft messages themselves are openraft's types in
+//! the binary frames of [`crate::wire`].
 
 use crate::kv::KvConfig;
 use openraft::type_config::alias::{SnapshotMetaOf, VoteOf};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// `POST`: an `AppendEntriesRequest`, answered with `Result<AppendEntriesResponse, RaftError>`.
+/// `POST`: an `AppendEntriesRequest` in a frame, answered with
+/// `Result<AppendEntriesResponse, RaftError>` in a frame.
 pub const PATH_APPEND: &str = "/raft/append";
-/// `POST`: a `VoteRequest`, answered with `Result<VoteResponse, RaftError>`.
+/// `POST`: a `VoteRequest` in a frame, answered with `Result<VoteResponse, RaftError>`.
 pub const PATH_VOTE: &str = "/raft/vote";
-/// `POST`: a snapshot file as the body, [`SnapshotHeader`] in [`HEADER_SNAPSHOT`], answered
-/// with `Result<SnapshotResponse, RaftError>`.
+/// `POST`: a snapshot file as the body, [`SnapshotHeader`] in [`HEADER_SNAPSHOT`], the
+/// sender's cluster and id in [`HEADER_CLUSTER`] and [`HEADER_FROM`], answered with
+/// `Result<SnapshotResponse, RaftError>` in a frame.
 pub const PATH_SNAPSHOT: &str = "/raft/snapshot";
+/// `POST`: a `TransferLeaderRequest` in a frame (the leader hands over to this node),
+/// answered with `Result<TransferLeaderResponse, Fatal>` in a frame.
+pub const PATH_TRANSFER: &str = "/raft/transfer";
+/// `POST`: a [`Hello`] in a frame (the node a leader is about to add checks in), answered with
+/// this node's [`Hello`] in a frame.
+pub const PATH_HELLO: &str = "/raft/hello";
 /// The header of [`PATH_SNAPSHOT`] requests: [`SnapshotHeader`] as JSON.
 pub const HEADER_SNAPSHOT: &str = "x-rbolt-raft-snapshot";
+/// The sender's cluster id, on snapshot requests (frames carry it themselves).
+pub const HEADER_CLUSTER: &str = "x-rbolt-cluster";
+/// The sender's node id, on snapshot requests.
+pub const HEADER_FROM: &str = "x-rbolt-from";
+/// On a `410 Gone` answer to a peer: the log index of the committed membership that leaves
+/// the sender out.
+pub const HEADER_MEMBERSHIP_INDEX: &str = "x-rbolt-membership-index";
+/// `GET`: `200` only while the node knows a leader and its storage is sound.
+pub const PATH_HEALTH: &str = "/health";
+/// `GET`: `200` once the node knows a leader and has applied what it knows is committed.
+pub const PATH_READYZ: &str = "/readyz";
+/// `GET`: `200` while the process serves and its storage has not failed.
+pub const PATH_LIVEZ: &str = "/livez";
+/// `GET`: the node's metrics in Prometheus' text format.
+pub const PATH_METRICS: &str = "/metrics";
+/// `GET`: a backup, one consistent rbolt copy of the state machine (linearizable through the
+/// leader, or `?read=local`).
+pub const PATH_BACKUP: &str = "/backup";
+/// `POST` [`TransferLeader`]: the leader hands leadership to another voter.
+pub const PATH_LEADER: &str = "/cluster/leader";
 /// `GET`: this node's [`Status`].
 pub const PATH_STATUS: &str = "/status";
 /// `GET /kv/KEY` reads, `PUT /kv/KEY` (the body is the value) writes, `DELETE /kv/KEY`
 /// deletes; `GET /kv` returns every pair as a JSON object. Reads take `?read=local` to read
 /// this node's state without asking the leader.
 pub const PATH_KV: &str = "/kv";
-/// `POST` [`AddLearner`]: adds a node that receives the log but does not vote.
+/// `POST` [`AddLearner`]: adds a node that receives the log but does not vote;
+/// `DELETE /cluster/learners/ID` removes a learner.
 pub const PATH_LEARNERS: &str = "/cluster/learners";
-/// `POST` [`ChangeMembers`]: makes exactly these nodes the voters.
+/// `POST` [`ChangeMembers`]: makes exactly these nodes the voters; `GET`: [`Members`].
 pub const PATH_MEMBERS: &str = "/cluster/members";
+/// The header a client authenticates its writes with: `Bearer TOKEN`.
+pub const HEADER_AUTHORIZATION: &str = "authorization";
 
 /// The vote and meta of a snapshot sent in a [`PATH_SNAPSHOT`] request.
 #[derive(Debug, Serialize, Deserialize)]
@@ -59,6 +90,74 @@ pub struct AddLearner {
     pub id: u64,
     /// The address (`host:port`) it listens on.
     pub addr: String,
+    /// Add it even if it does not answer yet (it catches up once it does); the answer says
+    /// "not reachable yet".
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// What a node says of itself to a leader about to add it ([`PATH_HELLO`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Its node id.
+    pub id: u64,
+    /// Its cluster, `""` if it has not joined one yet.
+    pub cluster: String,
+}
+
+/// The body of a [`PATH_LEADER`] request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TransferLeader {
+    /// The voter to hand leadership to.
+    pub to: u64,
+}
+
+/// The answer to a leadership transfer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LeaderReply {
+    /// The leader after the transfer.
+    pub leader: u64,
+    /// Its term.
+    pub term: u64,
+}
+
+/// One member in [`Members`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its address.
+    pub addr: String,
+    /// `voter` or `learner`.
+    pub role: String,
+    /// On the leader: the last log index replicated to it (`None`: nothing yet).
+    pub matched: Option<u64>,
+    /// On the leader: milliseconds since it last acknowledged a heartbeat or an append.
+    pub last_ack_ms: Option<u64>,
+}
+
+/// The answer to `GET /cluster/members`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Members {
+    /// The node that answered.
+    pub id: u64,
+    /// The leader it knows.
+    pub leader: Option<u64>,
+    /// The leader's last log index, when the answer comes from the leader.
+    pub last_log_index: Option<u64>,
+    /// The log index of the effective membership.
+    pub membership_index: Option<u64>,
+    /// Every member.
+    pub members: BTreeMap<u64, Member>,
+}
+
+/// The answer to `GET /health`, `/readyz` and `/livez`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Whether the check passes (then the status is `200`, else `503`).
+    pub ok: bool,
+    /// Why it does not, or `ok`.
+    pub reason: String,
+    /// The leader this node knows.
+    pub leader: Option<u64>,
 }
 
 /// The body of a [`PATH_MEMBERS`] request.
@@ -77,6 +176,9 @@ pub struct MembershipReply {
     pub voters: Vec<u64>,
     /// Every node, voter or learner, and its address.
     pub nodes: BTreeMap<u64, String>,
+    /// What the operator should know (a learner added before it answered, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A node's view of the cluster and what its storage has done since it started.
@@ -116,4 +218,14 @@ pub struct Status {
     pub entries_applied: u64,
     /// Snapshots installed since start.
     pub snapshots_installed: u64,
+    /// The cluster this node belongs to (`""` before it joined one; absent from the status of
+    /// a node built before cluster ids).
+    #[serde(default)]
+    pub cluster: String,
+    /// Committed entries the state machine refused since start.
+    #[serde(default)]
+    pub entries_refused: u64,
+    /// Why the node stopped serving (`storage failed: ...` or `removed at index N`).
+    #[serde(default)]
+    pub stopped: Option<String>,
 }

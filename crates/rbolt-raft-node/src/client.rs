@@ -2,8 +2,9 @@
 //! follow the `307` redirects a follower answers with to the leader.
 
 use crate::api::{
-    AddLearner, ChangeMembers, ErrorReply, MembershipReply, PATH_KV, PATH_LEARNERS, PATH_MEMBERS,
-    PATH_STATUS, Status, WriteReply,
+    AddLearner, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, Health, LeaderReply, Members,
+    MembershipReply, PATH_BACKUP, PATH_HEALTH, PATH_KV, PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS,
+    PATH_STATUS, Status, TransferLeader, WriteReply,
 };
 use crate::http::{self, Answer, HttpClient, SendError};
 use bytes::Bytes;
@@ -84,6 +85,7 @@ pub struct Client {
     timeout: Duration,
     follow: bool,
     retry: bool,
+    token: Option<String>,
 }
 
 impl Default for Client {
@@ -97,9 +99,12 @@ pub fn key_path(key: &str) -> String {
     format!("{PATH_KV}/{}", utf8_percent_encode(key, KEY_ENCODE))
 }
 
-/// Splits `http://host:port/path?query` into the address and the path with its query.
+/// Splits `http://host:port/path?query` (or `https://`) into the address and the path with
+/// its query.
 fn split_location(location: &str) -> Option<(String, String)> {
-    let rest = location.strip_prefix("http://")?;
+    let rest = location
+        .strip_prefix("http://")
+        .or_else(|| location.strip_prefix("https://"))?;
     let slash = rest.find('/')?;
     Some((rest[..slash].to_owned(), rest[slash..].to_owned()))
 }
@@ -112,6 +117,24 @@ impl Client {
             timeout: TIMEOUT_DEFAULT,
             follow: true,
             retry: true,
+            token: None,
+        }
+    }
+
+    /// This client over TLS with `config` (the nodes' `https` URLs), or plain TCP with `None`.
+    pub fn with_tls(&self, config: Option<rustls::ClientConfig>) -> Client {
+        Client {
+            http: http::client_with(None, config),
+            ..self.clone()
+        }
+    }
+
+    /// This client, sending `token` as the bearer token of every request (writes need it on
+    /// a node started with `--client-token-file`).
+    pub fn with_token(&self, token: Option<String>) -> Client {
+        Client {
+            token,
+            ..self.clone()
         }
     }
 
@@ -182,6 +205,11 @@ impl Client {
     ) -> Result<(String, Answer), ClientError> {
         let mut addr = addr.to_owned();
         let mut path_and_query = path_and_query.to_owned();
+        let headers: Vec<(&str, String)> = self
+            .token
+            .iter()
+            .map(|token| (HEADER_AUTHORIZATION, format!("Bearer {token}")))
+            .collect();
         for _ in 0..=REDIRECTS_MAX {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let answer = http::send(
@@ -189,7 +217,7 @@ impl Client {
                 &addr,
                 method.clone(),
                 &path_and_query,
-                &[],
+                &headers,
                 http::full(body.clone()),
                 left,
             )
@@ -300,18 +328,87 @@ impl Client {
             .await
     }
 
-    /// Adds node `id` at `learner_addr` as a learner; returns once it has caught up.
+    /// Adds node `id` at `learner_addr` as a learner; returns once it has caught up. A node
+    /// that does not answer is refused unless `force` (then the answer notes it is "not
+    /// reachable yet").
     pub async fn add_learner(
         &self,
         addr: &str,
         id: u64,
         learner_addr: &str,
+        force: bool,
     ) -> Result<MembershipReply, ClientError> {
         let learner = AddLearner {
             id,
             addr: learner_addr.to_owned(),
+            force,
         };
-        self.post(addr, PATH_LEARNERS, &learner).await
+        let body = serde_json::to_vec(&learner).map_err(|e| ClientError::Decode {
+            addr: addr.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let (addr, answer) = self
+            .request(addr, Method::POST, PATH_LEARNERS, body.into())
+            .await?;
+        if answer.status != StatusCode::OK && answer.status != StatusCode::ACCEPTED {
+            return Err(status_error(addr, &answer));
+        }
+        serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode {
+            addr,
+            reason: e.to_string(),
+        })
+    }
+
+    /// Removes learner `id`.
+    pub async fn remove_learner(
+        &self,
+        addr: &str,
+        id: u64,
+    ) -> Result<MembershipReply, ClientError> {
+        self.call(
+            addr,
+            Method::DELETE,
+            &format!("{PATH_LEARNERS}/{id}"),
+            Bytes::new(),
+        )
+        .await
+    }
+
+    /// The members as `addr` sees them (with replication progress when it leads).
+    pub async fn members(&self, addr: &str) -> Result<Members, ClientError> {
+        self.call(addr, Method::GET, PATH_MEMBERS, Bytes::new())
+            .await
+    }
+
+    /// Hands leadership to voter `to`; returns once it leads.
+    pub async fn transfer_leader(&self, addr: &str, to: u64) -> Result<LeaderReply, ClientError> {
+        self.post(addr, PATH_LEADER, &TransferLeader { to }).await
+    }
+
+    /// `addr`'s health check (`/health`), whatever its status.
+    pub async fn health(&self, addr: &str) -> Result<Health, ClientError> {
+        let (addr, answer) = self
+            .request(addr, Method::GET, PATH_HEALTH, Bytes::new())
+            .await?;
+        serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode {
+            addr,
+            reason: e.to_string(),
+        })
+    }
+
+    /// A backup of the state machine: one consistent rbolt file (linearizable through the
+    /// leader, or `local` to `addr`'s state).
+    pub async fn backup(&self, addr: &str, local: bool) -> Result<Bytes, ClientError> {
+        let path = if local {
+            format!("{PATH_BACKUP}?read=local")
+        } else {
+            PATH_BACKUP.to_owned()
+        };
+        let (addr, answer) = self.request(addr, Method::GET, &path, Bytes::new()).await?;
+        if answer.status != StatusCode::OK {
+            return Err(status_error(addr, &answer));
+        }
+        Ok(answer.body)
     }
 
     /// Makes exactly `voters` the voting members.
@@ -366,7 +463,11 @@ mod tests {
             split_location("http://127.0.0.1:7001/kv/a?read=local"),
             Some(("127.0.0.1:7001".to_owned(), "/kv/a?read=local".to_owned()))
         );
-        assert_eq!(split_location("https://x/kv"), None);
+        assert_eq!(
+            split_location("https://x:1/kv"),
+            Some(("x:1".to_owned(), "/kv".to_owned()))
+        );
+        assert_eq!(split_location("ftp://x/kv"), None);
         assert_eq!(split_location("http://no-path"), None);
     }
 }

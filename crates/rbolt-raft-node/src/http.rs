@@ -1,11 +1,13 @@
 //! The HTTP client both the Raft network and the command-line client use: hyper's pooled
-//! HTTP/1.1 client over plain TCP, with request bodies that are either whole or streamed.
+//! HTTP/1.1 client over plain TCP or TLS (rustls), with request bodies that are either whole
+//! or streamed.
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -15,25 +17,69 @@ use std::time::Duration;
 /// A request body: whole, or streamed from a file.
 pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// The pooled client.
-pub type HttpClient = Client<HttpConnector, Body>;
-
 /// How long connecting to a peer may take before the attempt counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Answers larger than this are refused (a `GET /kv` of a big store is the largest).
 pub const ANSWER_BYTES_MAX: usize = 256 << 20;
 
-/// A client whose connections leave from `local` when it is given (a node's connections to
-/// its peers leave from the address it listens on, so a peer sees where they come from).
+/// The pooled client: plain TCP, or TLS (then every URL is `https`).
+#[derive(Clone)]
+pub enum HttpClient {
+    /// `http` URLs over TCP.
+    Plain(Client<HttpConnector, Body>),
+    /// `https` URLs over TLS.
+    Tls(Client<HttpsConnector<HttpConnector>, Body>),
+}
+
+impl HttpClient {
+    /// `https` or `http`.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            HttpClient::Plain(_) => "http",
+            HttpClient::Tls(_) => "https",
+        }
+    }
+
+    async fn request(
+        &self,
+        request: Request<Body>,
+    ) -> Result<hyper::Response<Incoming>, hyper_util::client::legacy::Error> {
+        match self {
+            HttpClient::Plain(client) => client.request(request).await,
+            HttpClient::Tls(client) => client.request(request).await,
+        }
+    }
+}
+
+/// A plain-TCP client whose connections leave from `local` when it is given (a node's
+/// connections to its peers leave from the address it listens on, so a peer sees where they
+/// come from).
 pub fn client(local: Option<IpAddr>) -> HttpClient {
+    client_with(local, None)
+}
+
+/// A client as [`client`], speaking TLS with `tls` when it is given.
+pub fn client_with(local: Option<IpAddr>, tls: Option<rustls::ClientConfig>) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
     connector.set_local_address(local);
-    Client::builder(TokioExecutor::new())
+    let builder = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
-        .build(connector)
+        .clone();
+    match tls {
+        Some(config) => {
+            connector.enforce_http(false);
+            let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(config)
+                .https_only()
+                .enable_http1()
+                .wrap_connector(connector);
+            HttpClient::Tls(builder.build(connector))
+        }
+        None => HttpClient::Plain(builder.build(connector)),
+    }
 }
 
 /// A whole body.
@@ -80,6 +126,8 @@ pub struct Answer {
     pub status: StatusCode,
     /// Where a redirect points.
     pub location: Option<String>,
+    /// The headers.
+    pub headers: hyper::HeaderMap,
     /// The whole body.
     pub body: Bytes,
 }
@@ -95,13 +143,41 @@ pub async fn send(
     body: Body,
     timeout: Duration,
 ) -> Result<Answer, SendError> {
+    send_limited(
+        client,
+        addr,
+        method,
+        path_and_query,
+        headers,
+        body,
+        timeout,
+        ANSWER_BYTES_MAX,
+    )
+    .await
+}
+
+/// [`send`], refusing an answer over `answer_bytes_max` bytes.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one request's parts; a struct for them would be built at each of two callers"
+)]
+pub async fn send_limited(
+    client: &HttpClient,
+    addr: &str,
+    method: Method,
+    path_and_query: &str,
+    headers: &[(&str, String)],
+    body: Body,
+    timeout: Duration,
+    answer_bytes_max: usize,
+) -> Result<Answer, SendError> {
     let failed = |reason: String| SendError::Failed {
         addr: addr.to_owned(),
         reason,
     };
     let mut request = Request::builder()
         .method(method)
-        .uri(format!("http://{addr}{path_and_query}"));
+        .uri(format!("{}://{addr}{path_and_query}", client.scheme()));
     for (name, value) in headers {
         request = request.header(*name, value);
     }
@@ -123,12 +199,14 @@ pub async fn send(
             .get(hyper::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = read_body(answer.into_body(), ANSWER_BYTES_MAX)
+        let headers = answer.headers().clone();
+        let body = read_body(answer.into_body(), answer_bytes_max)
             .await
             .map_err(failed)?;
         Ok(Answer {
             status,
             location,
+            headers,
             body,
         })
     };
@@ -147,7 +225,13 @@ pub async fn read_body(body: Incoming, bytes_max: usize) -> Result<Bytes, String
         .collect()
         .await
         .map(|collected| collected.to_bytes())
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                format!("body over the limit of {bytes_max} bytes")
+            } else {
+                e.to_string()
+            }
+        })
 }
 
 /// An error and its sources on one line (hyper's own messages say little on their own).

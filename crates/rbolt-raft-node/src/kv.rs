@@ -24,6 +24,16 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// `put` or `delete`, for log lines and metrics (never the key or value itself).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Put { .. } => "put",
+            Request::Delete { .. } => "delete",
+        }
+    }
+}
+
 impl std::fmt::Display for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -33,16 +43,23 @@ impl std::fmt::Display for Request {
     }
 }
 
-/// What a write did: the value the key held before it.
+/// What a write did: the value the key held before it, or why it did nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
     /// The key's value before the write, if it had one.
     pub previous: Option<String>,
+    /// Set when the entry could not be applied (the state machine's [`Machine::refused`]):
+    /// it changed nothing, on any replica. Requests are checked before they are proposed, so
+    /// this means a request that slipped past the checks (or a bug), never a lost write.
+    pub refused: Option<String>,
 }
 
 impl std::fmt::Display for Response {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "previous {:?}", self.previous)
+        match &self.refused {
+            Some(why) => write!(f, "refused: {why}"),
+            None => write!(f, "previous {:?}", self.previous),
+        }
     }
 }
 
@@ -82,7 +99,23 @@ impl Machine<KvConfig> for KvMachine {
                 kv.delete(key.as_bytes())?;
             }
         }
-        Ok(Response { previous })
+        Ok(Response {
+            previous,
+            refused: None,
+        })
+    }
+
+    /// An entry rbolt refused (a key over its limit, say) is answered as refused on every
+    /// replica alike, instead of stopping the state machine.
+    fn refused(
+        &self,
+        _entry: &EntryOf<KvConfig>,
+        error: rbolt_raft::Error,
+    ) -> rbolt_raft::Result<Response> {
+        Ok(Response {
+            previous: None,
+            refused: Some(error.to_string()),
+        })
     }
 }
 

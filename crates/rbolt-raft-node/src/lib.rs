@@ -1,12 +1,15 @@
 //! rbolt-raft-node: a key/value store replicated with Raft, one process per replica, each
 //! replica's log and state in rbolt files (through `rbolt-raft`).
 //!
-//! A node serves one HTTP/1.1 port for both its peers and its clients (hyper, plain TCP):
-//! openraft's RPCs as JSON (append entries, vote) and a streamed rbolt file (install
-//! snapshot), and a client API: `PUT`, `DELETE` and `GET /kv/KEY` (linearizable through the
-//! leader, or `?read=local`), `GET /kv`, `GET /status`, and membership changes. A follower
-//! answers requests for the leader with a `307` redirect to it. The `rbolt-raft-node` binary
-//! runs a node (`serve`) and is also a client of one (`put`, `get`, ...); see the README.
+//! A node serves one HTTP/1.1 port for both its peers and its clients (hyper, over TCP or
+//! rustls TLS): openraft's RPCs in binary frames that name the cluster (append entries, vote)
+//! and a streamed rbolt file (install snapshot), and a client API: `PUT`, `DELETE` and
+//! `GET /kv/KEY` (linearizable through the leader, or `?read=local`), `GET /kv`, status,
+//! health checks, Prometheus metrics, backups, and membership changes. A follower answers
+//! requests for the leader with a `307` redirect to it. Every request is checked against the
+//! node's limits before anything is proposed. The `rbolt-raft-node` binary runs a node
+//! (`serve`), seeds one from a backup (`restore`), and is also a client of one (`put`, `get`,
+//! `snapshot save`, ...); see the README.
 //!
 //! It owns the network and the process; storage, durability and snapshots are
 //! `rbolt-raft`'s. It has no `unsafe`.
@@ -15,8 +18,16 @@
 
 pub mod api;
 pub mod client;
+pub mod context;
 pub mod http;
+pub mod identity;
 pub mod kv;
+pub mod limits;
+pub mod membership;
 pub mod network;
 pub mod node;
+pub mod observe;
+pub mod peer;
 pub mod server;
+pub mod tls;
+pub mod wire;

@@ -1,14 +1,27 @@
-//! `rbolt-raft-node`: runs one replica of the replicated key/value store (`serve`), or talks
-//! to one as a client (`put`, `get`, `delete`, `status`, `add-learner`, `change-members`).
+//! `rbolt-raft-node`: runs one replica of the replicated key/value store (`serve`), seeds a
+//! new node from a backup (`restore`), or talks to one as a client (`put`, `get`, `delete`,
+//! `status`, `members`, `add-learner`, `remove-learner`, `change-members`, `transfer-leader`,
+//! `health`, `snapshot save`).
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use rbolt_raft_node::client::Client;
-use rbolt_raft_node::node::{self, NodeOptions, RaftTiming};
+use rbolt_raft_node::identity::{
+    self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, check_node_id, cluster_id_for, peers_text,
+    write_record,
+};
+use rbolt_raft_node::kv::KvConfig;
+use rbolt_raft_node::limits::{Limits, MAX_REQUEST_BYTES_DEFAULT};
+use rbolt_raft_node::node::{self, InitialState, NodeOptions, RaftTiming};
+use rbolt_raft_node::server::Access;
+use rbolt_raft_node::tls::TlsFiles;
+use std::collections::BTreeSet;
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+use tracing_subscriber::filter::LevelFilter;
 
 #[derive(Parser)]
 #[command(name = "rbolt-raft-node", version, about)]
@@ -17,37 +30,77 @@ struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// This node's id, unique in the cluster.
+    #[arg(long)]
+    id: u64,
+    /// Its data directory (created if missing).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// The address it listens on for peers and clients.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// The initial members, this node included: ID=HOST:PORT,... A new node among them
+    /// initializes the cluster with exactly these (with --initial-cluster-state new). Read only
+    /// when the directory is new; leave out to join an existing cluster (as a learner, added
+    /// with `add-learner`).
+    #[arg(long, default_value = "")]
+    peers: String,
+    /// `new`: a node in --peers with a new directory bootstraps the cluster; `existing`: it
+    /// never does, it waits to be added.
+    #[arg(long, value_enum, default_value_t = InitialState::New)]
+    initial_cluster_state: InitialState,
+    /// The cluster's name, the same on every node: recorded at bootstrap, carried on every
+    /// peer message and checked (a node of another cluster is refused). Without it the
+    /// cluster id is derived from --peers.
+    #[arg(long)]
+    initial_cluster_token: Option<String>,
+    /// The largest value (and client request body) accepted, in bytes. Give every node the
+    /// same.
+    #[arg(long, default_value_t = MAX_REQUEST_BYTES_DEFAULT)]
+    max_request_bytes: usize,
+    /// The least severe log lines written: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    log_level: LevelFilter,
+    /// The node's certificate chain (PEM): it then serves HTTPS to clients and peers.
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// The certificate authority (PEM) the node checks its peers' certificates against.
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Peers must present a client certificate signed by --tls-ca (mutual TLS); it also
+    /// authorizes a client's writes.
+    #[arg(long)]
+    peer_mtls: bool,
+    /// A file holding the token clients must send (Authorization: Bearer TOKEN) to write,
+    /// change the membership or take a backup.
+    #[arg(long)]
+    client_token_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without TLS and client authentication.
+    #[arg(long)]
+    insecure: bool,
+    /// The leader's heartbeat interval, in milliseconds.
+    #[arg(long, default_value_t = RaftTiming::default().heartbeat_ms)]
+    heartbeat_ms: u64,
+    /// The shortest election timeout, in milliseconds (the longest is twice this).
+    #[arg(long, default_value_t = RaftTiming::default().election_timeout_ms)]
+    election_timeout_ms: u64,
+    /// Build a snapshot (and purge the log) every this many entries.
+    #[arg(long, default_value_t = RaftTiming::default().snapshot_every)]
+    snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot.
+    #[arg(long, default_value_t = RaftTiming::default().logs_to_keep)]
+    logs_to_keep: u64,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Runs a node until SIGINT or SIGTERM.
-    Serve {
-        /// This node's id, unique in the cluster.
-        #[arg(long)]
-        id: u64,
-        /// Its data directory (created if missing).
-        #[arg(long)]
-        data_dir: PathBuf,
-        /// The address it listens on for peers and clients.
-        #[arg(long)]
-        listen: SocketAddr,
-        /// The initial members, this node included: ID=HOST:PORT,... A new node among them
-        /// initializes the cluster with exactly these. Leave out to join an existing cluster
-        /// (as a learner, added with `add-learner`).
-        #[arg(long, default_value = "")]
-        peers: String,
-        /// The leader's heartbeat interval, in milliseconds.
-        #[arg(long, default_value_t = RaftTiming::default().heartbeat_ms)]
-        heartbeat_ms: u64,
-        /// The shortest election timeout, in milliseconds (the longest is twice this).
-        #[arg(long, default_value_t = RaftTiming::default().election_timeout_ms)]
-        election_timeout_ms: u64,
-        /// Build a snapshot (and purge the log) every this many entries.
-        #[arg(long, default_value_t = RaftTiming::default().snapshot_every)]
-        snapshot_every: u64,
-        /// Entries kept in the log behind a snapshot.
-        #[arg(long, default_value_t = RaftTiming::default().logs_to_keep)]
-        logs_to_keep: u64,
-    },
+    Serve(Box<ServeArgs>),
     /// Sets KEY to VALUE (through the leader; done means committed and applied).
     Put {
         #[command(flatten)]
@@ -83,8 +136,18 @@ enum Command {
         #[command(flatten)]
         node: NodeArg,
     },
+    /// Prints the node's health check; exits 1 unless it is healthy.
+    Health {
+        #[command(flatten)]
+        node: NodeArg,
+    },
+    /// Prints the members, with each one's replication progress when asked of the leader.
+    Members {
+        #[command(flatten)]
+        node: NodeArg,
+    },
     /// Adds a node as a learner (it receives the log, does not vote); returns once it has
-    /// caught up.
+    /// caught up. A node that does not answer is refused unless --force.
     AddLearner {
         #[command(flatten)]
         node: NodeArg,
@@ -94,12 +157,73 @@ enum Command {
         /// The address it listens on.
         #[arg(long)]
         addr: String,
+        /// Add it even if it does not answer yet (it catches up once it does).
+        #[arg(long)]
+        force: bool,
     },
-    /// Makes exactly these nodes the voters (IDs separated by commas).
+    /// Removes a learner.
+    RemoveLearner {
+        #[command(flatten)]
+        node: NodeArg,
+        /// The learner's id.
+        #[arg(long)]
+        id: u64,
+    },
+    /// Makes exactly these nodes the voters (IDs separated by commas); a learner among them
+    /// must have caught up.
     ChangeMembers {
         #[command(flatten)]
         node: NodeArg,
         voters: String,
+    },
+    /// Hands leadership to another voter.
+    TransferLeader {
+        #[command(flatten)]
+        node: NodeArg,
+        /// The voter to lead.
+        #[arg(long)]
+        to: u64,
+    },
+    /// Backups: `snapshot save FILE`.
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+    /// Seeds a new node's data directory from a backup, for a new cluster with --peers as
+    /// its voters. Restore each new node from the same backup with the same --peers.
+    Restore {
+        /// The backup (`snapshot save`'s file).
+        #[arg(long)]
+        backup: PathBuf,
+        /// The new node's id.
+        #[arg(long)]
+        id: u64,
+        /// Its data directory (must not hold a node).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// The new cluster's voters, this node included: ID=HOST:PORT,...
+        #[arg(long)]
+        peers: String,
+        /// The new cluster's token (else derived from --peers and the backup).
+        #[arg(long)]
+        initial_cluster_token: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Writes a backup to FILE: one consistent rbolt copy of the state machine, checked, from
+    /// a running node (through the leader, or --local) or a stopped node's --data-dir.
+    Save {
+        file: PathBuf,
+        #[command(flatten)]
+        node: NodeArg,
+        /// The node's own state, without asking the leader (for a cluster without a quorum).
+        #[arg(long)]
+        local: bool,
+        /// Read a stopped node's data directory instead of asking a running node.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -111,12 +235,47 @@ struct NodeArg {
     /// Seconds a request may take, redirects included.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+    /// Talk HTTPS, trusting this certificate authority (PEM).
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// A client certificate (PEM) to present (a node with --peer-mtls takes it for writes).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert.
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// A file holding the client token (or set RBOLT_RAFT_TOKEN).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+/// Reads a token file: its first line.
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.is_empty() {
+        bail!("{} holds no token", path.display());
+    }
+    Ok(token)
 }
 
 impl NodeArg {
     fn client(&self) -> anyhow::Result<Client> {
         let timeout = Duration::try_from_secs_f64(self.timeout).context("--timeout")?;
-        Ok(Client::new().with_timeout(timeout))
+        let files = TlsFiles {
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            ca: self.tls_ca.clone(),
+        };
+        let tls = files.client(self.tls_cert.is_some())?;
+        let token = match &self.token_file {
+            Some(path) => Some(read_token(path)?),
+            None => std::env::var("RBOLT_RAFT_TOKEN").ok(),
+        };
+        Ok(Client::new()
+            .with_timeout(timeout)
+            .with_tls(tls)
+            .with_token(token))
     }
 }
 
@@ -141,32 +300,123 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    rbolt_raft_node::observe::init_logging(args.log_level);
+    let client_token = args
+        .client_token_file
+        .as_deref()
+        .map(read_token)
+        .transpose()?;
+    let options = NodeOptions {
+        id: args.id,
+        data_dir: args.data_dir,
+        listen: args.listen,
+        peers: node::parse_peers(&args.peers).context("--peers")?,
+        initial_state: args.initial_cluster_state,
+        cluster_token: args.initial_cluster_token,
+        raft: RaftTiming {
+            heartbeat_ms: args.heartbeat_ms,
+            election_timeout_ms: args.election_timeout_ms,
+            snapshot_every: args.snapshot_every,
+            logs_to_keep: args.logs_to_keep,
+        },
+        limits: Limits::new(args.max_request_bytes)?,
+        tls: TlsFiles {
+            cert: args.tls_cert,
+            key: args.tls_key,
+            ca: args.tls_ca,
+        },
+        access: Access {
+            client_token,
+            peer_mtls: args.peer_mtls,
+        },
+        insecure: args.insecure,
+    };
+    let result = node::run(options, stop_signal()).await;
+    if let Err(e) = &result {
+        tracing::error!(error = %format!("{e:#}"), "the node stops");
+    }
+    result
+}
+
+/// Writes `bytes` to `file` durably (temporary name, sync, rename), checking first that they
+/// are a sound backup; returns its last applied index.
+fn save_backup(file: &Path, bytes: Option<&[u8]>, data_dir: Option<&Path>) -> anyhow::Result<u64> {
+    let tmp = file.with_extension("partial");
+    let written = (|| {
+        match (bytes, data_dir) {
+            (Some(bytes), _) => {
+                let mut out = std::fs::File::create(&tmp)?;
+                out.write_all(bytes)?;
+                out.sync_all()?;
+            }
+            (None, Some(dir)) => {
+                let state = dir.join(rbolt_raft::STATE_FILE);
+                let options = rbolt_raft::rbolt_options()
+                    .read_only(true)
+                    .lock_timeout(Some(Duration::from_secs(2)));
+                let db = rbolt::Db::open_with(&state, options)
+                    .with_context(|| format!("{} (is the node stopped?)", state.display()))?;
+                db.begin_read()?.copy_file(&tmp)?;
+                std::fs::File::open(&tmp)?.sync_all()?;
+            }
+            (None, None) => bail!("nothing to save"),
+        }
+        let (last, _) =
+            rbolt_raft::check_backup::<KvConfig>(&tmp).context("the backup does not check")?;
+        std::fs::rename(&tmp, file)?;
+        anyhow::Ok(last.map_or(0, |id| id.index))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn restore(
+    backup: &Path,
+    id: u64,
+    data_dir: &Path,
+    peers: &str,
+    token: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    let peers = node::parse_peers(peers).context("--peers")?;
+    if !peers.contains_key(&id) {
+        bail!("--peers must include this node ({id})");
+    }
+    if let Some(token) = token {
+        identity::check_cluster_token(token)?;
+    }
+    let voters: BTreeSet<u64> = peers.keys().copied().collect();
+    let nodes = peers
+        .iter()
+        .map(|(id, addr)| (*id, openraft::BasicNode { addr: addr.clone() }))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    let membership = openraft::Membership::new(vec![voters], nodes).context("the membership")?;
+    let (last, _) = rbolt_raft::check_backup::<KvConfig>(backup)
+        .with_context(|| format!("{} is not a sound backup", backup.display()))?;
+    let term = last.as_ref().map_or(0, |l| l.leader_id.term);
+    let start = rbolt_raft::restore::<KvConfig>(
+        backup,
+        data_dir,
+        membership,
+        openraft::Vote::new(term, id),
+    )?;
+    check_node_id(data_dir, id)?;
+    let salt = format!("restored {}", start.index);
+    let cluster = cluster_id_for(token, &peers, &salt);
+    write_record(data_dir, CLUSTER_ID_FILE, &cluster)?;
+    write_record(data_dir, INITIAL_PEERS_FILE, &peers_text(&peers))?;
+    Ok(serde_json::json!({
+        "data_dir": data_dir.display().to_string(),
+        "cluster": cluster,
+        "starts_after_index": start.index,
+    }))
+}
+
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve {
-            id,
-            data_dir,
-            listen,
-            peers,
-            heartbeat_ms,
-            election_timeout_ms,
-            snapshot_every,
-            logs_to_keep,
-        } => {
-            let options = NodeOptions {
-                id,
-                data_dir,
-                listen,
-                peers: node::parse_peers(&peers)?,
-                raft: RaftTiming {
-                    heartbeat_ms,
-                    election_timeout_ms,
-                    snapshot_every,
-                    logs_to_keep,
-                },
-            };
-            node::run(options, stop_signal()).await?;
-        }
+        Command::Serve(args) => serve(*args).await?,
         Command::Put { node, key, value } => {
             print_json(&node.client()?.put(&node.node, &key, &value).await?)?;
         }
@@ -186,8 +436,25 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             print_json(&node.client()?.dump(&node.node, local).await?)?;
         }
         Command::Status { node } => print_json(&node.client()?.status(&node.node).await?)?,
-        Command::AddLearner { node, id, addr } => {
-            print_json(&node.client()?.add_learner(&node.node, id, &addr).await?)?;
+        Command::Health { node } => {
+            let health = node.client()?.retrying(false).health(&node.node).await?;
+            print_json(&health)?;
+            if !health.ok {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Members { node } => print_json(&node.client()?.members(&node.node).await?)?,
+        Command::AddLearner {
+            node,
+            id,
+            addr,
+            force,
+        } => {
+            let client = node.client()?;
+            print_json(&client.add_learner(&node.node, id, &addr, force).await?)?;
+        }
+        Command::RemoveLearner { node, id } => {
+            print_json(&node.client()?.remove_learner(&node.node, id).await?)?;
         }
         Command::ChangeMembers { node, voters } => {
             let voters = voters
@@ -199,6 +466,52 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 })
                 .collect::<anyhow::Result<Vec<u64>>>()?;
             print_json(&node.client()?.change_members(&node.node, voters).await?)?;
+        }
+        Command::TransferLeader { node, to } => {
+            print_json(&node.client()?.transfer_leader(&node.node, to).await?)?;
+        }
+        Command::Snapshot {
+            command:
+                SnapshotCommand::Save {
+                    file,
+                    node,
+                    local,
+                    data_dir,
+                },
+        } => {
+            let bytes = match &data_dir {
+                Some(_) => None,
+                None => Some(node.client()?.backup(&node.node, local).await?),
+            };
+            let last = tokio::task::spawn_blocking(move || {
+                let last = save_backup(&file, bytes.as_deref(), data_dir.as_deref())?;
+                anyhow::Ok((file, last))
+            })
+            .await??;
+            print_json(&serde_json::json!({
+                "file": last.0.display().to_string(),
+                "last_applied_index": last.1,
+                "checked": true,
+            }))?;
+        }
+        Command::Restore {
+            backup,
+            id,
+            data_dir,
+            peers,
+            initial_cluster_token,
+        } => {
+            let done = tokio::task::spawn_blocking(move || {
+                restore(
+                    &backup,
+                    id,
+                    &data_dir,
+                    &peers,
+                    initial_cluster_token.as_deref(),
+                )
+            })
+            .await??;
+            print_json(&done)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,10 +1,23 @@
 //! The Raft network: openraft's RPCs to a peer as HTTP requests (see [`crate::api`] for the
-//! paths). Messages are openraft's own types as JSON; a snapshot is its rbolt file streamed as
-//! the request body.
+//! paths). Messages are openraft's own types in binary frames ([`crate::wire`]) that carry the
+//! cluster id and the sender; a snapshot is its rbolt file streamed as the request body, its
+//! vote, meta and cluster in headers.
+//!
+//! A peer's refusals are answered here: a peer of another cluster (`409`), a peer that says
+//! this node was removed (`410`, see [`Ctx::peer_says_removed`]), a peer whose limit is
+//! below this node's entries (`413`); each is logged, at most every [`WARN_EVERY`] per peer.
+//!
+//! [`WARN_EVERY`]: crate::context::WARN_EVERY
 
-use crate::api::{HEADER_SNAPSHOT, PATH_APPEND, PATH_SNAPSHOT, PATH_VOTE, SnapshotHeader};
+use crate::api::{
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, PATH_APPEND,
+    PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+};
+use crate::context::Ctx;
 use crate::http::{self, Body, HttpClient, SendError};
 use crate::kv::KvConfig;
+use crate::limits::SMALL_RPC_BYTES_MAX;
+use crate::wire;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
@@ -15,7 +28,8 @@ use openraft::error::{
 };
 use openraft::network::{RPCOption, RPCTypes, RaftNetworkFactory, v2::RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::type_config::alias::{SnapshotOf, VoteOf};
 use openraft::{BasicNode, OptionalSend};
@@ -24,7 +38,7 @@ use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::future::Future;
 use std::io::{Seek, SeekFrom};
-use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -34,17 +48,14 @@ const SNAPSHOT_CHUNK_BYTES: usize = 256 << 10;
 /// Makes a [`Peer`] for each node openraft talks to.
 #[derive(Clone)]
 pub struct Network {
-    id: u64,
+    ctx: Arc<Ctx>,
     client: HttpClient,
 }
 
 impl Network {
-    /// The network of node `id`, whose connections leave from `local` when given.
-    pub fn new(id: u64, local: Option<IpAddr>) -> Network {
-        Network {
-            id,
-            client: http::client(local),
-        }
+    /// The network of the node of `ctx`, over `client`.
+    pub fn new(ctx: Arc<Ctx>, client: HttpClient) -> Network {
+        Network { ctx, client }
     }
 }
 
@@ -53,7 +64,7 @@ impl RaftNetworkFactory<KvConfig> for Network {
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
         Peer {
-            id: self.id,
+            ctx: Arc::clone(&self.ctx),
             target,
             addr: node.addr.clone(),
             client: self.client.clone(),
@@ -63,7 +74,7 @@ impl RaftNetworkFactory<KvConfig> for Network {
 
 /// One peer, at the address its membership entry gives.
 pub struct Peer {
-    id: u64,
+    ctx: Arc<Ctx>,
     target: u64,
     addr: String,
     client: HttpClient,
@@ -85,8 +96,8 @@ fn rpc_error(id: u64, target: u64, action: RPCTypes, error: SendError) -> RPCErr
 }
 
 impl Peer {
-    /// Posts `message` as JSON to `path` and decodes the peer's `Result` answer. A peer whose
-    /// Raft has stopped (openraft's `Fatal`) is as good as unreachable.
+    /// Posts `message` in a frame to `path` and decodes the peer's `Result` answer. A peer
+    /// whose Raft has stopped (openraft's `Fatal`) is as good as unreachable.
     async fn call<Q: Serialize, A: DeserializeOwned>(
         &self,
         path: &str,
@@ -94,38 +105,81 @@ impl Peer {
         message: &Q,
         timeout: Duration,
     ) -> Result<A, RPCError<KvConfig>> {
-        let body =
-            serde_json::to_vec(message).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let answer = http::send(
+        let body = wire::encode(&self.ctx.cluster(), self.ctx.id, message)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let body_bytes = body.len();
+        let answer = http::send_limited(
             &self.client,
             &self.addr,
             Method::POST,
             path,
-            &[("content-type", "application/json".to_owned())],
+            &[("content-type", "application/octet-stream".to_owned())],
             http::full(body),
             timeout,
+            SMALL_RPC_BYTES_MAX,
         )
         .await
-        .map_err(|e| rpc_error(self.id, self.target, action, e))?;
-        decode_answer(self.target, answer.status, &answer.body)
+        .map_err(|e| {
+            if matches!(e, SendError::Unreachable { .. })
+                && self.ctx.warn_now(&format!("unreachable {}", self.target))
+            {
+                tracing::warn!(peer = self.target, addr = %self.addr, error = %e, "peer unreachable");
+            }
+            rpc_error(self.ctx.id, self.target, action, e)
+        })?;
+        self.decode_answer(&answer, body_bytes)
     }
-}
 
-/// Decodes a peer's answer to an RPC.
-fn decode_answer<A: DeserializeOwned>(
-    target: u64,
-    status: StatusCode,
-    body: &[u8],
-) -> Result<A, RPCError<KvConfig>> {
-    if status != StatusCode::OK {
-        return Err(RPCError::Network(NetworkError::from_string(format!(
-            "node {target} answered {status}: {}",
-            String::from_utf8_lossy(body)
-        ))));
+    /// Decodes a peer's answer to an RPC, acting on its refusals.
+    fn decode_answer<A: DeserializeOwned>(
+        &self,
+        answer: &http::Answer,
+        sent_bytes: usize,
+    ) -> Result<A, RPCError<KvConfig>> {
+        let text = String::from_utf8_lossy(&answer.body);
+        let refused = |why: String| RPCError::Unreachable(Unreachable::from_string(why));
+        match answer.status {
+            StatusCode::OK => {}
+            StatusCode::CONFLICT => {
+                if self.ctx.warn_now(&format!("cluster {}", self.target)) {
+                    tracing::error!(peer = self.target, addr = %self.addr, answer = %text, "peer refuses this node: another cluster");
+                }
+                return Err(refused(format!("node {} refuses: {text}", self.target)));
+            }
+            StatusCode::GONE => {
+                let index = answer
+                    .headers
+                    .get(HEADER_MEMBERSHIP_INDEX)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if let Some(index) = index {
+                    self.ctx.peer_says_removed(index, self.target);
+                }
+                return Err(refused(format!("node {} answers: {text}", self.target)));
+            }
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                if self.ctx.warn_now(&format!("too large {}", self.target)) {
+                    tracing::error!(peer = self.target, sent_bytes, limit_here = self.ctx.limits.append_bytes_max(), answer = %text, "peer refuses a request as too large: its --max-request-bytes is below this node's; give every node the same");
+                }
+                return Err(RPCError::Network(NetworkError::from_string(format!(
+                    "node {} refuses {sent_bytes} bytes: {text}",
+                    self.target
+                ))));
+            }
+            status => {
+                if self.ctx.warn_now(&format!("status {}", self.target)) {
+                    tracing::warn!(peer = self.target, %status, answer = %text, "peer refused an RPC");
+                }
+                return Err(RPCError::Network(NetworkError::from_string(format!(
+                    "node {} answered {status}: {text}",
+                    self.target
+                ))));
+            }
+        }
+        let (_, answer): (_, Result<A, RaftError<KvConfig>>) =
+            wire::decode(&answer.body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        answer.map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))
     }
-    let answer: Result<A, RaftError<KvConfig>> =
-        serde_json::from_slice(body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-    answer.map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))
 }
 
 impl RaftNetworkV2<KvConfig> for Peer {
@@ -154,6 +208,20 @@ impl RaftNetworkV2<KvConfig> for Peer {
             .await
     }
 
+    async fn transfer_leader(
+        &mut self,
+        rpc: TransferLeaderRequest<KvConfig>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<KvConfig>, RPCError<KvConfig>> {
+        self.call(
+            PATH_TRANSFER,
+            RPCTypes::TransferLeader,
+            &rpc,
+            option.hard_ttl(),
+        )
+        .await
+    }
+
     /// Streams the snapshot's rbolt file as the body; the vote and the snapshot's meta go in
     /// a header. Gives up when openraft cancels the replication or the timeout passes.
     async fn full_snapshot(
@@ -176,9 +244,11 @@ impl RaftNetworkV2<KvConfig> for Peer {
         let body = file_body(tokio::fs::File::from_std(file));
         let headers = [
             (HEADER_SNAPSHOT, header),
+            (HEADER_CLUSTER, self.ctx.cluster()),
+            (HEADER_FROM, self.ctx.id.to_string()),
             ("content-type", "application/octet-stream".to_owned()),
         ];
-        let send = http::send(
+        let send = http::send_limited(
             &self.client,
             &self.addr,
             Method::POST,
@@ -186,20 +256,21 @@ impl RaftNetworkV2<KvConfig> for Peer {
             &headers,
             body,
             option.hard_ttl(),
+            SMALL_RPC_BYTES_MAX,
         );
         let answer = tokio::select! {
             answer = send => answer,
             closed = cancel => return Err(StreamingError::Closed(closed)),
         };
         let answer = answer.map_err(|e| {
-            match rpc_error(self.id, self.target, RPCTypes::InstallSnapshot, e) {
+            match rpc_error(self.ctx.id, self.target, RPCTypes::InstallSnapshot, e) {
                 RPCError::Timeout(t) => StreamingError::Timeout(t),
                 RPCError::Unreachable(u) => StreamingError::Unreachable(u),
                 RPCError::Network(n) => StreamingError::Network(n),
                 RPCError::RemoteError(r) => StreamingError::Unreachable(Unreachable::new(&r)),
             }
         })?;
-        decode_answer(self.target, answer.status, &answer.body).map_err(|e| match e {
+        self.decode_answer(&answer, 0).map_err(|e| match e {
             RPCError::Network(n) => StreamingError::Network(n),
             other => StreamingError::Unreachable(Unreachable::new(&other)),
         })
@@ -207,7 +278,7 @@ impl RaftNetworkV2<KvConfig> for Peer {
 }
 
 /// A body that reads `file` in chunks of [`SNAPSHOT_CHUNK_BYTES`].
-fn file_body(file: tokio::fs::File) -> Body {
+pub fn file_body(file: tokio::fs::File) -> Body {
     let chunks = futures_util::stream::unfold(Some(file), |file| async move {
         let mut file = file?;
         let mut buf = BytesMut::with_capacity(SNAPSHOT_CHUNK_BYTES);

@@ -1,40 +1,67 @@
-//! Starting a node: its storage, its Raft, its server, and the first start of a cluster.
+//! Starting a node: its checks, its storage, its Raft, its server, the first start of a
+//! cluster, and the watcher that logs what Raft does and stops the node if its storage fails.
 
-use crate::kv::{KvConfig, KvMachine};
+use crate::context::Ctx;
+use crate::identity::{
+    self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, REMOVED_FILE, check_node_id, cluster_id_for,
+    peers_text, read_record, write_record,
+};
+use crate::kv::{KvConfig, KvMachine, KvRaft, KvStateMachine};
+use crate::limits::{Limits, REPLICATION_BATCH_BYTES};
 use crate::network::Network;
-use crate::server::{self, App};
+use crate::observe::{Metrics, StoreObserver};
+use crate::server::{self, Access, App};
+use crate::tls::TlsFiles;
 use anyhow::{Context, bail};
 use openraft::error::{InitializeError, RaftError};
-use openraft::{BasicNode, Raft};
+use openraft::type_config::async_runtime::WatchReceiver;
+use openraft::{BasicNode, Raft, RaftMetrics, ServerState};
 use std::collections::BTreeMap;
-use std::fs::{self, File};
 use std::future::Future;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The file in a node's data directory that records its id, so that a directory is never
-/// served under another id.
-pub const NODE_ID_FILE: &str = "node-id";
+pub use crate::identity::{NODE_ID_FILE, parse_peers};
+
+/// Whether a node may bootstrap a cluster (etcd's `--initial-cluster-state`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitialState {
+    /// A new cluster: a node in `--peers` whose directory is new initializes it.
+    #[default]
+    New,
+    /// An existing cluster: the node never initializes; it waits to be added.
+    Existing,
+}
 
 /// What a node needs to start.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
     /// Its id, unique in the cluster.
     pub id: u64,
-    /// Its directory: the log, the state, the snapshot and [`NODE_ID_FILE`].
+    /// Its directory: the log, the state, the snapshot and the identity records.
     pub data_dir: PathBuf,
     /// Where it listens for peers and clients. Its connections to peers leave from this
     /// address's IP (unless it is unspecified, `0.0.0.0`).
     pub listen: SocketAddr,
-    /// The initial members of the cluster, this node included, by id: `host:port` each. A node
-    /// that is among them and has never been initialized initializes the cluster with exactly
-    /// this membership (every initial member may do so: the entries are identical). Empty for a
-    /// node that joins an existing cluster as a learner.
+    /// The initial members of the cluster, this node included, by id: `host:port` each. Read
+    /// only when the directory is new (see [`InitialState`]); empty for a node that joins.
     pub peers: BTreeMap<u64, String>,
+    /// Whether it may bootstrap.
+    pub initial_state: InitialState,
+    /// The cluster's token (`--initial-cluster-token`); without one, the cluster id is derived
+    /// from the initial membership.
+    pub cluster_token: Option<String>,
     /// Raft's timing and snapshot policy.
     pub raft: RaftTiming,
+    /// The request limits.
+    pub limits: Limits,
+    /// TLS files.
+    pub tls: TlsFiles,
+    /// Who may do what.
+    pub access: Access,
+    /// Listen on a non-loopback address without TLS and client authentication.
+    pub insecure: bool,
 }
 
 /// Raft's timing and snapshot policy for a node.
@@ -79,71 +106,188 @@ impl RaftTiming {
     }
 }
 
-/// Records `id` in `dir` on first start, and refuses a directory recorded under another id.
-/// The record is written to a temporary file, synced, renamed into place and the directory
-/// synced, so a crash leaves no record or a whole one.
-fn check_node_id(dir: &Path, id: u64) -> anyhow::Result<()> {
-    let path = dir.join(NODE_ID_FILE);
-    match fs::read_to_string(&path) {
-        Ok(found) => {
-            let found: u64 = found
-                .trim()
-                .parse()
-                .with_context(|| format!("{} does not hold a node id", path.display()))?;
-            if found != id {
-                bail!("{} belongs to node {found}, not node {id}", dir.display());
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let tmp = dir.join(format!("{NODE_ID_FILE}{}", rbolt_raft::TMP_SUFFIX));
-            let mut file = File::create(&tmp).with_context(|| tmp.display().to_string())?;
-            writeln!(file, "{id}")?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, &path)?;
-            File::open(dir)?.sync_all()?;
-            Ok(())
-        }
-        Err(e) => Err(e).with_context(|| path.display().to_string()),
+/// Checks the options that do not need the directory.
+fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
+    if !options.peers.is_empty() && !options.peers.contains_key(&options.id) {
+        bail!(
+            "--peers lists the initial members; it must include this node ({})",
+            options.id
+        );
     }
+    if let Some(token) = &options.cluster_token {
+        identity::check_cluster_token(token)?;
+    }
+    options.tls.check(options.access.peer_mtls)?;
+    let protected = options.tls.enabled()
+        && (options.access.client_token.is_some() || options.access.peer_mtls);
+    if !options.listen.ip().is_loopback() && !protected && !options.insecure {
+        bail!(
+            "refusing to listen on {} without TLS (--tls-cert, --tls-key) and client \
+             authentication (--client-token-file or --peer-mtls): anyone who reaches it could \
+             write to the store and join its Raft; give them, or --insecure on a network you trust",
+            options.listen
+        );
+    }
+    Ok(())
 }
 
-/// Runs node `options` until `shutdown` completes, then stops Raft and returns.
+/// Decides the cluster the directory belongs to, recording it on a first start; warns when
+/// `--peers` differs from the membership the directory was bootstrapped with.
+fn resolve_cluster(
+    dir: &Path,
+    options: &NodeOptions,
+    fresh: bool,
+) -> anyhow::Result<Option<String>> {
+    let token = options.cluster_token.as_deref();
+    let given = peers_text(&options.peers);
+    if let Some(recorded) = read_record(dir, CLUSTER_ID_FILE)? {
+        if let Some(token) = token
+            && token != recorded
+        {
+            bail!(
+                "{} belongs to cluster {recorded:?}, not {token:?} (--initial-cluster-token): \
+                 it is another cluster's data directory",
+                dir.display()
+            );
+        }
+        let initial = read_record(dir, INITIAL_PEERS_FILE)?.unwrap_or_default();
+        if !options.peers.is_empty() && given != initial {
+            tracing::warn!(
+                given = %given,
+                bootstrapped_with = %initial,
+                cluster = %recorded,
+                "--peers differs from the membership this directory was bootstrapped with; it is read only at bootstrap: kept are the cluster id and the membership in the log (change it with add-learner, change-members, remove-learner)"
+            );
+        }
+        return Ok(Some(recorded));
+    }
+    let bootstraps = options.initial_state == InitialState::New && !options.peers.is_empty();
+    let cluster = match (bootstraps, token) {
+        (true, _) => Some(cluster_id_for(token, &options.peers, "")),
+        (false, Some(token)) => Some(token.to_owned()),
+        (false, None) => None,
+    };
+    if !fresh {
+        tracing::warn!(cluster = ?cluster, "no cluster id recorded in this directory (written by an older version): recording the one the options give");
+    }
+    if let Some(cluster) = &cluster {
+        write_record(dir, CLUSTER_ID_FILE, cluster)?;
+        if bootstraps {
+            write_record(dir, INITIAL_PEERS_FILE, &given)?;
+        }
+    }
+    Ok(cluster)
+}
+
+/// The node's storage, checked: the directory's node id, that it was not removed, every log
+/// entry's checksum, and its cluster.
+fn open_storage(
+    options: &NodeOptions,
+) -> anyhow::Result<(
+    rbolt_raft::LogStore<KvConfig>,
+    KvStateMachine,
+    Option<String>,
+)> {
+    let dir = &options.data_dir;
+    let fresh = !dir.join(NODE_ID_FILE).exists();
+    let (log, state) = rbolt_raft::open::<KvConfig, _>(dir, KvMachine)?;
+    check_node_id(dir, options.id)?;
+    if let Some(index) = read_record(dir, REMOVED_FILE)? {
+        bail!(
+            "node {} was removed from its cluster (membership change at index {index}, \
+             recorded in {}); its data directory is no longer a member's: delete it, then add \
+             the node again as a new learner",
+            options.id,
+            dir.join(REMOVED_FILE).display()
+        );
+    }
+    let entries = log.verify().context(
+        "the log is damaged: move this data directory aside and start the node on a new one; \
+         it catches up from the leader",
+    )?;
+    tracing::debug!(entries, "log verified");
+    let cluster = resolve_cluster(dir, options, fresh)?;
+    Ok((log, state, cluster))
+}
+
+/// Runs node `options` until `shutdown` completes (or its storage fails: then an error), then
+/// stops Raft and returns.
 pub async fn run(
     options: NodeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    check_options(&options)?;
+    let config = options.raft.config()?;
+    let opened = {
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || open_storage(&options)).await?
+    };
+    let (log, state, cluster) =
+        opened.with_context(|| format!("opening {}", options.data_dir.display()))?;
     let NodeOptions {
         id,
         data_dir,
         listen,
         peers,
-        raft: timing,
-    } = options;
-    if !peers.is_empty() && !peers.contains_key(&id) {
-        bail!("--peers lists the initial members; it must include this node ({id})");
+        initial_state,
+        ..
+    } = options.clone();
+    let metrics = Arc::new(Metrics::new(&data_dir));
+    let observer = Arc::new(StoreObserver {
+        metrics: Arc::clone(&metrics),
+    });
+    log.set_observer(observer.clone());
+    log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
+    state.set_observer(observer);
+    let ctx = Arc::new(Ctx::new(
+        id,
+        data_dir.clone(),
+        options.limits,
+        cluster,
+        metrics,
+    ));
+    let server_tls = options.tls.server(options.access.peer_mtls)?;
+    let client_tls = options.tls.client(options.access.peer_mtls)?;
+    if server_tls.is_some() && client_tls.is_none() {
+        bail!("--tls-ca is needed with --tls-cert: nodes check each other's certificates with it");
     }
-    let config = timing.config()?;
-    let dir = data_dir.clone();
-    let (log, state) = tokio::task::spawn_blocking(move || {
-        let opened = rbolt_raft::open::<KvConfig, _>(&dir, KvMachine)?;
-        check_node_id(&dir, id)?;
-        anyhow::Ok(opened)
-    })
-    .await?
-    .with_context(|| format!("opening {}", data_dir.display()))?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let local = (!listen.ip().is_unspecified()).then(|| listen.ip());
+    let client = crate::http::client_with(local, client_tls);
     let reader = log.reader();
-    let raft = Raft::new(id, config, Network::new(id, local), log, state.clone())
-        .await
-        .context("starting Raft")?;
-    let app = Arc::new(App::new(id, raft.clone(), state, reader, data_dir.clone()));
-    let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), shutdown));
-    if !peers.is_empty() && !raft.is_initialized().await? {
+    let raft = Raft::new(
+        id,
+        config,
+        Network::new(Arc::clone(&ctx), client.clone()),
+        log,
+        state.clone(),
+    )
+    .await
+    .context("starting Raft")?;
+    let _ = ctx.raft.set(raft.clone());
+    let app = Arc::new(App::new(
+        Arc::clone(&ctx),
+        raft.clone(),
+        state,
+        reader,
+        options.access.clone(),
+        client,
+    ));
+    let failed = {
+        let ctx = Arc::clone(&ctx);
+        async move { ctx.failed.notified().await }
+    };
+    let stop = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = failed => {}
+        }
+    };
+    let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
+    tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
+    if initial_state == InitialState::New && !peers.is_empty() && !raft.is_initialized().await? {
         let members: BTreeMap<u64, BasicNode> = peers
             .iter()
             .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
@@ -154,58 +298,71 @@ pub async fn run(
             Err(e) => return Err(e).context("initializing the cluster"),
         }
     }
-    eprintln!(
-        "rbolt-raft-node {id}: serving on {listen}, data in {}",
-        data_dir.display()
+    tracing::info!(
+        id,
+        %listen,
+        data_dir = %data_dir.display(),
+        cluster = %ctx.cluster(),
+        tls = app.scheme == "https",
+        "serving"
     );
     serving.await?;
-    raft.shutdown().await?;
-    eprintln!("rbolt-raft-node {id}: stopped");
+    let _ = raft.shutdown().await;
+    if let Some(crate::context::Stopped::StorageFailed(reason)) = ctx.stopped() {
+        bail!("storage failed: {reason}");
+    }
+    tracing::info!(id, "stopped");
     Ok(())
 }
 
-/// Parses `--peers`: `ID=HOST:PORT` pairs separated by commas.
-pub fn parse_peers(text: &str) -> anyhow::Result<BTreeMap<u64, String>> {
-    let mut peers = BTreeMap::new();
-    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
-        let Some((id, addr)) = pair.split_once('=') else {
-            bail!("peer {pair:?} is not ID=HOST:PORT");
-        };
-        let id: u64 = id
-            .trim()
-            .parse()
-            .with_context(|| format!("peer id {id:?}"))?;
-        let addr = addr.trim();
-        if addr.is_empty() || !addr.is_ascii() || addr.contains('/') {
-            bail!("peer address {addr:?} is not HOST:PORT");
+/// Logs one line per election, leader change and membership change, and stops the node when
+/// Raft stops on a storage failure.
+async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
+    let mut rx = raft.metrics();
+    let mut last: Option<RaftMetrics<KvConfig>> = None;
+    loop {
+        let now = rx.borrow_watched().clone();
+        report(&ctx, last.as_ref(), &now);
+        if let Err(fatal) = &now.running_state {
+            // `Stopped` is a shutdown asked for (a signal, a removal); anything else is Raft
+            // stopping on its storage.
+            if !matches!(fatal, openraft::error::Fatal::Stopped) && ctx.stopped().is_none() {
+                ctx.storage_failed(fatal.to_string());
+            }
+            return;
         }
-        if peers.insert(id, addr.to_owned()).is_some() {
-            bail!("peer {id} is listed twice");
+        last = Some(now);
+        if rx.changed().await.is_err() {
+            return;
         }
     }
-    Ok(peers)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peers_parse_and_bad_ones_are_refused() {
-        let peers = parse_peers("1=127.0.0.1:7001, 2=127.0.0.1:7002,3=h:1").expect("parses");
-        assert_eq!(peers.len(), 3);
-        assert_eq!(peers[&2], "127.0.0.1:7002");
-        for bad in ["1", "x=a:1", "1=", "1=a:1,1=b:2", "1=http://a:1"] {
-            assert!(parse_peers(bad).is_err(), "{bad} is refused");
+fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvConfig>) {
+    let m = &ctx.metrics;
+    let was = |f: fn(&RaftMetrics<KvConfig>) -> bool| last.is_some_and(f);
+    if now.state == ServerState::Candidate && !was(|l| l.state == ServerState::Candidate) {
+        m.elections.inc();
+        tracing::info!(term = now.current_term, "election started");
+    }
+    if last.is_none_or(|l| l.current_leader != now.current_leader) {
+        if last.is_some() {
+            m.leader_changes.inc();
+        }
+        match now.current_leader {
+            Some(leader) => tracing::info!(leader, term = now.current_term, "leader changed"),
+            None => tracing::info!(term = now.current_term, "no leader known"),
         }
     }
-
-    #[test]
-    fn a_directory_keeps_its_node_id() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        check_node_id(dir.path(), 7).expect("first");
-        check_node_id(dir.path(), 7).expect("same id");
-        let error = check_node_id(dir.path(), 8).expect_err("another id");
-        assert!(error.to_string().contains("belongs to node 7"), "{error}");
+    let index =
+        |m: &RaftMetrics<KvConfig>| m.membership_config.log_id().as_ref().map(|id| id.index);
+    if last.is_none_or(|l| index(l) != index(now)) {
+        if last.is_some() {
+            m.membership_changes.inc();
+        }
+        let membership = now.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let learners: Vec<u64> = membership.learner_ids().collect();
+        tracing::info!(index = ?index(now), ?voters, ?learners, "membership");
     }
 }

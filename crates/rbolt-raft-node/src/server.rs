@@ -1,88 +1,136 @@
-//! The node's HTTP server: the Raft RPCs its peers send and the client API (see
-//! [`crate::api`] for the paths). A request for the leader that reaches a follower is
-//! redirected there with `307 Temporary Redirect`, which keeps the method and the body, so
-//! `curl -L` and [`crate::client::Client`] follow it.
+//! The node's HTTP server: the Raft RPCs its peers send, the client API, the health checks and
+//! the metrics (see [`crate::api`] for the paths), over TCP or TLS. A request for the leader
+//! that reaches a follower is redirected there with `307 Temporary Redirect`, which keeps the
+//! method and the body, so `curl -L` and [`crate::client::Client`] follow it.
+//!
+//! Every request is checked before anything is proposed or handed to Raft: bodies against the
+//! limits ([`crate::limits`]; `413` names the limit), keys against rbolt's (`400`), peer frames
+//! against their format and checksum (`400`) and the cluster (`409`), clients' writes against
+//! the token or certificate they must show (`401`). A node that was removed answers `410`.
 
-use crate::api::{
-    AddLearner, ChangeMembers, ErrorReply, HEADER_SNAPSHOT, MembershipReply, PATH_APPEND, PATH_KV,
-    PATH_LEARNERS, PATH_MEMBERS, PATH_SNAPSHOT, PATH_STATUS, PATH_VOTE, SnapshotHeader, Status,
-    WriteReply,
-};
-use crate::http::read_body;
+#![expect(
+    clippy::result_large_err,
+    reason = "the error of a handler step is the HTTP answer itself, returned at once"
+)]
+
+use crate::api::{self, HEADER_AUTHORIZATION, WriteReply};
+use crate::context::{Ctx, Stopped};
 use crate::kv::{self, KvConfig, KvRaft, KvStateMachine, Request};
+use crate::limits::Refusal;
+use crate::{membership, peer};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
+use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, LOCATION};
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, StatusCode};
 use hyper_util::rt::TokioIo;
+use openraft::ReadPolicy;
 use openraft::error::{ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
-use openraft::type_config::alias::SnapshotOf;
 use openraft::type_config::async_runtime::WatchReceiver;
-use openraft::{BasicNode, ReadPolicy};
 use percent_encoding::percent_decode_str;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::future::Future;
-use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio::io::AsyncWriteExt;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
-/// Request bodies other than snapshots larger than this are refused: an append of
-/// openraft's default 300 entries of large values stays far below it.
-pub const REQUEST_BYTES_MAX: usize = 64 << 20;
+/// How long a TLS handshake may take before the connection is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who may do what.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// The bearer token client writes and administration must carry, if one is set.
+    pub client_token: Option<String>,
+    /// Whether peer RPCs must come with a client certificate the node's authority signed
+    /// (mutual TLS); such a certificate also authorizes client writes.
+    pub peer_mtls: bool,
+}
 
 /// Everything a request handler needs.
 pub struct App {
-    /// This node's id.
-    pub id: u64,
+    /// What the node's parts share.
+    pub ctx: Arc<Ctx>,
     /// Its Raft.
     pub raft: KvRaft,
     /// A handle on its state machine, for reads.
     pub state: KvStateMachine,
-    /// A reader of its log, for the counters in [`Status`].
+    /// A reader of its log, for the counters in [`api::Status`].
     pub log: rbolt_raft::LogReader<KvConfig>,
-    /// Its data directory (received snapshots are written there first).
-    pub dir: PathBuf,
-    /// Numbers received snapshot files.
-    received_seq: AtomicU64,
+    /// Who may do what.
+    pub access: Access,
+    /// The client the node probes nodes it is asked to add with.
+    pub probe: crate::http::HttpClient,
+    /// `http` or `https`: the scheme of the redirects it answers.
+    pub scheme: &'static str,
+    /// Numbers files in transit (received snapshots, backups).
+    transit_seq: AtomicU64,
 }
 
 impl App {
     /// The handler state of a node.
     pub fn new(
-        id: u64,
+        ctx: Arc<Ctx>,
         raft: KvRaft,
         state: KvStateMachine,
         log: rbolt_raft::LogReader<KvConfig>,
-        dir: PathBuf,
+        access: Access,
+        probe: crate::http::HttpClient,
     ) -> App {
+        let scheme = probe.scheme();
         App {
-            id,
+            ctx,
             raft,
             state,
             log,
-            dir,
-            received_seq: AtomicU64::new(0),
+            access,
+            probe,
+            scheme,
+            transit_seq: AtomicU64::new(0),
         }
+    }
+
+    /// The node's id.
+    pub fn id(&self) -> u64 {
+        self.ctx.id
+    }
+
+    /// A new name in the data directory for a file in transit (a name the state machine
+    /// deletes at its next start if a crash leaves it).
+    pub fn transit_path(&self, kind: &str) -> PathBuf {
+        let seq = self.transit_seq.fetch_add(1, Ordering::Relaxed);
+        self.ctx
+            .dir
+            .join(format!("{kind}-{seq}{}", rbolt_raft::TMP_SUFFIX))
     }
 }
 
-type Answer = hyper::Response<Full<Bytes>>;
+/// A response body: whole, or a file streamed.
+pub type Answer = hyper::Response<UnsyncBoxBody<Bytes, std::io::Error>>;
 
-/// Serves HTTP on `listener` until `shutdown` completes.
+/// What the server knows of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Conn {
+    /// The client presented a certificate the node's authority signed.
+    pub verified_cert: bool,
+}
+
+/// Serves HTTP (or HTTPS with `tls`) on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
     app: Arc<App>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -91,55 +139,113 @@ pub async fn serve(
         };
         let Ok((stream, _)) = accepted else {
             // Out of descriptors or a connection reset before accept: the next one may work.
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);
         let app = Arc::clone(&app);
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let app = Arc::clone(&app);
-                async move { Ok::<_, Infallible>(route(&app, request).await) }
-            });
-            // A peer or client that goes away mid-request ends only its own connection.
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            match acceptor {
+                None => {
+                    serve_connection(
+                        stream,
+                        app,
+                        Conn {
+                            verified_cert: false,
+                        },
+                    )
+                    .await
+                }
+                Some(acceptor) => {
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let verified_cert = stream.get_ref().1.peer_certificates().is_some();
+                    serve_connection(stream, app, Conn { verified_cert }).await;
+                }
+            }
         });
     }
 }
 
-fn answer(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Answer {
+async fn serve_connection<S>(stream: S, app: Arc<App>, conn: Conn)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let app = Arc::clone(&app);
+        async move { Ok::<_, Infallible>(route(&app, conn, request).await) }
+    });
+    // A peer or client that goes away mid-request ends only its own connection.
+    let _ = http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// A whole body.
+pub fn body(bytes: impl Into<Bytes>) -> UnsyncBoxBody<Bytes, std::io::Error> {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// An answer of `status` with `body`.
+pub fn answer(status: StatusCode, content_type: &str, bytes: impl Into<Bytes>) -> Answer {
     hyper::Response::builder()
         .status(status)
         .header(CONTENT_TYPE, content_type)
-        .body(Full::new(body.into()))
-        .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
+        .body(body(bytes))
+        .unwrap_or_else(|_| hyper::Response::new(body(Bytes::new())))
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
+/// `value` as JSON.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
     match serde_json::to_vec(value) {
-        Ok(body) => answer(status, "application/json", body),
+        Ok(bytes) => answer(status, "application/json", bytes),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding: {e}")),
     }
 }
 
-fn error(status: StatusCode, error: impl Into<String>) -> Answer {
-    let reply = ErrorReply {
+/// An error answer; a server error is logged.
+pub fn error(status: StatusCode, error: impl Into<String>) -> Answer {
+    let reply = api::ErrorReply {
         error: error.into(),
     };
-    let body = serde_json::to_vec(&reply).unwrap_or_default();
-    answer(status, "application/json", body)
+    if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+        tracing::error!(%status, error = %reply.error, "request failed");
+    }
+    let bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    answer(status, "application/json", bytes)
+}
+
+/// The answer to a request refused before it was proposed.
+fn refusal(app: &App, refusal: &Refusal) -> Answer {
+    match refusal {
+        Refusal::Key(why) => {
+            app.ctx.metrics.refused("key");
+            error(StatusCode::BAD_REQUEST, why.clone())
+        }
+        Refusal::TooLarge(why) => {
+            app.ctx.metrics.refused("too_large");
+            error(StatusCode::PAYLOAD_TOO_LARGE, why.clone())
+        }
+    }
 }
 
 /// Where a request for the leader goes: `307` to the leader's address with the same path and
 /// query, or `503` while no leader is known.
-fn forward(to: &ForwardToLeader<KvConfig>, path_and_query: &str) -> Answer {
+pub fn forward(app: &App, to: &ForwardToLeader<KvConfig>, path_and_query: &str) -> Answer {
     match &to.leader_node {
         Some(node) => hyper::Response::builder()
             .status(StatusCode::TEMPORARY_REDIRECT)
-            .header(LOCATION, format!("http://{}{path_and_query}", node.addr))
-            .body(Full::new(Bytes::new()))
+            .header(
+                LOCATION,
+                format!("{}://{}{path_and_query}", app.scheme, node.addr),
+            )
+            .body(body(Bytes::new()))
             .unwrap_or_else(|_| error(StatusCode::SERVICE_UNAVAILABLE, "bad leader address")),
         None => error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -148,9 +254,26 @@ fn forward(to: &ForwardToLeader<KvConfig>, path_and_query: &str) -> Answer {
     }
 }
 
+/// The answer of a node that stopped serving.
+fn stopped_answer(stopped: &Stopped) -> Answer {
+    match stopped {
+        Stopped::Removed(index) => error(
+            StatusCode::GONE,
+            format!(
+                "this node was removed from the cluster (membership change at index {index}); \
+                 ask another node"
+            ),
+        ),
+        Stopped::StorageFailed(reason) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("this node's storage failed ({reason}); it is stopping"),
+        ),
+    }
+}
+
 /// How a read is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Read {
+pub enum Read {
     /// The leader confirms it still leads (ReadIndex) and waits until it has applied up to
     /// its commit index: the read sees every write acknowledged before it began.
     Linearizable,
@@ -170,59 +293,119 @@ fn read_mode(query: Option<&str>) -> Result<Read, String> {
     Ok(mode)
 }
 
-async fn route(app: &App, request: hyper::Request<Incoming>) -> Answer {
+/// The declared length of a request's body, if it declares one.
+pub fn declared_length(request: &hyper::Request<Incoming>) -> Option<u64> {
+    request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// A body over the limit is read on, up to this many bytes, before the `413` is answered, so
+/// that a client still sending it reads the answer instead of a broken pipe; past it the
+/// connection is closed.
+pub const DRAIN_BYTES_MAX: u64 = 128 << 20;
+
+/// Reads a body of at most `limit` bytes, or answers `413` naming the limit.
+pub async fn limited_body(
+    request: hyper::Request<Incoming>,
+    limit: usize,
+    what: &str,
+) -> Result<Bytes, Answer> {
+    let too_large = |len: String| {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{what} of {len} bytes: at most {limit} bytes"),
+        )
+    };
+    let declared = declared_length(&request);
+    if let Some(len) = declared
+        && len > DRAIN_BYTES_MAX
+    {
+        return Err(too_large(len.to_string()));
+    }
+    let mut body = request.into_body();
+    let mut bytes = bytes::BytesMut::new();
+    let mut seen: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        seen += data.len() as u64;
+        if seen > DRAIN_BYTES_MAX {
+            break;
+        }
+        if seen <= limit as u64 && declared.is_none_or(|len| len <= limit as u64) {
+            bytes.extend_from_slice(data);
+        }
+    }
+    if seen > limit as u64 || declared.is_some_and(|len| len > limit as u64) {
+        let len = declared.unwrap_or(seen);
+        return Err(too_large(len.to_string()));
+    }
+    Ok(bytes.freeze())
+}
+
+async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answer {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    if path.starts_with("/raft/") {
+        return peer::route(app, conn, request).await;
+    }
     let path_and_query = request
         .uri()
         .path_and_query()
         .map_or_else(|| path.clone(), |pq| pq.as_str().to_owned());
     let query = request.uri().query().map(str::to_owned);
     match (&method, path.as_str()) {
-        (&Method::POST, PATH_APPEND) => {
-            rpc(
-                request,
-                |rpc| async move { app.raft.append_entries(rpc).await },
-            )
-            .await
+        (&Method::GET, api::PATH_LIVEZ) => return health(app, Check::Live),
+        (&Method::GET, api::PATH_HEALTH) => return health(app, Check::Health),
+        (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
+        (&Method::GET, api::PATH_METRICS) => return metrics(app),
+        (&Method::GET, api::PATH_STATUS) => return json(StatusCode::OK, &status(app)),
+        _ => {}
+    }
+    if let Some(stopped) = app.ctx.stopped() {
+        return stopped_answer(&stopped);
+    }
+    let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
+    if writes && let Err(answer) = authorize(app, conn, &request) {
+        return answer;
+    }
+    match (&method, path.as_str()) {
+        (&Method::GET, api::PATH_MEMBERS) => membership::list(app),
+        (&Method::POST, api::PATH_MEMBERS) => {
+            membership::change_members(app, request, &path_and_query).await
         }
-        (&Method::POST, PATH_VOTE) => {
-            rpc(request, |rpc| async move { app.raft.vote(rpc).await }).await
+        (&Method::POST, api::PATH_LEARNERS) => {
+            membership::add_learner(app, request, &path_and_query).await
         }
-        (&Method::POST, PATH_SNAPSHOT) => receive_snapshot(app, request).await,
-        (&Method::GET, PATH_STATUS) => json(StatusCode::OK, &status(app)),
-        (&Method::POST, PATH_LEARNERS) => add_learner(app, request, &path_and_query).await,
-        (&Method::POST, PATH_MEMBERS) => change_members(app, request, &path_and_query).await,
-        (&Method::GET, PATH_KV) => match read_mode(query.as_deref()) {
+        (&Method::DELETE, p) if p.starts_with(api::PATH_LEARNERS) => {
+            let id = p[api::PATH_LEARNERS.len()..].trim_start_matches('/');
+            match id.parse::<u64>() {
+                Ok(id) => membership::remove_learner(app, id, &path_and_query).await,
+                Err(_) => error(StatusCode::BAD_REQUEST, format!("learner id {id:?}")),
+            }
+        }
+        (&Method::POST, api::PATH_LEADER) => {
+            membership::transfer_leader(app, request, &path_and_query).await
+        }
+        (&Method::GET, api::PATH_BACKUP) => match read_mode(query.as_deref()) {
+            Ok(mode) => backup(app, mode, &path_and_query).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, e),
+        },
+        (&Method::GET, api::PATH_KV) => match read_mode(query.as_deref()) {
             Ok(mode) => dump(app, mode, &path_and_query).await,
             Err(e) => error(StatusCode::BAD_REQUEST, e),
         },
-        (_, p) if p.starts_with(PATH_KV) && p[PATH_KV.len()..].starts_with('/') => {
-            let key = match percent_decode_str(&p[PATH_KV.len() + 1..]).decode_utf8() {
-                Ok(key) if !key.is_empty() => key.into_owned(),
-                Ok(_) => return error(StatusCode::BAD_REQUEST, "empty key"),
+        (_, p) if p.starts_with(api::PATH_KV) && p[api::PATH_KV.len()..].starts_with('/') => {
+            let key = match percent_decode_str(&p[api::PATH_KV.len() + 1..]).decode_utf8() {
+                Ok(key) => key.into_owned(),
                 Err(_) => return error(StatusCode::BAD_REQUEST, "the key is not UTF-8"),
             };
-            match method {
-                Method::GET => match read_mode(query.as_deref()) {
-                    Ok(mode) => get(app, &key, mode, &path_and_query).await,
-                    Err(e) => error(StatusCode::BAD_REQUEST, e),
-                },
-                Method::PUT => {
-                    let value = match read_body(request.into_body(), REQUEST_BYTES_MAX).await {
-                        Ok(body) => match String::from_utf8(body.to_vec()) {
-                            Ok(value) => value,
-                            Err(_) => {
-                                return error(StatusCode::BAD_REQUEST, "the value is not UTF-8");
-                            }
-                        },
-                        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-                    };
-                    write(app, Request::Put { key, value }, &path_and_query).await
-                }
-                Method::DELETE => write(app, Request::Delete { key }, &path_and_query).await,
-                _ => error(StatusCode::METHOD_NOT_ALLOWED, "GET, PUT or DELETE"),
-            }
+            kv_route(app, method, key, request, query.as_deref(), &path_and_query).await
         }
         _ => error(
             StatusCode::NOT_FOUND,
@@ -231,95 +414,155 @@ async fn route(app: &App, request: hyper::Request<Incoming>) -> Answer {
     }
 }
 
-/// Decodes a Raft RPC, runs it, and answers openraft's `Result` as JSON.
-async fn rpc<Q, A, F, Fut>(request: hyper::Request<Incoming>, call: F) -> Answer
-where
-    Q: DeserializeOwned,
-    A: Serialize,
-    F: FnOnce(Q) -> Fut,
-    Fut: Future<Output = Result<A, RaftError<KvConfig>>>,
-{
-    let message: Q = match decode_json(request).await {
-        Ok(message) => message,
-        Err(answer) => return answer,
-    };
-    json(StatusCode::OK, &call(message).await)
-}
-
-async fn decode_json<T: DeserializeOwned>(request: hyper::Request<Incoming>) -> Result<T, Answer> {
-    let body = read_body(request.into_body(), REQUEST_BYTES_MAX)
-        .await
-        .map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
-    serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))
-}
-
-/// Writes the streamed snapshot file into the data directory, then hands it to openraft,
-/// which installs it through the state machine (verify, then rename into place).
-async fn receive_snapshot(app: &App, request: hyper::Request<Incoming>) -> Answer {
-    let header = request
-        .headers()
-        .get(HEADER_SNAPSHOT)
-        .and_then(|v| v.to_str().ok())
-        .map(serde_json::from_str::<SnapshotHeader>);
-    let header = match header {
-        Some(Ok(header)) => header,
-        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, format!("snapshot header: {e}")),
-        None => return error(StatusCode::BAD_REQUEST, "no snapshot header"),
-    };
-    let seq = app.received_seq.fetch_add(1, Ordering::Relaxed);
-    // The name ends in the state machine's temporary suffix: a crash leaves it for the next
-    // start to delete.
-    let path = app
-        .dir
-        .join(format!("received-{seq}{}", rbolt_raft::TMP_SUFFIX));
-    let received = async {
-        let mut file = tokio::fs::File::create_new(&path).await?;
-        let mut body = request.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(std::io::Error::other)?;
-            if let Some(data) = frame.data_ref() {
-                file.write_all(data).await?;
-            }
-        }
-        file.flush().await?;
-        let mut file = file.into_std().await;
-        file.seek(SeekFrom::Start(0))?;
-        Ok::<_, std::io::Error>(file)
+async fn kv_route(
+    app: &App,
+    method: Method,
+    key: String,
+    request: hyper::Request<Incoming>,
+    query: Option<&str>,
+    path_and_query: &str,
+) -> Answer {
+    let limits = app.ctx.limits;
+    // The key is checked first, so a key over the limit is refused before its value is read.
+    if let Err(refused) = limits.check(&Request::Delete { key: key.clone() }) {
+        return refusal(app, &refused);
     }
-    .await;
-    let file = match received {
-        Ok(file) => file,
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&path).await;
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("receiving the snapshot: {e}"),
-            );
+    match method {
+        Method::GET => match read_mode(query) {
+            Ok(mode) => get(app, &key, mode, path_and_query).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, e),
+        },
+        Method::PUT => {
+            let value = match limited_body(request, limits.max_request_bytes, "value").await {
+                Ok(body) => match String::from_utf8(body.to_vec()) {
+                    Ok(value) => value,
+                    Err(_) => return error(StatusCode::BAD_REQUEST, "the value is not UTF-8"),
+                },
+                Err(answer) => {
+                    app.ctx.metrics.refused("too_large");
+                    return answer;
+                }
+            };
+            write(app, Request::Put { key, value }, path_and_query).await
         }
-    };
-    let snapshot = SnapshotOf::<KvConfig, std::fs::File> {
-        meta: header.meta,
-        snapshot: file,
-    };
-    let installed = app
-        .raft
-        .install_full_snapshot(header.vote, snapshot)
-        .await
-        .map_err(RaftError::<KvConfig>::Fatal);
-    // The state machine copied what it installed; the received file has served.
-    let _ = tokio::fs::remove_file(&path).await;
-    json(StatusCode::OK, &installed)
+        Method::DELETE => write(app, Request::Delete { key }, path_and_query).await,
+        _ => error(StatusCode::METHOD_NOT_ALLOWED, "GET, PUT or DELETE"),
+    }
 }
 
-/// This node's [`Status`].
-pub fn status(app: &App) -> Status {
+/// Checks that a client may write: with a token set, it must send it as a bearer token, or
+/// present a certificate the node's authority signed.
+fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Result<(), Answer> {
+    let Some(token) = &app.access.client_token else {
+        return Ok(());
+    };
+    if conn.verified_cert {
+        return Ok(());
+    }
+    let sent = request
+        .headers()
+        .get(HEADER_AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if sent.is_some_and(|sent| constant_time_eq(sent.as_bytes(), token.as_bytes())) {
+        return Ok(());
+    }
+    app.ctx.metrics.refused("unauthorized");
+    Err(error(
+        StatusCode::UNAUTHORIZED,
+        "writes need the client token (Authorization: Bearer TOKEN) or a client certificate",
+    ))
+}
+
+/// Compares without an early exit, so the time taken says nothing of where a guess differs.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Which health check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// The process serves and its storage has not failed.
+    Live,
+    /// It knows a leader and its storage is sound.
+    Health,
+    /// It knows a leader and has applied what it knows is committed.
+    Ready,
+}
+
+fn health(app: &App, check: Check) -> Answer {
+    let metrics = app.raft.metrics().borrow_watched().clone();
+    let leader = metrics.current_leader;
+    let failed = match app.ctx.stopped() {
+        Some(Stopped::StorageFailed(reason)) => Some(format!("storage failed: {reason}")),
+        Some(Stopped::Removed(index)) => Some(format!("removed from the cluster at index {index}")),
+        None => None,
+    };
+    let reason = match (check, failed) {
+        (_, Some(failed)) => Some(failed),
+        (Check::Live, None) => None,
+        (_, None) if leader.is_none() => Some("no leader is known".to_owned()),
+        (Check::Ready, None) if metrics.last_applied < metrics.local_committed => Some(format!(
+            "applied {:?} of committed {:?}",
+            metrics.last_applied.map(|id| id.index),
+            metrics.local_committed.map(|id| id.index)
+        )),
+        _ => None,
+    };
+    let status = if reason.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json(
+        status,
+        &api::Health {
+            ok: reason.is_none(),
+            reason: reason.unwrap_or_else(|| "ok".to_owned()),
+            leader,
+        },
+    )
+}
+
+fn metrics(app: &App) -> Answer {
+    let raft = app.raft.metrics().borrow_watched().clone();
+    let m = &app.ctx.metrics;
+    let index = |id: Option<u64>| id.map_or(0, |i| i as i64);
+    m.has_leader.set(i64::from(raft.current_leader.is_some()));
+    m.is_leader
+        .set(i64::from(raft.current_leader == Some(app.id())));
+    m.term.set(raft.current_term as i64);
+    m.applied_index
+        .set(index(raft.last_applied.map(|id| id.index)));
+    m.committed_index
+        .set(index(raft.local_committed.map(|id| id.index)));
+    answer(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        m.render(),
+    )
+}
+
+/// This node's [`api::Status`].
+pub fn status(app: &App) -> api::Status {
     let metrics = app.raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
     let log = app.log.counters();
     let apply = app.state.counters();
-    Status {
-        id: app.id,
-        state: format!("{:?}", metrics.state),
+    let stopped = app.ctx.stopped().map(|s| match s {
+        Stopped::StorageFailed(reason) => format!("storage failed: {reason}"),
+        Stopped::Removed(index) => format!("removed at index {index}"),
+    });
+    api::Status {
+        id: app.id(),
+        state: if stopped.is_some() {
+            "Stopped".to_owned()
+        } else {
+            format!("{:?}", metrics.state)
+        },
         leader: metrics.current_leader,
         term: metrics.current_term,
         last_log_index: metrics.last_log_index,
@@ -338,26 +581,62 @@ pub fn status(app: &App) -> Status {
         apply_commits: apply.commits,
         entries_applied: apply.entries_applied,
         snapshots_installed: apply.installs,
+        cluster: app.ctx.cluster(),
+        entries_refused: apply.refused,
+        stopped,
     }
 }
 
-/// Proposes `request` and answers once it is committed and applied here, on the leader.
+/// Checks `request`, proposes it and answers once it is committed and applied here, on the
+/// leader.
 async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
+    if let Err(refused) = app.ctx.limits.check(&request) {
+        return refusal(app, &refused);
+    }
+    let started = Instant::now();
     match app.raft.client_write(request).await {
-        Ok(written) => json(
-            StatusCode::OK,
-            &WriteReply {
-                index: written.log_id.index,
-                previous: written.data.previous,
-            },
-        ),
-        Err(e) => write_error(e, path_and_query),
+        Ok(written) if written.data.refused.is_none() => {
+            app.ctx
+                .metrics
+                .commit_seconds
+                .observe(started.elapsed().as_secs_f64());
+            json(
+                StatusCode::OK,
+                &WriteReply {
+                    index: written.log_id.index,
+                    previous: written.data.previous,
+                },
+            )
+        }
+        Ok(written) => {
+            app.ctx.metrics.proposals_failed.inc();
+            error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "the write was committed at index {} but could not be applied, so it \
+                     changed nothing: {}",
+                    written.log_id.index,
+                    written.data.refused.unwrap_or_default()
+                ),
+            )
+        }
+        Err(e) => {
+            app.ctx.metrics.proposals_failed.inc();
+            write_error(app, e, path_and_query)
+        }
     }
 }
 
-fn write_error(e: RaftError<KvConfig, ClientWriteError<KvConfig>>, path_and_query: &str) -> Answer {
+/// The answer to a failed write or membership change.
+pub fn write_error(
+    app: &App,
+    e: RaftError<KvConfig, ClientWriteError<KvConfig>>,
+    path_and_query: &str,
+) -> Answer {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(to)) => forward(&to, path_and_query),
+        RaftError::APIError(ClientWriteError::ForwardToLeader(to)) => {
+            forward(app, &to, path_and_query)
+        }
         // Not an acknowledgement: the entry may still commit through another leader.
         RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -372,11 +651,11 @@ fn write_error(e: RaftError<KvConfig, ClientWriteError<KvConfig>>, path_and_quer
 
 /// Waits until a read on this node would see every write acknowledged before it started, or
 /// answers where the read must go instead.
-async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
+pub async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
     match app.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
         Ok(_) => Ok(()),
         Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to))) => {
-            Err(forward(&to, path_and_query))
+            Err(forward(app, &to, path_and_query))
         }
         Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(e))) => Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -425,55 +704,51 @@ async fn dump(app: &App, mode: Read, path_and_query: &str) -> Answer {
     }
 }
 
-fn membership_reply(written: &openraft::raft::ClientWriteResponse<KvConfig>) -> MembershipReply {
-    let (voters, nodes) = match &written.membership {
-        Some(m) => (
-            m.voter_ids().collect(),
-            m.nodes()
-                .map(|(id, node)| (*id, node.addr.clone()))
-                .collect(),
-        ),
-        None => (Vec::new(), BTreeMap::new()),
+/// Streams a backup: one consistent copy of the state file, written to a file in transit
+/// first (the copy is one read transaction; the client may read slowly).
+async fn backup(app: &App, mode: Read, path_and_query: &str) -> Answer {
+    if mode == Read::Linearizable
+        && let Err(answer) = linearize(app, path_and_query).await
+    {
+        return answer;
+    }
+    let path = app.transit_path("backup");
+    let state = app.state.clone();
+    let written = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::create_new(&path)?;
+            let (last, bytes) = state.backup_to(std::io::BufWriter::new(file))?;
+            let file = std::fs::File::open(&path)?;
+            // Unlinked now: the open handle streams it, and nothing is left behind.
+            std::fs::remove_file(&path)?;
+            anyhow::Ok((file, last, bytes))
+        })
+        .await
     };
-    MembershipReply {
-        index: written.log_id.index,
-        voters,
-        nodes,
+    match written {
+        Ok(Ok((file, last, bytes))) => {
+            tracing::info!(bytes, last_index = ?last.as_ref().map(|id| id.index), "backup written");
+            hyper::Response::builder()
+                .status(StatusCode::OK)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .header(CONTENT_LENGTH, bytes)
+                .body(crate::network::file_body(tokio::fs::File::from_std(file)))
+                .unwrap_or_else(|_| error(StatusCode::INTERNAL_SERVER_ERROR, "backup"))
+        }
+        Ok(Err(e)) => {
+            let _ = std::fs::remove_file(&path);
+            error(StatusCode::INTERNAL_SERVER_ERROR, format!("backup: {e:#}"))
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("backup: {e}")),
     }
 }
 
-async fn add_learner(app: &App, request: hyper::Request<Incoming>, path_and_query: &str) -> Answer {
-    let learner: AddLearner = match decode_json(request).await {
-        Ok(learner) => learner,
-        Err(answer) => return answer,
-    };
-    // Addresses travel in snapshot headers and redirects: HOST:PORT, ASCII, nothing else.
-    if learner.addr.is_empty() || !learner.addr.is_ascii() || learner.addr.contains(['/', ' ']) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            format!("address {:?} is not HOST:PORT", learner.addr),
-        );
-    }
-    let node = BasicNode { addr: learner.addr };
-    // Blocking: answers once the learner has caught up with the log.
-    match app.raft.add_learner(learner.id, node, true).await {
-        Ok(written) => json(StatusCode::OK, &membership_reply(&written)),
-        Err(e) => write_error(e, path_and_query),
-    }
-}
-
-async fn change_members(
-    app: &App,
+/// Decodes a JSON request body of at most `limit` bytes.
+pub async fn decode_json<T: DeserializeOwned>(
     request: hyper::Request<Incoming>,
-    path_and_query: &str,
-) -> Answer {
-    let change: ChangeMembers = match decode_json(request).await {
-        Ok(change) => change,
-        Err(answer) => return answer,
-    };
-    let voters: BTreeSet<u64> = change.voters.into_iter().collect();
-    match app.raft.change_membership(voters, false).await {
-        Ok(written) => json(StatusCode::OK, &membership_reply(&written)),
-        Err(e) => write_error(e, path_and_query),
-    }
+    limit: usize,
+) -> Result<T, Answer> {
+    let body = limited_body(request, limit, "request").await?;
+    serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))
 }

@@ -33,6 +33,18 @@ pub enum Error {
     /// the log, a key that is not the entry's index, a snapshot that is not what it claims).
     #[error("{0}")]
     Invalid(String),
+    /// A stored log entry fails its checksum (or is too short to hold one): the file was
+    /// damaged after it was written. The node must not replay it: recover the node from its
+    /// peers (a new, empty data directory catches up from the leader).
+    #[error("{}: log entry {index} is damaged: {reason}", .file.display())]
+    Damaged {
+        /// The log file.
+        file: PathBuf,
+        /// The entry's index.
+        index: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A file operation outside rbolt (snapshot files, renames, directory syncs) failed.
     #[error("I/O error on {}", .path.display())]
     Io {
@@ -59,12 +71,39 @@ impl Error {
     pub(crate) fn invalid(reason: impl Into<String>) -> Error {
         Error::Invalid(reason.into())
     }
+
+    /// Whether this error belongs to the entry being applied rather than to the node: the
+    /// same entry fails the same way on every replica (a key or value rbolt refuses, a bucket
+    /// that is or is not there, a payload the application cannot use), so recording it as the
+    /// entry's result keeps the replicas equal. Every other error (I/O, a poisoned or corrupt
+    /// file, a failed task) is the node's storage failing.
+    pub fn is_entry_error(&self) -> bool {
+        use rbolt::ErrorKind as Kind;
+        match self {
+            Error::Rbolt(e) => matches!(
+                e.kind(),
+                Kind::KeyRequired
+                    | Kind::KeyTooLarge
+                    | Kind::ValueTooLarge
+                    | Kind::BucketExists
+                    | Kind::BucketNotFound
+                    | Kind::BucketNameRequired
+                    | Kind::IncompatibleValue
+                    | Kind::SameBuckets
+                    | Kind::MoveIntoSelf
+            ),
+            Error::Encode { .. } | Error::Decode { .. } | Error::Invalid(_) => true,
+            Error::Damaged { .. } | Error::Io { .. } | Error::Join(_) => false,
+        }
+    }
 }
 
 impl From<Error> for io::Error {
     fn from(error: Error) -> io::Error {
         let kind = match &error {
-            Error::Decode { .. } | Error::Invalid(_) => io::ErrorKind::InvalidData,
+            Error::Decode { .. } | Error::Invalid(_) | Error::Damaged { .. } => {
+                io::ErrorKind::InvalidData
+            }
             Error::Io { source, .. } => source.kind(),
             _ => io::ErrorKind::Other,
         };

@@ -13,8 +13,11 @@
 //! writer) and a snapshot is one consistent copy of one file:
 //!
 //! - **The log** ([`LogStore`], `log.db` under [`open`]'s directory): bucket `raft_log` maps
-//!   each entry's index, 8 bytes big-endian so key order is log order, to the entry; bucket
-//!   `raft_meta` holds the vote, the last purged log id and the committed log id.
+//!   each entry's index, 8 bytes big-endian so key order is log order, to the entry behind a
+//!   CRC-32 of its index and bytes, checked on every read, so a damaged file is
+//!   [`Error::Damaged`] naming the entry, never a different entry replayed
+//!   ([`LogStore::verify`] checks them all); bucket `raft_meta` holds the vote, the last
+//!   purged log id and the committed log id.
 //! - **The state machine** ([`StateMachine`], `state.db`): bucket `sm_meta` holds the last
 //!   applied log id and the last membership, beside the application's own buckets.
 //! - **The snapshot** (`snapshot.db`): a copy of `state.db` made by `ReadTx::write_to`, so it
@@ -29,6 +32,22 @@
 //! any serde type an application puts in its log entries round-trips (serde attributes such as
 //! `skip_serializing_if`, `flatten` and `untagged` need that; bincode-like formats break them).
 //! Both meta buckets carry a `format` key; a file of another format is refused at open.
+//!
+//! # One bad entry never stops a node
+//!
+//! An entry is committed before any replica applies it, so an entry that cannot be applied
+//! would fail on every replica and at every restart. [`Machine::refused`] answers for an
+//! entry whose apply failed with an error of its own ([`Error::is_entry_error`]): the entry
+//! changes nothing, its client hears the refusal, and the rest of the batch applies. Only a
+//! failure of the node's storage fails `apply`, which openraft treats as fatal. Applications
+//! should still validate requests before proposing them; this is the last line.
+//!
+//! # Backups
+//!
+//! [`StateMachine::backup_to`] writes one consistent copy of the state file; [`check_backup`]
+//! checks one, and [`restore`] seeds a new node's directory from it (the backup's data as its
+//! state and snapshot, under a new membership, the log purged up to the backup's last applied
+//! id), so a new cluster can start from the last state of one that lost its majority.
 //!
 //! # Durability
 //!
@@ -140,12 +159,16 @@ mod codec;
 mod error;
 mod files;
 mod log_store;
+mod observe;
+mod restore;
 mod state_machine;
 
 pub use error::{Error, Result};
 pub use log_store::{
     LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogCounters, LogReader, LogStore,
 };
+pub use observe::{LogWrite, Observer};
+pub use restore::{check_backup, restore};
 pub use state_machine::{
     APPLY_BATCH_ENTRIES_MAX, ApplyCounters, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE,
     SnapshotBuilder, StateMachine, TMP_SUFFIX,

@@ -1,10 +1,12 @@
 //! The Raft log and vote in one rbolt file: [`LogStore`] and its [`LogReader`].
 
 use crate::codec::{
-    FORMAT, KEY_FORMAT, blocking, check_format, decode, encode, index_key, key_index,
+    KEY_FORMAT, LOG_FORMAT, LOG_FORMAT_1, blocking, check_format, decode, decode_entry, encode,
+    encode_entry, index_key, key_index, seal_entry,
 };
 use crate::error::{Error, Result};
 use crate::files::open_or_create;
+use crate::observe::{LogWrite, NoObserver, Observer};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::type_config::alias::{LogIdOf, VoteOf};
@@ -15,8 +17,9 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 /// The bucket of log entries, keyed by the 8-byte big-endian index.
 pub const LOG_BUCKET: &[u8] = b"raft_log";
@@ -27,12 +30,12 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_PURGED: &[u8] = b"last_purged_log_id";
 const KEY_COMMITTED: &[u8] = b"committed";
 
-/// `limited_get_log_entries` stops adding entries past this many encoded bytes (it always
-/// returns at least one), so a replication batch never holds an unbounded log range.
+/// `limited_get_log_entries` stops adding entries past this many stored bytes (it always
+/// returns at least one), so a replication batch never holds an unbounded log range; by
+/// default (see [`LogStore::set_read_bytes_max`]).
 pub const LIMITED_READ_BYTES_MAX: usize = 4 << 20;
 
 /// The open log file, shared by the store and its readers.
-#[derive(Debug)]
 struct LogFile {
     db: Db,
     path: PathBuf,
@@ -42,6 +45,19 @@ struct LogFile {
     appends: AtomicU64,
     /// Entries appended by them.
     entries_appended: AtomicU64,
+    /// Where `limited_get_log_entries` and the apply stream stop a batch.
+    read_bytes_max: AtomicUsize,
+    /// Told of every durable write.
+    observer: OnceLock<Arc<dyn Observer>>,
+}
+
+impl LogFile {
+    fn observer(&self) -> &dyn Observer {
+        match self.observer.get() {
+            Some(observer) => observer.as_ref(),
+            None => &NoObserver,
+        }
+    }
 }
 
 /// What a [`LogStore`] has written since it was opened: how well appends are batched, and
@@ -128,7 +144,11 @@ impl<C: RaftTypeConfig> LogStore<C> {
         let path = path.as_ref();
         let db = open_or_create(path, &options, |tx| {
             tx.create_bucket_if_not_exists(LOG_BUCKET)?;
-            check_format(&mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?, path)
+            check_format(
+                &mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?,
+                path,
+                LOG_FORMAT,
+            )
         })?;
         LogStore::from_db(db)
     }
@@ -139,17 +159,27 @@ impl<C: RaftTypeConfig> LogStore<C> {
         let path = db
             .path()
             .map_or_else(|| PathBuf::from("(no file)"), Path::to_path_buf);
-        let ready = db.view(|tx| {
-            Ok(tx.bucket(LOG_BUCKET)?.is_some()
-                && tx
-                    .bucket(LOG_META_BUCKET)?
-                    .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
+        let format = db.view(|tx| {
+            Ok(match tx.bucket(LOG_META_BUCKET)? {
+                Some(meta) if tx.bucket(LOG_BUCKET)?.is_some() => {
+                    meta.get(KEY_FORMAT)?.map(<[u8]>::to_vec)
+                }
+                _ => None,
+            })
         })?;
-        if !ready {
-            let tx = db.begin_write()?;
-            tx.create_bucket_if_not_exists(LOG_BUCKET)?;
-            check_format(&mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?, &path)?;
-            tx.commit()?;
+        match format.as_deref() {
+            Some(LOG_FORMAT) => {}
+            Some(LOG_FORMAT_1) => upgrade_from_format_1(&db)?,
+            _ => {
+                let tx = db.begin_write()?;
+                tx.create_bucket_if_not_exists(LOG_BUCKET)?;
+                check_format(
+                    &mut tx.create_bucket_if_not_exists(LOG_META_BUCKET)?,
+                    &path,
+                    LOG_FORMAT,
+                )?;
+                tx.commit()?;
+            }
         }
         let committed = {
             let tx = db.begin_read()?;
@@ -162,6 +192,8 @@ impl<C: RaftTypeConfig> LogStore<C> {
                 commits: AtomicU64::new(0),
                 appends: AtomicU64::new(0),
                 entries_appended: AtomicU64::new(0),
+                read_bytes_max: AtomicUsize::new(LIMITED_READ_BYTES_MAX),
+                observer: OnceLock::new(),
             }),
 
             committed,
@@ -185,6 +217,53 @@ impl<C: RaftTypeConfig> LogStore<C> {
         self.reader().counters()
     }
 
+    /// Makes `limited_get_log_entries` (what openraft replicates in one append request) and
+    /// the apply stream stop a batch once it holds `bytes` stored bytes (it always holds at
+    /// least one entry, so a batch is at most `bytes` plus one entry). By default
+    /// [`LIMITED_READ_BYTES_MAX`]. A network whose requests have a size limit sets this below
+    /// it, less the largest entry it accepts.
+    pub fn set_read_bytes_max(&self, bytes: usize) {
+        self.file
+            .read_bytes_max
+            .store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// Tells `observer` of every durable write of this store from now on. Only the first call
+    /// has an effect: an observer is set once, before the store is handed to openraft.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        let _ = self.file.observer.set(observer);
+    }
+
+    /// Reads every entry in the log and checks its checksum and its index; returns how many
+    /// there are. A damaged entry is [`Error::Damaged`] naming it: run this before handing the
+    /// store to openraft, so a damaged file stops the start with that message instead of
+    /// failing later in the middle of a replication.
+    pub fn verify(&self) -> Result<u64> {
+        let reader = self.reader();
+        let tx = self.file.db.begin_read()?;
+        let bucket = tx
+            .bucket(LOG_BUCKET)?
+            .ok_or_else(|| Error::invalid("the raft_log bucket is missing"))?;
+        let mut n = 0;
+        let mut expected: Option<u64> = None;
+        for item in bucket.iter() {
+            let item = item?;
+            let index = key_index(item.key())?;
+            if let Some(expected) = expected
+                && index != expected
+            {
+                return Err(Error::invalid(format!(
+                    "hole in the log: index {index} follows {}",
+                    expected - 1
+                )));
+            }
+            reader.decode_at(index, item.value())?;
+            n += 1;
+            expected = index.checked_add(1);
+        }
+        Ok(n)
+    }
+
     /// A reader of this store's file.
     pub fn reader(&self) -> LogReader<C> {
         LogReader {
@@ -195,9 +274,10 @@ impl<C: RaftTypeConfig> LogStore<C> {
 
     /// Runs `f` in one write transaction on the blocking pool and commits it durably, with the
     /// newest committed id if it has not been written yet.
+    /// `f` returns its value, the kind of write and the entries it appended, for the observer.
     async fn write<T: Send + 'static>(
         &mut self,
-        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<(T, LogWrite, u64)> + Send + 'static,
     ) -> Result<T> {
         let committed = if self.committed_unsaved {
             Some(encode("committed log id", &self.committed)?)
@@ -206,13 +286,16 @@ impl<C: RaftTypeConfig> LogStore<C> {
         };
         let file = Arc::clone(&self.file);
         let value = blocking::<C, _>(move || {
+            let started = Instant::now();
             let mut tx = file.db.begin_write()?;
-            let value = f(&mut tx)?;
+            let (value, write, entries) = f(&mut tx)?;
             if let Some(committed) = committed {
                 meta_bucket(&mut tx)?.put(KEY_COMMITTED, &committed)?;
             }
             tx.commit()?;
             file.commits.fetch_add(1, Ordering::Relaxed);
+            file.observer()
+                .log_written(write, entries, started.elapsed());
             Ok(value)
         })
         .await?;
@@ -223,7 +306,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// Writes the committed id recorded by `save_committed` now, if it is not on disk yet.
     pub async fn flush_committed(&mut self) -> Result<()> {
         if self.committed_unsaved {
-            self.write(|_| Ok(())).await?;
+            self.write(|_| Ok(((), LogWrite::Committed, 0))).await?;
         }
         Ok(())
     }
@@ -237,6 +320,28 @@ fn meta_bucket<'tx>(tx: &'tx mut WriteTx<'_>) -> Result<rbolt::BucketMut<'tx>> {
 fn log_bucket<'tx>(tx: &'tx mut WriteTx<'_>) -> Result<rbolt::BucketMut<'tx>> {
     tx.bucket_mut(LOG_BUCKET)?
         .ok_or_else(|| Error::invalid("the raft_log bucket is missing"))
+}
+
+/// Rewrites a format 1 log (entries without checksums) as format 2 in one commit.
+fn upgrade_from_format_1(db: &Db) -> Result<()> {
+    let mut tx = db.begin_write()?;
+    let mut log = log_bucket(&mut tx)?;
+    let mut sealed = Vec::new();
+    for item in log.as_bucket().iter() {
+        let item = item?;
+        let index = key_index(item.key())?;
+        let value = item
+            .value()
+            .ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
+        sealed.push((index, seal_entry(index, value)));
+    }
+    for (index, value) in &sealed {
+        log.put(index_key(*index), value)?;
+    }
+    drop(log);
+    meta_bucket(&mut tx)?.put(KEY_FORMAT, LOG_FORMAT)?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// Reads and decodes `key` of the meta bucket.
@@ -301,8 +406,26 @@ impl<C: RaftTypeConfig> LogReader<C> {
         }
     }
 
+    /// The entry stored under `index` (`None`: a bucket there), its checksum and index checked.
+    fn decode_at(&self, index: u64, value: Option<&[u8]>) -> Result<C::Entry> {
+        let value =
+            value.ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
+        let entry: C::Entry = decode_entry(&self.file.path, index, value)?;
+        if entry.index() != index {
+            return Err(Error::invalid(format!(
+                "log key {index} holds the entry of index {}",
+                entry.index()
+            )));
+        }
+        Ok(entry)
+    }
+
+    fn read_bytes_max(&self) -> usize {
+        self.file.read_bytes_max.load(Ordering::Relaxed)
+    }
+
     /// Reads the entries in `range`, checking that they are contiguous and that each is the
-    /// entry its key names. Stops after `bytes_max` encoded bytes (at least one entry).
+    /// entry its key names. Stops after `bytes_max` stored bytes (at least one entry).
     fn read_entries(
         &self,
         range: (Bound<u64>, Bound<u64>),
@@ -337,18 +460,10 @@ impl<C: RaftTypeConfig> LogReader<C> {
                     expected - 1
                 )));
             }
-            let value = item
-                .value()
-                .ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
-            let entry: C::Entry = decode("log entry", value)?;
-            if entry.index() != index {
-                return Err(Error::invalid(format!(
-                    "log key {index} holds the entry of index {}",
-                    entry.index()
-                )));
-            }
+            let value = item.value();
+            let entry = self.decode_at(index, value)?;
             entries.push(entry);
-            bytes += value.len();
+            bytes += value.map_or(0, <[u8]>::len);
             if bytes >= bytes_max {
                 break;
             }
@@ -372,11 +487,7 @@ impl<C: RaftTypeConfig> LogReader<C> {
         let last_log_id = match bucket.cursor().last()? {
             Some(item) => {
                 let index = key_index(item.key())?;
-                let value = item
-                    .value()
-                    .ok_or_else(|| Error::invalid(format!("log index {index} holds a bucket")))?;
-                let entry: C::Entry = decode("log entry", value)?;
-                Some(entry.log_id())
+                Some(self.decode_at(index, item.value())?.log_id())
             }
             None => last_purged_log_id.clone(),
         };
@@ -392,8 +503,8 @@ fn bounds(range: &impl RangeBounds<u64>) -> (Bound<u64>, Bound<u64>) {
 }
 
 impl<C: RaftTypeConfig> LogReader<C> {
-    /// The entries of `range` as a stream read in chunks of about [`LIMITED_READ_BYTES_MAX`]
-    /// bytes, each chunk one read transaction. Entries in the range must not change while it
+    /// The entries of `range` as a stream read in chunks of about the read limit
+    /// ([`LogStore::set_read_bytes_max`]), each chunk one read transaction. Entries in the range must not change while it
     /// streams, as committed entries do not; a chunk that does not start where the previous
     /// one ended is an error, not a silent hole.
     fn chunked_stream(
@@ -416,7 +527,8 @@ impl<C: RaftTypeConfig> LogReader<C> {
                     return Ok(None);
                 };
                 let chunk = blocking::<C, _>(move || {
-                    reader.read_entries((Bound::Included(next), end), LIMITED_READ_BYTES_MAX)
+                    let bytes_max = reader.read_bytes_max();
+                    reader.read_entries((Bound::Included(next), end), bytes_max)
                 })
                 .await?;
                 let (Some(first), Some(last)) = (chunk.first(), chunk.last()) else {
@@ -471,7 +583,11 @@ impl<C: RaftTypeConfig> RaftLogReader<C> for LogReader<C> {
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<C::Entry>> {
         let reader = self.clone();
         let range = (Bound::Included(start), Bound::Excluded(end));
-        Ok(blocking::<C, _>(move || reader.read_entries(range, LIMITED_READ_BYTES_MAX)).await?)
+        Ok(blocking::<C, _>(move || {
+            let bytes_max = reader.read_bytes_max();
+            reader.read_entries(range, bytes_max)
+        })
+        .await?)
     }
 }
 
@@ -508,7 +624,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
         let vote = encode("vote", &Some(vote))?;
         self.write(move |tx| {
             meta_bucket(tx)?.put(KEY_VOTE, &vote)?;
-            Ok(())
+            Ok(((), LogWrite::Vote, 0))
         })
         .await?;
         Ok(())
@@ -533,14 +649,19 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
     {
         let encoded = entries
             .into_iter()
-            .map(|entry| Ok((entry.index(), encode("log entry", &entry)?)))
+            .map(|entry| Ok((entry.index(), encode_entry(entry.index(), &entry)?)))
             .collect::<Result<Vec<(u64, Vec<u8>)>>>();
         let result = match encoded {
             Ok(encoded) if encoded.is_empty() => Ok(()),
             Ok(encoded) => {
                 let n = encoded.len() as u64;
                 let file = Arc::clone(&self.file);
-                let appended = self.write(move |tx| append_in::<C>(tx, &encoded)).await;
+                let appended = self
+                    .write(move |tx| {
+                        append_in::<C>(tx, &encoded)?;
+                        Ok(((), LogWrite::Append, n))
+                    })
+                    .await;
                 if appended.is_ok() {
                     file.appends.fetch_add(1, Ordering::Relaxed);
                     file.entries_appended.fetch_add(n, Ordering::Relaxed);
@@ -571,7 +692,7 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
                 Some(index) => delete_range(&mut log, (Bound::Excluded(index), Bound::Unbounded))?,
                 None => delete_range(&mut log, ..)?,
             };
-            Ok(())
+            Ok(((), LogWrite::Truncate, 0))
         })
         .await?;
         Ok(())
@@ -591,11 +712,11 @@ impl<C: RaftTypeConfig> RaftLogStorage<C> for LogStore<C> {
             // Purging never moves back: a stale request must not make purged entries look
             // present again.
             if previous.is_some_and(|p| p.index() >= index) {
-                return Ok(());
+                return Ok(((), LogWrite::Purge, 0));
             }
             delete_range(&mut log_bucket(tx)?, ..=index)?;
             meta_bucket(tx)?.put(KEY_PURGED, &purged)?;
-            Ok(())
+            Ok(((), LogWrite::Purge, 0))
         })
         .await?;
         Ok(())

@@ -4,6 +4,7 @@
 use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
 use crate::files::{create_dir_durable, open_or_create, sync_dir};
+use crate::observe::{NoObserver, Observer};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
@@ -15,7 +16,8 @@ use std::fs::{self, File};
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::time::Instant;
 
 /// The bucket of the state machine's own metadata: the last applied log id and the last
 /// membership. Every other top-level bucket of the state file belongs to the application.
@@ -73,9 +75,23 @@ pub trait Machine<C: RaftTypeConfig>: Send + Sync + 'static {
     /// sent. It must be deterministic: every replica applies the same entries. Leave the
     /// [`SM_META_BUCKET`] bucket alone.
     ///
-    /// An `Err` rolls the whole batch back and stops the Raft node (openraft treats a failed
-    /// apply as a fatal storage error); a request the application refuses belongs in `C::R`.
+    /// An `Err` that belongs to the entry ([`Error::is_entry_error`]: a key rbolt refuses, a
+    /// payload the application cannot use) undoes what this entry did, keeps the rest of the
+    /// batch, and records [`Machine::refused`]'s answer as the entry's result. Any other `Err`
+    /// (the disk failing) rolls the whole batch back and stops the Raft node: openraft treats
+    /// it as a fatal storage error. A request the application refuses on purpose belongs in
+    /// `C::R`.
     fn apply(&self, tx: &mut WriteTx<'_>, entry: &C::Entry) -> Result<C::R>;
+
+    /// The result recorded for `entry` when [`Machine::apply`] failed with `error`, an error
+    /// of the entry's own; the entry changed nothing. The default gives `error` back, which
+    /// stops the Raft node as any failed apply did before: implement it so that one entry
+    /// that cannot be applied is answered to its client as a failure, on every replica alike,
+    /// instead of stopping the cluster (it is committed: every restart would apply it again).
+    fn refused(&self, entry: &C::Entry, error: Error) -> Result<C::R> {
+        let _ = entry;
+        Err(error)
+    }
 }
 
 /// What the state machine's handles share.
@@ -95,6 +111,10 @@ struct Shared<C: RaftTypeConfig> {
     entries_applied: AtomicU64,
     /// Snapshots installed.
     installs: AtomicU64,
+    /// Entries whose apply failed with an error of their own.
+    refused: AtomicU64,
+    /// Told of apply batches and snapshots.
+    observer: OnceLock<Arc<dyn Observer>>,
 }
 
 /// What a [`StateMachine`] has written since it was opened.
@@ -106,6 +126,9 @@ pub struct ApplyCounters {
     pub entries_applied: u64,
     /// Snapshots installed.
     pub installs: u64,
+    /// Entries whose apply failed with an error of their own, answered by
+    /// [`Machine::refused`].
+    pub refused: u64,
 }
 
 /// The state machine: the application's buckets and [`SM_META_BUCKET`] in one rbolt file,
@@ -153,6 +176,48 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Records `applied` (the entries `tx` applied, in order) in `tx`'s sm_meta and commits it.
+fn commit_applied<C: RaftTypeConfig>(tx: WriteTx<'_>, applied: &[C::Entry]) -> Result<()> {
+    let membership = applied.iter().rev().find_map(|entry| {
+        entry
+            .get_membership()
+            .map(|m| StoredMembershipOf::<C>::new(Some(entry.log_id()), m))
+    });
+    let last_applied = applied.last().map(|e| e.log_id());
+    let mut meta = tx
+        .bucket_mut(SM_META_BUCKET)?
+        .ok_or_else(|| Error::invalid("the sm_meta bucket is missing"))?;
+    meta.put(
+        KEY_LAST_APPLIED,
+        &encode("last applied log id", &last_applied)?,
+    )?;
+    if let Some(membership) = membership {
+        meta.put(KEY_MEMBERSHIP, &encode("last membership", &membership)?)?;
+    }
+    drop(meta);
+    tx.commit()?;
+    Ok(())
+}
+
+/// Opens the state file (a snapshot, a backup) at `path` read-only, requires rbolt's `check`
+/// to find nothing wrong, and reads its last applied id and membership.
+pub(crate) fn check_state_file<C: RaftTypeConfig>(
+    path: &Path,
+    options: &rbolt::Options,
+) -> Result<(Option<LogIdOf<C>>, StoredMembershipOf<C>)> {
+    let db = Db::open_with(path, options.clone().read_only(true))?;
+    let tx = db.begin_read()?;
+    let problems = tx.check();
+    if let Some(first) = problems.first() {
+        return Err(Error::invalid(format!(
+            "{} fails rbolt's check with {} problem(s), the first: {first}",
+            path.display(),
+            problems.len()
+        )));
+    }
+    read_sm_meta::<C>(&tx)
+}
+
 /// Reads the last applied id and the membership from [`SM_META_BUCKET`] of `tx`.
 fn read_sm_meta<C: RaftTypeConfig>(
     tx: &ReadTx<'_>,
@@ -197,47 +262,79 @@ impl<C: RaftTypeConfig> Shared<C> {
         Arc::clone(&self.db.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Applies `entries` in one write transaction and commits it with the last applied id
-    /// (and the last membership, if one of them carries one).
+    fn observer(&self) -> &dyn Observer {
+        match self.observer.get() {
+            Some(observer) => observer.as_ref(),
+            None => &NoObserver,
+        }
+    }
+
+    /// Applies `entries` and commits them with the last applied id (and the last membership,
+    /// if one of them carries one): in one write transaction, unless an entry fails with an
+    /// error of its own. rbolt has no savepoints, so then the transaction is dropped, the
+    /// entries before the failed one are applied again in a new one (they succeeded and are
+    /// deterministic), the failed one gets [`Machine::refused`]'s result and that prefix
+    /// commits; the rest of the batch goes on in a fresh transaction. Each entry is applied
+    /// at most twice, and a failure costs one more commit.
     fn apply_batch<M: Machine<C>>(&self, machine: &M, entries: &[C::Entry]) -> Result<Vec<C::R>> {
+        let started = Instant::now();
         let db = self.db();
-        let mut tx = db.begin_write()?;
         let mut responses = Vec::with_capacity(entries.len());
-        let mut membership = None;
-        for entry in entries {
-            responses.push(machine.apply(&mut tx, entry)?);
-            if let Some(m) = entry.get_membership() {
-                membership = Some(StoredMembershipOf::<C>::new(Some(entry.log_id()), m));
+        let mut rest = entries;
+        while !rest.is_empty() {
+            let mut tx = db.begin_write()?;
+            let mut failed = None;
+            for (at, entry) in rest.iter().enumerate() {
+                match machine.apply(&mut tx, entry) {
+                    Ok(response) => responses.push(response),
+                    Err(error) if error.is_entry_error() => {
+                        failed = Some((at, error));
+                        break;
+                    }
+                    Err(error) => return Err(error),
+                }
             }
+            let done = match failed {
+                None => rest.len(),
+                Some((at, error)) => {
+                    drop(tx);
+                    tx = db.begin_write()?;
+                    for entry in &rest[..at] {
+                        machine.apply(&mut tx, entry)?;
+                    }
+                    let entry = &rest[at];
+                    self.observer().entry_refused(entry.index(), &error);
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    responses.push(machine.refused(entry, error)?);
+                    at + 1
+                }
+            };
+            commit_applied::<C>(tx, &rest[..done])?;
+            rest = &rest[done..];
         }
-        let last_applied = entries.last().map(|e| e.log_id());
-        let mut meta = tx
-            .bucket_mut(SM_META_BUCKET)?
-            .ok_or_else(|| Error::invalid("the sm_meta bucket is missing"))?;
-        meta.put(
-            KEY_LAST_APPLIED,
-            &encode("last applied log id", &last_applied)?,
-        )?;
-        if let Some(membership) = membership {
-            meta.put(KEY_MEMBERSHIP, &encode("last membership", &membership)?)?;
-        }
-        drop(meta);
-        tx.commit()?;
         self.apply_commits.fetch_add(1, Ordering::Relaxed);
         self.entries_applied
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        self.observer()
+            .applied(entries.len() as u64, started.elapsed());
         Ok(responses)
     }
 
     /// Copies the state file as of one read transaction into a new snapshot file and makes it
     /// the current snapshot unless a newer one is already there.
     fn build_snapshot(&self) -> Result<SnapshotOf<C, File>> {
+        let started = Instant::now();
         let db = self.db();
         let tmp = self.tmp_path("building");
         let built = (|| {
             let tx = db.begin_read()?;
             let (last_log_id, last_membership) = read_sm_meta::<C>(&tx)?;
-            tx.copy_file(&tmp)?;
+            let bytes = tx.copy_file(&tmp)?;
+            self.observer().snapshot_built(
+                last_log_id.as_ref().map(|id| id.index()),
+                bytes,
+                started.elapsed(),
+            );
             // This handle reads this snapshot whatever later renames do to the name.
             let file = File::open(&tmp).map_err(Error::io(&tmp))?;
             let meta = SnapshotMetaOf::<C> {
@@ -276,6 +373,7 @@ impl<C: RaftTypeConfig> Shared<C> {
     /// every file is complete and synced before a rename makes it current, and the directory
     /// is synced after each rename.
     fn install_snapshot(&self, meta: &SnapshotMetaOf<C>, mut data: File) -> Result<()> {
+        let started = Instant::now();
         let incoming = self.tmp_path("incoming");
         let state_tmp = self.tmp_path("state");
         let staged = (|| {
@@ -315,24 +413,16 @@ impl<C: RaftTypeConfig> Shared<C> {
         let db = Db::open_with(&state_path, self.options.clone())?;
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(db);
         self.installs.fetch_add(1, Ordering::Relaxed);
+        self.observer().snapshot_installed(
+            meta.last_log_id.as_ref().map(|id| id.index()),
+            started.elapsed(),
+        );
         Ok(())
     }
 
     /// Opens `path` read-only and checks it is a sound rbolt file whose sm_meta matches `meta`.
     fn verify(&self, path: &Path, meta: &SnapshotMetaOf<C>) -> Result<()> {
-        let db = Db::open_with(path, self.options.clone().read_only(true))?;
-        let tx = db.begin_read()?;
-        let problems = tx.check();
-        if let Some(first) = problems.first() {
-            return Err(Error::invalid(format!(
-                "snapshot {} fails rbolt's check with {} problem(s), the first: {first}",
-                meta.last_log_id
-                    .as_ref()
-                    .map_or_else(|| "(empty)".to_owned(), ToString::to_string),
-                problems.len()
-            )));
-        }
-        let (last_log_id, last_membership) = read_sm_meta::<C>(&tx)?;
+        let (last_log_id, last_membership) = check_state_file::<C>(path, &self.options)?;
         if last_log_id != meta.last_log_id || last_membership != meta.last_membership {
             return Err(Error::invalid(format!(
                 "snapshot data holds last applied {last_log_id:?} and membership \
@@ -385,6 +475,7 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
             check_format(
                 &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
                 &state_path,
+                FORMAT,
             )
         })?;
         let ready = db.view(|tx| {
@@ -397,6 +488,7 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
             check_format(
                 &mut tx.create_bucket_if_not_exists(SM_META_BUCKET)?,
                 &state_path,
+                FORMAT,
             )?;
             tx.commit()?;
         }
@@ -423,6 +515,8 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
                 apply_commits: AtomicU64::new(0),
                 entries_applied: AtomicU64::new(0),
                 installs: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+                observer: OnceLock::new(),
             }),
             machine: Arc::new(machine),
         })
@@ -467,7 +561,25 @@ impl<C: RaftTypeConfig, M> StateMachine<C, M> {
             commits: self.shared.apply_commits.load(Ordering::Relaxed),
             entries_applied: self.shared.entries_applied.load(Ordering::Relaxed),
             installs: self.shared.installs.load(Ordering::Relaxed),
+            refused: self.shared.refused.load(Ordering::Relaxed),
         }
+    }
+
+    /// Tells `observer` of every apply batch, refused entry and snapshot from now on. Only
+    /// the first call has an effect: set it before the state machine goes to openraft.
+    pub fn set_observer(&self, observer: Arc<dyn Observer>) {
+        let _ = self.shared.observer.set(observer);
+    }
+
+    /// Writes a backup of the state machine to `w`: one consistent copy of the state file
+    /// from one read transaction (an rbolt file like `state.db`, which [`restore`] seeds a
+    /// new node from). Returns the last applied log id it holds and its size in bytes.
+    pub fn backup_to(&self, w: impl io::Write) -> Result<(Option<LogIdOf<C>>, u64)> {
+        let db = self.db();
+        let tx = db.begin_read()?;
+        let (last_applied, _) = read_sm_meta::<C>(&tx)?;
+        let bytes = tx.write_to(w)?;
+        Ok((last_applied, bytes))
     }
 
     /// The application's [`Machine`].

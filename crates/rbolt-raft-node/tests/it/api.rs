@@ -1,7 +1,7 @@
 //! The client API and the command line on a running cluster: put, get (linearizable and
 //! local), delete, and a membership change that adds a fourth node and later removes it.
 
-use crate::cluster::{Cluster, NODE_EXE, PATIENCE, SERIAL, TIMING_ARGS};
+use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, node_exe};
 use rbolt_raft_node::client::Client;
 use std::process::Command;
 use tokio::time::Instant;
@@ -9,7 +9,7 @@ use tokio::time::Instant;
 /// Runs the command line with `args` against `node`; returns its exit code and stdout.
 fn cli(node: &str, args: &[&str]) -> (i32, String) {
     let (command, rest) = args.split_first().expect("a command");
-    let output = Command::new(NODE_EXE)
+    let output = Command::new(node_exe())
         .arg(command)
         .args(["--node", node])
         .args(rest)

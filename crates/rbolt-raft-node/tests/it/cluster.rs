@@ -16,8 +16,12 @@ use tokio::time::Instant;
 /// Cluster tests take this in turn: each starts several processes and measures elections.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The node binary under test.
-pub const NODE_EXE: &str = env!("CARGO_BIN_EXE_rbolt-raft-node");
+/// The node binary under test: this build's, or the one `RBOLT_RAFT_NODE_EXE` names (to run
+/// a regression test on an older build and see it fail there).
+pub fn node_exe() -> String {
+    std::env::var("RBOLT_RAFT_NODE_EXE")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_rbolt-raft-node").to_owned())
+}
 
 /// Raft timing for the tests: fast elections, frequent snapshots and no log kept behind
 /// them, so a node that was down catches up by installing a snapshot.
@@ -41,6 +45,10 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 pub struct Rng(u64);
 
 impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
     pub fn from_env_or_time(test: &str) -> Rng {
         let seed = std::env::var("RBOLT_RAFT_SEED")
             .ok()
@@ -76,6 +84,38 @@ impl Rng {
     }
 }
 
+/// Sends one request to `addr` over plain TCP, following nothing; returns the status and the
+/// body as text (`599` and the error when there is no answer).
+pub async fn raw(
+    addr: &str,
+    method: hyper::Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> (hyper::StatusCode, String) {
+    let client = rbolt_raft_node::http::client(None);
+    match rbolt_raft_node::http::send(
+        &client,
+        addr,
+        method,
+        path,
+        headers,
+        rbolt_raft_node::http::full(body),
+        Duration::from_secs(30),
+    )
+    .await
+    {
+        Ok(answer) => (
+            answer.status,
+            String::from_utf8_lossy(&answer.body).into_owned(),
+        ),
+        Err(e) => (
+            hyper::StatusCode::from_u16(599).expect("a status"),
+            e.to_string(),
+        ),
+    }
+}
+
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -99,11 +139,13 @@ pub struct Cluster {
     pub nodes: BTreeMap<u64, NodeSpec>,
     children: BTreeMap<u64, Child>,
     /// `--peers` of the initial members.
-    peers: String,
+    pub peers: String,
     /// Extra arguments of `serve`.
-    args: Vec<String>,
+    pub args: Vec<String>,
     /// A client that asks one node and does not wait: for status polls.
     quick: Client,
+    /// The client every test client starts from (TLS and token when the cluster uses them).
+    pub base: Client,
 }
 
 impl Cluster {
@@ -152,7 +194,22 @@ impl Cluster {
                 .with_timeout(Duration::from_secs(1))
                 .following_redirects(false)
                 .retrying(false),
+            base: Client::new(),
         }
+    }
+
+    /// Every client of this cluster starts from `base` (TLS, a token).
+    pub fn set_client(&mut self, base: Client) {
+        self.quick = base
+            .with_timeout(Duration::from_secs(1))
+            .following_redirects(false)
+            .retrying(false);
+        self.base = base;
+    }
+
+    /// A client of this cluster that allows `timeout` per request.
+    pub fn client(&self, timeout: Duration) -> Client {
+        self.base.with_timeout(timeout)
     }
 
     pub fn ids(&self) -> Vec<u64> {
@@ -164,8 +221,39 @@ impl Cluster {
         self.nodes[&id].listen.to_string()
     }
 
-    fn log_path(&self, id: u64) -> PathBuf {
+    pub fn log_path(&self, id: u64) -> PathBuf {
         self.root.path().join(format!("node-{id}.log"))
+    }
+
+    /// Everything node `id` has written to its output.
+    pub fn log_text(&self, id: u64) -> String {
+        std::fs::read_to_string(self.log_path(id)).unwrap_or_default()
+    }
+
+    /// Waits until node `id`'s process exits on its own and returns its exit code.
+    pub async fn wait_exit(&mut self, id: u64) -> Option<i32> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let child = self.children.get_mut(&id).expect("node is running");
+            if let Some(status) = child.try_wait().expect("status") {
+                self.children.remove(&id);
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id} did not exit:\n{}",
+                self.log_tail(id)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts node `id` with `peers` and `extra` arguments besides the cluster's.
+    pub fn start_with(&mut self, id: u64, peers: &str, extra: &[&str]) {
+        let saved = self.args.clone();
+        self.args.extend(extra.iter().map(|a| (*a).to_owned()));
+        self.start_with_peers(id, peers);
+        self.args = saved;
     }
 
     /// Starts node `id` (its process must not be running) as an initial member.
@@ -183,7 +271,7 @@ impl Cluster {
             .append(true)
             .open(self.log_path(id))
             .expect("node log");
-        let mut command = Command::new(NODE_EXE);
+        let mut command = Command::new(node_exe());
         command
             .arg("serve")
             .arg("--id")
@@ -320,8 +408,10 @@ impl Cluster {
                 let mut data = BTreeMap::new();
                 for &id in &running {
                     let dump = self
-                        .quick
+                        .base
                         .with_timeout(Duration::from_secs(30))
+                        .retrying(false)
+                        .following_redirects(false)
                         .dump(&self.addr(id), true)
                         .await
                         .unwrap_or_else(|e| panic!("node {id} dumps its data: {e}"));
@@ -454,11 +544,20 @@ impl Load {
     /// Starts `writers` writers, writing keys `PREFIX<writer>-<n>` with values of
     /// `value_bytes` to the nodes at `addrs` in turn (following redirects to the leader).
     pub fn start(addrs: Vec<String>, writers: usize, prefix: &str, value_bytes: usize) -> Load {
+        Load::start_with(&Client::new(), addrs, writers, prefix, value_bytes)
+    }
+
+    /// [`Load::start`] with clients made from `base` (TLS, a token).
+    pub fn start_with(
+        base: &Client,
+        addrs: Vec<String>,
+        writers: usize,
+        prefix: &str,
+        value_bytes: usize,
+    ) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let client = Client::new()
-            .with_timeout(Duration::from_secs(3))
-            .retrying(false);
+        let client = base.with_timeout(Duration::from_secs(3)).retrying(false);
         let tasks = (0..writers)
             .map(|w| {
                 let (stop, ledger, client, addrs) = (

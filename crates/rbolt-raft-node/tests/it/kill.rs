@@ -18,15 +18,19 @@ const VALUE_BYTES: usize = 200;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_under_load_loses_no_acknowledged_write() {
     let _serial = SERIAL.lock().await;
+    sigkill_under_load(Cluster::new(3, TIMING_ARGS), "sigkill under load").await;
+}
+
+/// Runs the SIGKILL test on `cluster` (not started yet), printing its summary as `label`.
+pub async fn sigkill_under_load(mut cluster: Cluster, label: &str) {
     let started = Instant::now();
-    let mut rng = Rng::from_env_or_time("sigkill under load");
-    let mut cluster = Cluster::new(3, TIMING_ARGS);
+    let mut rng = Rng::from_env_or_time(label);
     for id in cluster.ids() {
         cluster.start(id);
     }
     let first = cluster.wait_for_leader(&cluster.ids(), 0).await;
     let addrs: Vec<String> = cluster.ids().iter().map(|&id| cluster.addr(id)).collect();
-    let load = Load::start(addrs, WRITERS, "k", VALUE_BYTES);
+    let load = Load::start_with(&cluster.base, addrs, WRITERS, "k", VALUE_BYTES);
 
     let (mut leader_kills, mut elections, mut installs) = (0, Vec::new(), 0);
     let mut acked_at_kill = Vec::new();
@@ -80,7 +84,7 @@ async fn sigkill_under_load_loses_no_acknowledged_write() {
     }
     let (p50, max) = p50_max(&elections);
     eprintln!(
-        "sigkill under load: {KILLS} kills ({leader_kills} of the leader), {} writes \
+        "{label}: {KILLS} kills ({leader_kills} of the leader), {} writes \
          acknowledged, {} unknown (no answer), {lost} lost, {} keys on each node; new leader \
          after a leader kill: p50 {p50:.2?}, max {max:.2?} over {} elections; {installs} \
          snapshots installed by restarted nodes; {:.1?}",

@@ -1,6 +1,8 @@
 //! rbolt-raft-node's tests on real processes: three `rbolt-raft-node serve` processes on
-//! loopback addresses, SIGKILLed under load, killed during snapshot installs and during their
-//! first start, and partitioned; plus the client API and the command line.
+//! loopback addresses, SIGKILLed under load (over plain TCP and over TLS), killed during
+//! snapshot installs and during their first start, and partitioned; a regression test for each
+//! defect of issue 23; a sweep of bad input over every route and RPC; health, metrics, logs,
+//! backups and restores; plus the client API and the command line.
 //!
 //! The cluster tests run one at a time ([`cluster::SERIAL`]): each is timing-sensitive, and
 //! the machine has two cores.
@@ -8,5 +10,9 @@
 mod api;
 mod cluster;
 mod kill;
+mod ops;
 mod partition;
+mod regressions;
 mod snapshot;
+mod sweep;
+mod tls;

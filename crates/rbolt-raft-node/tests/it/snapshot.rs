@@ -12,7 +12,7 @@
 //! node must hold every acknowledged write.
 
 use crate::cluster::{
-    Cluster, Load, NODE_EXE, PATIENCE, Rng, SERIAL, TIMING_ARGS, check_data, free_port, list_dir,
+    Cluster, Load, PATIENCE, Rng, SERIAL, TIMING_ARGS, check_data, free_port, list_dir, node_exe,
 };
 use rbolt_raft_node::client::Client;
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +38,7 @@ async fn startup_time(root: &std::path::Path) -> Duration {
     let dir = root.join("calibration");
     let listen = format!("127.0.0.1:{}", free_port());
     let spawned = Instant::now();
-    let mut child = Command::new(NODE_EXE)
+    let mut child = Command::new(node_exe())
         .args(["serve", "--id", "9", "--listen", &listen, "--data-dir"])
         .arg(&dir)
         .stdout(Stdio::null())

@@ -17,8 +17,14 @@ openraft::declare_raft_types!(
 /// The bucket [`TestMachine`] writes to.
 pub const DATA_BUCKET: &[u8] = b"data";
 
+/// Payloads that fail to apply (see [`TestMachine`]).
+pub const REFUSED_PREFIX: &str = "refuse";
+
 /// Puts each normal entry's payload under its index (8 bytes big-endian) in [`DATA_BUCKET`]
-/// and answers with the payload.
+/// and answers with the payload. A payload that starts with [`REFUSED_PREFIX`] is also put
+/// under a key one byte longer than rbolt allows, so its apply fails with rbolt's
+/// `KeyTooLarge` after the first put: what [`Machine::refused`] answers for (with
+/// `refused: ` and the error).
 #[derive(Debug, Default)]
 pub struct TestMachine;
 
@@ -30,12 +36,23 @@ impl Machine<TestConfig> for TestMachine {
     ) -> rbolt_raft::Result<String> {
         match &entry.payload {
             EntryPayload::Normal(data) => {
-                tx.create_bucket_if_not_exists(DATA_BUCKET)?
-                    .put(entry.index().to_be_bytes(), data.as_bytes())?;
+                let mut bucket = tx.create_bucket_if_not_exists(DATA_BUCKET)?;
+                bucket.put(entry.index().to_be_bytes(), data.as_bytes())?;
+                if data.starts_with(REFUSED_PREFIX) {
+                    bucket.put(vec![b'k'; rbolt::KEY_SIZE_MAX + 1], b"never")?;
+                }
                 Ok(data.clone())
             }
             _ => Ok(String::new()),
         }
+    }
+
+    fn refused(
+        &self,
+        _entry: &EntryOf<TestConfig>,
+        error: rbolt_raft::Error,
+    ) -> rbolt_raft::Result<String> {
+        Ok(format!("refused: {error}"))
     }
 }
 

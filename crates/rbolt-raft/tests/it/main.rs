@@ -1,5 +1,6 @@
 //! rbolt-raft's integration tests: openraft's storage suite on rbolt files, reopen after every
-//! kind of write, and a three-node cluster that loses its leader. SIGKILL during writes is
+//! kind of write, a three-node cluster that loses its leader, and what keeps one entry or a
+//! damaged file from stopping a node (refused entries, entry checksums, backup and restore). SIGKILL during writes is
 //! the `kill` test target (tests/kill), which runs its own children.
 
 mod cluster;
@@ -8,6 +9,7 @@ mod power_loss;
 mod reader;
 mod reopen;
 mod suite;
+mod total;
 
 #[path = "../../examples/kv_cluster/app.rs"]
 mod app;

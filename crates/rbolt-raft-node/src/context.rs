@@ -1,0 +1,187 @@
+//! [`Ctx`]: what the server, the Raft network and the node's watchers share: its identity,
+//! its cluster, its metrics, and whether it was removed from the cluster or its storage
+//! failed.
+
+use crate::identity::{self, CLUSTER_ID_FILE, REMOVED_FILE};
+use crate::kv::KvRaft;
+use crate::limits::Limits;
+use crate::observe::Metrics;
+use openraft::type_config::async_runtime::WatchReceiver;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How often one kind of repeated warning (a peer that is down, a foreign node knocking) is
+/// logged, at most.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Why a node stopped serving.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its storage failed; the process exits non-zero.
+    StorageFailed(String),
+    /// It was removed from the cluster, by a membership change at this log index.
+    Removed(u64),
+}
+
+/// What a node's parts share.
+pub struct Ctx {
+    /// The node's id.
+    pub id: u64,
+    /// Its data directory.
+    pub dir: PathBuf,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its metrics.
+    pub metrics: Arc<Metrics>,
+    /// Its Raft, once started.
+    pub raft: OnceLock<KvRaft>,
+    /// The cluster it belongs to; `None` until a node that joins hears from its leader.
+    cluster: RwLock<Option<String>>,
+    /// Set once it stops serving.
+    stopped: Mutex<Option<Stopped>>,
+    /// Woken when it stops serving because its storage failed.
+    pub failed: Notify,
+    /// When each kind of repeated warning was last logged.
+    warned: Mutex<BTreeMap<String, Instant>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Ctx {
+    /// The context of node `id` in `dir`, of cluster `cluster` if it is known.
+    pub fn new(
+        id: u64,
+        dir: PathBuf,
+        limits: Limits,
+        cluster: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Ctx {
+        Ctx {
+            id,
+            dir,
+            limits,
+            metrics,
+            raft: OnceLock::new(),
+            cluster: RwLock::new(cluster),
+            stopped: Mutex::new(None),
+            failed: Notify::new(),
+            warned: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The cluster id, or `""` while it is not known.
+    pub fn cluster(&self) -> String {
+        self.cluster
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// Checks the cluster of a peer message. A node that does not know its cluster yet (it
+    /// was started to join one) takes the first one it hears from and records it.
+    pub fn check_cluster(&self, theirs: &str, from: u64) -> Result<(), String> {
+        if let Some(ours) = self
+            .cluster
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_deref()
+        {
+            if ours == theirs {
+                return Ok(());
+            }
+            return Err(format!(
+                "cluster mismatch: node {} belongs to cluster {ours:?}; the message came from \
+                 node {from} of cluster {theirs:?}",
+                self.id
+            ));
+        }
+        if theirs.is_empty() || identity::check_cluster_token(theirs).is_err() {
+            return Err(format!("a message of node {from} names no usable cluster"));
+        }
+        let mut cluster = self.cluster.write().unwrap_or_else(PoisonError::into_inner);
+        if cluster.is_none() {
+            identity::write_record(&self.dir, CLUSTER_ID_FILE, theirs)
+                .map_err(|e| format!("recording the cluster id: {e:#}"))?;
+            tracing::info!(cluster = theirs, from, "joined cluster");
+            *cluster = Some(theirs.to_owned());
+        }
+        drop(cluster);
+        self.check_cluster(theirs, from)
+    }
+
+    /// Why the node stopped serving, if it did.
+    pub fn stopped(&self) -> Option<Stopped> {
+        lock(&self.stopped).clone()
+    }
+
+    /// The node's storage failed: it stops serving, says so on `/health`, and the process
+    /// exits non-zero (the caller of `node::run` sees [`Ctx::failed`]).
+    pub fn storage_failed(&self, reason: String) {
+        let mut stopped = lock(&self.stopped);
+        if stopped.is_some() {
+            return;
+        }
+        tracing::error!(%reason, "storage failed: this node stops and exits non-zero so that a supervisor restarts it");
+        self.metrics.storage_failed.set(1);
+        *stopped = Some(Stopped::StorageFailed(reason));
+        drop(stopped);
+        self.failed.notify_one();
+    }
+
+    /// A peer reports that its committed membership, of log index `their_index`, leaves this
+    /// node out. If that membership is newer than the one this node has, this node was
+    /// removed: it records that, stops Raft (no more campaigns) and answers everything with
+    /// `410 Gone` from now on.
+    pub fn peer_says_removed(&self, their_index: u64, peer: u64) {
+        let Some(raft) = self.raft.get() else { return };
+        let ours = raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .log_id()
+            .as_ref()
+            .map_or(0, |id| id.index);
+        if their_index <= ours {
+            return;
+        }
+        let mut stopped = lock(&self.stopped);
+        if stopped.is_some() {
+            return;
+        }
+        tracing::error!(
+            node = self.id,
+            removed_at = their_index,
+            told_by = peer,
+            "this node was removed from the cluster; it stops campaigning and answers 410 Gone (its data directory no longer belongs to a member: delete it before reusing the id)"
+        );
+        if let Err(e) = identity::write_record(&self.dir, REMOVED_FILE, &their_index.to_string()) {
+            tracing::error!(error = %format!("{e:#}"), "recording the removal");
+        }
+        *stopped = Some(Stopped::Removed(their_index));
+        drop(stopped);
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            let _ = raft.shutdown().await;
+        });
+    }
+
+    /// Logs `message` as a warning unless one of the same `kind` was logged within
+    /// [`WARN_EVERY`]; returns whether it was logged.
+    pub fn warn_now(&self, kind: &str) -> bool {
+        let mut warned = lock(&self.warned);
+        let now = Instant::now();
+        match warned.get(kind) {
+            Some(at) if now.duration_since(*at) < WARN_EVERY => false,
+            _ => {
+                warned.insert(kind.to_owned(), now);
+                true
+            }
+        }
+    }
+}

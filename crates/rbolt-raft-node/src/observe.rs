@@ -1,0 +1,275 @@
+//! What a node tells its operator: log lines through `tracing` (one per leader change,
+//! election, membership change, snapshot and error), and [`Metrics`] in Prometheus' text
+//! format for `GET /metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Installs the log subscriber: lines on stderr at `level` and above for this node, and for
+/// openraft at `warn` and above unless `level` is `debug` or `trace` (openraft's `info` is a
+/// line per RPC).
+pub fn init_logging(level: LevelFilter) {
+    let openraft = if level >= LevelFilter::DEBUG {
+        level
+    } else {
+        level.min(LevelFilter::WARN)
+    };
+    let filter = Targets::new()
+        .with_target("openraft", openraft)
+        .with_default(level);
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // A second call (tests that start nodes in one process) keeps the first subscriber.
+    let _ = tracing_subscriber::registry()
+        .with(layer)
+        .with(filter)
+        .try_init();
+}
+
+/// Labels of [`Metrics::refused`]: why a client request was refused before it was proposed.
+pub type ReasonLabel = Vec<(&'static str, &'static str)>;
+
+/// Every metric a node exports.
+pub struct Metrics {
+    registry: Registry,
+    dir: PathBuf,
+    /// 1 while this node knows a leader.
+    pub has_leader: Gauge,
+    /// 1 while this node is the leader.
+    pub is_leader: Gauge,
+    /// The current term.
+    pub term: Gauge,
+    /// The last applied log index.
+    pub applied_index: Gauge,
+    /// The last committed log index this node knows.
+    pub committed_index: Gauge,
+    /// Times the known leader changed (to another node or to none).
+    pub leader_changes: Counter,
+    /// Elections this node started.
+    pub elections: Counter,
+    /// Membership changes seen.
+    pub membership_changes: Counter,
+    /// Client writes proposed that did not commit (not leader, leader lost, refused entry).
+    pub proposals_failed: Counter,
+    /// Client requests refused before anything was proposed, by reason.
+    pub requests_refused: Family<ReasonLabel, Counter>,
+    /// Peer RPCs refused (wrong cluster, removed member, malformed frame), by reason.
+    pub peer_rpcs_refused: Family<ReasonLabel, Counter>,
+    /// Entries the state machine refused (see `Machine::refused`).
+    pub entries_refused: Counter,
+    /// Snapshots built and installed.
+    pub snapshots: Family<ReasonLabel, Counter>,
+    /// Seconds from proposing a client write to its acknowledgement (committed and applied).
+    pub commit_seconds: Histogram,
+    /// Seconds an apply batch took, its durable commit included.
+    pub apply_seconds: Histogram,
+    /// Seconds a durable commit of the log took (two `fdatasync`s).
+    pub fsync_seconds: Histogram,
+    /// 1 once the node's storage failed (the process exits).
+    pub storage_failed: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 100 µs to about 3 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+impl Metrics {
+    /// The metrics of the node whose data directory is `dir` (its file sizes are read when
+    /// the metrics are).
+    pub fn new(dir: &Path) -> Metrics {
+        let mut registry = Registry::with_prefix("rbolt_raft");
+        let metrics = Metrics {
+            registry: Registry::default(),
+            dir: dir.to_path_buf(),
+            has_leader: Gauge::default(),
+            is_leader: Gauge::default(),
+            term: Gauge::default(),
+            applied_index: Gauge::default(),
+            committed_index: Gauge::default(),
+            leader_changes: Counter::default(),
+            elections: Counter::default(),
+            membership_changes: Counter::default(),
+            proposals_failed: Counter::default(),
+            requests_refused: Family::default(),
+            peer_rpcs_refused: Family::default(),
+            entries_refused: Counter::default(),
+            snapshots: Family::default(),
+            commit_seconds: latency_histogram(),
+            apply_seconds: latency_histogram(),
+            fsync_seconds: latency_histogram(),
+            storage_failed: Gauge::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "has_leader",
+            "1 while this node knows a leader",
+            metrics.has_leader.clone(),
+        );
+        r.register(
+            "is_leader",
+            "1 while this node leads",
+            metrics.is_leader.clone(),
+        );
+        r.register("term", "The current term", metrics.term.clone());
+        r.register(
+            "applied_index",
+            "The last applied log index",
+            metrics.applied_index.clone(),
+        );
+        r.register(
+            "committed_index",
+            "The last committed log index this node knows",
+            metrics.committed_index.clone(),
+        );
+        r.register(
+            "leader_changes",
+            "Times the known leader changed",
+            metrics.leader_changes.clone(),
+        );
+        r.register(
+            "elections",
+            "Elections this node started",
+            metrics.elections.clone(),
+        );
+        r.register(
+            "membership_changes",
+            "Membership changes seen",
+            metrics.membership_changes.clone(),
+        );
+        r.register(
+            "proposals_failed",
+            "Client writes proposed that did not commit",
+            metrics.proposals_failed.clone(),
+        );
+        r.register(
+            "requests_refused",
+            "Client requests refused before proposing, by reason",
+            metrics.requests_refused.clone(),
+        );
+        r.register(
+            "peer_rpcs_refused",
+            "Peer RPCs refused, by reason",
+            metrics.peer_rpcs_refused.clone(),
+        );
+        r.register(
+            "entries_refused",
+            "Committed entries the state machine refused",
+            metrics.entries_refused.clone(),
+        );
+        r.register(
+            "snapshots",
+            "Snapshots built and installed",
+            metrics.snapshots.clone(),
+        );
+        r.register(
+            "commit_seconds",
+            "Seconds from proposing a client write to its acknowledgement",
+            metrics.commit_seconds.clone(),
+        );
+        r.register(
+            "apply_seconds",
+            "Seconds an apply batch took, its durable commit included",
+            metrics.apply_seconds.clone(),
+        );
+        r.register(
+            "fsync_seconds",
+            "Seconds a durable commit of the log took",
+            metrics.fsync_seconds.clone(),
+        );
+        r.register(
+            "storage_failed",
+            "1 once the node's storage failed",
+            metrics.storage_failed.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The metrics as Prometheus text, with the data files' sizes read now.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        // File sizes are read at scrape time; `encode` ends with "# EOF", so they go before.
+        let eof = text.rfind("# EOF").unwrap_or(text.len());
+        let mut sizes = String::from(
+            "# HELP rbolt_raft_db_size_bytes Size of the node's data files.\n\
+             # TYPE rbolt_raft_db_size_bytes gauge\n",
+        );
+        for file in [
+            rbolt_raft::LOG_FILE,
+            rbolt_raft::STATE_FILE,
+            rbolt_raft::SNAPSHOT_FILE,
+        ] {
+            let bytes = std::fs::metadata(self.dir.join(file)).map_or(0, |m| m.len());
+            sizes.push_str(&format!(
+                "rbolt_raft_db_size_bytes{{file=\"{file}\"}} {bytes}\n"
+            ));
+        }
+        text.insert_str(eof, &sizes);
+        text
+    }
+
+    /// Counts a client request refused for `reason`.
+    pub fn refused(&self, reason: &'static str) {
+        self.requests_refused
+            .get_or_create(&vec![("reason", reason)])
+            .inc();
+    }
+
+    /// Counts a peer RPC refused for `reason`.
+    pub fn peer_refused(&self, reason: &'static str) {
+        self.peer_rpcs_refused
+            .get_or_create(&vec![("reason", reason)])
+            .inc();
+    }
+}
+
+/// Feeds the stores' reports into the metrics and the log.
+pub struct StoreObserver {
+    /// The node's metrics.
+    pub metrics: std::sync::Arc<Metrics>,
+}
+
+impl rbolt_raft::Observer for StoreObserver {
+    fn log_written(&self, _write: rbolt_raft::LogWrite, _entries: u64, elapsed: Duration) {
+        self.metrics.fsync_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn applied(&self, _entries: u64, elapsed: Duration) {
+        self.metrics.apply_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn entry_refused(&self, index: u64, error: &rbolt_raft::Error) {
+        self.metrics.entries_refused.inc();
+        tracing::error!(index, %error, "a committed entry could not be applied; it is answered as refused on every node and changes nothing");
+    }
+
+    fn snapshot_built(&self, last: Option<u64>, bytes: u64, elapsed: Duration) {
+        self.metrics
+            .snapshots
+            .get_or_create(&vec![("kind", "built")])
+            .inc();
+        tracing::info!(last_index = ?last, bytes, elapsed_ms = elapsed.as_millis() as u64, "snapshot built");
+    }
+
+    fn snapshot_installed(&self, last: Option<u64>, elapsed: Duration) {
+        self.metrics
+            .snapshots
+            .get_or_create(&vec![("kind", "installed")])
+            .inc();
+        tracing::info!(last_index = ?last, elapsed_ms = elapsed.as_millis() as u64, "snapshot installed from the leader");
+    }
+}

@@ -1,0 +1,342 @@
+//! The server side of the Raft RPCs (`/raft/...`): every message is checked before Raft sees
+//! it: the sender's certificate when peers must use mutual TLS (`403`), its size (`413`), its
+//! frame (`400`), its cluster (`409`); a vote from a node the committed membership no longer
+//! holds is answered `410 Gone` with that membership's index, so a removed node learns it was
+//! removed instead of campaigning forever.
+
+use crate::api::{
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, Hello, PATH_APPEND,
+    PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+};
+use crate::context::Stopped;
+use crate::kv::KvConfig;
+use crate::limits::SMALL_RPC_BYTES_MAX;
+use crate::server::{Answer, App, Conn, answer, error, limited_body};
+use crate::wire;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, StatusCode};
+use openraft::error::RaftError;
+use openraft::raft::VoteRequest;
+use openraft::type_config::alias::SnapshotOf;
+use openraft::type_config::async_runtime::WatchReceiver;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::io::{Seek, SeekFrom};
+use tokio::io::AsyncWriteExt;
+
+/// Routes a `/raft/...` request.
+pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answer {
+    if app.access.peer_mtls && !conn.verified_cert {
+        app.ctx.metrics.peer_refused("no_certificate");
+        return error(
+            StatusCode::FORBIDDEN,
+            "peer RPCs need a client certificate signed by the cluster's authority",
+        );
+    }
+    match app.ctx.stopped() {
+        Some(Stopped::Removed(index)) => {
+            return gone(index, "this node was removed from the cluster");
+        }
+        Some(Stopped::StorageFailed(reason)) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("storage failed: {reason}"),
+            );
+        }
+        None => {}
+    }
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let append_limit = app.ctx.limits.append_bytes_max();
+    match (&method, path.as_str()) {
+        (&Method::POST, PATH_APPEND) => {
+            rpc(app, request, append_limit, |_, rpc| async move {
+                app.raft.append_entries(rpc).await
+            })
+            .await
+        }
+        (&Method::POST, PATH_VOTE) => vote(app, request).await,
+        (&Method::POST, PATH_TRANSFER) => {
+            rpc(app, request, SMALL_RPC_BYTES_MAX, |_, rpc| async move {
+                app.raft
+                    .handle_transfer_leader(rpc)
+                    .await
+                    .map_err(RaftError::<KvConfig>::Fatal)
+            })
+            .await
+        }
+        (&Method::POST, PATH_HELLO) => hello(app, request).await,
+        (&Method::POST, PATH_SNAPSHOT) => receive_snapshot(app, request).await,
+        _ => error(
+            StatusCode::NOT_FOUND,
+            format!("no route for {method} {path}"),
+        ),
+    }
+}
+
+fn gone(index: u64, why: &str) -> Answer {
+    let mut answer = error(
+        StatusCode::GONE,
+        format!("{why} (the committed membership of index {index} does not hold it)"),
+    );
+    if let Ok(value) = index.to_string().parse() {
+        answer.headers_mut().insert(HEADER_MEMBERSHIP_INDEX, value);
+    }
+    answer
+}
+
+/// The answer to a message refused for `reason`, counted and logged (at most every
+/// `WARN_EVERY` per reason and sender).
+fn refused(app: &App, status: StatusCode, reason: &'static str, from: u64, why: String) -> Answer {
+    app.ctx.metrics.peer_refused(reason);
+    if app.ctx.warn_now(&format!("refused {reason} {from}")) {
+        tracing::warn!(reason, from, %why, "peer message refused");
+    }
+    error(status, why)
+}
+
+/// Reads and decodes a frame of at most `limit` bytes, and checks its cluster.
+async fn receive<Q: DeserializeOwned>(
+    app: &App,
+    request: hyper::Request<Incoming>,
+    limit: usize,
+) -> Result<(wire::Envelope, Q), Answer> {
+    let bytes = limited_body(request, limit, "peer message")
+        .await
+        .inspect_err(|_| app.ctx.metrics.peer_refused("too_large"))?;
+    let (envelope, payload) = wire::open(&bytes)
+        .map_err(|e| refused(app, StatusCode::BAD_REQUEST, "malformed", 0, e.to_string()))?;
+    // The cluster before the payload: a message of another cluster is refused as such, even
+    // if it is of another version too.
+    app.ctx
+        .check_cluster(&envelope.cluster, envelope.from)
+        .map_err(|why| {
+            refused(
+                app,
+                StatusCode::CONFLICT,
+                "wrong_cluster",
+                envelope.from,
+                why,
+            )
+        })?;
+    let message = wire::decode_payload::<Q>(payload).map_err(|e| {
+        refused(
+            app,
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            envelope.from,
+            e.to_string(),
+        )
+    })?;
+    Ok((envelope, message))
+}
+
+/// `value` in a frame from this node.
+fn framed<T: Serialize>(app: &App, value: &T) -> Answer {
+    match wire::encode(&app.ctx.cluster(), app.id(), value) {
+        Ok(frame) => answer(StatusCode::OK, "application/octet-stream", frame),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Decodes a Raft RPC, runs it, and answers openraft's `Result` in a frame.
+async fn rpc<Q, A, F, Fut>(
+    app: &App,
+    request: hyper::Request<Incoming>,
+    limit: usize,
+    call: F,
+) -> Answer
+where
+    Q: DeserializeOwned,
+    A: Serialize,
+    F: FnOnce(wire::Envelope, Q) -> Fut,
+    Fut: Future<Output = Result<A, RaftError<KvConfig>>>,
+{
+    match receive::<Q>(app, request, limit).await {
+        Ok((envelope, message)) => framed(app, &call(envelope, message).await),
+        Err(answer) => answer,
+    }
+}
+
+/// A vote request, unless its candidate is not in the committed membership.
+async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
+    let (envelope, rpc) =
+        match receive::<VoteRequest<KvConfig>>(app, request, SMALL_RPC_BYTES_MAX).await {
+            Ok(received) => received,
+            Err(answer) => return answer,
+        };
+    let candidate = rpc.vote.leader_id().node_id;
+    if candidate != envelope.from {
+        return refused(
+            app,
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            envelope.from,
+            format!("node {} sent the vote of node {candidate}", envelope.from),
+        );
+    }
+    let committed = app
+        .raft
+        .metrics()
+        .borrow_watched()
+        .committed_membership_config
+        .clone();
+    if let Some(index) = committed.log_id().as_ref().map(|id| id.index)
+        && committed.membership().get_node(&candidate).is_none()
+    {
+        app.ctx.metrics.peer_refused("removed_member");
+        if app.ctx.warn_now(&format!("removed {candidate}")) {
+            tracing::warn!(
+                candidate,
+                membership_index = index,
+                "a node that is no longer a member asks for votes; told it was removed"
+            );
+        }
+        return gone(index, &format!("node {candidate} is not a member"));
+    }
+    framed(app, &app.raft.vote(rpc).await)
+}
+
+/// A node about to add this one checks that it answers and who it is.
+async fn hello(app: &App, request: hyper::Request<Incoming>) -> Answer {
+    let bytes = match limited_body(request, SMALL_RPC_BYTES_MAX, "peer message").await {
+        Ok(bytes) => bytes,
+        Err(answer) => return answer,
+    };
+    let (envelope, payload) = match wire::open(&bytes) {
+        Ok(opened) => opened,
+        Err(e) => return refused(app, StatusCode::BAD_REQUEST, "malformed", 0, e.to_string()),
+    };
+    // A node that has not joined yet does not take the asker's cluster from a hello: only a
+    // leader's append or snapshot makes it a member.
+    let ours = app.ctx.cluster();
+    if !ours.is_empty() && ours != envelope.cluster {
+        return refused(
+            app,
+            StatusCode::CONFLICT,
+            "wrong_cluster",
+            envelope.from,
+            format!(
+                "cluster mismatch: node {} belongs to cluster {ours:?}, the asker to {:?}",
+                app.id(),
+                envelope.cluster
+            ),
+        );
+    }
+    if let Err(e) = wire::decode_payload::<Hello>(payload) {
+        return refused(
+            app,
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            envelope.from,
+            e.to_string(),
+        );
+    }
+    framed(
+        app,
+        &Hello {
+            id: app.id(),
+            cluster: ours,
+        },
+    )
+}
+
+/// Writes the streamed snapshot file into the data directory, then hands it to openraft,
+/// which installs it through the state machine (verify, then rename into place).
+async fn receive_snapshot(app: &App, request: hyper::Request<Incoming>) -> Answer {
+    let text = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let from: u64 = text(HEADER_FROM).and_then(|f| f.parse().ok()).unwrap_or(0);
+    let cluster = text(HEADER_CLUSTER).unwrap_or_default();
+    if let Err(why) = app.ctx.check_cluster(&cluster, from) {
+        return refused(app, StatusCode::CONFLICT, "wrong_cluster", from, why);
+    }
+    let header = match text(HEADER_SNAPSHOT).map(|h| serde_json::from_str::<SnapshotHeader>(&h)) {
+        Some(Ok(header)) => header,
+        Some(Err(e)) => {
+            return refused(
+                app,
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                from,
+                format!("snapshot header: {e}"),
+            );
+        }
+        None => {
+            return refused(
+                app,
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                from,
+                "no snapshot header".to_owned(),
+            );
+        }
+    };
+    let path = app.transit_path("received");
+    let received = async {
+        let mut file = tokio::fs::File::create_new(&path).await?;
+        let mut body = request.into_body();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(std::io::Error::other)?;
+            if let Some(data) = frame.data_ref() {
+                file.write_all(data).await?;
+            }
+        }
+        file.flush().await?;
+        let mut file = file.into_std().await;
+        file.seek(SeekFrom::Start(0))?;
+        Ok::<_, std::io::Error>(file)
+    }
+    .await;
+    let file = match received {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&path).await;
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("receiving the snapshot: {e}"),
+            );
+        }
+    };
+    // Checked before openraft sees it: a file the state machine cannot install would be a
+    // storage failure there, and stop this node.
+    let checked = {
+        let (path, meta) = (path.clone(), header.meta.clone());
+        tokio::task::spawn_blocking(move || {
+            let (last, membership) = rbolt_raft::check_backup::<KvConfig>(&path)
+                .map_err(|e| format!("the snapshot is not a sound state file: {e}"))?;
+            if last != meta.last_log_id || membership != meta.last_membership {
+                return Err(format!(
+                    "the snapshot holds {last:?} and {membership:?}, its header says {:?} and {:?}",
+                    meta.last_log_id, meta.last_membership
+                ));
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    if let Err(why) = checked {
+        let _ = tokio::fs::remove_file(&path).await;
+        return refused(app, StatusCode::BAD_REQUEST, "malformed", from, why);
+    }
+    let snapshot = SnapshotOf::<KvConfig, std::fs::File> {
+        meta: header.meta,
+        snapshot: file,
+    };
+    let installed = app
+        .raft
+        .install_full_snapshot(header.vote, snapshot)
+        .await
+        .map_err(RaftError::<KvConfig>::Fatal);
+    // The state machine copied what it installed; the received file has served.
+    let _ = tokio::fs::remove_file(&path).await;
+    framed(app, &installed)
+}

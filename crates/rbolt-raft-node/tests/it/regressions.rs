@@ -1,0 +1,464 @@
+//! The defects of issue 23, each on real processes: a key over rbolt's limit, a value whose
+//! old JSON form outgrew the followers' limit, another cluster's data directory, a removed
+//! member, add-learner of a dead address, `--peers` without a port or changed on restart, and
+//! damage in `log.db`. Each failed on the build before the fix (run them on an older binary
+//! with `RBOLT_RAFT_NODE_EXE=path`).
+
+use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe, raw};
+use hyper::{Method, StatusCode};
+use std::process::Command;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Waits until `check` holds of node `id`'s status.
+async fn wait_status(
+    cluster: &Cluster,
+    id: u64,
+    what: &str,
+    check: impl Fn(&rbolt_raft_node::api::Status) -> bool,
+) -> rbolt_raft_node::api::Status {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = cluster.status(id).await
+            && check(&status)
+        {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "node {id}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Three running nodes with a leader, with the test timing and `args` (which replace the
+/// timing's options of the same name).
+async fn three(args: &[&str]) -> Cluster {
+    let mut all: Vec<&str> = Vec::new();
+    for pair in TIMING_ARGS.chunks(2) {
+        if !args.contains(&pair[0]) {
+            all.extend_from_slice(pair);
+        }
+    }
+    all.extend_from_slice(args);
+    let mut cluster = Cluster::new(3, &all);
+    for id in cluster.ids() {
+        cluster.start(id);
+    }
+    cluster.wait_for_leader(&cluster.ids(), 0).await;
+    cluster
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_over_the_limit_is_refused_and_the_cluster_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = three(&[]).await;
+    let client = cluster.client(PATIENCE);
+    let addr = cluster.addr(1);
+    let key = "k".repeat(32_769);
+    let error = client
+        .put(&addr, &key, "v")
+        .await
+        .expect_err("a key of 32,769 bytes is refused");
+    assert_eq!(error.status(), Some(StatusCode::BAD_REQUEST), "{error}");
+    assert!(error.to_string().contains("32768"), "{error}");
+    let at_limit = "k".repeat(32_768);
+    client
+        .put(&addr, &at_limit, "fits")
+        .await
+        .expect("a key of 32,768 bytes is written");
+    client
+        .put(&addr, "after", "ok")
+        .await
+        .expect("the cluster takes writes");
+    // Every node restarts and the cluster goes on (a committed entry that cannot be applied
+    // used to stop every node at every restart).
+    for id in cluster.ids() {
+        cluster.kill(id);
+    }
+    for id in cluster.ids() {
+        cluster.start(id);
+    }
+    cluster.wait_for_leader(&cluster.ids(), 0).await;
+    client
+        .put(&addr, "after restart", "ok")
+        .await
+        .expect("writes after a restart");
+    let data = cluster.wait_converged().await;
+    for (id, all) in &data {
+        assert_eq!(
+            all.get(&at_limit).map(String::as_str),
+            Some("fits"),
+            "node {id}"
+        );
+        assert_eq!(all.len(), 3, "node {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_are_checked_against_the_request_limit_and_large_ones_replicate() {
+    let _serial = SERIAL.lock().await;
+    // 11 MiB of control characters: six times that once JSON-escaped.
+    let value: String = (0..11 << 20)
+        .map(|i| char::from(1 + (i % 31) as u8))
+        .collect();
+    {
+        let cluster = three(&[]).await;
+        let error = cluster
+            .client(PATIENCE)
+            .put(&cluster.addr(1), "big", &value)
+            .await
+            .expect_err("over the default limit");
+        assert_eq!(
+            error.status(),
+            Some(StatusCode::PAYLOAD_TOO_LARGE),
+            "{error}"
+        );
+        assert!(error.to_string().contains("1572864 bytes"), "{error}");
+    }
+    let mut cluster = three(&["--max-request-bytes", "16777216"]).await;
+    let client = cluster.client(PATIENCE);
+    let addr = cluster.addr(1);
+    client
+        .put(&addr, "big", &value)
+        .await
+        .expect("under the raised limit");
+    for n in 0..20 {
+        client
+            .put(&addr, &format!("after-{n}"), "ok")
+            .await
+            .expect("later writes go on");
+    }
+    let data = cluster.wait_converged().await;
+    for (id, all) in &data {
+        assert_eq!(
+            all.get("big").map(String::len),
+            Some(value.len()),
+            "node {id}"
+        );
+        assert_eq!(all.len(), 21, "node {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clusters_data_directory_is_refused() {
+    let _serial = SERIAL.lock().await;
+    // Cluster A takes writes and moves its term on, then stops.
+    let mut a = three(&["--initial-cluster-token", "cluster-a"]).await;
+    let client = a.client(PATIENCE);
+    for n in 0..50 {
+        client
+            .put(&a.addr(1), &format!("a-{n}"), "a")
+            .await
+            .expect("write to A");
+    }
+    for _ in 0..3 {
+        let leader = a.wait_for_leader(&a.ids(), 0).await;
+        a.kill(leader.id);
+        a.start(leader.id);
+    }
+    let foreign = a.nodes[&3].dir.clone();
+    for id in a.ids() {
+        a.kill(id);
+    }
+    // Cluster B, whose node 3 is given A's directory.
+    let mut b = Cluster::new(3, TIMING_ARGS);
+    b.nodes.get_mut(&3).expect("node 3").dir = foreign;
+    b.start_with(
+        3,
+        &b.peers.clone(),
+        &["--initial-cluster-token", "cluster-b"],
+    );
+    assert_eq!(
+        b.wait_exit(3).await,
+        Some(1),
+        "a directory of another cluster is refused"
+    );
+    assert!(
+        b.log_text(3)
+            .contains("belongs to cluster \"cluster-a\", not \"cluster-b\""),
+        "{}",
+        b.log_tail(3)
+    );
+    // Without tokens the node starts (it cannot tell), but neither side takes the other's
+    // messages: B's term stays where its own elections put it, and B holds none of A's keys.
+    for id in b.ids() {
+        b.start(id);
+    }
+    let leader = b.wait_for_leader(&[1, 2], 0).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = b.wait_for_leader(&[1, 2], 0).await;
+    assert!(
+        after.term <= leader.term + 1 && after.term < 5,
+        "B's term moved from {} to {}: the foreign node pulled it",
+        leader.term,
+        after.term
+    );
+    assert!(
+        b.log_text(3).contains("--peers differs"),
+        "the foreign node warns:\n{}",
+        b.log_tail(3)
+    );
+    let metrics = raw(&b.addr(3), Method::GET, "/metrics", &[], Vec::new()).await;
+    assert!(
+        metrics
+            .1
+            .contains("rbolt_raft_peer_rpcs_refused_total{reason=\"wrong_cluster\"}"),
+        "{}",
+        metrics.1
+    );
+    assert!(
+        b.log_text(after.id).contains("another cluster"),
+        "B's leader says why node 3 refuses it:\n{}",
+        b.log_tail(after.id)
+    );
+    let data = b
+        .client(PATIENCE)
+        .dump(&b.addr(after.id), false)
+        .await
+        .expect("dump");
+    assert!(
+        data.keys().all(|k| !k.starts_with("a-")),
+        "B holds A's keys"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_member_stops_and_says_so() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = three(&[]).await;
+    let client = cluster.client(PATIENCE);
+    client
+        .put(&cluster.addr(1), "before", "removal")
+        .await
+        .expect("write");
+    // Node 3 is down while it is removed, so it never sees the membership without it.
+    cluster.kill(3);
+    let reply = client
+        .change_members(&cluster.addr(1), vec![1, 2])
+        .await
+        .expect("remove node 3");
+    assert_eq!(reply.voters, vec![1, 2]);
+    let leader = cluster.wait_for_leader(&[1, 2], 0).await;
+    cluster.start(3);
+    // It campaigns once, hears it was removed, and stops.
+    let status = wait_status(&cluster, 3, "learns it was removed", |s| {
+        s.stopped
+            .as_deref()
+            .is_some_and(|s| s.starts_with("removed at index"))
+    })
+    .await;
+    assert_eq!(status.state, "Stopped");
+    let answer = client
+        .retrying(false)
+        .following_redirects(false)
+        .put(&cluster.addr(3), "to", "removed")
+        .await
+        .expect_err("a removed node takes no writes");
+    assert_eq!(answer.status(), Some(StatusCode::GONE), "{answer}");
+    assert!(
+        cluster
+            .log_text(3)
+            .contains("this node was removed from the cluster"),
+        "{}",
+        cluster.log_tail(3)
+    );
+    // Its campaign did not move the cluster's term, and the cluster goes on.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = cluster.wait_for_leader(&[1, 2], 0).await;
+    assert_eq!(
+        after.term, leader.term,
+        "the removed node disturbed the cluster"
+    );
+    client
+        .put(&cluster.addr(1), "after", "removal")
+        .await
+        .expect("write");
+    // A restart says why it will not serve.
+    cluster.kill(3);
+    cluster.start(3);
+    assert_eq!(cluster.wait_exit(3).await, Some(1));
+    assert!(
+        cluster.log_text(3).contains("was removed from its cluster"),
+        "{}",
+        cluster.log_tail(3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learners_are_checked_before_they_are_added_or_promoted() {
+    let _serial = SERIAL.lock().await;
+    let cluster = three(&[]).await;
+    let client = cluster.client(PATIENCE);
+    let addr = cluster.addr(1);
+    let dead = format!("127.0.0.1:{}", free_port());
+    let error = client
+        .add_learner(&addr, 4, &dead, false)
+        .await
+        .expect_err("nothing answers there");
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::UNPROCESSABLE_ENTITY),
+        "{error}"
+    );
+    assert!(error.to_string().contains("not reachable yet"), "{error}");
+    let added = client
+        .add_learner(&addr, 4, &dead, true)
+        .await
+        .expect("forced");
+    assert!(
+        added
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("not reachable yet"))
+    );
+    assert!(added.nodes.contains_key(&4));
+    // A learner that never caught up is not promoted.
+    let error = client
+        .change_members(&addr, vec![1, 2, 3, 4])
+        .await
+        .expect_err("node 4 has not caught up");
+    assert_eq!(error.status(), Some(StatusCode::CONFLICT), "{error}");
+    assert!(error.to_string().contains("has not caught up"), "{error}");
+    // And it can be removed.
+    let removed = client
+        .remove_learner(&addr, 4)
+        .await
+        .expect("remove learner 4");
+    assert!(!removed.nodes.contains_key(&4), "{:?}", removed.nodes);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let members = client.members(&addr).await.expect("members");
+        if members.members.keys().copied().collect::<Vec<_>>() == vec![1, 2, 3] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 4 is still listed: {members:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = client
+        .remove_learner(&addr, 2)
+        .await
+        .expect_err("a voter is not removed as a learner");
+    assert_eq!(error.status(), Some(StatusCode::CONFLICT), "{error}");
+    // Leadership moves on request.
+    let leader = cluster.leader().await.expect("a leader");
+    let to = if leader.id == 1 { 2 } else { 1 };
+    let moved = client.transfer_leader(&addr, to).await.expect("transfer");
+    assert_eq!(moved.leader, to);
+    client
+        .put(&addr, "after transfer", "ok")
+        .await
+        .expect("write");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_are_checked_and_a_changed_list_is_reported_on_restart() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let port = free_port();
+    for peers in [
+        "1=127.0.0.1",
+        "1=127.0.0.1:0",
+        "1=host:",
+        "1=127.0.0.1:70000",
+    ] {
+        let mut child = Command::new(node_exe())
+            .args([
+                "serve",
+                "--id",
+                "1",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .arg("--data-dir")
+            .arg(dir.path().join("node"))
+            .args(["--peers", peers])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("runs");
+        // A node that accepts the address serves on: it is stopped and the test fails.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("status") {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(1),
+            "--peers {peers} is refused: {stderr}"
+        );
+        assert!(stderr.contains("is not HOST:PORT"), "{peers}: {stderr}");
+    }
+    let mut cluster = three(&[]).await;
+    cluster.kill(1);
+    let other = format!("{},4=127.0.0.1:{}", cluster.peers, free_port());
+    cluster.start_with_peers(1, &other);
+    cluster.wait_until_up(1).await;
+    let deadline = Instant::now() + PATIENCE;
+    while !cluster.log_text(1).contains("--peers differs") {
+        assert!(Instant::now() < deadline, "{}", cluster.log_tail(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A node killed before the membership entry reached it learns it from the leader: wait
+    // until it knows one, then it must be the log's, not the changed `--peers`.
+    let status = wait_status(&cluster, 1, "keeps its membership", |s| {
+        s.leader.is_some() && !s.voters.is_empty()
+    })
+    .await;
+    assert_eq!(status.voters, vec![1, 2, 3], "the log's membership is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_log_stops_the_start_naming_the_entry() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = three(&["--snapshot-every", "100000"]).await;
+    let client = cluster.client(PATIENCE);
+    let marker = "entry-to-damage-".repeat(16);
+    let written = client
+        .put(&cluster.addr(1), "marked", &marker)
+        .await
+        .expect("write");
+    cluster.wait_converged().await;
+    cluster.kill(3);
+    // Noise over every copy of the entry's value in node 3's log: the pages stay sound, so
+    // only the entry's checksum can tell.
+    let path = cluster.nodes[&3].dir.join(rbolt_raft::LOG_FILE);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let needle = marker.as_bytes();
+    let mut found = 0;
+    let mut rng = crate::cluster::Rng::new(0x5eed);
+    while let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+        for byte in &mut bytes[at..at + needle.len()] {
+            *byte = rng.next() as u8;
+        }
+        found += 1;
+    }
+    assert!(found > 0, "the entry is in the log");
+    std::fs::write(&path, bytes).expect("write");
+    cluster.start(3);
+    assert_eq!(
+        cluster.wait_exit(3).await,
+        Some(1),
+        "{}",
+        cluster.log_tail(3)
+    );
+    let log = cluster.log_text(3);
+    assert!(
+        log.contains("the log is damaged")
+            && log.contains(&format!("log entry {} is damaged", written.index)),
+        "{log}"
+    );
+}
