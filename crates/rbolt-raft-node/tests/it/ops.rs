@@ -366,9 +366,21 @@ async fn a_leader_whose_storage_fails_exits_and_the_cluster_goes_on() {
         .await
         .expect("write");
     // The leader's disk now hands back other bytes for that entry; the follower that lacks it
-    // comes back, so the leader must read it to replicate it.
+    // comes back, so the leader must read it to replicate it. The leader may still be
+    // committing (the committed index, say), and a commit can copy the entry's page to a new
+    // place (a small bucket lives inline in its parent's page): damage every copy until no
+    // intact one has turned up for a while.
     let path = cluster.nodes[&leader.id].dir.join(rbolt_raft::LOG_FILE);
     assert!(damage_in_place(&path, marker.as_bytes()) > 0);
+    let mut quiet = 0;
+    while quiet < 10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        quiet = if damage_in_place(&path, marker.as_bytes()) == 0 {
+            quiet + 1
+        } else {
+            0
+        };
+    }
     cluster.start(follower);
     assert_eq!(
         cluster.wait_exit(leader.id).await,
