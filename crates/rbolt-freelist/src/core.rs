@@ -74,6 +74,14 @@ pub(crate) struct Core<S> {
     trims: Vec<(Txid, Run)>,
     /// Runs on their way from pending to free; kept to reuse its memory. Empty between calls.
     scratch: Vec<Run>,
+    /// The `begin` of the last `release_range` and the newest freeing transaction it looked
+    /// at: with the same `begin` again, those need no second look (the spans of a committed
+    /// transaction never change, and each was allocated before it was freed). Without it, a
+    /// durable meta that stays put (commits without syncs) would make every transaction's
+    /// start walk every transaction since.
+    range_cursor: Option<(Txid, Txid)>,
+    /// Transactions `release_range` emptied; kept to reuse its memory. Empty between calls.
+    emptied: Vec<Txid>,
 }
 
 impl<S: FreeSet> Core<S> {
@@ -232,12 +240,26 @@ impl<S: FreeSet> Core<S> {
     }
 
     pub(crate) fn release_range(&mut self, begin: Txid, end: Txid) {
-        if begin > end {
+        let from = match self.range_cursor {
+            Some((cursor_begin, through)) if cursor_begin == begin => {
+                match through.0.checked_add(1) {
+                    Some(next) => Txid(next.max(begin.0)),
+                    None => return,
+                }
+            }
+            _ => begin,
+        };
+        if from > end {
             return;
         }
+        if let Some((&newest, _)) = self.pending.by_tx.range(from..=end).next_back() {
+            self.range_cursor = Some((begin, newest));
+        }
         let mut runs = mem::take(&mut self.scratch);
-        let mut emptied = false;
-        for tx in self.pending.by_tx.range_mut(begin..=end).map(|(_, tx)| tx) {
+        // Transactions left with nothing pending go; removed one by one, so that the cost stays
+        // in proportion to the range looked at, not to everything pending.
+        let mut emptied = mem::take(&mut self.emptied);
+        for (&txid, tx) in self.pending.by_tx.range_mut(from..=end) {
             if tx.last_release_begin == Some(begin) {
                 continue;
             }
@@ -250,11 +272,14 @@ impl<S: FreeSet> Core<S> {
                 !release
             });
             tx.last_release_begin = Some(begin);
-            emptied |= tx.spans.is_empty();
+            if tx.spans.is_empty() {
+                emptied.push(txid);
+            }
         }
-        if emptied {
-            self.pending.by_tx.retain(|_, tx| !tx.spans.is_empty());
+        for txid in emptied.drain(..) {
+            self.pending.by_tx.remove(&txid);
         }
+        self.emptied = emptied;
         self.free_pending_runs(runs);
     }
 
