@@ -98,20 +98,6 @@ impl Pending {
         })
     }
 
-    /// How many pages transaction `freed_by` freed that were allocated at or before
-    /// `allocated_max` (pages allocated before this process read the freelist count as
-    /// allocated at [`TXID_UNKNOWN`]): what a meta of `allocated_max` still reaches of what
-    /// `freed_by` freed. Costs in proportion to what `freed_by` freed.
-    pub fn freed_by_reaching(&self, freed_by: Txid, allocated_max: Txid) -> usize {
-        self.by_tx.get(&freed_by).map_or(0, |tx| {
-            tx.spans
-                .iter()
-                .filter(|span| span.allocated_by.unwrap_or(TXID_UNKNOWN) <= allocated_max)
-                .map(|span| span.run.n_pages as usize)
-                .sum()
-        })
-    }
-
     /// The transaction that freed `pgid`, when it is pending.
     pub fn freed_by(&self, pgid: Pgid) -> Option<Txid> {
         let (start, span) = self.by_start.range(..=pgid).next_back()?;

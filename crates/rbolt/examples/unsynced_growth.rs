@@ -1,9 +1,9 @@
 //! Commits without syncs (`Durability::None`) and what they cost the file: a database of
 //! `KEYS` keys, written durably, then `COMMITS` one-key overwrites at random keys, each with
 //! `Durability::None`. Pages the last durable commit reaches are not reused until a commit is
-//! durable again, so the file grows; past a quarter of its pages held that way (at least
-//! 16 MiB of them) the next commit syncs, which bounds it. Prints the file's pages before,
-//! at most and after, and the pages the data uses.
+//! durable again, so the file grows, but each of them is freed once at most: the file at most
+//! about doubles. Prints the file's pages before, at most and after, the pages the data uses,
+//! and the time a commit takes.
 //!
 //! `cargo run --release -p rbolt --example unsynced_growth -- [COMMITS] [KEYS]`
 

@@ -83,6 +83,10 @@ pub(crate) struct TxAlloc {
     pub(crate) max_size: u64,
     pub(crate) alloc_size: u64,
     pub(crate) no_grow_sync: bool,
+    /// A commit without syncs: growth is not synced either (the next durable commit syncs the
+    /// length with everything else); `grew_without_sync` says whether it grew.
+    pub(crate) defer_grow_sync: bool,
+    pub(crate) grew_without_sync: bool,
     /// Pages allocated and bytes written, for the transaction's stats.
     pub(crate) pages_allocated: u64,
     pub(crate) writes: u64,
@@ -147,6 +151,8 @@ impl TxAlloc {
             max_size: options.max_size,
             alloc_size: options.alloc_size.max(page_size as u64),
             no_grow_sync: options.no_grow_sync,
+            defer_grow_sync: false,
+            grew_without_sync: false,
             pages_allocated: 0,
             writes: 0,
             sync_failed: false,
@@ -241,7 +247,9 @@ impl TxAlloc {
         let target = grown_len(len, self.alloc_size, self.page_size as u64, self.max_size);
         failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
-        if !self.no_grow_sync
+        if self.defer_grow_sync {
+            self.grew_without_sync = true;
+        } else if !self.no_grow_sync
             && let Err(error) = self.storage.sync_all()
         {
             self.sync_failed = true;

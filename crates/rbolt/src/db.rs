@@ -47,27 +47,15 @@ pub(crate) struct Writer {
     pub(crate) truncate: Option<crate::vacuum::Truncate>,
     /// The newest meta known to be durable on disk: what a power loss may bring back. Its
     /// pages stay as they are until a newer meta is durable (`release_pending_durable`), and
-    /// no commit writes to its slot (`next_txid`).
+    /// no commit writes to its slot (`next_txid`). Each of its pages is freed at most once, so
+    /// what commits without syncs hold back is at most its pages: a run of them at most about
+    /// doubles the file.
     pub(crate) durable: Meta,
-    /// Pages that commits since `durable` freed and that `durable` still reaches: they cannot
-    /// be reused until a commit is durable. Past `held_pages_max` the next commit syncs.
-    pub(crate) held_pages: u64,
     /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
     /// step's plan meant to move but did not.
     pub(crate) past_cut: u64,
-}
-
-/// The least that non-durable commits may hold back before a commit is made durable anyway:
-/// 16 MiB of pages (see [`held_pages_max`]).
-const HELD_BYTES_MIN: u64 = 16 * 1024 * 1024;
-
-/// How many freed pages non-durable commits may keep from reuse (the pages the last durable
-/// meta still reaches) before the next commit is made durable whatever its durability says: a
-/// quarter of the file's pages, and at least 16 MiB of them. So a workload of only
-/// `Durability::None` commits keeps its file within a third more than its data needs (or
-/// 16 MiB more), beyond what open readers hold, at the cost of two fdatasyncs per such commit.
-pub(crate) fn held_pages_max(high_water: u64, page_size: usize) -> u64 {
-    (high_water / 4).max(HELD_BYTES_MIN / page_size as u64)
+    /// A commit without syncs grew the file: the next durable commit fsyncs its length.
+    pub(crate) length_unsynced: bool,
 }
 
 /// The id of the commit after `newest`, given the newest durable meta `durable`: the next
@@ -268,8 +256,8 @@ impl Db {
                 verify: Default::default(),
                 truncate: None,
                 durable: meta,
-                held_pages: 0,
                 past_cut: 0,
+                length_unsynced: false,
             }),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
@@ -284,7 +272,11 @@ impl Db {
             // close the file (it crashed): its pages are all in the page cache, so it is whole.
             // Made durable now, before anything builds on it; a power loss from here keeps it.
             let mut writer = db.lock_writer();
-            db.sync_or_poison()?;
+            // An fsync: commits without syncs may have grown the file without syncing it.
+            db.storage.sync_all().map_err(|e| {
+                db.poison();
+                Error::io(db.storage.path(), e)
+            })?;
             db.write_durable_meta(&mut writer, &meta)?;
         }
         // A file written without a freelist, opened by a writer that keeps one: write it now,
@@ -292,6 +284,7 @@ impl Db {
         if !db.options.read_only && !db.options.no_freelist_sync && !meta.has_freelist() {
             let mut tx = db.begin_write()?;
             tx.force = true;
+            tx.set_durability(crate::Durability::Immediate);
             tx.commit()?;
         }
         Ok(db)
@@ -538,11 +531,12 @@ impl Db {
     }
 
     /// Makes every commit so far durable: after it returns, a crash or a power loss keeps them
-    /// all. Commits made with `Durability::None` (or `Options::no_sync`) become durable here;
-    /// with none outstanding it is one fdatasync, otherwise two (the data, then the meta of the
-    /// newest commit). It waits for a write transaction under way on another thread, and fails
-    /// with [`Error::WriteTxOnThisThread`] on the thread that holds one (it would wait for
-    /// itself). Safe to call from any thread while readers, commits and other syncs run.
+    /// all. Commits made with `Durability::None` (or `Options::no_sync`) become durable here, by
+    /// a durable commit that writes the freelist page and the meta (two fdatasyncs); with none
+    /// outstanding it is one fdatasync. It waits for a write transaction under way on another
+    /// thread, and fails with [`Error::WriteTxOnThisThread`] on the thread that holds one (it
+    /// would wait for itself). Safe to call from any thread while readers, commits and other
+    /// syncs run.
     ///
     /// A failed sync poisons the handle, as a failed sync in a commit does: after a failed
     /// fsync the kernel may have dropped the dirty pages it could not write, so what is on disk
@@ -562,10 +556,7 @@ impl Db {
         if self.options.read_only {
             return Ok(());
         }
-        self.check_not_writer()?;
-        let mut writer = self.lock_writer();
-        self.check_poisoned()?;
-        self.checkpoint(&mut writer)
+        self.begin_write()?.make_durable(true)
     }
 
     /// The writer state, waiting for the write transaction under way to end.
@@ -573,18 +564,6 @@ impl Db {
         self.writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Makes the newest commit durable (called with the writer held, so none is under way):
-    /// syncs the data, and if the newest meta was written without syncs, writes it again as a
-    /// durable meta and syncs again.
-    pub(crate) fn checkpoint(&self, writer: &mut Writer) -> Result<()> {
-        let newest = self.snapshot().meta;
-        self.sync_or_poison()?;
-        if newest.txid != writer.durable.txid {
-            self.write_durable_meta(writer, &newest)?;
-        }
-        Ok(())
     }
 
     /// Writes `meta`, whose pages are durable already, as a durable meta into its slot and
@@ -600,7 +579,6 @@ impl Db {
         })?;
         self.sync_or_poison()?;
         writer.durable = written;
-        writer.held_pages = 0;
         crate::vacuum::after_durable(self, writer);
         Ok(())
     }
@@ -644,11 +622,7 @@ impl Db {
         if self.options.read_only || self.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
-        let mut writer = self.lock_writer();
-        if writer.durable.txid == self.snapshot().meta.txid {
-            return Ok(());
-        }
-        self.checkpoint(&mut writer)
+        self.begin_write()?.make_durable(false)
     }
 
     /// Counters of the database and its freelist (bbolt's `DB.Stats`).

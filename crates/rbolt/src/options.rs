@@ -44,10 +44,14 @@ pub enum Durability {
     /// is not overwritten, until a newer commit is durable (bbolt's and LMDB's no-sync modes
     /// promise nothing after a power loss; rbolt keeps redb's promise).
     ///
-    /// Durable points: an `Immediate` commit, [`Db::sync`](crate::Db::sync), closing the
-    /// handle, and the commit after commits without syncs have held back a quarter of the
-    /// file's pages (at least 16 MiB of them), which syncs so that the file stays within a third
-    /// more than its data needs. For loads that can be redone.
+    /// Durable points: an `Immediate` commit (even one that changed nothing), [`Db::sync`],
+    /// closing the handle, and every vacuum step. Such commits write no freelist page (the
+    /// open after a crash of the process rebuilds it by walking the file). They do not reuse
+    /// the pages of the last durable commit, each of which is freed at most once, so a run of
+    /// them grows the file by at most about the pages its newest state uses: at most about
+    /// double. For loads that can be redone.
+    ///
+    /// [`Db::sync`]: crate::Db::sync
     None,
 }
 

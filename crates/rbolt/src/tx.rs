@@ -475,6 +475,24 @@ impl<'db> WriteTx<'db> {
         )
     }
 
+    /// Makes every commit so far durable: with commits made without syncs since the last
+    /// durable one, commits this (unchanged) transaction as a durable one, which writes the
+    /// freelist page and the meta; otherwise ends it, and syncs if `sync_anyway`.
+    pub(crate) fn make_durable(mut self, sync_anyway: bool) -> Result<()> {
+        if self.writer.durable.txid == self.base.txid {
+            let db = self.db;
+            self.rollback();
+            return if sync_anyway {
+                db.sync_or_poison()
+            } else {
+                Ok(())
+            };
+        }
+        self.force = true;
+        self.set_durability(Durability::Immediate);
+        self.commit()
+    }
+
     /// For the vacuum: the page allocator this transaction commits with.
     pub(crate) fn alloc_mut(&mut self) -> &mut crate::alloc::TxAlloc {
         &mut self.shared.core.get_mut().alloc
@@ -829,26 +847,25 @@ impl<'db> WriteTx<'db> {
                 ),
             )));
         }
-        if !root.is_changed() && !self.force {
-            // Nothing changed: nothing to write, no txid used. A durable commit still keeps its
-            // promise that every commit before it is durable: commits without syncs before it
-            // are made durable here.
+        // A durable commit keeps its promise that every commit before it is durable even when
+        // it changed nothing: after commits without syncs it is written as one anyway.
+        let unsynced_before = self.writer.durable.txid != self.base.txid;
+        if !root.is_changed()
+            && !self.force
+            && !(self.durability.get() == Durability::Immediate && unsynced_before)
+        {
+            // Nothing changed: nothing to write, no txid used.
             self.abort();
-            if self.durability.get() == Durability::Immediate
-                && self.writer.durable.txid != self.base.txid
-            {
-                self.db.checkpoint(&mut self.writer)?;
-            }
             return Ok(());
         }
         let db = self.db;
         let page_size = db.page_size;
         let txid = core.alloc.txid;
         self.writer.verify.before(db);
-        // A commit without syncs keeps the pages the last durable meta reaches from reuse;
-        // once they are too many, this commit syncs (see `held_pages_max`).
-        let sync = self.durability.get() == Durability::Immediate
-            || self.writer.held_pages > crate::db::held_pages_max(self.base.pgid, page_size);
+        let sync = self.durability.get() == Durability::Immediate;
+        // A commit without syncs does not sync the file's growth either; the next durable one
+        // syncs it with its data (an fsync for its first sync instead of an fdatasync).
+        core.alloc.defer_grow_sync = !sync;
 
         // Merge nodes left small by deletes and write every edited bucket, children before
         // parents, then the root bucket.
@@ -903,7 +920,11 @@ impl<'db> WriteTx<'db> {
             // extent, before the freelist page is sized (see `vacuum`).
             alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
         }
-        if db.options.no_freelist_sync || self.skip_freelist {
+        // A commit without syncs writes no freelist page: only a crash of this process can
+        // bring its meta back, and the open after it rebuilds the freelist by walking the file
+        // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
+        // pending id at every such commit.
+        if db.options.no_freelist_sync || self.skip_freelist || !sync {
             meta.freelist = PGID_NO_FREELIST.0;
         } else {
             let n_pages = pages_for(alloc.freelist.write_size(), page_size);
@@ -956,7 +977,12 @@ impl<'db> WriteTx<'db> {
         alloc.flush()?;
         failpoint!("commit::before-data-sync");
         if sync {
-            db.storage.sync_data().map_err(|e| {
+            let synced = if self.writer.length_unsynced || alloc.grew_without_sync {
+                db.storage.sync_all()
+            } else {
+                db.storage.sync_data()
+            };
+            synced.map_err(|e| {
                 db.poison();
                 Error::io(db.storage.path(), e)
             })?;
@@ -996,13 +1022,9 @@ impl<'db> WriteTx<'db> {
         // Committed: publish to readers and hand the writer state back.
         if sync {
             self.writer.durable = meta;
-            self.writer.held_pages = 0;
+            self.writer.length_unsynced = false;
         } else {
-            let reaching = alloc
-                .freelist
-                .pending()
-                .freed_by_reaching(txid, self.writer.durable.txid());
-            self.writer.held_pages += reaching as u64;
+            self.writer.length_unsynced |= alloc.grew_without_sync;
         }
         alloc.freelist.commit(txid);
         let grew = self.writer.file_len < alloc.file_len;

@@ -25,12 +25,9 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
         drop(b);
         tx.commit().unwrap();
     }
-    // (Growth still syncs the file's length unless `no_grow_sync`; data and metas do not.)
-    assert_eq!(
-        sim.counts().since(before).sync_data,
-        0,
-        "no sync in the load"
-    );
+    // No fdatasync, and no fsync either when the file grows (the next durable commit syncs the
+    // length with its data).
+    assert_eq!(sim.counts().since(before).syncs(), 0, "no sync in the load");
     // Until something syncs, a power loss finds the file as before the load, and a crash of
     // the process (the page cache survives it) finds it after the load.
     let loaded = read_all(&db).unwrap();
@@ -48,12 +45,12 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     let before = sim.counts();
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"last", b"v"))
         .unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 2);
+    assert_eq!(sim.counts().since(before).syncs(), 2);
     // After that, a durable commit is two syncs again.
     let before = sim.counts();
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"more", b"v"))
         .unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 2);
+    assert_eq!(sim.counts().since(before).syncs(), 2);
     // Db::sync after unsynced commits: the data, then the newest meta written again durable;
     // the next durable commit is two syncs.
     let tx = db.begin_write().unwrap();
@@ -66,15 +63,15 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     tx.commit().unwrap();
     let before = sim.counts();
     db.sync().unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 2);
+    assert_eq!(sim.counts().since(before).syncs(), 2);
     // With nothing unsynced, a sync is one fdatasync.
     let before = sim.counts();
     db.sync().unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 1);
+    assert_eq!(sim.counts().since(before).syncs(), 1);
     let before = sim.counts();
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"z", b"y"))
         .unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 2);
+    assert_eq!(sim.counts().since(before).syncs(), 2);
     // Everything is in the durable image.
     let content = read_all(&db).unwrap();
     drop(db);
@@ -93,7 +90,7 @@ fn no_sync_in_the_options_is_the_default_durability_and_a_transaction_can_overri
         tx.create_bucket(b"b").map(drop)
     })
     .unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 0);
+    assert_eq!(sim.counts().since(before).syncs(), 0);
     let before = sim.counts();
     let tx = db.begin_write().unwrap();
     tx.set_durability(Durability::Immediate);
@@ -103,7 +100,7 @@ fn no_sync_in_the_options_is_the_default_durability_and_a_transaction_can_overri
         .put(b"k", b"v")
         .unwrap();
     tx.commit().unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 2);
+    assert_eq!(sim.counts().since(before).syncs(), 2);
 }
 
 #[test]

@@ -341,7 +341,7 @@ fn every_vacuum_step_is_durable_even_under_no_sync() {
         }
     });
     let (report, db) = report;
-    let syncs = sim.counts().since(before).sync_data;
+    let syncs = sim.counts().since(before).syncs();
     assert!(report.steps > 1, "{report:?}");
     assert!(
         syncs >= 2 * report.steps,
@@ -389,7 +389,7 @@ fn a_durable_commit_that_changes_nothing_still_makes_the_commits_before_it_durab
         .unwrap();
     tx.commit().unwrap();
     assert_eq!(
-        sim.counts().since(before).sync_data,
+        sim.counts().since(before).syncs(),
         2,
         "the data, then the meta"
     );
@@ -398,5 +398,5 @@ fn a_durable_commit_that_changes_nothing_still_makes_the_commits_before_it_durab
     // With nothing outstanding, an empty durable commit is free again.
     let before = sim.counts();
     db.update(|_| Ok(())).unwrap();
-    assert_eq!(sim.counts().since(before).sync_data, 0);
+    assert_eq!(sim.counts().since(before).syncs(), 0);
 }

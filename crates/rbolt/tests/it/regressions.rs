@@ -576,10 +576,32 @@ fn a_failed_db_sync_poisons_the_handle() {
     let sim = SimFile::new().unwrap();
     let db = Db::open_storage(Arc::new(sim.clone()), Options::default().no_sync(true)).unwrap();
     db.update(|tx| tx.create_bucket(b"b").map(drop)).unwrap();
-    sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count(), FaultError::Io));
+    // The sync makes the commit durable with a commit of its own (writes, then fdatasyncs):
+    // its fdatasync fails.
+    sim.set_fault_plan(
+        FaultPlan::new().fail_kind(rbolt::storage::OpKind::SyncData, FaultError::Io),
+    );
     assert!(matches!(db.sync(), Err(Error::Io { .. })));
     assert!(matches!(db.begin_write(), Err(Error::Poisoned)));
     assert!(matches!(db.sync(), Err(Error::Poisoned)));
+    // A write that fails before that commit's first sync rolls it back, as for any commit: the
+    // handle goes on, and a later sync makes everything durable.
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), Options::default().no_sync(true)).unwrap();
+    db.update(|tx| tx.create_bucket(b"b").map(drop)).unwrap();
+    sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count(), FaultError::Io));
+    assert!(matches!(db.sync(), Err(Error::Io { .. })));
+    db.sync().unwrap();
+    let durable = SimFile::from_image(sim.durable_image()).unwrap();
+    let reopened = Db::open_storage(Arc::new(durable), Options::default()).unwrap();
+    assert!(
+        reopened
+            .begin_read()
+            .unwrap()
+            .bucket(b"b")
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[test]
