@@ -849,11 +849,9 @@ impl<'db> WriteTx<'db> {
         }
         // A durable commit keeps its promise that every commit before it is durable even when
         // it changed nothing: after commits without syncs it is written as one anyway.
-        let unsynced_before = self.writer.durable.txid != self.base.txid;
-        if !root.is_changed()
-            && !self.force
-            && !(self.durability.get() == Durability::Immediate && unsynced_before)
-        {
+        let durable_after_unsynced = self.durability.get() == Durability::Immediate
+            && self.writer.durable.txid != self.base.txid;
+        if !root.is_changed() && !self.force && !durable_after_unsynced {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
             return Ok(());
