@@ -16,50 +16,6 @@ const POOL_PAGES_MAX: usize = rbolt_btree::POOL_BUFFERS_MAX;
 /// Room in the list of dirty pages at the start of a transaction (a few hundred pages is a
 /// small transaction's commit), so that it grows once or not at all.
 const DIRTY_INITIAL: usize = 256;
-/// The most bytes one write system call carries. The kernel sizes page-cache folios by the
-/// write that creates them, and a later 4 KiB rewrite of a page inside a large folio costs in
-/// proportion to the folio (ext4 on Linux 6.x: 38 µs inside a 2 MiB folio, 6.8 µs inside a
-/// 64 KiB one, 3.5 µs for a lone page, measured here). Random updates after a bulk load
-/// rewrite single pages, so big commits are cut into writes of this size: sequential writes
-/// lose little (1.4 GB/s at 64 KiB against 1.65 GB/s at 1 MiB).
-pub(crate) const WRITE_BYTES_MAX: usize = 64 * 1024;
-
-/// Writes the contiguous buffers `run` from `offset` in vectored writes of at most
-/// `WRITE_BYTES_MAX` bytes each.
-fn write_in_chunks(storage: &dyn Storage, run: &[&[u8]], mut offset: u64) -> Result<()> {
-    if run.iter().map(|buf| buf.len()).sum::<usize>() <= WRITE_BYTES_MAX {
-        // The common case for small commits: one write, no chunk list to build.
-        return storage
-            .write_vectored_at(run, offset)
-            .map_err(|e| Error::io(storage.path(), e));
-    }
-    let mut chunk: Vec<&[u8]> = Vec::with_capacity(WRITE_BYTES_MAX / 512);
-    let mut chunk_len = 0;
-    for buf in run {
-        let mut rest: &[u8] = buf;
-        while !rest.is_empty() {
-            let take = rest.len().min(WRITE_BYTES_MAX - chunk_len);
-            chunk.push(&rest[..take]);
-            chunk_len += take;
-            rest = &rest[take..];
-            if chunk_len == WRITE_BYTES_MAX {
-                storage
-                    .write_vectored_at(&chunk, offset)
-                    .map_err(|e| Error::io(storage.path(), e))?;
-                offset += chunk_len as u64;
-                chunk.clear();
-                chunk_len = 0;
-            }
-        }
-    }
-    if chunk_len > 0 {
-        storage
-            .write_vectored_at(&chunk, offset)
-            .map_err(|e| Error::io(storage.path(), e))?;
-    }
-    Ok(())
-}
-
 /// A page buffer being filled: its first page and bytes (a whole number of pages).
 #[derive(Debug)]
 struct Dirty {
@@ -283,7 +239,11 @@ impl TxAlloc {
                 next_pgid += self.dirty[end].buf.len() as u64 / page_size;
                 end += 1;
             }
-            write_in_chunks(self.storage.as_ref(), &run, first.0 * page_size)?;
+            // One call of the storage, which writes it in system calls of at most
+            // `WRITE_BYTES_MAX` bytes.
+            self.storage
+                .write_vectored_at(&run, first.0 * page_size)
+                .map_err(|e| Error::io(self.storage.path(), e))?;
             self.writes += 1;
             start = end;
             failpoint!("commit::after-first-data-write");

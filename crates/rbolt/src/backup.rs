@@ -1,6 +1,5 @@
 //! Hot backup and compaction.
 
-use crate::alloc::WRITE_BYTES_MAX;
 use crate::bucket::BucketMut;
 use crate::db::Db;
 use crate::error::{Error, Result};
@@ -86,49 +85,11 @@ impl ReadTx<'_> {
         let options = FileOptions::new().lock_timeout(Some(std::time::Duration::ZERO));
         let storage = FileStorage::open(path, options).map_err(|e| io(e.into()))?;
         storage.clear().map_err(io)?;
-        let mut writer = StorageWriter::new(&storage);
+        let mut writer = crate::storage::StorageWriter::new(&storage);
         let written = self.write_to(&mut writer)?;
         writer.flush().map_err(io)?;
         storage.sync_all().map_err(io)?;
         Ok(written)
-    }
-}
-
-/// An `io::Write` onto a storage from its start, in writes of at most `WRITE_BYTES_MAX` bytes
-/// (the facade's rule for every write system call; see `alloc.rs`).
-struct StorageWriter<'s> {
-    storage: &'s dyn Storage,
-    buf: Vec<u8>,
-    offset: u64,
-}
-
-impl<'s> StorageWriter<'s> {
-    fn new(storage: &'s dyn Storage) -> StorageWriter<'s> {
-        StorageWriter {
-            storage,
-            buf: Vec::with_capacity(WRITE_BYTES_MAX),
-            offset: 0,
-        }
-    }
-}
-
-impl Write for StorageWriter<'_> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let take = bytes.len().min(WRITE_BYTES_MAX - self.buf.len());
-        self.buf.extend_from_slice(&bytes[..take]);
-        if self.buf.len() == WRITE_BYTES_MAX {
-            self.flush()?;
-        }
-        Ok(take)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        if !self.buf.is_empty() {
-            self.storage.write_all_at(&self.buf, self.offset)?;
-            self.offset += self.buf.len() as u64;
-            self.buf.clear();
-        }
-        Ok(())
     }
 }
 

@@ -164,6 +164,10 @@ impl Db {
                 path: Some(path),
                 source,
             },
+            other => Error::Io {
+                path: Some(path.to_path_buf()),
+                source: std::io::Error::other(other.to_string()),
+            },
         })?;
         Db::open_storage(Arc::new(storage), options)
     }

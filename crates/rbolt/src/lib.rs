@@ -6,10 +6,10 @@
 //! way round.
 //!
 //! This crate is the facade: [`Db`], [`ReadTx`], [`WriteTx`], [`Bucket`], [`BucketMut`],
-//! [`Cursor`]. It wires the page, freelist and B+tree crates to a file, and it is the only
-//! crate that touches files, the memory mapping and file locks — all through the
-//! [`storage::Storage`] trait, so the same code runs on a real file or on a simulated one
-//! that can produce crash images.
+//! [`Cursor`]. It wires the page, freelist, B+tree and storage crates together; it touches
+//! files, the memory mapping and file locks only through the [`storage::Storage`] trait (the
+//! `rbolt-storage` crate, re-exported as [`storage`]), so the same code runs on a real file or
+//! on a simulated one that can produce crash images, and it contains no `unsafe`.
 //!
 //! ```
 //! # let dir = tempfile::tempdir().unwrap();
@@ -127,6 +127,7 @@
 //! this crate's API: a breaking change in them is a breaking change of `rbolt`. The B+tree
 //! crate (`rbolt-btree`) appears in no public signature. `CONTRIBUTING.md` says how to check
 //! for API breaks before a release.
+#![forbid(unsafe_code)]
 
 /// The README's code blocks, compiled and run as doctests so that the quick start stays true.
 #[cfg(doctest)]
@@ -169,7 +170,10 @@ mod options;
 mod read_tx;
 mod readers;
 mod stats;
-pub mod storage;
+/// The storage layer (the `rbolt-storage` crate), re-exported: the [`Storage`](storage::Storage)
+/// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with
+/// the `sim` feature `SimFile`, a simulated file for crash tests.
+pub use rbolt_storage as storage;
 mod tx;
 mod typed;
 mod vacuum;

@@ -12,7 +12,6 @@ mod go_writer;
 mod model;
 mod open;
 mod regressions;
-mod storage;
 mod support;
 mod typed;
 mod vacuum;

@@ -1,12 +1,17 @@
-//! The storage seam: every write, sync, length change and length query the database makes, and
-//! the memory mapping it reads through, go through the [`Storage`] trait.
+//! rbolt-storage: the file under an rbolt database. Every write, sync, length change and length
+//! query the database makes, and the memory mapping it reads through, go through the
+//! [`Storage`] trait.
 //!
 //! Production uses [`FileStorage`], a locked file on disk. The reliability tests use
 //! `SimFile` (feature `sim`), an in-memory file whose mapping is a real `mmap` and which also
 //! records what has been synced, so it can produce the images a power loss could leave behind
 //! (`CrashProfile`) and fail or "crash" at a chosen operation (`FaultPlan`).
 //!
-//! Nothing above this module opens files, maps memory or takes file locks.
+//! This crate owns files, mappings, locks and the one database per file claim; nothing above
+//! it opens files, maps memory or takes file locks. It knows nothing of pages beyond the boot
+//! id a non-durable meta records, and all of rbolt's `unsafe` (mapping a file) is here.
+//! Writes reach the file in system calls of at most [`WRITE_BYTES_MAX`] bytes, whatever the
+//! caller passes.
 
 mod fdio;
 mod file;
@@ -31,6 +36,15 @@ pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE
 /// [`Storage::write_vectored_at`] splits longer lists into several calls.
 pub const IOV_MAX: usize = 1024;
 
+/// The most bytes one write system call carries. The kernel sizes page-cache folios by the
+/// write that creates them, and a later 4 KiB rewrite of a page inside a large folio costs in
+/// proportion to the folio (ext4 on Linux 6.x: 38 µs inside a 2 MiB folio, 6.8 µs inside a
+/// 64 KiB one, 3.5 µs for a lone page, measured here). Random updates after a bulk load rewrite
+/// single pages, so every write is cut into calls of this size, whatever the caller passes (a
+/// bulk load's runs of pages, a 64 KiB page, a copy): sequential writes lose little (1.4 GB/s
+/// at 64 KiB against 1.65 GB/s at 1 MiB).
+pub const WRITE_BYTES_MAX: usize = 64 * 1024;
+
 /// The file the database lives in: positioned reads and writes, syncs, growth and a read-only
 /// mapping.
 ///
@@ -42,7 +56,7 @@ pub const IOV_MAX: usize = 1024;
 /// or persist the file with an [`io::ErrorKind::PermissionDenied`] error, without touching it.
 ///
 /// ```
-/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// use rbolt_storage::{FileOptions, FileStorage, Storage};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let file = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
 /// let storage: Box<dyn Storage> = Box::new(file);
@@ -73,14 +87,14 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// file is an [`io::ErrorKind::UnexpectedEof`] error.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 
-    /// Writes all of `buf` at `offset`, looping on short writes; extends the file if the write
-    /// ends past its end.
+    /// Writes all of `buf` at `offset`, in calls of at most [`WRITE_BYTES_MAX`] bytes, looping
+    /// on short writes; extends the file if the write ends past its end.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
 
     /// Writes `bufs` back to back from `offset`, as if they were one concatenated buffer.
     ///
-    /// This is how a contiguous run of dirty pages is written in one system call (`pwritev`);
-    /// lists longer than [`IOV_MAX`] take several calls, and short writes are continued.
+    /// This is how a contiguous run of dirty pages is written with `pwritev`: in calls of at
+    /// most [`WRITE_BYTES_MAX`] bytes and [`IOV_MAX`] buffers, short writes continued.
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()>;
 
     /// Makes the data written so far durable (`fdatasync`), including any length change
@@ -161,7 +175,7 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
 /// only by [`Storage::claim`] of this module's storages.
 ///
 /// ```
-/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// use rbolt_storage::{FileOptions, FileStorage, Storage};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
 /// let claim = storage.claim().unwrap();
@@ -211,4 +225,67 @@ fn read_only_error(op: &str) -> io::Error {
         io::ErrorKind::PermissionDenied,
         format!("cannot {op}: the storage was opened read-only"),
     )
+}
+
+/// An [`io::Write`] onto a storage from its start: what is written is gathered into writes of
+/// [`WRITE_BYTES_MAX`] bytes, so that a copy made of many small writes (a backup, page by page)
+/// costs few system calls. Call [`flush`](io::Write::flush) at the end; syncing is the
+/// caller's.
+///
+/// ```
+/// use rbolt_storage::{SimFile, Storage, StorageWriter};
+/// use std::io::Write;
+/// let sim = SimFile::new().unwrap();
+/// let mut writer = StorageWriter::new(&sim);
+/// for _ in 0..100 {
+///     writer.write_all(&[7u8; 1000]).unwrap();
+/// }
+/// writer.flush().unwrap();
+/// assert_eq!(sim.len().unwrap(), 100_000);
+/// assert_eq!(sim.counts().writes(), 2); // 64 KiB, then the rest
+/// ```
+pub struct StorageWriter<'s> {
+    storage: &'s dyn Storage,
+    buf: Vec<u8>,
+    offset: u64,
+}
+
+impl<'s> StorageWriter<'s> {
+    /// A writer onto `storage`, from offset 0.
+    pub fn new(storage: &'s dyn Storage) -> StorageWriter<'s> {
+        StorageWriter {
+            storage,
+            buf: Vec::with_capacity(WRITE_BYTES_MAX),
+            offset: 0,
+        }
+    }
+}
+
+impl fmt::Debug for StorageWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageWriter")
+            .field("offset", &self.offset)
+            .field("buffered", &self.buf.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl io::Write for StorageWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let take = bytes.len().min(WRITE_BYTES_MAX - self.buf.len());
+        self.buf.extend_from_slice(&bytes[..take]);
+        if self.buf.len() == WRITE_BYTES_MAX {
+            self.flush()?;
+        }
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.storage.write_all_at(&self.buf, self.offset)?;
+            self.offset += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(())
+    }
 }

@@ -12,7 +12,7 @@ use memmap2::MmapOptions;
 use rustix::fs::{FallocateFlags, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
+use crate::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
 use rbolt_page::BootId;
 
 /// How long [`FileStorage::open`] sleeps between attempts to take a contended lock.
@@ -25,7 +25,7 @@ const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
 ///
 /// ```
 /// use std::time::Duration;
-/// use rbolt::storage::FileOptions;
+/// use rbolt_storage::FileOptions;
 ///
 /// let options = FileOptions::new().read_only(true).lock_timeout(Some(Duration::from_secs(1)));
 /// assert!(options.is_read_only());
@@ -42,7 +42,7 @@ impl FileOptions {
     /// Read-write, create with mode `0o600`, wait for the lock forever.
     ///
     /// ```
-    /// use rbolt::storage::FileOptions;
+    /// use rbolt_storage::FileOptions;
     /// let options = FileOptions::new();
     /// assert!(!options.is_read_only());
     /// assert_eq!(options, FileOptions::default());
@@ -60,7 +60,7 @@ impl FileOptions {
     /// never creates the file, whatever [`create`](FileOptions::create) says.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
     /// let missing = FileStorage::open(&path, FileOptions::new().read_only(true));
@@ -81,7 +81,7 @@ impl FileOptions {
     /// Create the file if it does not exist (read-write opens only).
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// use rbolt_storage::{FileOptions, FileStorage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
     /// assert!(FileStorage::open(&path, FileOptions::new().create(false)).is_err());
@@ -97,7 +97,7 @@ impl FileOptions {
     /// The permission bits of a newly created file, before the umask.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// use rbolt_storage::{FileOptions, FileStorage};
     /// use std::os::unix::fs::PermissionsExt;
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
@@ -114,7 +114,7 @@ impl FileOptions {
     /// holds: `None` waits forever, `Some(Duration::ZERO)` tries once.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+    /// use rbolt_storage::{FileOptions, FileStorage, OpenError};
     /// use std::time::Duration;
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
@@ -135,7 +135,7 @@ impl FileOptions {
     /// Whether the file is opened read-only.
     ///
     /// ```
-    /// use rbolt::storage::FileOptions;
+    /// use rbolt_storage::FileOptions;
     /// assert!(FileOptions::new().read_only(true).is_read_only());
     /// assert!(!FileOptions::new().is_read_only());
     /// ```
@@ -153,7 +153,7 @@ impl Default for FileOptions {
 /// Why [`FileStorage::open`] failed.
 ///
 /// ```
-/// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+/// use rbolt_storage::{FileOptions, FileStorage, OpenError};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let missing = dir.path().join("no-such-dir").join("file");
 /// match FileStorage::open(&missing, FileOptions::new()) {
@@ -207,7 +207,7 @@ impl OpenError {
     /// Whether this is [`OpenError::LockTimeout`]: the file is in use elsewhere.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, OpenError};
+    /// use rbolt_storage::{FileOptions, FileStorage, OpenError};
     /// use std::time::Duration;
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
@@ -246,7 +246,7 @@ impl From<OpenError> for io::Error {
 /// every process cooperates by taking the lock.
 ///
 /// ```
-/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// use rbolt_storage::{FileOptions, FileStorage, Storage};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
 /// storage.write_all_at(b"hello", 0).unwrap();
@@ -347,14 +347,13 @@ impl FileStorage {
     /// and returns [`OpenError::LockTimeout`] when the wait runs out.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("db"), FileOptions::new()).unwrap();
     /// assert!(storage.is_empty().unwrap()); // created empty
-    /// // A database can be opened on it, as `Db::open` does.
-    /// let db = rbolt::Db::open_storage(std::sync::Arc::new(storage), rbolt::Options::default())?;
-    /// assert!(db.file_len()? > 0);
-    /// # Ok::<(), rbolt::Error>(())
+    /// // A second open of the same file waits for the lock; with a zero timeout, it gives up.
+    /// let once = FileOptions::new().lock_timeout(Some(std::time::Duration::ZERO));
+    /// assert!(FileStorage::open(dir.path().join("db"), once).is_err());
     /// ```
     pub fn open(path: impl AsRef<Path>, options: FileOptions) -> Result<FileStorage, OpenError> {
         let path = path.as_ref();
@@ -411,7 +410,7 @@ impl FileStorage {
     /// Whether the file was opened read-only.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage};
+    /// use rbolt_storage::{FileOptions, FileStorage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
     /// assert!(!FileStorage::open(&path, FileOptions::new()).unwrap().is_read_only());
@@ -427,7 +426,7 @@ impl FileStorage {
     /// database, say) is never cut.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("file");
     /// std::fs::write(&path, b"old contents").unwrap();
@@ -456,9 +455,9 @@ impl FileStorage {
 /// let path = dir.path().join("new-file");
 /// std::fs::write(&path, b"data").unwrap();
 /// // The file's name is durable once its directory is synced.
-/// rbolt::storage::sync_parent_dir(&path).unwrap();
+/// rbolt_storage::sync_parent_dir(&path).unwrap();
 /// // A path with no directory part means the current directory.
-/// rbolt::storage::sync_parent_dir(std::path::Path::new("relative-name")).unwrap();
+/// rbolt_storage::sync_parent_dir(std::path::Path::new("relative-name")).unwrap();
 /// ```
 pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     let parent = match path.parent() {

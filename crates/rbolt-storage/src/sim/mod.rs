@@ -3,17 +3,23 @@
 
 use std::fmt;
 use std::io;
-use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use memmap2::MmapOptions;
 use rustix::fs::MemfdFlags;
-use rustix::io::Errno;
 
-use super::{Claim, ClaimFlag, Mapping, Storage, fdio};
+use crate::{Claim, ClaimFlag, Mapping, Storage, fdio};
 use rbolt_page::BootId;
+
+mod crash;
+mod ops;
+
+pub use crash::CrashProfile;
+use crash::{SplitMix64, WriteFate, sectors, write_fate};
+use ops::Action;
+pub use ops::{FaultError, FaultPlan, OpCounts, OpKind};
 
 /// The unit a simulated disk writes atomically: a crash keeps or loses each 512-byte sector of
 /// an unsynced write as a whole. Sectors are aligned to file offsets, not to the write.
@@ -43,7 +49,7 @@ pub const SECTOR_SIZE: u64 = 512;
 /// database owns another.
 ///
 /// ```
-/// use rbolt::storage::{CrashProfile, SimFile, Storage};
+/// use rbolt_storage::{CrashProfile, SimFile, Storage};
 ///
 /// let sim = SimFile::new().unwrap();
 /// sim.write_all_at(b"durable", 0).unwrap();
@@ -91,456 +97,11 @@ enum Pending {
     Shrink { len: u64 },
 }
 
-/// The kinds of [`Storage`] calls a [`SimFile`] counts.
-///
-/// ```
-/// use rbolt::storage::{OpKind, SimFile, Storage};
-/// let sim = SimFile::new().unwrap();
-/// sim.write_all_at(b"x", 0).unwrap();
-/// sim.sync_data().unwrap();
-/// sim.len().unwrap();
-/// assert_eq!(sim.op_log(), [OpKind::Write, OpKind::SyncData, OpKind::Len]);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OpKind {
-    /// [`Storage::len`].
-    Len,
-    /// [`Storage::read_exact_at`].
-    Read,
-    /// [`Storage::write_all_at`].
-    Write,
-    /// [`Storage::write_vectored_at`].
-    WriteVectored,
-    /// [`Storage::sync_data`].
-    SyncData,
-    /// [`Storage::sync_all`].
-    SyncAll,
-    /// [`Storage::grow`].
-    Grow,
-    /// [`Storage::map`].
-    Map,
-    /// [`Storage::shrink`].
-    Shrink,
-}
-
-impl OpKind {
-    fn is_write(self) -> bool {
-        matches!(self, OpKind::Write | OpKind::WriteVectored)
-    }
-}
-
-/// How many calls of each kind a [`SimFile`] has seen, failed ones included.
-///
-/// Take two snapshots and subtract with [`since`](OpCounts::since) to count what one step did,
-/// e.g. that a durable commit makes exactly two `fdatasync`s.
-///
-/// ```
-/// use rbolt::storage::SimFile;
-/// use std::sync::Arc;
-/// let sim = SimFile::new().unwrap();
-/// let db = rbolt::Db::open_storage(Arc::new(sim.clone()), rbolt::Options::default())?;
-/// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?; // grows the file: an fsync too
-/// let before = sim.counts();
-/// db.update(|tx| tx.bucket_mut("b")?.unwrap().put("k", "w"))?;
-/// let commit = sim.counts().since(before);
-/// assert_eq!(commit.sync_data, 2); // a durable commit: data, then the meta
-/// assert_eq!(commit.sync_all, 0); // no growth this time
-/// # Ok::<(), rbolt::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct OpCounts {
-    /// [`Storage::len`] calls.
-    pub len: u64,
-    /// [`Storage::read_exact_at`] calls.
-    pub read: u64,
-    /// [`Storage::write_all_at`] calls.
-    pub write: u64,
-    /// [`Storage::write_vectored_at`] calls.
-    pub write_vectored: u64,
-    /// [`Storage::sync_data`] calls.
-    pub sync_data: u64,
-    /// [`Storage::sync_all`] calls.
-    pub sync_all: u64,
-    /// [`Storage::grow`] calls.
-    pub grow: u64,
-    /// [`Storage::map`] calls.
-    pub map: u64,
-    /// [`Storage::shrink`] calls.
-    pub shrink: u64,
-}
-
-impl OpCounts {
-    /// The calls made since `earlier`, a snapshot of the same file.
-    ///
-    /// ```
-    /// use rbolt::storage::{SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.write_all_at(b"a", 0).unwrap();
-    /// let earlier = sim.counts();
-    /// sim.write_all_at(b"b", 1).unwrap();
-    /// sim.sync_data().unwrap();
-    /// let step = sim.counts().since(earlier);
-    /// assert_eq!((step.write, step.sync_data, step.total()), (1, 1, 2));
-    /// ```
-    pub fn since(&self, earlier: OpCounts) -> OpCounts {
-        OpCounts {
-            len: self.len - earlier.len,
-            read: self.read - earlier.read,
-            write: self.write - earlier.write,
-            write_vectored: self.write_vectored - earlier.write_vectored,
-            sync_data: self.sync_data - earlier.sync_data,
-            sync_all: self.sync_all - earlier.sync_all,
-            grow: self.grow - earlier.grow,
-            map: self.map - earlier.map,
-            shrink: self.shrink - earlier.shrink,
-        }
-    }
-
-    /// Write calls of either kind.
-    ///
-    /// ```
-    /// use rbolt::storage::{SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.write_all_at(b"a", 0).unwrap();
-    /// sim.write_vectored_at(&[b"b", b"c"], 1).unwrap();
-    /// assert_eq!(sim.counts().writes(), 2);
-    /// ```
-    pub fn writes(&self) -> u64 {
-        self.write + self.write_vectored
-    }
-
-    /// Sync calls of either kind.
-    ///
-    /// ```
-    /// use rbolt::storage::{SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.sync_data().unwrap();
-    /// sim.sync_all().unwrap();
-    /// assert_eq!(sim.counts().syncs(), 2);
-    /// ```
-    pub fn syncs(&self) -> u64 {
-        self.sync_data + self.sync_all
-    }
-
-    /// All calls.
-    ///
-    /// ```
-    /// use rbolt::storage::{SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.write_all_at(b"a", 0).unwrap();
-    /// sim.len().unwrap();
-    /// assert_eq!(sim.counts().total(), 2);
-    /// assert_eq!(sim.counts().total(), sim.op_count());
-    /// ```
-    pub fn total(&self) -> u64 {
-        self.len + self.read + self.writes() + self.syncs() + self.grow + self.map + self.shrink
-    }
-
-    fn count(&mut self, kind: OpKind) {
-        let counter = match kind {
-            OpKind::Len => &mut self.len,
-            OpKind::Read => &mut self.read,
-            OpKind::Write => &mut self.write,
-            OpKind::WriteVectored => &mut self.write_vectored,
-            OpKind::SyncData => &mut self.sync_data,
-            OpKind::SyncAll => &mut self.sync_all,
-            OpKind::Grow => &mut self.grow,
-            OpKind::Map => &mut self.map,
-            OpKind::Shrink => &mut self.shrink,
-        };
-        *counter += 1;
-    }
-}
-
-/// The error an injected fault returns; it converts into the [`io::Error`] the real system call
-/// would give.
-///
-/// ```
-/// use rbolt::storage::FaultError;
-/// let io = std::io::Error::from(FaultError::Io);
-/// assert_eq!(io.raw_os_error(), Some(5)); // EIO
-/// let full = std::io::Error::from(FaultError::NoSpace);
-/// assert_eq!(full.raw_os_error(), Some(28)); // ENOSPC
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum FaultError {
-    /// `ENOSPC`: the device is full.
-    NoSpace,
-    /// `EIO`: the device failed.
-    Io,
-}
-
-impl From<FaultError> for io::Error {
-    fn from(error: FaultError) -> io::Error {
-        let errno = match error {
-            FaultError::NoSpace => Errno::NOSPC,
-            FaultError::Io => Errno::IO,
-        };
-        io::Error::from(errno)
-    }
-}
-
-/// Which operations of a [`SimFile`] fail, and how.
-///
-/// Operations are numbered from 0 in call order across all kinds (see
-/// [`SimFile::op_count`]): with `n = sim.op_count()`, operation `n` is the next call. When
-/// several rules match one operation, a crash wins, then the rule added first.
-///
-/// ```
-/// use rbolt::storage::{FaultError, FaultPlan, SimFile, Storage};
-///
-/// let sim = SimFile::new().unwrap();
-/// sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count() + 1, FaultError::NoSpace));
-/// sim.write_all_at(b"a", 0).unwrap();
-/// let error = sim.write_all_at(b"b", 1).unwrap_err();
-/// assert_eq!(error.raw_os_error(), Some(28)); // ENOSPC
-/// sim.write_all_at(b"c", 2).unwrap();
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct FaultPlan {
-    rules: Vec<Rule>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Rule {
-    /// The operations the rule applies to.
-    ops: RuleOps,
-    action: Action,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum RuleOps {
-    At(u64),
-    From(u64),
-    Kind(OpKind),
-}
-
-impl RuleOps {
-    fn contains(self, op: u64, kind: OpKind) -> bool {
-        match self {
-            RuleOps::At(at) => op == at,
-            RuleOps::From(from) => op >= from,
-            RuleOps::Kind(of) => kind == of,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Action {
-    Fail(FaultError),
-    ShortWrite { len: usize, error: FaultError },
-    Crash,
-}
-
-impl FaultPlan {
-    /// A plan with no faults.
-    ///
-    /// ```
-    /// use rbolt::storage::{FaultPlan, SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.set_fault_plan(FaultPlan::new()); // no faults: every call goes through
-    /// sim.write_all_at(b"a", 0).unwrap();
-    /// assert_eq!(sim.len().unwrap(), 1);
-    /// ```
-    pub fn new() -> FaultPlan {
-        FaultPlan::default()
-    }
-
-    /// Operation `op` fails with `error` without doing anything.
-    ///
-    /// ```
-    /// use rbolt::storage::{FaultError, FaultPlan, SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count(), FaultError::Io));
-    /// assert!(sim.write_all_at(b"lost", 0).is_err()); // the failed write does nothing
-    /// sim.write_all_at(b"kept", 4).unwrap();
-    /// assert_eq!(sim.live_image().unwrap(), b"\0\0\0\0kept");
-    /// ```
-    pub fn fail_at(mut self, op: u64, error: FaultError) -> FaultPlan {
-        self.rules.push(Rule {
-            ops: RuleOps::At(op),
-            action: Action::Fail(error),
-        });
-        self
-    }
-
-    /// Operation `op` and every later one fail with `error` without doing anything.
-    ///
-    /// ```
-    /// use rbolt::storage::{FaultError, FaultPlan, SimFile};
-    /// use std::sync::Arc;
-    /// let sim = SimFile::new().unwrap();
-    /// let db = rbolt::Db::open_storage(Arc::new(sim.clone()), rbolt::Options::default())?;
-    /// sim.set_fault_plan(FaultPlan::new().fail_from(sim.op_count(), FaultError::NoSpace));
-    /// assert!(db.update(|tx| tx.create_bucket("b").map(drop)).is_err());
-    /// // The failed commit is not visible.
-    /// assert!(db.begin_read()?.bucket("b")?.is_none());
-    /// # Ok::<(), rbolt::Error>(())
-    /// ```
-    pub fn fail_from(mut self, op: u64, error: FaultError) -> FaultPlan {
-        self.rules.push(Rule {
-            ops: RuleOps::From(op),
-            action: Action::Fail(error),
-        });
-        self
-    }
-
-    /// Every operation of `kind` fails with `error` without doing anything: to fail, say, only
-    /// the fsync that follows growth (the only [`OpKind::SyncAll`] a database makes).
-    ///
-    /// ```
-    /// use rbolt::storage::{FaultError, FaultPlan, OpKind, SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.set_fault_plan(FaultPlan::new().fail_kind(OpKind::SyncAll, FaultError::Io));
-    /// sim.write_all_at(b"a", 0).unwrap();
-    /// sim.sync_data().unwrap(); // another kind: fine
-    /// assert!(sim.sync_all().is_err());
-    /// ```
-    pub fn fail_kind(mut self, kind: OpKind, error: FaultError) -> FaultPlan {
-        self.rules.push(Rule {
-            ops: RuleOps::Kind(kind),
-            action: Action::Fail(error),
-        });
-        self
-    }
-
-    /// If operation `op` is a write, it writes only its first `len` bytes (at most all of
-    /// them), which become pending like any write, and then fails with `error`. Any other
-    /// operation fails as with [`fail_at`](FaultPlan::fail_at).
-    ///
-    /// ```
-    /// use rbolt::storage::{FaultError, FaultPlan, SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.set_fault_plan(FaultPlan::new().short_write_at(sim.op_count(), 3, FaultError::NoSpace));
-    /// assert!(sim.write_all_at(b"abcdef", 0).is_err());
-    /// assert_eq!(sim.live_image().unwrap(), b"abc"); // the first 3 bytes were written
-    /// assert!(sim.has_pending());
-    /// ```
-    pub fn short_write_at(mut self, op: u64, len: usize, error: FaultError) -> FaultPlan {
-        self.rules.push(Rule {
-            ops: RuleOps::At(op),
-            action: Action::ShortWrite { len, error },
-        });
-        self
-    }
-
-    /// The file crashes at operation `op`: it and every later operation fail without doing
-    /// anything, and [`SimFile::crash_image`] reflects exactly the operations before it.
-    ///
-    /// ```
-    /// use rbolt::storage::{CrashProfile, FaultPlan, SimFile, Storage};
-    /// let sim = SimFile::new().unwrap();
-    /// sim.write_all_at(b"one", 0).unwrap();
-    /// sim.set_fault_plan(FaultPlan::new().crash_at(sim.op_count() + 1));
-    /// sim.write_all_at(b"two", 3).unwrap();
-    /// assert!(sim.write_all_at(b"three", 6).is_err()); // the crash
-    /// assert!(sim.sync_data().is_err()); // and everything after it
-    /// assert_eq!(sim.crashed_at(), Some(2));
-    /// assert_eq!(sim.crash_image(CrashProfile::KeepAll, 0), b"onetwo");
-    /// ```
-    pub fn crash_at(mut self, op: u64) -> FaultPlan {
-        self.rules.push(Rule {
-            ops: RuleOps::At(op),
-            action: Action::Crash,
-        });
-        self
-    }
-
-    fn action_for(&self, op: u64, kind: OpKind) -> Option<Action> {
-        let mut matching = self.rules.iter().filter(|rule| rule.ops.contains(op, kind));
-        if matching
-            .clone()
-            .any(|rule| matches!(rule.action, Action::Crash))
-        {
-            return Some(Action::Crash);
-        }
-        matching.next().map(|rule| rule.action)
-    }
-}
-
-/// Which unsynced operations survive in a [`SimFile::crash_image`].
-///
-/// Pending operations are decided one by one, oldest first, with a seeded RNG, and the
-/// survivors are applied to the durable image in their original order. A write that survives
-/// at all (even with no sector kept) extends the image to its end, as if the file's size had
-/// reached the disk before its data; the sectors it did not keep read as the durable image had
-/// them, or as zeros past the durable end. A surviving growth extends the image to its length;
-/// a dropped one leaves the file shorter than later metadata may expect.
-///
-/// ```
-/// use rbolt::storage::{CrashProfile, SimFile, Storage};
-/// let sim = SimFile::new().unwrap();
-/// sim.write_all_at(&[1u8; 1024], 0).unwrap();
-/// sim.sync_data().unwrap();
-/// sim.write_all_at(&[2u8; 1024], 0).unwrap(); // two sectors, unsynced
-/// for profile in CrashProfile::ALL {
-///     for seed in 0..8 {
-///         let image = sim.crash_image(profile, seed);
-///         assert_eq!(image.len(), 1024);
-///         if profile != CrashProfile::Garbage {
-///             // Each sector is whole: old or new, never a mix within it.
-///             for sector in image.chunks(512) {
-///                 assert!(sector.iter().all(|&b| b == 1) || sector.iter().all(|&b| b == 2));
-///             }
-///         }
-///     }
-/// }
-/// assert_eq!(sim.crash_image(CrashProfile::Torn, 3), sim.crash_image(CrashProfile::Torn, 3));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CrashProfile {
-    /// Every pending operation survives: the image is the live file, as if it had been synced.
-    KeepAll,
-    /// No pending operation survives: the image is the durable file.
-    DropAll,
-    /// Each pending operation survives whole or is dropped whole, with even odds.
-    Random,
-    /// Each pending write is kept, dropped, torn to a prefix of its sectors, or torn to a
-    /// random subset of its sectors, with even odds; each length change is kept or dropped.
-    Torn,
-    /// As [`Torn`](CrashProfile::Torn), and in addition half of the writes have some of their
-    /// sectors filled with random bytes, as a device losing power mid-sector can leave them.
-    Garbage,
-}
-
-impl CrashProfile {
-    /// Whether a crash image keeps an unsynced change of the file's length (a growth or a
-    /// truncation): always, never, or by a coin.
-    fn keeps_length_change(self, rng: &mut SplitMix64) -> bool {
-        match self {
-            CrashProfile::KeepAll => true,
-            CrashProfile::DropAll => false,
-            CrashProfile::Random | CrashProfile::Torn | CrashProfile::Garbage => rng.coin(),
-        }
-    }
-
-    /// Every profile, for tests that loop over all of them.
-    pub const ALL: [CrashProfile; 5] = [
-        CrashProfile::KeepAll,
-        CrashProfile::DropAll,
-        CrashProfile::Random,
-        CrashProfile::Torn,
-        CrashProfile::Garbage,
-    ];
-}
-
-/// What a crash does to one pending write.
-enum WriteFate {
-    Keep,
-    Drop,
-    /// Some sectors are kept, some dropped (`false`), some replaced by garbage (`None`).
-    Sectors(Vec<Option<bool>>),
-}
-
 impl SimFile {
     /// An empty simulated file.
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// assert_eq!(sim.len().unwrap(), 0);
     /// assert!(!sim.has_pending());
@@ -553,18 +114,17 @@ impl SimFile {
     /// [`crash_image`](SimFile::crash_image), to reopen the database after a crash.
     ///
     /// ```
-    /// use rbolt::storage::{CrashProfile, SimFile};
-    /// use std::sync::Arc;
+    /// use rbolt_storage::{CrashProfile, SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
-    /// let db = rbolt::Db::open_storage(Arc::new(sim.clone()), rbolt::Options::default())?;
-    /// db.update(|tx| tx.create_bucket("b")?.put("k", "v"))?;
-    /// // Power loss right now: every commit so far was synced, so every image keeps it.
+    /// sim.write_all_at(b"synced", 0).unwrap();
+    /// sim.sync_data().unwrap();
+    /// // Power loss right now: everything was synced, so every image keeps it.
     /// let image = sim.crash_image(CrashProfile::Garbage, 7);
-    /// drop(db);
     /// let reopened = SimFile::from_image(image).unwrap();
-    /// let db = rbolt::Db::open_storage(Arc::new(reopened), rbolt::Options::default())?;
-    /// assert_eq!(db.begin_read()?.bucket("b")?.unwrap().get("k")?, Some(&b"v"[..]));
-    /// # Ok::<(), rbolt::Error>(())
+    /// let mut buf = [0u8; 6];
+    /// reopened.read_exact_at(&mut buf, 0).unwrap();
+    /// assert_eq!(&buf, b"synced");
+    /// assert_ne!(reopened.boot_id(), sim.boot_id()); // a power loss reboots
     /// ```
     pub fn from_image(image: impl Into<Vec<u8>>) -> io::Result<SimFile> {
         let image = image.into();
@@ -579,7 +139,7 @@ impl SimFile {
     /// a claim, counters and fault plan of its own.
     ///
     /// ```
-    /// use rbolt::storage::{CrashProfile, SimFile, Storage};
+    /// use rbolt_storage::{CrashProfile, SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(b"synced", 0).unwrap();
     /// sim.sync_data().unwrap();
@@ -628,7 +188,7 @@ impl SimFile {
     /// this number.
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// assert_eq!(sim.op_count(), 0);
     /// sim.len().unwrap();
@@ -643,21 +203,22 @@ impl SimFile {
     /// number of the last sync before some event, and crash there.
     ///
     /// ```
-    /// use rbolt::storage::{FaultPlan, OpKind, SimFile};
-    /// use std::sync::Arc;
-    /// let sim = SimFile::new().unwrap();
-    /// let db = rbolt::Db::open_storage(Arc::new(sim.clone()), rbolt::Options::default())?;
-    /// db.update(|tx| tx.create_bucket("b").map(drop))?;
-    /// // Crash at the last sync of that commit (the one after the meta write).
-    /// let last_sync = sim.op_log().iter().rposition(|&k| k == OpKind::SyncData).unwrap() as u64;
-    /// assert!(last_sync > 0);
-    /// drop(db);
+    /// use rbolt_storage::{FaultPlan, OpKind, SimFile, Storage};
+    /// let run = |sim: &SimFile| -> std::io::Result<()> {
+    ///     sim.write_all_at(b"pages", 4096)?;
+    ///     sim.sync_data()?;
+    ///     sim.write_all_at(b"meta", 0)?;
+    ///     sim.sync_data()
+    /// };
+    /// let reference = SimFile::new().unwrap();
+    /// run(&reference).unwrap();
+    /// // Crash the same run at its last sync (the one after the meta write).
+    /// let log = reference.op_log();
+    /// let last_sync = log.iter().rposition(|&k| k == OpKind::SyncData).unwrap() as u64;
     /// let sim = SimFile::new().unwrap();
     /// sim.set_fault_plan(FaultPlan::new().crash_at(last_sync));
-    /// let db = rbolt::Db::open_storage(Arc::new(sim.clone()), rbolt::Options::default())?;
-    /// assert!(db.update(|tx| tx.create_bucket("b").map(drop)).is_err());
+    /// assert!(run(&sim).is_err());
     /// assert_eq!(sim.crashed_at(), Some(last_sync));
-    /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn op_log(&self) -> Vec<OpKind> {
         self.state().log.clone()
@@ -666,7 +227,7 @@ impl SimFile {
     /// Calls made so far, per kind.
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.grow(4096).unwrap();
     /// sim.map(4096).unwrap();
@@ -681,7 +242,7 @@ impl SimFile {
     /// [`op_count`](SimFile::op_count)). A crash that already happened stays.
     ///
     /// ```
-    /// use rbolt::storage::{FaultError, FaultPlan, SimFile, Storage};
+    /// use rbolt_storage::{FaultError, FaultPlan, SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.set_fault_plan(FaultPlan::new().fail_from(0, FaultError::Io));
     /// assert!(sim.len().is_err());
@@ -696,7 +257,7 @@ impl SimFile {
     /// [`FaultPlan::crash_at`] the next operation.
     ///
     /// ```
-    /// use rbolt::storage::{CrashProfile, SimFile, Storage};
+    /// use rbolt_storage::{CrashProfile, SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(b"synced", 0).unwrap();
     /// sim.sync_data().unwrap();
@@ -714,7 +275,7 @@ impl SimFile {
     /// The operation at which the file crashed, if it did.
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// assert_eq!(sim.crashed_at(), None);
     /// sim.len().unwrap();
@@ -728,7 +289,7 @@ impl SimFile {
     /// The file as of the last sync (not an operation: never fails and is not counted).
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(b"a", 0).unwrap();
     /// assert_eq!(sim.durable_image(), b"");
@@ -743,7 +304,7 @@ impl SimFile {
     /// counted, even after a crash).
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(b"unsynced", 0).unwrap();
     /// assert_eq!(sim.live_image().unwrap(), b"unsynced");
@@ -760,7 +321,7 @@ impl SimFile {
     /// Whether there are writes or length changes that no sync has made durable.
     ///
     /// ```
-    /// use rbolt::storage::{SimFile, Storage};
+    /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.grow(4096).unwrap(); // a length change is pending too
     /// assert!(sim.has_pending());
@@ -778,7 +339,7 @@ impl SimFile {
     /// crash, the image reflects the operations before the crash only.
     ///
     /// ```
-    /// use rbolt::storage::{CrashProfile, SimFile, Storage};
+    /// use rbolt_storage::{CrashProfile, SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(b"old!", 0).unwrap();
     /// sim.sync_data().unwrap();
@@ -1036,65 +597,6 @@ fn crashed(op: u64, crashed_at: u64) -> io::Error {
     ))
 }
 
-/// Decides what a crash under `profile` does to a pending write covering `n_sectors` sectors.
-fn write_fate(profile: CrashProfile, n_sectors: usize, rng: &mut SplitMix64) -> WriteFate {
-    let torn = |rng: &mut SplitMix64| -> WriteFate {
-        match rng.below(4) {
-            0 => WriteFate::Keep,
-            1 => WriteFate::Drop,
-            2 => {
-                // A prefix of the sectors reached the disk: a write cut off in the middle.
-                let kept = rng.below(n_sectors as u64) as usize;
-                WriteFate::Sectors((0..n_sectors).map(|sector| Some(sector < kept)).collect())
-            }
-            _ => WriteFate::Sectors((0..n_sectors).map(|_| Some(rng.coin())).collect()),
-        }
-    };
-    match profile {
-        CrashProfile::KeepAll => WriteFate::Keep,
-        CrashProfile::DropAll => WriteFate::Drop,
-        CrashProfile::Random => {
-            if rng.coin() {
-                WriteFate::Keep
-            } else {
-                WriteFate::Drop
-            }
-        }
-        CrashProfile::Torn => torn(rng),
-        CrashProfile::Garbage => {
-            let fate = torn(rng);
-            if !rng.coin() {
-                return fate;
-            }
-            let mut sectors = match fate {
-                WriteFate::Keep => vec![Some(true); n_sectors],
-                WriteFate::Drop => vec![Some(false); n_sectors],
-                WriteFate::Sectors(sectors) => sectors,
-            };
-            // At least one sector is garbage, so a garbage write never looks clean.
-            let first = rng.below(n_sectors as u64) as usize;
-            sectors[first] = None;
-            for sector in &mut sectors {
-                if rng.below(4) == 0 {
-                    *sector = None;
-                }
-            }
-            WriteFate::Sectors(sectors)
-        }
-    }
-}
-
-/// The sector-aligned pieces of the write `[offset, offset + len)`: whole sectors, except where
-/// the write starts or ends inside one.
-fn sectors(offset: u64, len: usize) -> impl Iterator<Item = Range<u64>> {
-    let end = offset + len as u64;
-    let first_sector = offset / SECTOR_SIZE;
-    let end_sector = end.div_ceil(SECTOR_SIZE);
-    (first_sector..end_sector).map(move |sector| {
-        (sector * SECTOR_SIZE).max(offset)..((sector + 1) * SECTOR_SIZE).min(end)
-    })
-}
-
 /// Extends `image` with zeros to at least `len` bytes; never shrinks it.
 fn extend(image: &mut Vec<u8>, len: u64) {
     let len = len as usize;
@@ -1107,45 +609,6 @@ fn apply_write(image: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
     let start = offset as usize;
     extend(image, (start + bytes.len()) as u64);
     image[start..start + bytes.len()].copy_from_slice(bytes);
-}
-
-/// SplitMix64 (Steele, Lea and Flood): a tiny, well-mixed generator; crash images only need
-/// reproducible choices, not cryptographic ones. It is the one copy outside `rbolt-testkit`'s
-/// `rng` on purpose: this is library code (the `sim` feature ships in the crate), and a
-/// library crate must not link a test-support crate.
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`; the modulo bias is irrelevant for the small `n` used here.
-    fn below(&mut self, n: u64) -> u64 {
-        debug_assert!(n > 0, "below(0) has no possible result");
-        self.next_u64() % n
-    }
-
-    fn coin(&mut self) -> bool {
-        self.next_u64() & 1 == 1
-    }
-
-    fn fill(&mut self, bytes: &mut [u8]) {
-        for chunk in bytes.chunks_mut(8) {
-            let random = self.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&random[..chunk.len()]);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::ops::Deref;
 use memmap2::{Advice, Mmap};
 
 /// A read-only, shared memory mapping of the first [`len`](Mapping::len) bytes of a
-/// [`Storage`](super::Storage)'s file, made by [`Storage::map`](super::Storage::map).
+/// [`Storage`](crate::Storage)'s file, made by [`Storage::map`](crate::Storage::map).
 ///
 /// The mapping may be longer than the file (address space reserved for growth). Bytes written
 /// through the storage after mapping show up in it. It is immutable, so it can be shared
@@ -16,7 +16,7 @@ use memmap2::{Advice, Mmap};
 /// it unmaps it.
 ///
 /// ```
-/// use rbolt::storage::{FileOptions, FileStorage, Storage};
+/// use rbolt_storage::{FileOptions, FileStorage, Storage};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
 /// storage.grow(4096).unwrap();
@@ -36,7 +36,7 @@ impl Mapping {
     /// The length of the mapping in bytes, which may exceed the file's.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
     /// storage.grow(4096).unwrap();
@@ -51,7 +51,7 @@ impl Mapping {
     /// Whether the mapping is zero bytes long.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
     /// storage.grow(4096).unwrap();
@@ -69,7 +69,7 @@ impl Mapping {
     /// too small.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
     /// storage.grow(4096).unwrap();
@@ -103,7 +103,7 @@ impl Mapping {
     /// Unlocks the whole mapping (`munlock`); pages that were never locked are unaffected.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
     /// storage.grow(4096).unwrap();
@@ -119,7 +119,7 @@ impl Mapping {
     /// not read ahead around each page fault: B+tree lookups jump between pages.
     ///
     /// ```
-    /// use rbolt::storage::{FileOptions, FileStorage, Storage};
+    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
     /// # let dir = tempfile::tempdir().unwrap();
     /// let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
     /// storage.write_all_at(&[7u8; 4096], 0).unwrap();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rbolt::storage::{
+use rbolt_storage::{
     CrashProfile, FaultError, FaultPlan, FileOptions, FileStorage, IOV_MAX, Mapping, OpCounts,
     OpKind, OpenError, SECTOR_SIZE, SimFile, Storage,
 };
