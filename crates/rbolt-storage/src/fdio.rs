@@ -1,31 +1,38 @@
-//! Positioned I/O on a file descriptor, shared by [`FileStorage`](crate::FileStorage) and
+//! Positioned I/O on an open file, shared by [`FileStorage`](crate::FileStorage) and
 //! [`SimFile`](crate::SimFile) so that the simulated file runs the same loops as the real one.
+//!
+//! Portable calls (std's positioned reads and writes, syncs and length changes) serve every
+//! Unix. Two Linux calls do better where they exist and each has a portable fallback:
+//! `pwritev` (one system call for a run of pages; the fallback writes each buffer in turn) and
+//! `fallocate` (space that cannot run out later; the fallback extends the file sparsely). The
+//! feature `portable-fallback` makes Linux run the fallbacks, so the code other platforms run
+//! is tested here. Syncs go through std, which picks `fdatasync` on Linux and `F_FULLFSYNC` on
+//! Apple systems, where `fsync` does not reach the disk's cache.
 
+use std::fs::File;
 use std::io::{self, IoSlice};
-use std::os::fd::BorrowedFd;
+use std::os::unix::fs::FileExt;
 
-use rustix::io::Errno;
+use smallvec::SmallVec;
 
 use crate::{IOV_MAX, WRITE_BYTES_MAX};
-use smallvec::SmallVec;
 
 /// Buffers one vectored write keeps on the stack before its list goes to the heap.
 const IOV_INLINE: usize = 32;
 
-/// The file's length from `fstat`.
-pub(super) fn len(fd: BorrowedFd<'_>) -> io::Result<u64> {
-    let stat = rustix::fs::fstat(fd)?;
-    u64::try_from(stat.st_size).map_err(|_| io::Error::other("fstat reported a negative size"))
+/// Whether this build uses the Linux-only calls (`pwritev`, `fallocate`, `memfd_create`).
+pub(crate) const LINUX_CALLS: bool =
+    cfg!(all(target_os = "linux", not(feature = "portable-fallback")));
+
+/// The file's length.
+pub(super) fn len(file: &File) -> io::Result<u64> {
+    Ok(file.metadata()?.len())
 }
 
 /// Fills `buf` from `offset`, retrying on `EINTR` and continuing short reads.
-pub(super) fn read_exact_at(
-    fd: BorrowedFd<'_>,
-    mut buf: &mut [u8],
-    mut offset: u64,
-) -> io::Result<()> {
+pub(super) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
     while !buf.is_empty() {
-        match rustix::io::pread(fd, &mut *buf, offset) {
+        match file.read_at(buf, offset) {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -40,37 +47,65 @@ pub(super) fn read_exact_at(
                 buf = &mut rest[n..];
                 offset += n as u64;
             }
-            Err(Errno::INTR) => {}
-            Err(errno) => return Err(errno.into()),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
         }
     }
     Ok(())
 }
 
+/// The two positioned writes the loops below are made of, so that a test can watch every call.
+pub(super) trait PositionedWrite {
+    /// One `pwrite`: writes some prefix of `buf` at `offset`, returns its length.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// One `pwritev`: writes some prefix of the concatenated `slices` (none empty) at
+    /// `offset`, returns its length.
+    fn write_slices_at(&self, slices: &[IoSlice<'_>], offset: u64) -> io::Result<usize>;
+}
+
+impl PositionedWrite for File {
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        FileExt::write_at(self, buf, offset)
+    }
+
+    fn write_slices_at(&self, slices: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
+        #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+        return Ok(rustix::io::pwritev(self, slices, offset)?);
+        // The portable fallback: a vectored write may stop after any byte, so writing only
+        // the first buffer is one, and the loop goes on with the next.
+        #[cfg(not(all(target_os = "linux", not(feature = "portable-fallback"))))]
+        FileExt::write_at(self, &slices[0], offset)
+    }
+}
+
 /// Writes all of `buf` at `offset`, in writes of at most [`WRITE_BYTES_MAX`] bytes, retrying
 /// on `EINTR` and continuing short writes.
-pub(super) fn write_all_at(fd: BorrowedFd<'_>, buf: &[u8], mut offset: u64) -> io::Result<()> {
+pub(super) fn write_all_at(
+    file: &impl PositionedWrite,
+    buf: &[u8],
+    mut offset: u64,
+) -> io::Result<()> {
     for mut chunk in buf.chunks(WRITE_BYTES_MAX) {
         while !chunk.is_empty() {
-            match rustix::io::pwrite(fd, chunk, offset) {
+            match file.write_at(chunk, offset) {
                 Ok(0) => return Err(write_zero()),
                 Ok(n) => {
                     chunk = &chunk[n..];
                     offset += n as u64;
                 }
-                Err(Errno::INTR) => {}
-                Err(errno) => return Err(errno.into()),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
             }
         }
     }
     Ok(())
 }
 
-/// Writes `bufs` back to back from `offset` with `pwritev`: calls of at most
+/// Writes `bufs` back to back from `offset` (with `pwritev` on Linux): calls of at most
 /// [`WRITE_BYTES_MAX`] bytes and [`IOV_MAX`] buffers (a buffer longer than the room left in a
 /// call is split), retrying on `EINTR` and continuing short writes where they stopped.
 pub(super) fn write_vectored_at(
-    fd: BorrowedFd<'_>,
+    file: &impl PositionedWrite,
     bufs: &[&[u8]],
     mut offset: u64,
 ) -> io::Result<()> {
@@ -88,62 +123,233 @@ pub(super) fn write_vectored_at(
             call_len += take;
             rest = &rest[take..];
             if call_len == WRITE_BYTES_MAX || slices.len() == IOV_MAX {
-                offset = write_slices(fd, &mut slices, offset)?;
+                offset = write_slices(file, &mut slices, offset)?;
                 slices.clear();
                 call_len = 0;
             }
         }
     }
     if !slices.is_empty() {
-        write_slices(fd, &mut slices, offset)?;
+        write_slices(file, &mut slices, offset)?;
     }
     Ok(())
 }
 
-/// One `pwritev` of `slices` (none empty) at `offset`, continued until all is written; returns
-/// the offset after it.
+/// Writes all of `slices` (none empty) at `offset`, continuing short writes; returns the
+/// offset after them.
 fn write_slices(
-    fd: BorrowedFd<'_>,
+    file: &impl PositionedWrite,
     slices: &mut [IoSlice<'_>],
     mut offset: u64,
 ) -> io::Result<u64> {
     let mut remaining = slices;
     while !remaining.is_empty() {
-        match rustix::io::pwritev(fd, remaining, offset) {
+        match file.write_slices_at(remaining, offset) {
             Ok(0) => return Err(write_zero()),
             Ok(n) => {
                 offset += n as u64;
                 IoSlice::advance_slices(&mut remaining, n);
             }
-            Err(Errno::INTR) => {}
-            Err(errno) => return Err(errno.into()),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
         }
     }
     Ok(offset)
 }
 
-/// `fdatasync`, retrying on `EINTR`.
-pub(super) fn sync_data(fd: BorrowedFd<'_>) -> io::Result<()> {
-    retry_on_interrupt(|| rustix::fs::fdatasync(fd))
+/// Makes the file at least `len` bytes long, the space allocated where the system can
+/// (`fallocate` on Linux), else a sparse extension with the same length.
+pub(super) fn allocate(file: &File, len: u64) -> io::Result<()> {
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    if linux::fallocate(file, len)? {
+        return Ok(());
+    }
+    // Some filesystems (and tmpfs on old kernels) cannot preallocate, nor can the portable
+    // calls; a sparse extension still gives the right length, only without the promise that
+    // writes below it cannot fail with ENOSPC.
+    file.set_len(len)
 }
 
-/// `fsync`, retrying on `EINTR`.
-pub(super) fn sync_all(fd: BorrowedFd<'_>) -> io::Result<()> {
-    retry_on_interrupt(|| rustix::fs::fsync(fd))
+/// A file for a [`SimFile`](crate::SimFile)'s contents that no other handle can reach: an
+/// anonymous `memfd` on Linux, else a file created in the temporary directory and unlinked at
+/// once, so that nothing is left behind.
+#[cfg(feature = "sim")]
+pub(super) fn anonymous_file() -> io::Result<File> {
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    return linux::memfd();
+    #[cfg(not(all(target_os = "linux", not(feature = "portable-fallback"))))]
+    portable_anonymous_file()
 }
 
-/// Runs `op` until it returns something other than `EINTR`.
-pub(super) fn retry_on_interrupt<T>(
-    mut op: impl FnMut() -> rustix::io::Result<T>,
-) -> io::Result<T> {
+/// [`anonymous_file`] from portable calls.
+#[cfg(all(
+    feature = "sim",
+    not(all(target_os = "linux", not(feature = "portable-fallback")))
+))]
+fn portable_anonymous_file() -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir();
     loop {
-        match op() {
-            Err(Errno::INTR) => {}
-            result => return result.map_err(io::Error::from),
+        let name = format!(
+            "rbolt-simfile-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = dir.join(name);
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(file) => {
+                std::fs::remove_file(&path)?;
+                return Ok(file);
+            }
+            // Left by a process with the same id (one that crashed between creating and
+            // unlinking it): try the next name.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
         }
+    }
+}
+
+/// The Linux calls, compiled only there (and not with `portable-fallback`).
+#[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+mod linux {
+    use std::fs::File;
+    use std::io;
+
+    use rustix::fs::FallocateFlags;
+    use rustix::io::Errno;
+
+    /// `fallocate` from offset 0 to `len`: from 0, not from the old end, so that holes left
+    /// below the old end (by an earlier truncation or a write past the end) are backed too,
+    /// at little cost for ranges already allocated. `false` where the filesystem cannot.
+    pub(super) fn fallocate(file: &File, len: u64) -> io::Result<bool> {
+        loop {
+            match rustix::fs::fallocate(file, FallocateFlags::empty(), 0, len) {
+                Ok(()) => return Ok(true),
+                Err(Errno::INTR) => {}
+                Err(Errno::OPNOTSUPP) => return Ok(false),
+                Err(errno) => return Err(errno.into()),
+            }
+        }
+    }
+
+    /// An anonymous in-memory file, closed on exec.
+    #[cfg(feature = "sim")]
+    pub(super) fn memfd() -> io::Result<File> {
+        let fd = rustix::fs::memfd_create("rbolt-simfile", rustix::fs::MemfdFlags::CLOEXEC)?;
+        Ok(File::from(fd))
     }
 }
 
 fn write_zero() -> io::Error {
     io::Error::new(io::ErrorKind::WriteZero, "the file accepted no more bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::io::{self, IoSlice};
+
+    use super::{PositionedWrite, write_all_at, write_vectored_at};
+    use crate::{IOV_MAX, WRITE_BYTES_MAX};
+
+    /// A file in memory that records each call's buffers and bytes, writes at most `short`
+    /// bytes per call and fails every third call with `EINTR`.
+    #[derive(Default)]
+    struct Recorder {
+        bytes: RefCell<Vec<u8>>,
+        calls: RefCell<Vec<(usize, usize)>>,
+        short: usize,
+    }
+
+    impl Recorder {
+        fn write(&self, parts: &[&[u8]], offset: u64) -> io::Result<usize> {
+            let mut calls = self.calls.borrow_mut();
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            calls.push((parts.len(), len));
+            if calls.len().is_multiple_of(3) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let take = len.min(self.short);
+            let data: Vec<u8> = parts.concat();
+            let mut bytes = self.bytes.borrow_mut();
+            let start = usize::try_from(offset).unwrap();
+            if bytes.len() < start + take {
+                bytes.resize(start + take, 0);
+            }
+            bytes[start..start + take].copy_from_slice(&data[..take]);
+            Ok(take)
+        }
+    }
+
+    impl PositionedWrite for Recorder {
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+            self.write(&[buf], offset)
+        }
+        fn write_slices_at(&self, slices: &[IoSlice<'_>], offset: u64) -> io::Result<usize> {
+            let parts: Vec<&[u8]> = slices.iter().map(|s| &**s).collect();
+            self.write(&parts, offset)
+        }
+    }
+
+    #[test]
+    fn every_call_carries_at_most_64_kib_and_iov_max_buffers_and_all_bytes_arrive() {
+        // Pages of 64 KiB and 256 KiB (a page_size(65536) creation writes four pages in one
+        // buffer), runs of 4 KiB pages past IOV_MAX, odd sizes that straddle the cap.
+        let big: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+        let small: Vec<u8> = (0..4096).map(|i| (i % 13) as u8).collect();
+        let odd: Vec<u8> = (0..70_001).map(|i| (i % 7) as u8).collect();
+        let cases: Vec<Vec<&[u8]>> = vec![
+            vec![&big],
+            vec![&small; IOV_MAX + 7],
+            vec![&odd, &small, &odd],
+            vec![&small[..1]; 2 * IOV_MAX + 1],
+        ];
+        for short in [usize::MAX, 4096, 1000] {
+            for bufs in &cases {
+                let file = Recorder {
+                    short,
+                    ..Recorder::default()
+                };
+                write_vectored_at(&file, bufs, 512).unwrap();
+                let want: Vec<u8> = bufs.concat();
+                assert_eq!(&file.bytes.borrow()[512..], &want[..]);
+                for &(buffers, len) in file.calls.borrow().iter() {
+                    assert!(len <= WRITE_BYTES_MAX, "a call of {len} bytes");
+                    assert!(buffers <= IOV_MAX, "a call of {buffers} buffers");
+                }
+                let file = Recorder {
+                    short,
+                    ..Recorder::default()
+                };
+                write_all_at(&file, &big, 0).unwrap();
+                assert_eq!(&file.bytes.borrow()[..], &big[..]);
+                assert!(
+                    file.calls
+                        .borrow()
+                        .iter()
+                        .all(|&(_, len)| len <= WRITE_BYTES_MAX)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_that_takes_no_bytes_is_an_error_not_a_loop() {
+        let file = Recorder {
+            short: 0,
+            ..Recorder::default()
+        };
+        let error = write_vectored_at(&file, &[b"abc"], 0).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::WriteZero);
+        let error = write_all_at(&file, b"abc", 0).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::WriteZero);
+    }
 }

@@ -1,16 +1,14 @@
 //! [`FileStorage`]: the database file on disk, locked for the life of the handle.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use memmap2::MmapOptions;
-use rustix::fs::{FallocateFlags, FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
 
 use crate::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
 use rbolt_page::BootId;
@@ -296,11 +294,11 @@ struct Registered {
 impl Registered {
     /// Registers an open of `file`, unless the process has it open in a way that conflicts.
     fn new(file: &File, path: &Path, writer: bool) -> Result<Registered, OpenError> {
-        let stat = rustix::fs::fstat(file).map_err(|source| OpenError::Open {
+        let stat = file.metadata().map_err(|source| OpenError::Open {
             path: path.to_owned(),
-            source: source.into(),
+            source,
         })?;
-        let (dev, ino) = (stat.st_dev, stat.st_ino);
+        let (dev, ino) = (stat.dev(), stat.ino());
         let mut open = OPEN_FILES.lock().unwrap_or_else(PoisonError::into_inner);
         match open.iter_mut().find(|f| f.dev == dev && f.ino == ino) {
             Some(entry) if writer || entry.writer => {
@@ -361,29 +359,22 @@ impl FileStorage {
             path: path.to_owned(),
             source,
         };
-        // CLOEXEC: a child process must not inherit the descriptor, or it would keep the lock
-        // (and the file) alive after this handle is dropped.
-        let mut flags = OFlags::CLOEXEC;
-        flags |= if options.read_only {
-            OFlags::RDONLY
-        } else {
-            OFlags::RDWR
-        };
-        let mode = Mode::from_raw_mode(options.mode);
+        // std opens with CLOEXEC: a child process must not inherit the descriptor, or it would
+        // keep the lock (and the file) alive after this handle is dropped.
+        let mut open = OpenOptions::new();
+        open.read(true).write(!options.read_only).mode(options.mode);
         let create = options.create && !options.read_only;
-        let (fd, created) = loop {
-            match fdio::retry_on_interrupt(|| rustix::fs::open(path, flags, mode)) {
-                Ok(fd) => break (fd, false),
+        let (file, created) = loop {
+            match open.open(path) {
+                Ok(file) => break (file, false),
                 Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
                 Err(error) => return Err(open_error(error)),
             }
-            // Missing: create it, and know that we did (EXCL), so that the directory entry is
-            // made durable by the one who made it. Another process may win the race to create
-            // it: then open what it created.
-            match fdio::retry_on_interrupt(|| {
-                rustix::fs::open(path, flags | OFlags::CREATE | OFlags::EXCL, mode)
-            }) {
-                Ok(fd) => break (fd, true),
+            // Missing: create it, and know that we did (O_EXCL), so that the directory entry
+            // is made durable by the one who made it. Another process may win the race to
+            // create it: then open what it created.
+            match open.clone().create_new(true).open(path) {
+                Ok(file) => break (file, true),
                 Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(open_error(error)),
             }
@@ -393,7 +384,6 @@ impl FileStorage {
             // that could lose the file after its first commits were acknowledged.
             sync_parent_dir(path).map_err(open_error)?;
         }
-        let file = File::from(fd);
         // Before the lock: a conflict within this process fails at once instead of waiting.
         let registered = Registered::new(&file, path, !options.read_only)?;
         lock(&file, path, !options.read_only, options.lock_timeout)?;
@@ -436,7 +426,7 @@ impl FileStorage {
     /// ```
     pub fn clear(&self) -> io::Result<()> {
         self.check_writable("truncate")?;
-        fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, 0))
+        self.file.set_len(0)
     }
 
     fn check_writable(&self, op: &str) -> io::Result<()> {
@@ -464,17 +454,19 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    let dir = fdio::retry_on_interrupt(|| {
-        rustix::fs::open(
-            parent,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    })?;
-    fdio::sync_all(dir.as_fd())
+    // Read-only and a directory: Unix systems let a directory be opened and synced so.
+    let dir = File::open(parent)?;
+    if !dir.metadata()?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", parent.display()),
+        ));
+    }
+    dir.sync_all()
 }
 
-/// Takes the advisory lock on `file`, waiting as `timeout` says.
+/// Takes the advisory lock on `file` (std's `File::lock`: `flock` on Linux and the BSDs,
+/// macOS included), waiting as `timeout` says.
 fn lock(
     file: &File,
     path: &Path,
@@ -487,24 +479,24 @@ fn lock(
     };
     let Some(timeout) = timeout else {
         // Waiting forever: let the kernel wake us when the lock is released rather than poll.
-        let operation = if exclusive {
-            FlockOperation::LockExclusive
+        let locked = if exclusive {
+            file.lock()
         } else {
-            FlockOperation::LockShared
+            file.lock_shared()
         };
-        return fdio::retry_on_interrupt(|| rustix::fs::flock(file, operation)).map_err(lock_error);
-    };
-    let operation = if exclusive {
-        FlockOperation::NonBlockingLockExclusive
-    } else {
-        FlockOperation::NonBlockingLockShared
+        return locked.map_err(lock_error);
     };
     let start = Instant::now();
     loop {
-        match fdio::retry_on_interrupt(|| rustix::fs::flock(file, operation)) {
+        let attempt = if exclusive {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        };
+        match attempt {
             Ok(()) => return Ok(()),
-            Err(error) if error.raw_os_error() == Some(Errno::WOULDBLOCK.raw_os_error()) => {}
-            Err(error) => return Err(lock_error(error)),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(error)) => return Err(lock_error(error)),
         }
         let waited = start.elapsed();
         if waited >= timeout {
@@ -520,31 +512,31 @@ fn lock(
 
 impl Storage for FileStorage {
     fn len(&self) -> io::Result<u64> {
-        fdio::len(self.file.as_fd())
+        fdio::len(&self.file)
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        fdio::read_exact_at(self.file.as_fd(), buf, offset)
+        fdio::read_exact_at(&self.file, buf, offset)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_writable("write")?;
-        fdio::write_all_at(self.file.as_fd(), buf, offset)
+        fdio::write_all_at(&self.file, buf, offset)
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.check_writable("write")?;
-        fdio::write_vectored_at(self.file.as_fd(), bufs, offset)
+        fdio::write_vectored_at(&self.file, bufs, offset)
     }
 
     fn sync_data(&self) -> io::Result<()> {
         self.check_writable("sync")?;
-        fdio::sync_data(self.file.as_fd())
+        self.file.sync_data()
     }
 
     fn sync_all(&self) -> io::Result<()> {
         self.check_writable("sync")?;
-        fdio::sync_all(self.file.as_fd())
+        self.file.sync_all()
     }
 
     fn grow(&self, len: u64) -> io::Result<()> {
@@ -553,23 +545,10 @@ impl Storage for FileStorage {
             .grow_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if fdio::len(self.file.as_fd())? >= len {
+        if fdio::len(&self.file)? >= len {
             return Ok(());
         }
-        // From offset 0, not from the old end: that also backs any holes left below the old
-        // end (by an earlier ftruncate or a write past the end), and costs little for ranges
-        // that are already allocated.
-        match fdio::retry_on_interrupt(|| {
-            rustix::fs::fallocate(&self.file, FallocateFlags::empty(), 0, len)
-        }) {
-            Ok(()) => Ok(()),
-            Err(error) if error.raw_os_error() == Some(Errno::OPNOTSUPP.raw_os_error()) => {
-                // Some filesystems (and tmpfs on old kernels) cannot preallocate; a sparse
-                // extension still gives the right length, only without the ENOSPC guarantee.
-                fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, len))
-            }
-            Err(error) => Err(error),
-        }
+        fdio::allocate(&self.file, len)
     }
 
     fn shrink(&self, len: u64) -> io::Result<()> {
@@ -580,10 +559,10 @@ impl Storage for FileStorage {
             .grow_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if fdio::len(self.file.as_fd())? <= len {
+        if fdio::len(&self.file)? <= len {
             return Ok(());
         }
-        fdio::retry_on_interrupt(|| rustix::fs::ftruncate(&self.file, len))
+        self.file.set_len(len)
     }
 
     fn map(&self, len: usize) -> io::Result<Mapping> {

@@ -12,6 +12,32 @@
 //! id a non-durable meta records, and all of rbolt's `unsafe` (mapping a file) is here.
 //! Writes reach the file in system calls of at most [`WRITE_BYTES_MAX`] bytes, whatever the
 //! caller passes.
+//!
+//! # Platforms
+//!
+//! Linux, macOS and the BSDs, from portable calls: std's positioned reads and writes, syncs
+//! (`fdatasync` on Linux, `F_FULLFSYNC` on Apple systems, where a plain `fsync` leaves the
+//! data in the disk's cache), length changes and advisory locks (`flock`), and memmap2's
+//! mapping. Linux adds three calls, each with a portable fallback used elsewhere: `pwritev`
+//! (one call for a run of pages; else one call per page), `fallocate` (space that cannot run
+//! out under a later write; else a sparse extension), and `memfd_create` for `SimFile` (else
+//! an unlinked temporary file). The feature `portable-fallback` makes Linux use the fallbacks,
+//! which is how the repository tests them ([`LINUX_CALLS`] says which a build uses).
+//!
+//! A commit without a sync is trusted after a crash of the process only within the boot that
+//! wrote it, which needs the kernel's boot id ([`Storage::boot_id`]): Linux has one; on other
+//! systems `FileStorage` has none, and a crash of the process loses such commits (the file
+//! opens at the last durable commit, as after a power loss).
+//!
+//! Windows is not supported: its mappings cannot reach past the end of the file or outlive a
+//! shrink of it, which the mapping here relies on (see `docs/ARCHITECTURE.md`); the crate
+//! does not build there.
+
+#[cfg(not(unix))]
+compile_error!(
+    "rbolt-storage supports Unix-like systems (Linux, macOS, the BSDs); Windows is not \
+     supported yet: see the crate documentation's Platforms section"
+);
 
 mod fdio;
 mod file;
@@ -31,6 +57,17 @@ pub use file::{FileOptions, FileStorage, OpenError, sync_parent_dir};
 pub use mapping::Mapping;
 #[cfg(feature = "sim")]
 pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE, SimFile};
+
+/// Whether this build makes the Linux-only calls (`pwritev`, `fallocate`, `memfd_create`):
+/// `true` on Linux unless the feature `portable-fallback` is on, `false` elsewhere.
+///
+/// ```
+/// assert_eq!(
+///     rbolt_storage::LINUX_CALLS,
+///     cfg!(target_os = "linux") && !cfg!(feature = "portable-fallback")
+/// );
+/// ```
+pub const LINUX_CALLS: bool = fdio::LINUX_CALLS;
 
 /// The most buffers one `pwritev` takes on Linux (`UIO_MAXIOV`);
 /// [`Storage::write_vectored_at`] splits longer lists into several calls.

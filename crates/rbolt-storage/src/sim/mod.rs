@@ -2,13 +2,12 @@
 //! models durability so tests can produce the images a power loss could leave behind.
 
 use std::fmt;
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use memmap2::MmapOptions;
-use rustix::fs::MemfdFlags;
 
 use crate::{Claim, ClaimFlag, Mapping, Storage, fdio};
 use rbolt_page::BootId;
@@ -27,7 +26,8 @@ pub const SECTOR_SIZE: u64 = 512;
 
 /// A simulated database file, for tests. **Not for production use.**
 ///
-/// It behaves like a real file for the database: contents live in a `memfd`, so
+/// It behaves like a real file for the database: contents live in an anonymous file (a
+/// `memfd` on Linux, an unlinked temporary file elsewhere), so
 /// [`map`](Storage::map) is a real shared `mmap` and bytes written after mapping show in it. In
 /// addition it models durability, fault injection and crashes:
 ///
@@ -66,7 +66,7 @@ pub struct SimFile {
 struct Shared {
     /// The live contents. Only this module holds the descriptor (it is close-on-exec and never
     /// handed out), so nothing but `SimFile` ever changes or shrinks the file.
-    memfd: OwnedFd,
+    file: File,
     /// Held for the whole of each operation, so the live contents, the pending list and the
     /// counters always agree.
     state: Mutex<State>,
@@ -164,8 +164,8 @@ impl SimFile {
         pending: Vec<Pending>,
         boot_id: BootId,
     ) -> io::Result<SimFile> {
-        let memfd = rustix::fs::memfd_create("rbolt-simfile", MemfdFlags::CLOEXEC)?;
-        fdio::write_all_at(memfd.as_fd(), live, 0)?;
+        let file = fdio::anonymous_file()?;
+        fdio::write_all_at(&file, live, 0)?;
         let state = State {
             durable,
             pending,
@@ -176,7 +176,7 @@ impl SimFile {
         };
         Ok(SimFile {
             shared: Arc::new(Shared {
-                memfd,
+                file,
                 state: Mutex::new(state),
                 claim: ClaimFlag::default(),
                 boot_id,
@@ -312,7 +312,7 @@ impl SimFile {
     /// ```
     pub fn live_image(&self) -> io::Result<Vec<u8>> {
         let _state = self.state();
-        let fd = self.shared.memfd.as_fd();
+        let fd = &self.shared.file;
         let mut image = vec![0; usize::try_from(fdio::len(fd)?).map_err(io::Error::other)?];
         fdio::read_exact_at(fd, &mut image, 0)?;
         Ok(image)
@@ -429,7 +429,7 @@ impl SimFile {
 
     /// Writes `bytes` at `offset` to the live file and records it as pending.
     fn write(&self, state: &mut State, bytes: &[u8], offset: u64) -> io::Result<()> {
-        fdio::write_all_at(self.shared.memfd.as_fd(), bytes, offset)?;
+        fdio::write_all_at(&self.shared.file, bytes, offset)?;
         if !bytes.is_empty() {
             state.pending.push(Pending::Write {
                 offset,
@@ -454,7 +454,7 @@ impl SimFile {
         }
         debug_assert_eq!(
             Some(durable.len() as u64),
-            fdio::len(self.shared.memfd.as_fd()).ok(),
+            fdio::len(&self.shared.file).ok(),
             "after a sync the durable image must be the live file"
         );
         Ok(())
@@ -465,13 +465,13 @@ impl Storage for SimFile {
     fn len(&self) -> io::Result<u64> {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Len)?;
-        fdio::len(self.shared.memfd.as_fd())
+        fdio::len(&self.shared.file)
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Read)?;
-        fdio::read_exact_at(self.shared.memfd.as_fd(), buf, offset)
+        fdio::read_exact_at(&self.shared.file, buf, offset)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -493,7 +493,7 @@ impl Storage for SimFile {
         match short {
             None => {
                 // The live file takes the same pwritev path as FileStorage.
-                fdio::write_vectored_at(self.shared.memfd.as_fd(), bufs, offset)?;
+                fdio::write_vectored_at(&self.shared.file, bufs, offset)?;
                 if !bytes.is_empty() {
                     state.pending.push(Pending::Write { offset, bytes });
                 }
@@ -517,9 +517,9 @@ impl Storage for SimFile {
     fn grow(&self, len: u64) -> io::Result<()> {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Grow)?;
-        let fd = self.shared.memfd.as_fd();
+        let fd = &self.shared.file;
         if fdio::len(fd)? < len {
-            fdio::retry_on_interrupt(|| rustix::fs::ftruncate(fd, len))?;
+            fd.set_len(len)?;
             state.pending.push(Pending::Grow { len });
         }
         Ok(())
@@ -528,9 +528,9 @@ impl Storage for SimFile {
     fn shrink(&self, len: u64) -> io::Result<()> {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Shrink)?;
-        let fd = self.shared.memfd.as_fd();
+        let fd = &self.shared.file;
         if fdio::len(fd)? > len {
-            fdio::retry_on_interrupt(|| rustix::fs::ftruncate(fd, len))?;
+            fd.set_len(len)?;
             state.pending.push(Pending::Shrink { len });
         }
         Ok(())
@@ -540,17 +540,18 @@ impl Storage for SimFile {
         let mut state = self.state();
         self.begin(&mut state, OpKind::Map)?;
         // SAFETY: memmap2 requires that the mapped file is not truncated or changed in ways
-        // that break the `&[u8]` it hands out while the mapping lives. The memfd is private to
-        // this SimFile: it is created close-on-exec, never handed out, and only this module
+        // that break the `&[u8]` it hands out while the mapping lives. The anonymous file is
+        // private to this SimFile: it is created close-on-exec (a memfd, or a temporary file
+        // with mode 0o600 unlinked right after its creation), never handed out, and only this module
         // changes it, by writes on behalf of the database, by `grow`, which only extends it,
         // and by `shrink`, which the database calls only past the high-water mark of every
         // snapshot a live transaction reads (as with FileStorage); a crash or `from_image`
-        // leaves it alone (a new image gets a new memfd). So no byte a transaction reads
+        // leaves it alone (a new image gets a new file). So no byte a transaction reads
         // leaves the file while the mapping lives. As with
         // FileStorage, `len` may reach past the end of the file, and the database reads only
         // below its high-water mark, within the file, so it never touches a page past the end
         // (SIGBUS); and it never rewrites a page a live reader can see.
-        let mmap = unsafe { MmapOptions::new().len(len).map(&self.shared.memfd)? };
+        let mmap = unsafe { MmapOptions::new().len(len).map(&self.shared.file)? };
         Ok(Mapping::new(mmap))
     }
 

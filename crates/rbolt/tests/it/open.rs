@@ -130,3 +130,16 @@ fn a_locked_file_times_out() {
     .unwrap_err();
     assert!(matches!(error, Error::Timeout { .. }), "{error}");
 }
+
+/// `.ci/run` runs this suite a second time with `rbolt-storage/portable-fallback` and
+/// `RBOLT_EXPECT_PORTABLE=1`: the storage under every test must then be the portable one, the
+/// code macOS and the BSDs run.
+#[test]
+fn the_storage_calls_are_the_ones_the_build_asked_for() {
+    let portable = std::env::var_os("RBOLT_EXPECT_PORTABLE").is_some_and(|v| v == "1");
+    assert_eq!(
+        rbolt::storage::LINUX_CALLS,
+        cfg!(target_os = "linux") && !portable,
+        "RBOLT_EXPECT_PORTABLE={portable}"
+    );
+}
