@@ -132,11 +132,6 @@ const LONG_FILES: &[(&str, &str)] = &[
          of Bucket and BucketMut carries",
     ),
     (
-        "crates/rbolt/src/tx.rs",
-        "about 700 lines of code; the rest is the doc examples of every public method of \
-         WriteTx",
-    ),
-    (
         "crates/rbolt-btree/tests/it/corrupt.rs",
         "one corrupt-descent case a function, each a few lines; split by page kind it would \
          repeat the same setup in every file",

@@ -1,0 +1,399 @@
+//! The commit of a write transaction, in the phases of bbolt's two-sync protocol: spill the
+//! edited buckets into pages, write the freelist, map for growth, write the data (first
+//! sync), write the meta (second sync: the commit point), publish to readers.
+//!
+//! [`WriteTx::commit_inner`] keeps the control flow and every poison decision; each phase is
+//! a function of the parts of the transaction it needs and returns what the next one takes.
+//! Before the meta write starts, an error rolls the transaction back and leaves the database
+//! as it was; from then on the disk may hold the new txid, so an error poisons the handle.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rbolt_btree::{Pages, Put, TreeStats};
+use rbolt_freelist::Freelist;
+use rbolt_page::{
+    BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
+    PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
+};
+
+use super::{TxCore, WriteTx, pages_of};
+use crate::alloc::TxAlloc;
+use crate::bucket::{BucketState, header_bytes};
+use crate::db::{Db, Snapshot, Writer, map_size};
+use crate::error::{Error, Result};
+use crate::options::Durability;
+use crate::stats::TxStats;
+use crate::storage::Mapping;
+
+impl WriteTx<'_> {
+    /// Commits: the phases in order, and the poison decisions between them. On `Err` before
+    /// the meta write nothing reached the disk's commit point and [`WriteTx::abort`] rolls
+    /// back; from the meta write on, every way out but success poisons the handle.
+    pub(super) fn commit_inner(&mut self) -> Result<()> {
+        if self.shared.core.get_mut().broken {
+            return Err(Error::Corruption(Corruption::new(
+                Pgid(0),
+                Reason::Other(
+                    "an operation of this transaction failed halfway; it can only be rolled back",
+                ),
+            )));
+        }
+        let sync = self.durability.get() == Durability::Immediate;
+        // A durable commit keeps its promise that every commit before it is durable even when
+        // it changed nothing: after commits without syncs it is written as one anyway.
+        let durable_after_unsynced = sync && self.writer.durable.txid != self.base.txid;
+        if !self.root.get_mut().is_changed() && !self.force && !durable_after_unsynced {
+            // Nothing changed: nothing to write, no txid used.
+            self.abort();
+            return Ok(());
+        }
+        let db = self.db;
+        let page_size = db.page_size;
+        self.writer.verify.before(db);
+        let shared = &mut self.shared;
+        let pages = pages_of(&shared.map, page_size, shared.high_water);
+        let core = shared.core.get_mut();
+        let txid = core.alloc.txid;
+        // A commit without syncs does not sync the file's growth either; the next durable one
+        // syncs it with its data (an fsync for its first sync instead of an fdatasync).
+        core.alloc.defer_grow_sync = !sync;
+
+        let root_pgid = spill(pages, core, self.root.get_mut(), &mut self.stats)?;
+        let mut meta = self.base;
+        meta.txid = txid.0;
+        meta.root = BucketHeader {
+            root: root_pgid.0,
+            sequence: self.root.get_mut().sequence,
+        };
+
+        let alloc = &mut core.alloc;
+        // A commit without syncs writes no freelist page: only a crash of this process can
+        // bring its meta back, and the open after it rebuilds the freelist by walking the file
+        // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
+        // pending id at every such commit.
+        let write_page = sync && !db.options.no_freelist_sync && !self.skip_freelist;
+        meta.freelist = write_freelist(pages, alloc, &self.base, self.shrink, write_page)?.0;
+        // What a vacuum step's plan meant to move and did not (the freelist page, allocated
+        // after the cut is lifted, never counts).
+        self.writer.past_cut = alloc.allocated_past_cut;
+        meta.pgid = alloc.next.0;
+        if let Some(max) = self.mark_max
+            && meta.pgid > max
+        {
+            return Err(Error::MaxSizeReached {
+                max_size: max.saturating_mul(page_size as u64),
+            });
+        }
+        let needed = meta.pgid * page_size as u64;
+        let new_map = map_for_growth(db, &shared.map, needed)?;
+
+        let write_started = Instant::now();
+        write_data(alloc, needed)?;
+        failpoint!("commit::before-data-sync");
+        if sync {
+            let length_changed = self.writer.length_unsynced || alloc.grew_without_sync;
+            first_sync(db, length_changed).map_err(|error| poisoned(db, error))?;
+        }
+        // From the moment the meta write starts the disk may hold the new txid, so any way out
+        // of here but success poisons (an error below, or a panic through `abort`).
+        failpoint!("commit::before-meta");
+        self.meta_started = true;
+        let meta = write_meta_page(db, &meta, sync).map_err(|error| poisoned(db, error))?;
+        self.stats.write_time = write_started.elapsed();
+        self.stats.writes = alloc.writes + 1;
+
+        let old = publish(
+            db,
+            &mut self.writer,
+            alloc,
+            new_map,
+            &shared.map,
+            meta,
+            sync,
+        );
+        self.meta_started = false;
+        // The writer's reference to the old mapping goes here; readers still holding it keep
+        // it mapped until they end.
+        failpoint!("commit::unmap", poison db);
+        drop(old);
+        crate::vacuum::after_commit(db, &mut self.writer, &meta, self.shrink);
+        // Keep the trees' counters: give_back drops the trees.
+        self.stats = self.stats();
+        self.give_back();
+        self.writer.verify.after(db);
+        Ok(())
+    }
+}
+
+/// Poisons `db` and passes `error` on: for failures once the disk may hold part of a commit.
+fn poisoned(db: &Db, error: Error) -> Error {
+    db.poison();
+    error
+}
+
+/// Phase 1, spill: merges nodes left small by deletes and writes every edited bucket into
+/// pages, children before parents, then the root bucket; returns the root bucket's root page
+/// and adds the trees' counters and times to `stats`.
+fn spill(
+    pages: Pages<'_>,
+    core: &mut TxCore,
+    root: &mut BucketState,
+    stats: &mut TxStats,
+) -> Result<Pgid> {
+    let started = Instant::now();
+    failpoint!("commit::before-spill");
+    let mut spilled = Spilled::default();
+    spill_buckets(pages, core, root, &mut spilled)?;
+    let TxCore { arena, alloc, .. } = core;
+    let rebalance_started = Instant::now();
+    root.tree.rebalance(pages, arena, alloc)?;
+    spilled.rebalance_time += rebalance_started.elapsed();
+    let root_pgid = match root.tree.root_pgid() {
+        Some(pgid) if !root.tree.is_dirty() => pgid,
+        _ => root.tree.spill(pages, arena, alloc)?,
+    };
+    // The nested buckets' states are gone from the root now: keep their counters.
+    stats.node_count += spilled.trees.node_count;
+    stats.split += spilled.trees.split;
+    stats.rebalance += spilled.trees.rebalance;
+    stats.spill += spilled.trees.spill;
+    stats.rebalance_time = spilled.rebalance_time;
+    stats.spill_time = started.elapsed().saturating_sub(spilled.rebalance_time);
+    Ok(root_pgid)
+}
+
+/// What writing the nested buckets did: their trees' counters and the time spent rebalancing.
+#[derive(Default)]
+struct Spilled {
+    trees: TreeStats,
+    rebalance_time: Duration,
+}
+
+/// Rebalances and writes every edited bucket below `root`, each after the buckets nested in
+/// it, and puts each one's new value in its parent: inline when small enough, else a header
+/// pointing at its new root page. Iterative: buckets nest without limit.
+fn spill_buckets(
+    pages: Pages<'_>,
+    core: &mut TxCore,
+    root: &mut BucketState,
+    spilled: &mut Spilled,
+) -> Result<()> {
+    /// A bucket whose nested buckets are being written: its name in its parent, its state,
+    /// and the nested buckets still to write.
+    struct Pending {
+        name: Vec<u8>,
+        state: BucketState,
+        rest: std::collections::btree_map::IntoIter<Vec<u8>, BucketState>,
+    }
+    let mut root_rest = std::mem::take(&mut root.children).into_iter();
+    let mut stack: Vec<Pending> = Vec::new();
+    loop {
+        let next = match stack.last_mut() {
+            Some(pending) => pending.rest.next(),
+            None => root_rest.next(),
+        };
+        if let Some((name, mut state)) = next {
+            let rest = std::mem::take(&mut state.children).into_iter();
+            stack.push(Pending { name, state, rest });
+            continue;
+        }
+        let Some(mut done) = stack.pop() else {
+            return Ok(());
+        };
+        let parent = match stack.last_mut() {
+            Some(pending) => &mut pending.state,
+            None => &mut *root,
+        };
+        spill_bucket(pages, core, &done.name, &mut done.state, parent, spilled)?;
+        spilled.trees.add(&done.state.tree.stats());
+    }
+}
+
+/// Rebalances and writes the bucket `child` (whose nested buckets are written already) and
+/// puts its new value under `name` in `parent`'s tree.
+fn spill_bucket(
+    pages: Pages<'_>,
+    core: &mut TxCore,
+    name: &[u8],
+    child: &mut BucketState,
+    parent: &mut BucketState,
+    spilled: &mut Spilled,
+) -> Result<()> {
+    let inline_max = core.alloc.page_size / 4;
+    let TxCore { arena, alloc, .. } = core;
+    let rebalance_started = Instant::now();
+    child.tree.rebalance(pages, arena, alloc)?;
+    spilled.rebalance_time += rebalance_started.elapsed();
+    if !child.tree.is_dirty() {
+        return Ok(());
+    }
+    let value = match child.tree.inline_size(inline_max) {
+        Some(size) => {
+            child.tree.free_all(pages, alloc)?;
+            let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
+            value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
+            child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
+            value
+        }
+        None => {
+            let root = child.tree.spill(pages, arena, alloc)?;
+            header_bytes(root, child.sequence).to_vec()
+        }
+    };
+    let outcome = parent
+        .tree
+        .put(pages, arena, name, &value, LEAF_FLAG_BUCKET)?;
+    debug_assert!(
+        matches!(outcome, Put::Replaced { .. }),
+        "a child bucket's key holds a bucket"
+    );
+    Ok(())
+}
+
+/// Phase 2, the freelist: frees the old freelist page, lowers the high-water mark past free
+/// pages at the end of the file when `shrink` (a vacuum step, or `auto_shrink`), and queues a
+/// new freelist page when `write_page`; returns its id, or [`PGID_NO_FREELIST`].
+fn write_freelist(
+    pages: Pages<'_>,
+    alloc: &mut TxAlloc,
+    base: &Meta,
+    shrink: bool,
+    write_page: bool,
+) -> Result<Pgid> {
+    failpoint!("commit::before-freelist");
+    let txid: Txid = alloc.txid;
+    // What a vacuum step reserved and no page took goes back; the freelist page may land
+    // anywhere the step's cut allows (it is the last page written).
+    alloc.return_reserved();
+    alloc.cut = None;
+    if base.freelist != PGID_NO_FREELIST.0 {
+        let old = base.freelist_pgid();
+        let span = pages.page(Pgid(0), old)?;
+        let overflow = PageHeader::read(span).map_or(0, |h| h.overflow);
+        alloc.freelist.free(txid, old, overflow)?;
+    }
+    if shrink {
+        // Free pages at the end of the file leave the freelist and the file's mapped extent,
+        // before the freelist page is sized (see `vacuum`).
+        alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
+    }
+    if !write_page {
+        return Ok(PGID_NO_FREELIST);
+    }
+    let n_pages = pages_for(alloc.freelist.write_size(), alloc.page_size);
+    let (pgid, mut buf) = alloc.allocate_buffer(n_pages)?;
+    let used = alloc
+        .freelist
+        .write_into(&mut buf, pgid, (n_pages - 1) as u32);
+    buf[used..].fill(0);
+    alloc.push(pgid, buf);
+    Ok(pgid)
+}
+
+/// Phase 3, map for growth: a mapping long enough for readers of the new state when the
+/// current one is not, made before anything is durable so that a failure still rolls back.
+fn map_for_growth(db: &Db, current: &Mapping, needed: u64) -> Result<Option<Arc<Mapping>>> {
+    if needed <= current.len() as u64 {
+        return Ok(None);
+    }
+    failpoint!("commit::remap");
+    let len = map_size(needed).ok_or_else(|| {
+        Error::io(
+            db.storage.path(),
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "the file would outgrow the address space",
+            ),
+        )
+    })?;
+    let map = db
+        .storage
+        .map(len)
+        .map_err(|e| Error::io(db.storage.path(), e))?;
+    let _ = map.advise_random();
+    Ok(Some(Arc::new(map)))
+}
+
+/// Phase 4, the data: grows the file to `needed` bytes and writes every queued page.
+fn write_data(alloc: &mut TxAlloc, needed: u64) -> Result<()> {
+    failpoint!("commit::before-grow");
+    alloc.ensure_file_len(needed)?;
+    failpoint!("commit::before-write");
+    alloc.flush()
+}
+
+/// The first sync, of the data: an `fsync` when the file's length changed since the last
+/// one (`length_changed`), else an `fdatasync`.
+fn first_sync(db: &Db, length_changed: bool) -> Result<()> {
+    let synced = if length_changed {
+        db.storage.sync_all()
+    } else {
+        db.storage.sync_data()
+    };
+    synced.map_err(|e| Error::io(db.storage.path(), e))
+}
+
+/// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one with this boot's
+/// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns
+/// the meta as written.
+fn write_meta_page(db: &Db, meta: &Meta, sync: bool) -> Result<Meta> {
+    let page_size = db.page_size;
+    let mut meta_page = vec![0u8; page_size];
+    let meta = if sync {
+        write_meta(&mut meta_page, meta)
+    } else {
+        // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot id,
+        // never: such a commit then survives only a clean close.
+        let boot_id = db.storage.boot_id().unwrap_or_default();
+        write_meta_non_durable(&mut meta_page, meta, &boot_id)
+    };
+    let meta_offset = (meta.txid % 2) * page_size as u64;
+    db.storage
+        .write_all_at(&meta_page, meta_offset)
+        .map_err(|e| Error::io(db.storage.path(), e))?;
+    failpoint!("commit::before-meta-sync", poison db);
+    if sync {
+        db.storage
+            .sync_data()
+            .map_err(|e| Error::io(db.storage.path(), e))?;
+    }
+    failpoint!("commit::after-meta-sync", poison db);
+    Ok(meta)
+}
+
+/// Phase 6, publish: the writer's state follows the commit (its durable meta, the file's
+/// length, the freelist's pending ids), and the new state becomes the snapshot readers start
+/// from, on the new mapping if the commit made one (locked into memory first under
+/// `Options::mlock` when the file grew or was remapped). Returns the old snapshot, for the
+/// caller to drop.
+fn publish(
+    db: &Db,
+    writer: &mut Writer,
+    alloc: &mut TxAlloc,
+    new_map: Option<Arc<Mapping>>,
+    current: &Arc<Mapping>,
+    meta: Meta,
+    synced: bool,
+) -> Snapshot {
+    if synced {
+        writer.durable = meta;
+        writer.length_unsynced = false;
+    } else {
+        writer.length_unsynced |= alloc.grew_without_sync;
+    }
+    alloc.freelist.commit(alloc.txid);
+    let grew = writer.file_len < alloc.file_len;
+    writer.file_len = alloc.file_len;
+    let remapped = new_map.is_some();
+    let map = new_map.unwrap_or_else(|| current.clone());
+    if db.options.mlock && (grew || remapped) {
+        // Best effort: the commit is durable already, and bbolt also only logs this.
+        let _ = map.lock(alloc.file_len as usize);
+    }
+    let mut snapshot = db
+        .current
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    std::mem::replace(&mut *snapshot, Snapshot { meta, map })
+}
