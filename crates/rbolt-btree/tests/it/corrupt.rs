@@ -18,7 +18,6 @@ use rbolt_page::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
-use std::sync::mpsc;
 use std::time::Duration;
 
 const PAGE_SIZE: usize = 512;
@@ -364,26 +363,7 @@ impl PageAlloc for TestAlloc {
 /// Runs `f` on another thread and fails if it does not finish within `DEADLINE`: a hang in
 /// the code under test fails the test instead of stalling the run.
 fn with_deadline(f: impl FnOnce() + Send + 'static) {
-    let (done_tx, done_rx) = mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("corrupt-test".into())
-        .spawn(move || {
-            f();
-            let _ = done_tx.send(());
-        })
-        .unwrap();
-    match done_rx.recv_timeout(DEADLINE) {
-        Ok(()) => handle.join().unwrap(),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            // The body panicked: re-raise its panic here.
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("did not finish within {DEADLINE:?}: a hang on a corrupt tree")
-        }
-    }
+    rbolt_testkit::deadline::within(DEADLINE, "a walk of a corrupt tree", f);
 }
 
 /// The most entries a scan of `image` can see without reading some page twice: every entry

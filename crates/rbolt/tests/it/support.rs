@@ -58,11 +58,5 @@ pub fn within<T: Send + 'static>(
     limit: std::time::Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
-    let (send, receive) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = send.send(f());
-    });
-    receive
-        .recv_timeout(limit)
-        .expect("the call hung (did not return in time)")
+    rbolt_testkit::deadline::within(limit, "the call", f)
 }
