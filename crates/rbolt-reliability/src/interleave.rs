@@ -13,7 +13,7 @@
 //! "unsynced" flag, and the next durable commit then skipped the sync that protected the last
 //! durable state; this suite's schedules find it.
 
-use crate::parallel::{Report, run_units};
+use crate::parallel::run_units;
 use crate::power::panic_message;
 use crate::summary::{Failures, Summary};
 use rbolt::storage::{BootId, Claim, CrashProfile, Mapping, SimFile, Storage};
@@ -72,56 +72,35 @@ pub struct InterleaveConfig {
     pub threads: usize,
 }
 
-/// What a run found.
-#[derive(Clone, Debug, Default)]
-pub struct InterleaveReport {
-    /// Seeds run.
-    pub seeds: u64,
-    /// Schedules run (one per pause point of the first thread).
-    pub schedules: u64,
-    /// Schedules in which the second thread blocked while the first was paused.
-    pub blocked: u64,
-    /// Power-loss images judged.
-    pub images: u64,
-    /// Files a crash of the process would leave, judged.
-    pub process_images: u64,
-    /// Images that held an acknowledged state older than the last (commits without syncs
-    /// lost to the power loss, as `Durability::None` allows).
-    pub at_unsynced: u64,
-    /// Images that did not open, did not check clean, or held a state they must not.
-    pub bad_images: u64,
-    /// Panics anywhere.
-    pub panics: u64,
-    /// Descriptions of the failures.
-    pub failures: Failures,
-}
-
-impl Report for InterleaveReport {
-    fn merge(&mut self, other: InterleaveReport) {
-        self.seeds += other.seeds;
-        self.schedules += other.schedules;
-        self.blocked += other.blocked;
-        self.images += other.images;
-        self.process_images += other.process_images;
-        self.at_unsynced += other.at_unsynced;
-        self.bad_images += other.bad_images;
-        self.panics += other.panics;
-        self.failures.extend(other.failures);
+crate::report! {
+    /// What a run found.
+    pub struct InterleaveReport {
+        /// Seeds run.
+        pub seeds: u64,
+        /// Schedules run (one per pause point of the first thread).
+        pub schedules: u64,
+        /// Schedules in which the second thread blocked while the first was paused.
+        pub blocked: u64,
+        /// Power-loss images judged.
+        pub images: u64,
+        /// Files a crash of the process would leave, judged.
+        pub process_images: u64,
+        /// Images that held an acknowledged state older than the last (commits without syncs
+        /// lost to the power loss, as `Durability::None` allows).
+        pub at_unsynced: u64,
+        /// Images that did not open, did not check clean, or held a state they must not.
+        pub bad_images: u64,
+        /// Panics anywhere.
+        pub panics: u64,
+        /// Descriptions of the failures.
+        pub failures: Failures,
     }
 }
 
 impl InterleaveReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        Summary::new("interleave")
-            .field("seeds", self.seeds)
-            .field("schedules", self.schedules)
-            .field("blocked", self.blocked)
-            .field("images", self.images)
-            .field("process_images", self.process_images)
-            .field("at_unsynced", self.at_unsynced)
-            .field("bad_images", self.bad_images)
-            .field("panics", self.panics)
+        self.fields(Summary::new("interleave"))
     }
 
     /// Whether every image was as it must be.

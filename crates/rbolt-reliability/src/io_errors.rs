@@ -30,63 +30,39 @@ pub struct IoConfig {
     pub threads: usize,
 }
 
-/// What an I/O-error run found.
-#[derive(Clone, Debug, Default)]
-pub struct IoReport {
-    /// Workload runs, one per (operation, fault).
-    pub runs: u64,
-    /// Runs in which the fault fired.
-    pub faults_fired: u64,
-    /// Calls that returned the injected error.
-    pub surfaced: u64,
-    /// Calls during which the fault fired that still returned `Ok`.
-    pub swallowed: u64,
-    /// Handles poisoned after a failed sync or meta write, as they must be.
-    pub poisoned: u64,
-    /// Failed syncs or meta writes that left the handle unpoisoned.
-    pub not_poisoned: u64,
-    /// Failures that rolled back and left a working handle.
-    pub rolled_back: u64,
-    /// Rollbacks after which the freelist counts or the content differ from before.
-    pub rollback_mismatches: u64,
-    /// Reopens (in the middle of the workload, and of the file as the process sees it and
-    /// as a power loss would leave it) that did not show what was acknowledged.
-    pub reopens: Reopens,
-    /// Panics.
-    pub panics: u64,
-    /// Descriptions of the failures.
-    pub failures: Failures,
-}
-
-impl Report for IoReport {
-    fn merge(&mut self, other: IoReport) {
-        self.runs += other.runs;
-        self.faults_fired += other.faults_fired;
-        self.surfaced += other.surfaced;
-        self.swallowed += other.swallowed;
-        self.poisoned += other.poisoned;
-        self.not_poisoned += other.not_poisoned;
-        self.rolled_back += other.rolled_back;
-        self.rollback_mismatches += other.rollback_mismatches;
-        self.reopens.merge(other.reopens);
-        self.panics += other.panics;
-        self.failures.extend(other.failures);
+crate::report! {
+    /// What an I/O-error run found.
+    pub struct IoReport {
+        /// Workload runs, one per (operation, fault).
+        pub runs: u64,
+        /// Runs in which the fault fired.
+        pub faults_fired: u64,
+        /// Calls that returned the injected error.
+        pub surfaced: u64,
+        /// Calls during which the fault fired that still returned `Ok`.
+        pub swallowed: u64,
+        /// Handles poisoned after a failed sync or meta write, as they must be.
+        pub poisoned: u64,
+        /// Failed syncs or meta writes that left the handle unpoisoned.
+        pub not_poisoned: u64,
+        /// Failures that rolled back and left a working handle.
+        pub rolled_back: u64,
+        /// Rollbacks after which the freelist counts or the content differ from before.
+        pub rollback_mismatches: u64,
+        /// Reopens (in the middle of the workload, and of the file as the process sees it and
+        /// as a power loss would leave it) that did not show what was acknowledged.
+        pub reopens: Reopens,
+        /// Panics.
+        pub panics: u64,
+        /// Descriptions of the failures.
+        pub failures: Failures,
     }
 }
 
 impl IoReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        let summary = Summary::new("io-errors")
-            .field("runs", self.runs)
-            .field("faults_fired", self.faults_fired)
-            .field("surfaced", self.surfaced)
-            .field("swallowed", self.swallowed)
-            .field("poisoned", self.poisoned)
-            .field("not_poisoned", self.not_poisoned)
-            .field("rolled_back", self.rolled_back)
-            .field("rollback_mismatches", self.rollback_mismatches);
-        self.reopens.fields(summary).field("panics", self.panics)
+        self.fields(Summary::new("io-errors"))
     }
 
     /// Whether every fault was handled as it must be.

@@ -10,9 +10,8 @@
 //! racing to create and open it, one of them waiting for the other's lock.
 
 use crate::model::{Tree, digest, progress, read_db};
-use crate::parallel::Report;
 use crate::power::variant;
-use crate::summary::{Failures, Summary};
+use crate::summary::{Failures, Max, Summary};
 use crate::verdict::{Failure, Reopens, Verdict, judge};
 use crate::workload::{Workload, commit_step_with};
 use rbolt::{Db, Durability, Options};
@@ -55,65 +54,39 @@ fn unsynced_step(step: u64) -> bool {
 /// Pages a kill-loop child's vacuum step moves: small, so that steps stay short and many.
 const VACUUM_STEP_PAGES: usize = 8;
 
-/// What a kill loop found.
-#[derive(Clone, Debug, Default)]
-pub struct KillReport {
-    /// Children killed.
-    pub kills: u64,
-    /// Commits the children acknowledged.
-    pub acked_commits: u64,
-    /// Kills after which the step in flight turned out committed.
-    pub in_flight_landed: u64,
-    /// Reopens after a kill that did not show what was acknowledged (`wrong_state` also
-    /// counts acknowledgements whose step or digest differs from the model's).
-    pub reopens: Reopens,
-    /// Children that ended by themselves with an error instead of being killed.
-    pub child_errors: u64,
-    /// Files the loop started from nothing (each created by a child it may kill).
-    pub new_files: u64,
-    /// Of those, the files two children raced to create.
-    pub raced_files: u64,
-    /// Kills of a child that had not yet opened the file (killed during its start or creation).
-    pub kills_before_ready: u64,
-    /// Pages the children's vacuum steps reported moved (0 without `KillConfig::vacuum`).
-    pub vacuum_pages_moved: u64,
-    /// The database file's size at the end.
-    pub file_bytes: u64,
-    /// Descriptions of the failures.
-    pub failures: Failures,
-}
-
-impl Report for KillReport {
-    fn merge(&mut self, other: KillReport) {
-        self.kills += other.kills;
-        self.acked_commits += other.acked_commits;
-        self.vacuum_pages_moved += other.vacuum_pages_moved;
-        self.in_flight_landed += other.in_flight_landed;
-        self.reopens.merge(other.reopens);
-        self.child_errors += other.child_errors;
-        self.new_files += other.new_files;
-        self.raced_files += other.raced_files;
-        self.kills_before_ready += other.kills_before_ready;
-        self.file_bytes = self.file_bytes.max(other.file_bytes);
-        self.failures.extend(other.failures);
+crate::report! {
+    /// What a kill loop found.
+    pub struct KillReport {
+        /// Children killed.
+        pub kills: u64,
+        /// Commits the children acknowledged.
+        pub acked_commits: u64,
+        /// Kills after which the step in flight turned out committed.
+        pub in_flight_landed: u64,
+        /// Reopens after a kill that did not show what was acknowledged (`wrong_state` also
+        /// counts acknowledgements whose step or digest differs from the model's).
+        pub reopens: Reopens,
+        /// Children that ended by themselves with an error instead of being killed.
+        pub child_errors: u64,
+        /// Files the loop started from nothing (each created by a child it may kill).
+        pub new_files: u64,
+        /// Of those, the files two children raced to create.
+        pub raced_files: u64,
+        /// Kills of a child that had not yet opened the file (killed during its start or creation).
+        pub kills_before_ready: u64,
+        /// Pages the children's vacuum steps reported moved (0 without `KillConfig::vacuum`).
+        pub vacuum_pages_moved: u64,
+        /// The database file's size at the end.
+        pub max_file_bytes: Max,
+        /// Descriptions of the failures.
+        pub failures: Failures,
     }
 }
 
 impl KillReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        let summary = Summary::new("kill-loop")
-            .field("kills", self.kills)
-            .field("acked_commits", self.acked_commits)
-            .field("in_flight_landed", self.in_flight_landed);
-        self.reopens
-            .fields(summary)
-            .field("child_errors", self.child_errors)
-            .field("new_files", self.new_files)
-            .field("raced_files", self.raced_files)
-            .field("kills_before_ready", self.kills_before_ready)
-            .field("vacuum_pages_moved", self.vacuum_pages_moved)
-            .field("max_file_bytes", self.file_bytes)
+        self.fields(Summary::new("kill-loop"))
     }
 
     /// Whether every reopen was as it must be.
@@ -219,7 +192,7 @@ pub fn run(config: &KillConfig) -> KillReport {
             return report;
         }
     }
-    report.file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    report.max_file_bytes = Max(std::fs::metadata(&path).map_or(0, |m| m.len()));
     report
 }
 

@@ -12,7 +12,7 @@
 //! freelist kinds, `no_freelist_sync`, `no_grow_sync`). One summary line per mode.
 
 use crate::model::{Tree, describe_difference, read_db};
-use crate::parallel::{Report, run_units};
+use crate::parallel::run_units;
 use crate::summary::{Failures, Summary};
 use crate::verdict::{Acked, Failure, Reopens, Verdict};
 use crate::workload::{Op, Workload, all_ops, commit_step_with, models};
@@ -190,71 +190,45 @@ pub struct PowerConfig {
     pub threads: usize,
 }
 
-/// What a power-loss run found.
-#[derive(Clone, Debug, Default)]
-pub struct PowerReport {
-    /// Seeds run.
-    pub seeds: u64,
-    /// Crash points (write and sync operations) crashed at.
-    pub crash_points: u64,
-    /// Images reopened, compound ones included.
-    pub images: u64,
-    /// Images from a crash during the commit after a recovery.
-    pub compound_images: u64,
-    /// Images that reopened at the acknowledged state.
-    pub at_acked: u64,
-    /// Images that reopened at the in-flight commit's state.
-    pub at_in_flight: u64,
-    /// Power-loss images that reopened at an acknowledged state older than the last one: the
-    /// last durable one or one after it, the later commits (all without syncs) lost, as
-    /// `Durability::None` allows.
-    pub at_unsynced: u64,
-    /// Files a crash of the process left (same boot, every write there), reopened; each must
-    /// hold the last acknowledged state or the one in flight.
-    pub process_images: u64,
-    /// Images of a crash during a new file's creation whose creation write came back with
-    /// garbage sectors, refused at open (the one allowed case; see [`INIT_GARBAGE_REASON`]).
-    pub init_garbage_refused: u64,
-    /// Images that did not reopen as they must (a creation cut short included, unless it
-    /// is the allowed case).
-    pub reopens: Reopens,
-    /// Panics anywhere in reopening, checking or reading.
-    pub panics: u64,
-    /// Descriptions of the failures.
-    pub failures: Failures,
-}
-
-impl Report for PowerReport {
-    fn merge(&mut self, other: PowerReport) {
-        self.seeds += other.seeds;
-        self.crash_points += other.crash_points;
-        self.images += other.images;
-        self.compound_images += other.compound_images;
-        self.at_acked += other.at_acked;
-        self.at_in_flight += other.at_in_flight;
-        self.at_unsynced += other.at_unsynced;
-        self.process_images += other.process_images;
-        self.init_garbage_refused += other.init_garbage_refused;
-        self.reopens.merge(other.reopens);
-        self.panics += other.panics;
-        self.failures.extend(other.failures);
+crate::report! {
+    /// What a power-loss run found.
+    pub struct PowerReport {
+        /// Seeds run.
+        pub seeds: u64,
+        /// Crash points (write and sync operations) crashed at.
+        pub crash_points: u64,
+        /// Images reopened, compound ones included.
+        pub images: u64,
+        /// Files a crash of the process left (same boot, every write there), reopened; each must
+        /// hold the last acknowledged state or the one in flight.
+        pub process_images: u64,
+        /// Images from a crash during the commit after a recovery.
+        pub compound_images: u64,
+        /// Images that reopened at the acknowledged state.
+        pub at_acked: u64,
+        /// Images that reopened at the in-flight commit's state.
+        pub at_in_flight: u64,
+        /// Power-loss images that reopened at an acknowledged state older than the last one: the
+        /// last durable one or one after it, the later commits (all without syncs) lost, as
+        /// `Durability::None` allows.
+        pub at_unsynced: u64,
+        /// Images of a crash during a new file's creation whose creation write came back with
+        /// garbage sectors, refused at open (the one allowed case; see [`INIT_GARBAGE_REASON`]).
+        pub init_garbage_refused: u64,
+        /// Images that did not reopen as they must (a creation cut short included, unless it
+        /// is the allowed case).
+        pub reopens: Reopens,
+        /// Panics anywhere in reopening, checking or reading.
+        pub panics: u64,
+        /// Descriptions of the failures.
+        pub failures: Failures,
     }
 }
 
 impl PowerReport {
     /// The suite's summary line for the cell `mode`.
     pub fn summary(&self, mode: Mode) -> Summary {
-        let summary = Summary::new(mode.suite_name())
-            .field("seeds", self.seeds)
-            .field("crash_points", self.crash_points)
-            .field("images", self.images)
-            .field("process_images", self.process_images)
-            .field("compound_images", self.compound_images)
-            .field("at_acked", self.at_acked)
-            .field("at_in_flight", self.at_in_flight)
-            .field("at_unsynced", self.at_unsynced)
-            .field("init_garbage_refused", self.init_garbage_refused);
-        self.reopens.fields(summary).field("panics", self.panics)
+        self.fields(Summary::new(mode.suite_name()))
     }
 
     /// Prints the reason for the allowed class, when it occurred (after the summary line).

@@ -133,3 +133,97 @@ impl Display for Failures {
         Ok(())
     }
 }
+
+/// One field of a suite's report: how two units' values add up, and what it puts on the
+/// summary line.
+pub trait Tally {
+    /// Adds `other` (units end in any order, so in any order).
+    fn add(&mut self, other: Self);
+    /// Appends this field to `summary` as `name` (or as its own fields, or not at all).
+    #[must_use]
+    fn fields(&self, name: &'static str, summary: Summary) -> Summary;
+}
+
+impl Tally for u64 {
+    fn add(&mut self, other: u64) {
+        *self += other;
+    }
+    fn fields(&self, name: &'static str, summary: Summary) -> Summary {
+        summary.field(name, self)
+    }
+}
+
+impl Tally for Failures {
+    fn add(&mut self, other: Failures) {
+        self.extend(other);
+    }
+    /// Failures are shown in the test's panic message, not on the summary line.
+    fn fields(&self, _: &'static str, summary: Summary) -> Summary {
+        summary
+    }
+}
+
+/// A field that keeps the largest value any unit saw (a file's size at the end, say).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Max(pub u64);
+
+impl Tally for Max {
+    fn add(&mut self, other: Max) {
+        self.0 = self.0.max(other.0);
+    }
+    fn fields(&self, name: &'static str, summary: Summary) -> Summary {
+        summary.field(name, self.0)
+    }
+}
+
+/// Declares a suite's report once: the struct (its fields in summary-line order), its
+/// [`Report::merge`](crate::parallel::Report::merge) and its `fields`, which appends every
+/// field to a summary line in that order. Each field's type is a [`Tally`].
+///
+/// ```
+/// use rbolt_reliability::report;
+/// use rbolt_reliability::summary::{Failures, Summary};
+/// use rbolt_reliability::parallel::Report;
+/// report! {
+///     /// What a run found.
+///     pub struct Found {
+///         /// Seeds run.
+///         pub seeds: u64,
+///         /// Descriptions of the failures.
+///         pub failures: Failures,
+///     }
+/// }
+/// let mut a = Found { seeds: 2, ..Found::default() };
+/// a.merge(Found { seeds: 3, ..Found::default() });
+/// assert_eq!(a.fields(Summary::new("demo")).to_string(), "demo: seeds=5");
+/// ```
+#[macro_export]
+macro_rules! report {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default)]
+        pub struct $name {
+            $( $(#[$field_meta])* pub $field: $ty, )*
+        }
+
+        impl $crate::parallel::Report for $name {
+            fn merge(&mut self, other: $name) {
+                $( $crate::summary::Tally::add(&mut self.$field, other.$field); )*
+            }
+        }
+
+        impl $name {
+            /// Appends every field to `summary`, in declaration order.
+            #[must_use]
+            pub fn fields(&self, summary: $crate::summary::Summary) -> $crate::summary::Summary {
+                $( let summary = $crate::summary::Tally::fields(&self.$field, stringify!($field), summary); )*
+                summary
+            }
+        }
+    };
+}

@@ -7,7 +7,7 @@
 //! images that lose an unsynced truncation are counted on their own.
 
 use crate::model::{Tree, describe_difference, read_db};
-use crate::parallel::{Report, run_units};
+use crate::parallel::run_units;
 use crate::power::{panic_message, variant};
 use crate::summary::{Failures, Summary};
 use crate::workload::{BULK_BUCKET, Workload, all_ops, commit_step};
@@ -37,63 +37,37 @@ pub struct VacuumPowerConfig {
     pub threads: usize,
 }
 
-/// What a run found.
-#[derive(Clone, Debug, Default)]
-pub struct VacuumPowerReport {
-    /// Seeds run.
-    pub seeds: u64,
-    /// Pages the reference vacuums moved.
-    pub pages_moved: u64,
-    /// Crash points (writes, syncs, length changes of the vacuum).
-    pub crash_points: u64,
-    /// Of those, crashes at a truncation: after the shrinking meta was synced, before the cut.
-    pub truncation_crashes: u64,
-    /// Crash points after a truncation and before the next sync, where an image may lose it.
-    pub unsynced_truncation_points: u64,
-    /// Images whose file is longer than its high-water mark needs: a truncation not made, or
-    /// lost (sound: the pages past the mark are free).
-    pub longer_than_mark: u64,
-    /// Images reopened.
-    pub images: u64,
-    /// Images that did not open, did not check clean, or held other content.
-    pub bad_images: u64,
-    /// Panics anywhere.
-    pub panics: u64,
-    /// Descriptions of the failures.
-    pub failures: Failures,
-}
-
-impl Report for VacuumPowerReport {
-    fn merge(&mut self, other: VacuumPowerReport) {
-        self.seeds += other.seeds;
-        self.pages_moved += other.pages_moved;
-        self.crash_points += other.crash_points;
-        self.truncation_crashes += other.truncation_crashes;
-        self.unsynced_truncation_points += other.unsynced_truncation_points;
-        self.longer_than_mark += other.longer_than_mark;
-        self.images += other.images;
-        self.bad_images += other.bad_images;
-        self.panics += other.panics;
-        self.failures.extend(other.failures);
+crate::report! {
+    /// What a run found.
+    pub struct VacuumPowerReport {
+        /// Seeds run.
+        pub seeds: u64,
+        /// Pages the reference vacuums moved.
+        pub pages_moved: u64,
+        /// Crash points (writes, syncs, length changes of the vacuum).
+        pub crash_points: u64,
+        /// Of those, crashes at a truncation: after the shrinking meta was synced, before the cut.
+        pub truncation_crashes: u64,
+        /// Crash points after a truncation and before the next sync, where an image may lose it.
+        pub unsynced_truncation_points: u64,
+        /// Images reopened.
+        pub images: u64,
+        /// Images whose file is longer than its high-water mark needs: a truncation not made, or
+        /// lost (sound: the pages past the mark are free).
+        pub longer_than_mark: u64,
+        /// Images that did not open, did not check clean, or held other content.
+        pub bad_images: u64,
+        /// Panics anywhere.
+        pub panics: u64,
+        /// Descriptions of the failures.
+        pub failures: Failures,
     }
 }
 
 impl VacuumPowerReport {
     /// The suite's summary line.
     pub fn summary(&self) -> Summary {
-        Summary::new("power-loss-vacuum")
-            .field("seeds", self.seeds)
-            .field("pages_moved", self.pages_moved)
-            .field("crash_points", self.crash_points)
-            .field("truncation_crashes", self.truncation_crashes)
-            .field(
-                "unsynced_truncation_points",
-                self.unsynced_truncation_points,
-            )
-            .field("images", self.images)
-            .field("longer_than_mark", self.longer_than_mark)
-            .field("bad_images", self.bad_images)
-            .field("panics", self.panics)
+        self.fields(Summary::new("power-loss-vacuum"))
     }
 
     /// Whether every image reopened as it must.

@@ -166,18 +166,30 @@ pub fn judge_with(
     })
 }
 
-/// The ways reopens failed, counted: fields of the kill-loop, power-loss, I/O-error and
-/// failpoint suites' reports, in that order in each summary line.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Reopens {
-    /// Reopens at an older state than the last acknowledged one.
-    pub lost_acked: u64,
-    /// Reopens whose check found problems (or whose content could not be read).
-    pub check_failures: u64,
-    /// Reopens that failed.
-    pub open_failures: u64,
-    /// Reopens at a state that is neither acknowledged nor in flight.
-    pub wrong_state: u64,
+crate::report! {
+    /// The ways reopens failed, counted: fields of the kill-loop, power-loss, I/O-error and
+    /// failpoint suites' reports, in that order in each summary line.
+    #[derive(Copy)]
+    pub struct Reopens {
+        /// Reopens at an older state than the last acknowledged one.
+        pub lost_acked: u64,
+        /// Reopens whose check found problems (or whose content could not be read).
+        pub check_failures: u64,
+        /// Reopens that failed.
+        pub open_failures: u64,
+        /// Reopens at a state that is neither acknowledged nor in flight.
+        pub wrong_state: u64,
+    }
+}
+
+/// A report's `reopens` field: its four counts on the line, each under its own name.
+impl crate::summary::Tally for Reopens {
+    fn add(&mut self, other: Reopens) {
+        crate::parallel::Report::merge(self, other);
+    }
+    fn fields(&self, _: &'static str, summary: Summary) -> Summary {
+        Reopens::fields(self, summary)
+    }
 }
 
 impl Reopens {
@@ -197,14 +209,6 @@ impl Reopens {
         failures.push(format!("{what}: {message}"));
     }
 
-    /// Adds `other`'s counts.
-    pub fn merge(&mut self, other: Reopens) {
-        self.lost_acked += other.lost_acked;
-        self.check_failures += other.check_failures;
-        self.open_failures += other.open_failures;
-        self.wrong_state += other.wrong_state;
-    }
-
     /// Whether no reopen failed.
     pub fn is_clean(&self) -> bool {
         self.lost_acked == 0
@@ -212,21 +216,12 @@ impl Reopens {
             && self.open_failures == 0
             && self.wrong_state == 0
     }
-
-    /// Appends the four counts to a summary line.
-    #[must_use]
-    pub fn fields(&self, summary: Summary) -> Summary {
-        summary
-            .field("lost_acked", self.lost_acked)
-            .field("check_failures", self.check_failures)
-            .field("open_failures", self.open_failures)
-            .field("wrong_state", self.wrong_state)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{Acked, Failure, Reopens, Verdict, judge};
+    use crate::parallel::Report;
     use crate::summary::{Failures, Summary};
     use crate::workload::{Workload, all_ops, commit_step, models};
     use rbolt::storage::SimFile;
