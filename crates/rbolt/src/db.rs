@@ -5,8 +5,9 @@ mod open;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::readers::Readers;
+use crate::snapshot::{Snapshot, map_size};
 use crate::stats::{DbStats, StatCounters};
-use crate::storage::{Claim, FileOptions, FileStorage, Mapping, OpenError, Storage};
+use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
 use open::{init, interrupted_creation, read_metas};
@@ -20,18 +21,6 @@ use std::sync::{Arc, Mutex, RwLock};
 /// The largest txid a meta may carry: the next commit, and readers' slot values, must not
 /// overflow.
 pub(crate) const TXID_MAX: u64 = u64::MAX - 2;
-/// The smallest mapping (bbolt's: 32 KiB); mappings double from here up to 1 GiB.
-const MAP_SIZE_MIN: u64 = 32 * 1024;
-/// Past 1 GiB, mappings grow in steps of this many bytes.
-const MAP_STEP_MAX: u64 = 1 << 30;
-
-/// What readers see: the newest committed meta and a mapping that covers it.
-#[derive(Clone, Debug)]
-pub(crate) struct Snapshot {
-    pub(crate) meta: Meta,
-    pub(crate) map: Arc<Mapping>,
-}
-
 /// What only the writer touches, behind the writer lock.
 #[derive(Debug)]
 pub(crate) struct Writer {
@@ -682,21 +671,4 @@ pub(crate) fn thread_id() -> u64 {
         static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     ID.with(|id| *id)
-}
-
-/// The mapping length for `needed` bytes (a whole number of pages): powers of two from 32 KiB
-/// to 1 GiB, then 1 GiB steps, so that growth remaps rarely. `None` when that does not fit in
-/// the address space. (Only `needed` bytes are ever read; the rest is reserved address space,
-/// so the length need not be a multiple of the page size.)
-pub(crate) fn map_size(needed: u64) -> Option<usize> {
-    let needed = needed.max(MAP_SIZE_MIN);
-    let size = if needed <= MAP_STEP_MAX {
-        needed.next_power_of_two()
-    } else {
-        needed.div_ceil(MAP_STEP_MAX).checked_mul(MAP_STEP_MAX)?
-    };
-    // Half the address space at most: mmap cannot reserve more, and offsets stay in `isize`.
-    usize::try_from(size)
-        .ok()
-        .filter(|&size| size <= isize::MAX as usize / 2)
 }

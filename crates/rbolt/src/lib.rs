@@ -169,6 +169,7 @@ mod nested;
 mod options;
 mod read_tx;
 mod readers;
+mod snapshot;
 mod stats;
 /// The storage layer (the `rbolt-storage` crate), re-exported: the [`Storage`](storage::Storage)
 /// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with

@@ -1,11 +1,12 @@
 //! The read transaction: a snapshot of one commit, pinned for as long as it lives.
 
 use crate::bucket::Bucket;
-use crate::db::{Db, Snapshot};
+use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::iter::{Entry, Iter};
 use crate::readers::ReaderSlot;
-use crate::tx::pages_of;
+use crate::snapshot::Snapshot;
+use crate::snapshot::pages_of;
 use rbolt_btree::Pages;
 use rbolt_page::{Corruption, Meta, Pgid, Reason, Txid};
 

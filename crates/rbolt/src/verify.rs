@@ -50,7 +50,7 @@ fn problems(db: &Db) -> Vec<crate::CheckError> {
         .current
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let pages = crate::tx::pages_of(&current.map, db.page_size, current.meta.high_water());
+    let pages = crate::snapshot::pages_of(&current.map, db.page_size, current.meta.high_water());
     crate::check::check(pages, &current.meta)
 }
 

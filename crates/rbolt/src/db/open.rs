@@ -3,9 +3,10 @@
 //! (a torn one falls back, one past the end of the file is refused, a non-durable one is
 //! trusted only in the boot that wrote it), writing a new file, and loading the freelist.
 
-use super::{Snapshot, TXID_MAX};
+use super::TXID_MAX;
 use crate::error::{Error, Result};
 use crate::options::Options;
+use crate::snapshot::Snapshot;
 use crate::storage::Storage;
 use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};

@@ -17,12 +17,14 @@ use rbolt_page::{
     PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
 };
 
-use super::{TxCore, WriteTx, pages_of};
+use super::{TxCore, WriteTx};
 use crate::alloc::TxAlloc;
 use crate::bucket::{BucketState, header_bytes};
-use crate::db::{Db, Snapshot, Writer, map_size};
+use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
+use crate::snapshot::pages_of;
+use crate::snapshot::{Snapshot, map_size};
 use crate::stats::TxStats;
 use crate::storage::Mapping;
 

@@ -7,11 +7,12 @@ use crate::bucket::{
     Bucket, BucketMut, BucketState, check_name, check_not_out, create_child, delete_child,
     open_child,
 };
-use crate::db::{Db, Snapshot, Writer};
+use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::options::Durability;
 pub(crate) use crate::read_tx::ReadTx;
+use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
 use crate::storage::Mapping;
 use rbolt_btree::{Arena, Pages, Put};
@@ -22,11 +23,6 @@ mod commit;
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
-
-/// The pages of a snapshot: the mapping up to its high-water mark.
-pub(crate) fn pages_of(map: &Mapping, page_size: usize, high_water: Pgid) -> Pages<'_> {
-    Pages::new(map, page_size, high_water).expect("the mapping covers the high-water mark")
-}
 
 /// The parts of a write transaction that bucket handles share: the snapshot's pages, read
 /// without any check, and the mutable core behind a `RefCell`, borrowed by each edit for its
