@@ -1,8 +1,8 @@
 //! Cursors and iterators over a bucket.
 
-use crate::bucket::{BucketState, entry_of};
+use crate::bucket::state::BucketState;
 use crate::error::{Error, Result};
-use crate::tx::TxShared;
+use crate::tx::context::WriteContext;
 use rbolt_btree::{Delete, TreeView};
 use rbolt_page::LEAF_FLAG_BUCKET;
 use smallvec::SmallVec;
@@ -547,13 +547,13 @@ enum Position {
 /// ```
 #[derive(Debug)]
 pub struct CursorMut<'a> {
-    tx: &'a TxShared,
+    tx: &'a WriteContext,
     state: &'a mut BucketState,
     position: Position,
 }
 
 impl<'a> CursorMut<'a> {
-    pub(crate) fn new(tx: &'a TxShared, state: &'a mut BucketState) -> CursorMut<'a> {
+    pub(crate) fn new(tx: &'a WriteContext, state: &'a mut BucketState) -> CursorMut<'a> {
         CursorMut {
             tx,
             state,
@@ -810,4 +810,9 @@ impl<'a> CursorMut<'a> {
             }
         }
     }
+}
+
+/// An entry of a bucket: a key and either its value or a nested bucket.
+pub(crate) fn entry_of(entry: rbolt_btree::Entry<'_>) -> Entry<'_> {
+    Entry::new(entry.key, entry.value, entry.is_bucket())
 }

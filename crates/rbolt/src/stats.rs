@@ -1,6 +1,7 @@
 //! Counters: of the database, of transactions, and of buckets' pages.
 
-use crate::bucket::{Bucket, BucketState};
+use crate::bucket::read::Bucket;
+use crate::bucket::state::BucketState;
 use crate::error::Result;
 use crate::walk::{PageSet, enter_page, not_a_tree_page};
 use rbolt_page::{

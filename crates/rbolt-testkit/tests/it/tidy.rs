@@ -127,11 +127,6 @@ const LONG_FILES: &[(&str, &str)] = &[
          lines)",
     ),
     (
-        "crates/rbolt/src/bucket.rs",
-        "about 740 lines of code; the rest is the runnable doc example every public method \
-         of Bucket and BucketMut carries",
-    ),
-    (
         "crates/rbolt-btree/tests/it/corrupt.rs",
         "one corrupt-descent case a function, each a few lines; split by page kind it would \
          repeat the same setup in every file",

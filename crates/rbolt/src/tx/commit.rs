@@ -17,9 +17,10 @@ use rbolt_page::{
     PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
 };
 
-use super::{TxCore, WriteTx};
+use super::WriteTx;
+use super::context::Workspace;
 use crate::alloc::TxAlloc;
-use crate::bucket::{BucketState, header_bytes};
+use crate::bucket::state::{BucketState, header_bytes};
 use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
@@ -139,7 +140,7 @@ fn poisoned(db: &Db, error: Error) -> Error {
 /// and adds the trees' counters and times to `stats`.
 fn spill(
     pages: Pages<'_>,
-    core: &mut TxCore,
+    core: &mut Workspace,
     root: &mut BucketState,
     stats: &mut TxStats,
 ) -> Result<Pgid> {
@@ -147,7 +148,7 @@ fn spill(
     failpoint!("commit::before-spill");
     let mut spilled = Spilled::default();
     spill_buckets(pages, core, root, &mut spilled)?;
-    let TxCore { arena, alloc, .. } = core;
+    let Workspace { arena, alloc, .. } = core;
     let rebalance_started = Instant::now();
     root.tree.rebalance(pages, arena, alloc)?;
     spilled.rebalance_time += rebalance_started.elapsed();
@@ -177,7 +178,7 @@ struct Spilled {
 /// pointing at its new root page. Iterative: buckets nest without limit.
 fn spill_buckets(
     pages: Pages<'_>,
-    core: &mut TxCore,
+    core: &mut Workspace,
     root: &mut BucketState,
     spilled: &mut Spilled,
 ) -> Result<()> {
@@ -216,14 +217,14 @@ fn spill_buckets(
 /// puts its new value under `name` in `parent`'s tree.
 fn spill_bucket(
     pages: Pages<'_>,
-    core: &mut TxCore,
+    core: &mut Workspace,
     name: &[u8],
     child: &mut BucketState,
     parent: &mut BucketState,
     spilled: &mut Spilled,
 ) -> Result<()> {
     let inline_max = core.alloc.page_size / 4;
-    let TxCore { arena, alloc, .. } = core;
+    let Workspace { arena, alloc, .. } = core;
     let rebalance_started = Instant::now();
     child.tree.rebalance(pages, arena, alloc)?;
     spilled.rebalance_time += rebalance_started.elapsed();

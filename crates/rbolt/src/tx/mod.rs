@@ -3,10 +3,11 @@
 
 // Both transaction kinds keep their crate path `crate::tx::...`.
 use crate::alloc::TxAlloc;
-use crate::bucket::{
-    Bucket, BucketMut, BucketState, check_name, check_not_out, create_child, delete_child,
-    open_child,
+use crate::bucket::read::Bucket;
+use crate::bucket::state::{
+    BucketState, check_name, check_not_out, create_child, delete_child, open_child, state_at,
 };
+use crate::bucket::write::BucketMut;
 use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::iter::Iter;
@@ -14,63 +15,16 @@ use crate::options::Durability;
 pub(crate) use crate::read_tx::ReadTx;
 use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
-use crate::storage::Mapping;
-use rbolt_btree::{Arena, Pages, Put};
+use context::{Workspace, WriteContext};
+use rbolt_btree::{Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
-use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Pgid, Txid};
+use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
 mod commit;
+pub(crate) mod context;
 
 use std::cell::{Cell, RefCell};
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::Instant;
-
-/// The parts of a write transaction that bucket handles share: the snapshot's pages, read
-/// without any check, and the mutable core behind a `RefCell`, borrowed by each edit for its
-/// own duration only.
-#[derive(Debug)]
-pub(crate) struct TxShared {
-    pub(crate) map: Arc<Mapping>,
-    pub(crate) page_size: usize,
-    /// The high-water mark of the snapshot the transaction started from: every page it reads
-    /// lies below it.
-    pub(crate) high_water: Pgid,
-    pub(crate) core: RefCell<TxCore>,
-}
-
-impl TxShared {
-    #[inline]
-    pub(crate) fn pages(&self) -> Pages<'_> {
-        pages_of(&self.map, self.page_size, self.high_water)
-    }
-}
-
-/// The mutable parts of a write transaction that every bucket edits: the node buffer pool and
-/// the page allocator.
-#[derive(Debug)]
-pub(crate) struct TxCore {
-    pub(crate) arena: Arena,
-    pub(crate) alloc: TxAlloc,
-    /// An operation failed halfway, after a change it could not undo (only a corrupt file or a
-    /// bug can cause it): the transaction refuses to commit, so nothing of it reaches the disk.
-    pub(crate) broken: bool,
-}
-
-/// The open state of the bucket at `path` below `root` (`root` itself for an empty path),
-/// opening the buckets on the way; `None` when one of them does not exist.
-pub(crate) fn state_at<'s>(
-    pages: Pages<'_>,
-    root: &'s mut BucketState,
-    path: &[&[u8]],
-) -> Result<Option<&'s mut BucketState>> {
-    let mut state = root;
-    for name in path {
-        match open_child(pages, state, name)? {
-            Some(child) => state = child,
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(state))
-}
 
 /// The write transaction: edits buckets in memory and writes them on [`WriteTx::commit`].
 /// Dropping it, or [`WriteTx::rollback`], discards every change. There is one at a time.
@@ -143,7 +97,7 @@ pub struct WriteTx<'db> {
     db: &'db Db,
     writer: MutexGuard<'db, Writer>,
     base: Meta,
-    shared: TxShared,
+    shared: WriteContext,
     /// The root bucket, and the registry of open buckets below it: a top-level bucket held
     /// by a handle has a placeholder here.
     root: RefCell<BucketState>,
@@ -214,11 +168,11 @@ impl<'db> WriteTx<'db> {
             db,
             writer,
             base: meta,
-            shared: TxShared {
+            shared: WriteContext {
                 map: snapshot.map,
                 page_size: db.page_size,
                 high_water: meta.high_water(),
-                core: RefCell::new(TxCore {
+                core: RefCell::new(Workspace {
                     arena,
                     alloc,
                     broken: false,
@@ -457,7 +411,7 @@ impl<'db> WriteTx<'db> {
     /// For the vacuum: the committed pages this transaction started from, the meta they
     /// belong to, and the freelist (whose free set no reader can see).
     pub(crate) fn vacuum_view(&mut self) -> (Pages<'_>, &Meta, &AnyFreelist) {
-        let TxShared {
+        let WriteContext {
             map,
             page_size,
             high_water,

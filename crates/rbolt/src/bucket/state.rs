@@ -1,0 +1,374 @@
+//! The state of an open bucket in a write transaction (its tree, sequence and the nested
+//! buckets opened below it), and the operations on it that bucket handles and the transaction
+//! share: opening, creating and deleting a child, checking names and keys.
+use crate::error::{Error, Result};
+use crate::tx::context::{Workspace, WriteContext};
+use rbolt_btree::{Pages, Tree};
+use rbolt_freelist::Freelist;
+use rbolt_page::{
+    BUCKET_HEADER_SIZE, BucketHeader, Corruption, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason,
+};
+use std::collections::BTreeMap;
+
+/// The value of a new, empty bucket: a header (root 0, sequence 0) and an empty inline leaf.
+pub(crate) const EMPTY_BUCKET_VALUE: [u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE] = {
+    let mut value = [0u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE];
+    value[BUCKET_HEADER_SIZE + 8] = rbolt_page::FLAG_LEAF as u8;
+    value
+};
+
+/// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
+///
+/// Buckets nest without limit (Go bbolt has none), so nothing here recurses over `children`:
+/// walks keep explicit stacks, and dropping a chain of thousands of nested states unlinks it
+/// level by level.
+#[derive(Default)]
+pub(crate) struct BucketState {
+    pub(crate) tree: Tree,
+    pub(crate) sequence: u64,
+    pub(crate) children: BTreeMap<Vec<u8>, BucketState>,
+    /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
+    /// cannot be opened, deleted or moved until the handle puts the state back.
+    pub(crate) out: bool,
+}
+
+impl std::fmt::Debug for BucketState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the children themselves: printing them would recurse as deep as they nest.
+        f.debug_struct("BucketState")
+            .field("root", &self.tree.root_pgid())
+            .field("dirty", &self.tree.is_dirty())
+            .field("sequence", &self.sequence)
+            .field("children", &self.children.len())
+            .field("out", &self.out)
+            .finish()
+    }
+}
+
+impl Drop for BucketState {
+    fn drop(&mut self) {
+        if self.children.is_empty() {
+            // The common case, and the placeholders of held buckets: nothing to unlink, and
+            // no stack to allocate.
+            return;
+        }
+        let mut maps = vec![std::mem::take(&mut self.children)];
+        while let Some(map) = maps.pop() {
+            for (_, mut child) in map {
+                if !child.children.is_empty() {
+                    maps.push(std::mem::take(&mut child.children));
+                }
+                // `child` drops here with no children left: no recursion.
+            }
+        }
+    }
+}
+
+impl BucketState {
+    pub(crate) fn new_empty() -> BucketState {
+        BucketState {
+            tree: Tree::new(),
+            sequence: 0,
+            children: BTreeMap::new(),
+            out: false,
+        }
+    }
+
+    /// What stands in the registry for a top-level bucket while a handle holds its state.
+    /// Allocates nothing.
+    pub(crate) fn placeholder() -> BucketState {
+        let mut state = BucketState::new_empty();
+        state.out = true;
+        state
+    }
+
+    pub(crate) fn from_root(root: Pgid, sequence: u64) -> BucketState {
+        BucketState {
+            tree: Tree::from_page(root),
+            sequence,
+            children: BTreeMap::new(),
+            out: false,
+        }
+    }
+
+    /// This bucket and every open bucket below it, in no particular order.
+    fn each(&self) -> impl Iterator<Item = &BucketState> {
+        let mut stack = vec![self];
+        std::iter::from_fn(move || {
+            let state = stack.pop()?;
+            stack.extend(state.children.values());
+            Some(state)
+        })
+    }
+
+    /// Adds the counters of this bucket's tree and every open bucket below it.
+    pub(crate) fn add_tree_stats(&self, stats: &mut rbolt_btree::TreeStats) {
+        for state in self.each() {
+            stats.add(&state.tree.stats());
+        }
+    }
+
+    /// Whether anything in this bucket or below was edited.
+    pub(crate) fn is_changed(&self) -> bool {
+        self.each().any(|state| state.tree.is_dirty())
+    }
+}
+
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::KeyRequired);
+    }
+    if key.len() > KEY_SIZE_MAX {
+        return Err(Error::KeyTooLarge { len: key.len() });
+    }
+    Ok(())
+}
+
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::BucketNameRequired);
+    }
+    if name.len() > KEY_SIZE_MAX {
+        return Err(Error::KeyTooLarge { len: name.len() });
+    }
+    Ok(())
+}
+
+/// `BucketInUse` when the child bucket `name` of `state` is held by a handle.
+pub(crate) fn check_not_out(state: &BucketState, name: &[u8]) -> Result<()> {
+    match state.children.get(name) {
+        Some(child) if child.out => Err(Error::BucketInUse),
+        _ => Ok(()),
+    }
+}
+
+/// The child bucket `name` of `state`, opened from its value if not open yet. `None` when
+/// there is no such key; `IncompatibleValue` when the key holds a value; `BucketInUse` when a
+/// handle holds it.
+pub(crate) fn open_child<'s>(
+    pages: Pages<'_>,
+    state: &'s mut BucketState,
+    name: &[u8],
+) -> Result<Option<&'s mut BucketState>> {
+    check_not_out(state, name)?;
+    if !state.children.contains_key(name) {
+        let Some(child) = load_child(pages, state, name)? else {
+            return Ok(None);
+        };
+        state.children.insert(name.to_vec(), child);
+    }
+    Ok(state.children.get_mut(name))
+}
+
+/// Reads the child bucket `name` from `state`'s tree (not from its open children).
+pub(crate) fn load_child(
+    pages: Pages<'_>,
+    state: &BucketState,
+    name: &[u8],
+) -> Result<Option<BucketState>> {
+    let Some(entry) = state.tree.get(pages, name)? else {
+        return Ok(None);
+    };
+    if !entry.is_bucket() {
+        return Err(Error::IncompatibleValue);
+    }
+    let (tree, header) = Tree::from_bucket_value(pages, entry.value)?;
+    Ok(Some(BucketState {
+        tree,
+        sequence: header.sequence,
+        children: BTreeMap::new(),
+        out: false,
+    }))
+}
+
+/// Creates the child bucket `name` of `state` (or opens it, with `if_not_exists`).
+pub(crate) fn create_child<'s>(
+    pages: Pages<'_>,
+    core: &mut Workspace,
+    state: &'s mut BucketState,
+    name: &[u8],
+    if_not_exists: bool,
+) -> Result<&'s mut BucketState> {
+    check_name(name)?;
+    check_not_out(state, name)?;
+    match state.tree.get(pages, name)? {
+        Some(entry) if entry.is_bucket() => {
+            if if_not_exists {
+                return open_child(pages, state, name)?.ok_or(Error::BucketNotFound);
+            }
+            return Err(Error::BucketExists);
+        }
+        Some(_) => return Err(Error::IncompatibleValue),
+        None => {}
+    }
+    state.tree.put(
+        pages,
+        &mut core.arena,
+        name,
+        &EMPTY_BUCKET_VALUE,
+        LEAF_FLAG_BUCKET,
+    )?;
+    state
+        .children
+        .insert(name.to_vec(), BucketState::new_empty());
+    Ok(state.children.get_mut(name).expect("just inserted"))
+}
+
+/// Deletes the nested bucket `name` of `state` and frees every page of it and of the
+/// buckets nested in it, however they were edited in this transaction.
+///
+/// In three steps, so that an error leaves the transaction as it was: every page to free is
+/// found and checked first (reading only); then the bucket's key is deleted from `state`
+/// (which may fail on a corrupt page, before changing anything); then the pages are freed,
+/// which the checks made certain to succeed.
+pub(crate) fn delete_child(
+    tx: &WriteContext,
+    core: &mut Workspace,
+    state: &mut BucketState,
+    name: &[u8],
+) -> Result<()> {
+    check_name(name)?;
+    check_not_out(state, name)?;
+    let pages = tx.pages();
+    match state.tree.get(pages, name)? {
+        None => return Err(Error::BucketNotFound),
+        Some(entry) if !entry.is_bucket() => return Err(Error::IncompatibleValue),
+        Some(_) => {}
+    }
+    let freed = pages_of_bucket(tx, core, state, name)?;
+    state
+        .tree
+        .delete(pages, &mut core.arena, name, LEAF_FLAG_BUCKET)?;
+    let txid = core.alloc.txid;
+    for &(pgid, overflow) in &freed {
+        if let Err(error) = core.alloc.freelist.free(txid, pgid, overflow) {
+            // The checks above rule this out; if it happens anyway, nothing of this
+            // transaction may reach the disk.
+            debug_assert!(false, "freeing a checked page failed: {error}");
+            core.broken = true;
+            return Err(error.into());
+        }
+    }
+    state.children.remove(name);
+    Ok(())
+}
+
+/// Every page of the nested bucket `name` of `state` and of the buckets nested in it, with
+/// its overflow: what deleting it frees. Reads only. Fails on a corrupt page, and on a page
+/// that is reached twice, lies outside the file, or is already free or pending, so that
+/// freeing the list cannot fail.
+pub(crate) fn pages_of_bucket(
+    tx: &WriteContext,
+    core: &Workspace,
+    state: &BucketState,
+    name: &[u8],
+) -> Result<Vec<(Pgid, u32)>> {
+    /// A bucket still to walk: open in the transaction, or loaded from its value.
+    enum Work<'s> {
+        Open(&'s BucketState),
+        Loaded(Box<BucketState>),
+    }
+    let pages = tx.pages();
+    let first = match state.children.get(name) {
+        Some(open) => Work::Open(open),
+        None => Work::Loaded(Box::new(
+            load_child(pages, state, name)?.ok_or(Error::BucketNotFound)?,
+        )),
+    };
+    let mut stack = vec![first];
+    let mut freed = Vec::new();
+    while let Some(work) = stack.pop() {
+        // Buckets open in the transaction may have open children, which hold their edits;
+        // a bucket loaded from its value has none.
+        let (loaded, open): (Option<Box<BucketState>>, Option<&BucketState>) = match work {
+            Work::Open(state) => (None, Some(state)),
+            Work::Loaded(state) => (Some(state), None),
+        };
+        let bucket = open.or(loaded.as_deref()).expect("one of the two");
+        bucket
+            .tree
+            .for_each_page(pages, |pgid, overflow| freed.push((pgid, overflow)))?;
+        let view = bucket.tree.view(pages);
+        let mut cursor = view.cursor();
+        let mut entry = cursor.first()?;
+        while let Some(e) = entry {
+            if e.is_bucket() {
+                stack.push(match open.and_then(|open| open.children.get(e.key)) {
+                    Some(child) => Work::Open(child),
+                    None => Work::Loaded(Box::new(
+                        load_child(pages, bucket, e.key)?.ok_or(Error::BucketNotFound)?,
+                    )),
+                });
+            }
+            entry = cursor.next()?;
+        }
+    }
+    // Every id once, within the file, not free already.
+    let high_water = tx.high_water;
+    let mut ids: Vec<u64> = Vec::with_capacity(freed.len());
+    for &(pgid, overflow) in &freed {
+        let end = pgid.0.checked_add(u64::from(overflow) + 1);
+        if pgid.0 < 2 || end.is_none_or(|end| end > high_water.0) {
+            return Err(Corruption::new(
+                pgid,
+                Reason::Other("a bucket page lies outside the file"),
+            )
+            .into());
+        }
+        for id in pgid.0..pgid.0 + u64::from(overflow) + 1 {
+            if core.alloc.freelist.is_freed(Pgid(id)) {
+                return Err(Corruption::new(
+                    Pgid(id),
+                    Reason::Other("a bucket page is already on the freelist"),
+                )
+                .into());
+            }
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(
+            Corruption::new(Pgid(pair[0]), Reason::Other("page is reachable twice")).into(),
+        );
+    }
+    Ok(freed)
+}
+
+/// The smallest key after every key that starts with `prefix`: the prefix with its last byte
+/// that is not 0xFF incremented and what follows dropped; `None` when there is no such key
+/// (the prefix is all 0xFF, or empty).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<smallvec::SmallVec<[u8; 32]>> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut end = smallvec::SmallVec::from_slice(&prefix[..=last]);
+    end[last] += 1;
+    Some(end)
+}
+
+/// The bucket header of a bucket value.
+pub(crate) fn header_bytes(root: Pgid, sequence: u64) -> [u8; BUCKET_HEADER_SIZE] {
+    let mut bytes = [0u8; BUCKET_HEADER_SIZE];
+    BucketHeader {
+        root: root.0,
+        sequence,
+    }
+    .write(&mut bytes);
+    bytes
+}
+
+/// The open state of the bucket at `path` below `root` (`root` itself for an empty path),
+/// opening the buckets on the way; `None` when one of them does not exist.
+pub(crate) fn state_at<'s>(
+    pages: Pages<'_>,
+    root: &'s mut BucketState,
+    path: &[&[u8]],
+) -> Result<Option<&'s mut BucketState>> {
+    let mut state = root;
+    for name in path {
+        match open_child(pages, state, name)? {
+            Some(child) => state = child,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(state))
+}
