@@ -53,7 +53,7 @@ impl WriteTx<'_> {
         }
         let db = self.db;
         let page_size = db.page_size;
-        self.writer.verify.before(db);
+        self.writer.verify.before(|| db.snapshot(), page_size);
         let shared = &mut self.shared;
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
@@ -124,7 +124,7 @@ impl WriteTx<'_> {
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
-        self.writer.verify.after(db);
+        self.writer.verify.after(|| db.snapshot(), db.page_size);
         Ok(())
     }
 }
