@@ -16,6 +16,7 @@ mod cmd;
 mod duration;
 mod format;
 mod go_flags;
+mod new_file;
 mod open;
 mod out;
 mod progress;
