@@ -15,12 +15,14 @@
 mod cmd;
 mod duration;
 mod format;
+mod go_flags;
+mod new_file;
 mod open;
 mod out;
 mod progress;
 mod raw;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Inspect, check, repair, copy and benchmark bbolt database files.
@@ -117,7 +119,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Go bbolt's scripts spell long flags with one dash (`-count 1000`): see `go_flags`.
+    let cli = Cli::parse_from(go_flags::normalise(std::env::args_os(), Cli::command()));
     if cli.no_progress {
         progress::disable();
     }
@@ -157,6 +160,37 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// Every long flag of every command is rewritten from its Go spelling, `-NAME`.
+    #[test]
+    fn every_long_flag_takes_one_dash() {
+        let mut root = Cli::command();
+        root.build();
+        // Each command with the words that reach it.
+        let mut stack = vec![(Vec::<String>::new(), &root)];
+        let mut flags = 0;
+        while let Some((path, command)) = stack.pop() {
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                let words = |flag: String| {
+                    std::iter::once("rbolt".to_owned())
+                        .chain(path.iter().cloned())
+                        .chain([flag])
+                        .map(std::ffi::OsString::from)
+                        .collect::<Vec<_>>()
+                };
+                let out = crate::go_flags::normalise(words(format!("-{long}")), Cli::command());
+                assert_eq!(out, words(format!("--{long}")), "{path:?}");
+                flags += 1;
+            }
+            for sub in command.get_subcommands() {
+                let mut path = path.clone();
+                path.push(sub.get_name().to_owned());
+                stack.push((path, sub));
+            }
+        }
+        assert!(flags > 60, "only {flags} flags found");
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! layer ([`FileStorage`], read-only, under a shared lock), so these commands take the same
 //! lock as a read-only database and never read a file mid-commit. Nothing here trusts the
 //! file: every length is checked against the file's size before anything is allocated or read.
+//! The one write here, [`settle_metas`], is for a copy this process made and has not put in
+//! place yet.
 
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt::storage::{FileOptions, FileStorage, OpenError, Storage};
 use rbolt_page::{
-    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid, Reason,
-    find_meta1, read_meta,
+    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, PageKind, Pgid,
+    Reason, find_meta1, read_meta,
 };
 use std::path::{Path, PathBuf};
 
@@ -224,6 +226,116 @@ impl RawFile {
             None => self.file_pages(),
         })
     }
+}
+
+/// The meta bytes of `meta` (the 64 bytes after the page header), checksum included as
+/// stored in `meta`.
+pub fn meta_record(meta: &Meta) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    out[0..4].copy_from_slice(&meta.magic.to_le_bytes());
+    out[4..8].copy_from_slice(&meta.version.to_le_bytes());
+    out[8..12].copy_from_slice(&meta.page_size.to_le_bytes());
+    out[12..16].copy_from_slice(&meta.flags.to_le_bytes());
+    out[16..24].copy_from_slice(&meta.root.root.to_le_bytes());
+    out[24..32].copy_from_slice(&meta.root.sequence.to_le_bytes());
+    out[32..40].copy_from_slice(&meta.freelist.to_le_bytes());
+    out[40..48].copy_from_slice(&meta.pgid.to_le_bytes());
+    out[48..56].copy_from_slice(&meta.txid.to_le_bytes());
+    out[56..64].copy_from_slice(&meta.checksum.to_le_bytes());
+    out
+}
+
+/// The first bytes of meta page `index` holding `meta`: a meta page header naming the page,
+/// and the record with its checksum recomputed.
+pub fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_LEN] {
+    let mut meta = *meta;
+    meta.checksum = meta.compute_checksum();
+    let mut out = [0u8; META_PAGE_LEN];
+    PageHeader::new(Pgid(index), PageKind::Meta, 0, 0).write(&mut out);
+    out[16..].copy_from_slice(&meta_record(&meta));
+    out
+}
+
+/// Writes both meta pages of the closed database file at `path` anew from the meta it opens
+/// at: that meta in its slot, with the root bucket's sequence set to `root_sequence`, and the
+/// same with the txid before it in the other slot (as `ReadTx::write_to` makes the metas of a
+/// copy), and syncs them. Only for a file this process made and has not put in place yet
+/// (`compact`'s copy, the database a new `import` makes), since a meta page written in place
+/// could tear; here a torn write costs only a copy nobody has seen. It does two things the
+/// library's API does not:
+///
+/// - the root bucket's sequence, which files of other tools can hold, has no public setter;
+/// - after the vacuum that cuts the copy to its pages, the other meta still names the
+///   high-water mark before the cut, past the end of the file, which `check` reports (a
+///   vacuum that commits once leaves that; see `seal` in `cmd/compact.rs`).
+///
+/// The meta is checked first (it is the one the database opens at) and afterwards (both
+/// metas valid for the file's length, and the database opens with the sequence).
+pub fn settle_metas(path: &Path, root_sequence: u64) -> Result<()> {
+    let at_once = LockArgs {
+        timeout: crate::open::LockTimeout(Some(std::time::Duration::ZERO)),
+    };
+    let opened_at = || -> Result<Meta> {
+        let db = crate::open::open_read(path, &at_once)?;
+        let meta = *db.begin_read()?.meta();
+        Ok(meta)
+    };
+    let in_use = opened_at()?;
+    let page_size = {
+        let raw = RawFile::open(path, &at_once)?;
+        match raw.active_meta()? {
+            Some((index, meta)) if meta == in_use && index == meta.txid % 2 => {
+                raw.page_size() as u64
+            }
+            _ => bail!(
+                "{}: the meta page in use is not the one the database opens at",
+                path.display()
+            ),
+        }
+    };
+    let mut meta = in_use;
+    meta.root.sequence = root_sequence;
+    let older = Meta {
+        txid: meta.txid.saturating_sub(1),
+        ..meta
+    };
+    let options = FileOptions::new()
+        .create(false)
+        .lock_timeout(Some(std::time::Duration::ZERO));
+    let storage = FileStorage::open(path, options)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    for meta in [older, meta] {
+        let index = meta.txid % 2;
+        storage
+            .write_all_at(&meta_page_bytes(index, &meta), index * page_size)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    storage
+        .sync_data()
+        .with_context(|| format!("cannot sync {}", path.display()))?;
+    drop(storage);
+    let raw = RawFile::open(path, &at_once)?;
+    for (index, slot) in raw.metas()?.iter().enumerate() {
+        if let Err(corruption) = &slot.valid {
+            bail!(
+                "{}: meta page {index} is not valid after writing it: {corruption}",
+                path.display()
+            );
+        }
+    }
+    drop(raw);
+    let found = opened_at()?;
+    let written = Meta {
+        checksum: found.checksum,
+        ..meta
+    };
+    if found != written {
+        bail!(
+            "{}: the database opens at another meta than the one written",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Opens `path` read-only through the facade's storage, under a shared lock taken as `lock`

@@ -10,13 +10,31 @@
 //! `rbolt export` writes it and `rbolt import` reads it, and the Go bbolt fixtures in
 //! `tests/data/bbolt` come with their content in it (their README defines it). This crate is
 //! the one place that knows the format: the lines as bytes, a bucket name's two spellings, and
-//! the lowercase hex of keys and values. It knows nothing of databases and does no I/O beyond
+//! the spellings of keys and values. It knows nothing of databases and does no I/O beyond
 //! the writer it is given; it is a crate of its own so that the shipped `rbolt` binary and the
 //! test-support crate share it without either depending on the other.
 //!
 //! The bytes are fixed by the fixtures (written by a Go program): a line is compact JSON with
 //! its keys in the order shown. Lines are written by hand rather than serialised, so that
 //! `export` streams a value of any size into its line without building the line first.
+//!
+//! Two extensions, which the fixtures' lines never use, so every line written before them
+//! still reads the same:
+//!
+//! - **Text keys and values.** A key or value is lowercase hex (a JSON string), or
+//!   `{"text":"..."}` holding bytes that are UTF-8 as a JSON string (every character kept;
+//!   `"`, `\` and control characters escaped), or `{"hex":"..."}`. Any of the three reads back
+//!   to the same bytes. [`write_value_line_as`] writes them.
+//! - **The root bucket's sequence.** `{"bucket":[],"sequence":N}`: the root bucket has a
+//!   sequence too, which only files of other tools set. A writer puts it first, and only when
+//!   it is not 0, so a manifest of a file without one is unchanged.
+//!
+//! ```text
+//! {"bucket":[],"sequence":7}
+//! {"bucket":["top"],"sequence":0}
+//! {"bucket":["top"],"key":{"text":"name"},"value":{"text":"ünï \"quoted\"\n"}}
+//! {"bucket":["top"],"key":"00ff","value":"76616c7565"}
+//! ```
 #![forbid(unsafe_code)]
 
 use serde::Deserialize;
@@ -43,7 +61,7 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 
 /// Writes the lowercase hex of `bytes` to `w` without building a string first (values may be
 /// megabytes long).
-pub fn write_hex(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+pub fn write_hex<W: Write + ?Sized>(w: &mut W, bytes: &[u8]) -> io::Result<()> {
     let mut buf = [0u8; 1024];
     for chunk in bytes.chunks(buf.len() / 2) {
         for (i, &byte) in chunk.iter().enumerate() {
@@ -134,13 +152,17 @@ pub fn line_prefix<N: AsRef<[u8]>>(path: &[N]) -> String {
 }
 
 /// Writes the line of a bucket with `sequence`, whose [`line_prefix`] is `prefix`.
-pub fn write_sequence_line(w: &mut impl Write, prefix: &str, sequence: u64) -> io::Result<()> {
+pub fn write_sequence_line<W: Write + ?Sized>(
+    w: &mut W,
+    prefix: &str,
+    sequence: u64,
+) -> io::Result<()> {
     writeln!(w, "{prefix},\"sequence\":{sequence}}}")
 }
 
 /// Writes the line of `key` = `value` in the bucket whose [`line_prefix`] is `prefix`.
-pub fn write_value_line(
-    w: &mut impl Write,
+pub fn write_value_line<W: Write + ?Sized>(
+    w: &mut W,
     prefix: &str,
     key: &[u8],
     value: &[u8],
@@ -151,6 +173,77 @@ pub fn write_value_line(
     w.write_all(b"\",\"value\":\"")?;
     write_hex(w, value)?;
     w.write_all(b"\"}\n")
+}
+
+/// A key or value as a line spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelled<'a> {
+    /// Lowercase hex, a JSON string: the fixtures' spelling, for any bytes.
+    Hex(&'a [u8]),
+    /// `{"text":"..."}`: bytes that are UTF-8, as a JSON string.
+    Text(&'a str),
+}
+
+/// Writes the line of `key` = `value` in the bucket whose [`line_prefix`] is `prefix`, each
+/// spelled as given. With both `Hex`, the line is [`write_value_line`]'s.
+pub fn write_value_line_as<W: Write + ?Sized>(
+    w: &mut W,
+    prefix: &str,
+    key: Spelled<'_>,
+    value: Spelled<'_>,
+) -> io::Result<()> {
+    w.write_all(prefix.as_bytes())?;
+    w.write_all(b",\"key\":")?;
+    write_spelled(w, key)?;
+    w.write_all(b",\"value\":")?;
+    write_spelled(w, value)?;
+    w.write_all(b"}\n")
+}
+
+fn write_spelled<W: Write + ?Sized>(w: &mut W, bytes: Spelled<'_>) -> io::Result<()> {
+    match bytes {
+        Spelled::Hex(bytes) => {
+            w.write_all(b"\"")?;
+            write_hex(w, bytes)?;
+            w.write_all(b"\"")
+        }
+        Spelled::Text(text) => {
+            w.write_all(b"{\"text\":")?;
+            write_json_string(w, text)?;
+            w.write_all(b"}")
+        }
+    }
+}
+
+/// Writes `text` as a JSON string: `"` and `\` escaped, control characters below U+0020 as
+/// `\n`, `\t`, ... or `\u00XX`, everything else as it is (JSON needs no more). Streams runs of
+/// plain bytes, so a value of any size is written without a copy.
+fn write_json_string<W: Write + ?Sized>(w: &mut W, text: &str) -> io::Result<()> {
+    w.write_all(b"\"")?;
+    let bytes = text.as_bytes();
+    let mut plain_from = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..0x20 => b"",
+            _ => continue,
+        };
+        w.write_all(&bytes[plain_from..at])?;
+        if escape.is_empty() {
+            write!(w, "\\u{byte:04x}")?;
+        } else {
+            w.write_all(escape)?;
+        }
+        plain_from = at + 1;
+    }
+    w.write_all(&bytes[plain_from..])?;
+    w.write_all(b"\"")
 }
 
 /// One manifest line, parsed.
@@ -165,7 +258,7 @@ pub struct Line {
 /// What a line says of its bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
-    /// The bucket exists and has this sequence.
+    /// The bucket exists and has this sequence (for an empty path: the root bucket has it).
     Sequence(u64),
     /// The bucket holds `key` = `value`.
     Value {
@@ -191,9 +284,6 @@ pub enum LineError {
         /// What is wrong with the digits.
         error: HexError,
     },
-    /// A sequence line with an empty bucket path (the root has no sequence).
-    #[error("a sequence line needs a bucket path")]
-    RootSequence,
     /// Neither a sequence nor a key and a value, or both.
     #[error("expected either \"sequence\" or both \"key\" and \"value\"")]
     Shape,
@@ -210,6 +300,42 @@ enum RawName<'a> {
     },
 }
 
+/// A key or value as a line spells it: a hex string, `{"text": "..."}` or `{"hex": "..."}`.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a hex string, {\"text\": \"...\"} or {\"hex\": \"...\"}"
+)]
+enum RawBytes<'a> {
+    Hex(#[serde(borrow)] Cow<'a, str>),
+    Text(#[serde(borrow)] TextForm<'a>),
+    Tagged(#[serde(borrow)] HexForm<'a>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextForm<'a> {
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HexForm<'a> {
+    #[serde(borrow)]
+    hex: Cow<'a, str>,
+}
+
+impl RawBytes<'_> {
+    fn bytes(&self, what: &'static str) -> Result<Vec<u8>, LineError> {
+        let hex = match self {
+            RawBytes::Text(form) => return Ok(form.text.as_bytes().to_vec()),
+            RawBytes::Hex(hex) | RawBytes::Tagged(HexForm { hex }) => hex,
+        };
+        parse_hex(hex).map_err(|error| LineError::Hex { what, error })
+    }
+}
+
 /// A line as JSON gives it, before its names and hex are decoded.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -218,9 +344,9 @@ struct RawLine<'a> {
     bucket: Vec<RawName<'a>>,
     sequence: Option<u64>,
     #[serde(borrow)]
-    key: Option<Cow<'a, str>>,
+    key: Option<RawBytes<'a>>,
     #[serde(borrow)]
-    value: Option<Cow<'a, str>>,
+    value: Option<RawBytes<'a>>,
 }
 
 impl RawName<'_> {
@@ -243,15 +369,11 @@ pub fn parse_line(text: &str) -> Result<Line, LineError> {
         .iter()
         .map(RawName::bytes)
         .collect::<Result<Vec<_>, _>>()?;
-    let hex = |what: &'static str, text: &str| {
-        parse_hex(text).map_err(|error| LineError::Hex { what, error })
-    };
     let entry = match (raw.sequence, raw.key, raw.value) {
-        (Some(_), None, None) if bucket.is_empty() => return Err(LineError::RootSequence),
         (Some(sequence), None, None) => Entry::Sequence(sequence),
         (None, Some(key), Some(value)) => Entry::Value {
-            key: hex("key", &key)?,
-            value: hex("value", &value)?,
+            key: key.bytes("key")?,
+            value: value.bytes("value")?,
         },
         _ => return Err(LineError::Shape),
     };

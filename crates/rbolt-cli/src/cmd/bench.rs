@@ -1,5 +1,7 @@
 //! `rbolt bench`: bbolt's synthetic benchmark, flag for flag, printing the same two result
-//! lines, so `bbolt bench ARGS` and `rbolt bench ARGS` run side by side.
+//! lines, so `bbolt bench ARGS` and `rbolt bench ARGS` run side by side. A header before them
+//! (bbolt prints none) names what was measured: key and value sizes, count, transactions,
+//! modes, syncs, page size and fill percent.
 //!
 //! Writes put `--count` keys into the bucket `bench` (or into nested buckets below it), in
 //! transactions of `--batch-size` keys; reads then scan or look up every key, again and again
@@ -224,6 +226,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let read = run_reads(&db, &args, &keys).context("read")?;
 
     let mut w = crate::out::stdout();
+    write_header(&mut w, &args)?;
     if args.gobench_output {
         let width = "BenchmarkWrite".len().max("BenchmarkRead".len());
         writeln!(w, "{:<width$}\t{}", "BenchmarkWrite", gobench(&write))?;
@@ -242,6 +245,63 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     writeln!(w)?;
     crate::out::flush(w)
+}
+
+/// What the run measured, before its results: in the normal output one `# Setup` line of
+/// tab-separated fields, like the result lines after it; with `--gobench-output`, Go's
+/// `key: value` configuration lines, which `benchstat` reads as the run's settings.
+fn write_header(w: &mut impl Write, args: &BenchArgs) -> std::io::Result<()> {
+    let batch_size = if args.batch_size == 0 {
+        args.count
+    } else {
+        args.batch_size
+    };
+    let transactions = args.count / batch_size;
+    let syncs = if args.no_sync { "off" } else { "on" };
+    let (write_mode, read_mode) = (flag_value(args.write_mode), flag_value(args.read_mode));
+    if args.gobench_output {
+        let fields = [
+            ("count", args.count.to_string()),
+            ("key-size", args.key_size.to_string()),
+            ("value-size", args.value_size.to_string()),
+            ("batch-size", batch_size.to_string()),
+            ("write-mode", write_mode),
+            ("read-mode", read_mode),
+            ("sync", syncs.to_owned()),
+            ("page-size", args.page_size.to_string()),
+            ("fill-percent", args.fill_percent.to_string()),
+        ];
+        for (key, value) in fields {
+            writeln!(w, "{key}: {value}")?;
+        }
+        return Ok(());
+    }
+    let plural = |n: u64, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    writeln!(
+        w,
+        "# Setup\t{} of {} bytes, values of {} bytes\t{} of {}, syncs {syncs}\t\
+         write-mode {write_mode}, read-mode {read_mode}\tpage size {}, fill percent {}",
+        plural(args.count, "key"),
+        args.key_size,
+        args.value_size,
+        plural(transactions, "write transaction"),
+        plural(batch_size, "key"),
+        args.page_size,
+        args.fill_percent,
+    )
+}
+
+/// How `value` is spelled on the command line.
+fn flag_value(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |value| value.get_name().to_owned())
 }
 
 /// A written key: the nested bucket's number (for nested modes) and the key's number.

@@ -4,9 +4,10 @@
 //! `--output`, and renames it into place only when everything succeeded: the source is never
 //! written, and a failed repair leaves no half-made output behind.
 
+use crate::new_file::NewFile;
 use crate::open::LockArgs;
 use crate::progress::Unit;
-use crate::raw::RawFile;
+use crate::raw::{RawFile, meta_page_bytes};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use rbolt::storage::{FileOptions, FileStorage, Storage};
@@ -170,50 +171,36 @@ pub fn run(command: SurgeryCommand) -> Result<()> {
     }
 }
 
-/// A copy of the source being repaired: a temporary file beside the output, renamed over it
-/// by `finish`, removed if dropped before. Both files are opened through the facade's storage
-/// layer; only the rename and the removal of the temporary file use `std::fs`.
+/// A copy of the source being repaired: a temporary file beside the output (a [`NewFile`]),
+/// put at `--output` by `finish`, removed if dropped before. The file is written through the
+/// facade's storage layer.
 struct Output {
     /// The temporary file, locked exclusively; `None` once released for a database to open.
     storage: Option<FileStorage>,
-    temp: PathBuf,
-    output: PathBuf,
-    done: bool,
+    file: NewFile,
 }
 
 /// How much of the source one step of the copy reads and writes.
 const COPY_CHUNK_LEN: usize = 1 << 20;
 
 impl Output {
-    /// Copies `args.path` (under a shared lock) into a temporary file beside `args.output`.
+    /// Copies `args.path` (under a shared lock) into a temporary file beside `args.output`,
+    /// which must not exist (Go bbolt's surgery refuses an existing output too).
     fn copy_of(args: &BaseArgs) -> Result<Output> {
         let source = crate::raw::open_shared(&args.path, &args.lock)?;
         if crate::open::same_file(&args.path, &args.output) {
             bail!("--output names the source file; surgery never modifies the source");
         }
-        let name = args
-            .output
-            .file_name()
-            .ok_or_else(|| anyhow!("--output {} names no file", args.output.display()))?;
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!(".rbolt-tmp-{}", std::process::id()));
-        let temp = args.output.with_file_name(temp_name);
-        let storage =
-            FileStorage::open(&temp, FileOptions::new().lock_timeout(Some(Duration::ZERO)))
-                .with_context(|| format!("cannot create {}", temp.display()))?;
+        let file = NewFile::begin(&args.output)?;
+        let storage = FileStorage::open(
+            file.temp(),
+            FileOptions::new().lock_timeout(Some(Duration::ZERO)),
+        )
+        .with_context(|| format!("cannot create {}", file.temp().display()))?;
         let output = Output {
             storage: Some(storage),
-            temp,
-            output: args.output.clone(),
-            done: false,
+            file,
         };
-        // The name carries this process's id, so a file already there is a leftover of an
-        // earlier run of this very process id: start it afresh.
-        output
-            .storage()?
-            .clear()
-            .with_context(|| format!("cannot truncate {}", output.temp.display()))?;
         let len = source
             .len()
             .with_context(|| format!("cannot read the size of {}", args.path.display()))?;
@@ -236,10 +223,15 @@ impl Output {
         Ok(output)
     }
 
+    /// The temporary file's path, for a database to open.
+    fn temp(&self) -> &std::path::Path {
+        self.file.temp()
+    }
+
     fn storage(&self) -> Result<&FileStorage> {
         self.storage
             .as_ref()
-            .ok_or_else(|| anyhow!("{} was released", self.temp.display()))
+            .ok_or_else(|| anyhow!("{} was released", self.temp().display()))
     }
 
     /// Gives up the lock on the copy, so that a database can open it in this process.
@@ -250,74 +242,28 @@ impl Output {
     fn write_at(&self, bytes: &[u8], offset: u64) -> Result<()> {
         self.storage()?
             .write_all_at(bytes, offset)
-            .with_context(|| format!("cannot write {}", self.temp.display()))
+            .with_context(|| format!("cannot write {}", self.temp().display()))
     }
 
-    /// Makes the copy durable and puts it at `--output`.
+    /// Makes the copy durable and puts it at `--output` (refusing a file that came there
+    /// meanwhile), the directory synced.
     fn finish(mut self) -> Result<()> {
         let storage = match self.storage.take() {
             Some(storage) => storage,
             None => FileStorage::open(
-                &self.temp,
+                self.temp(),
                 FileOptions::new()
                     .create(false)
                     .lock_timeout(Some(Duration::ZERO)),
             )
-            .with_context(|| format!("cannot open {}", self.temp.display()))?,
+            .with_context(|| format!("cannot open {}", self.temp().display()))?,
         };
         storage
             .sync_all()
-            .with_context(|| format!("cannot sync {}", self.temp.display()))?;
-        // The one raw file-system call left: an atomic rename has no storage-layer form.
-        std::fs::rename(&self.temp, &self.output).with_context(|| {
-            format!(
-                "cannot move {} to {}",
-                self.temp.display(),
-                self.output.display()
-            )
-        })?;
-        self.done = true;
+            .with_context(|| format!("cannot sync {}", self.temp().display()))?;
         drop(storage);
-        rbolt::storage::sync_parent_dir(&self.output)
-            .with_context(|| format!("cannot sync the folder of {}", self.output.display()))?;
-        Ok(())
+        self.file.publish()
     }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
-
-/// The meta bytes of `meta` (the 64 bytes after the page header), checksum included as
-/// stored in `meta`.
-fn meta_record(meta: &Meta) -> [u8; 64] {
-    let mut out = [0u8; 64];
-    out[0..4].copy_from_slice(&meta.magic.to_le_bytes());
-    out[4..8].copy_from_slice(&meta.version.to_le_bytes());
-    out[8..12].copy_from_slice(&meta.page_size.to_le_bytes());
-    out[12..16].copy_from_slice(&meta.flags.to_le_bytes());
-    out[16..24].copy_from_slice(&meta.root.root.to_le_bytes());
-    out[24..32].copy_from_slice(&meta.root.sequence.to_le_bytes());
-    out[32..40].copy_from_slice(&meta.freelist.to_le_bytes());
-    out[40..48].copy_from_slice(&meta.pgid.to_le_bytes());
-    out[48..56].copy_from_slice(&meta.txid.to_le_bytes());
-    out[56..64].copy_from_slice(&meta.checksum.to_le_bytes());
-    out
-}
-
-/// The first bytes of meta page `index` holding `meta`: a meta page header naming the page,
-/// and the record with its checksum recomputed.
-fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_LEN] {
-    let mut meta = *meta;
-    meta.checksum = meta.compute_checksum();
-    let mut out = [0u8; META_PAGE_LEN];
-    PageHeader::new(Pgid(index), PageKind::Meta, 0, 0).write(&mut out);
-    out[16..].copy_from_slice(&meta_record(&meta));
-    out
 }
 
 /// Whether the database in use (per the valid meta with the higher txid) keeps a freelist.
@@ -579,7 +525,7 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
     // The database takes its own lock on the copy; within one process the two would conflict.
     output.release();
     {
-        let db = Db::open_with(&output.temp, Options::default())
+        let db = Db::open_with(output.temp(), Options::default())
             .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
         let mut tx = db.begin_write()?;
         let first = tx.buckets().next().transpose()?.map(|e| e.key().to_vec());
@@ -600,7 +546,7 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
         tx.commit()?;
         db.close()?;
     }
-    let check = RawFile::open(&output.temp, &args.lock)?;
+    let check = RawFile::open(output.temp(), &args.lock)?;
     if !freelist_persisted(&check)? {
         bail!("the rebuilt copy still keeps no freelist");
     }
@@ -624,7 +570,7 @@ fn fix_separators(args: &BaseArgs) -> Result<()> {
     output.release();
     let mut found = 0;
     {
-        let db = Db::open_with(&output.temp, Options::default())
+        let db = Db::open_with(output.temp(), Options::default())
             .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
         let before = content_digest(&db)?;
         for _ in 0..FIX_ROUNDS_MAX {

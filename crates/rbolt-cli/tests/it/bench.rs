@@ -54,11 +54,20 @@ fn bench_prints_both_lines() {
             ]);
             let out = run.ok();
             let lines: Vec<&str> = out.lines().collect();
-            assert_eq!(lines.len(), 3, "{out}");
-            assert_eq!(check_line(lines[0], "Write"), 2000, "{mode}");
-            let reads = check_line(lines[1], "Read");
+            assert_eq!(lines.len(), 4, "{out}");
+            // What was measured, then what it measured.
+            assert_eq!(
+                lines[0],
+                format!(
+                    "# Setup\t2000 keys of 8 bytes, values of 32 bytes\t\
+                     4 write transactions of 500 keys, syncs off\t\
+                     write-mode {mode}, read-mode {read}\tpage size 4096, fill percent 0.5"
+                )
+            );
+            assert_eq!(check_line(lines[1], "Write"), 2000, "{mode}");
+            let reads = check_line(lines[2], "Read");
             assert!(reads >= 1000, "{mode}/{read}: reads repeat for a second");
-            assert_eq!(lines[2], "");
+            assert_eq!(lines[3], "");
             assert!(!path.exists(), "the file is removed afterwards");
         }
     }
@@ -87,6 +96,20 @@ fn bench_keeps_its_file_with_work_and_prints_gobench() {
     assert_eq!(run.stderr, format!("work: {}\n", path.display()));
     let out = run.out();
     let lines: Vec<&str> = out.lines().collect();
+    // Go's configuration lines first (benchstat reads them as the run's settings).
+    let settings = [
+        "count: 1000",
+        "key-size: 16",
+        "value-size: 100",
+        "batch-size: 1000",
+        "write-mode: seq",
+        "read-mode: seq",
+        "sync: off",
+        "page-size: 8192",
+        "fill-percent: 0.5",
+    ];
+    assert_eq!(lines[..settings.len()], settings, "{out}");
+    let lines = &lines[settings.len()..];
     assert!(lines[0].starts_with("BenchmarkWrite\t    1000\t"), "{out}");
     assert!(lines[0].ends_with(" ns/op"), "{out}");
     assert!(lines[1].starts_with("BenchmarkRead \t"), "{out}");
@@ -102,6 +125,29 @@ fn bench_keeps_its_file_with_work_and_prints_gobench() {
     );
     // bench refuses a file that exists, since it deletes its file afterwards.
     rbolt(["bench", "--count", "10", "--path", arg(&path)]).fails_with("already exists");
+}
+
+/// The header says when syncs were on (the default), and a batch size of 0 is one transaction.
+#[test]
+fn bench_names_syncs_and_one_transaction() {
+    let dir = Dir::new();
+    let path = dir.path("synced.db");
+    let args = [
+        "bench",
+        "--count",
+        "100",
+        "--key-size",
+        "4",
+        "--value-size",
+        "0",
+    ];
+    let out = rbolt(args.into_iter().chain(["--path", arg(&path)])).ok();
+    let header = out.lines().next().unwrap();
+    assert_eq!(
+        header,
+        "# Setup\t100 keys of 4 bytes, values of 0 bytes\t1 write transaction of 100 keys, \
+         syncs on\twrite-mode seq, read-mode seq\tpage size 4096, fill percent 0.5"
+    );
 }
 
 #[test]

@@ -88,3 +88,99 @@ fn progress_can_be_turned_off_anywhere() {
     assert_eq!(rbolt(["check", arg(&db), "--no-progress"]).ok(), "OK\n");
     assert_eq!(rbolt(["--no-progress", "check", arg(&db)]).ok(), "OK\n");
 }
+
+/// Go bbolt's scripts spell long flags with one dash, as Go's `flag` package does, the value
+/// after a space or an `=`; the double-dash spellings and the short flags go on working.
+#[test]
+fn go_style_single_dash_flags_work_as_the_double_dash_ones() {
+    let dir = Dir::new();
+    let db = dir.fixture("small");
+    // The two lines of issue 25: `bench -count 1000` and `get -format=hex`.
+    let bench = dir.path("bench.db");
+    let out = rbolt([
+        "bench",
+        "-count",
+        "1000",
+        "-batch-size=500",
+        "-no-sync",
+        "-work",
+        "-path",
+        arg(&bench),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.out().contains("# Write\t1000(ops)\t"), "{}", out.out());
+    assert_eq!(
+        rbolt(["keys", arg(&bench), "bench"]).ok().lines().count(),
+        1000
+    );
+    let hex = rbolt(["get", "-format=hex", arg(&db), "alpha", "alpha-01"]).ok();
+    assert_eq!(
+        hex,
+        rbolt(["get", "--format", "hex", arg(&db), "alpha", "alpha-01"]).ok()
+    );
+    assert_eq!(
+        hex,
+        rbolt(["get", "-f", "hex", arg(&db), "alpha", "alpha-01"]).ok()
+    );
+    assert_eq!(
+        hex,
+        rbolt(["get", arg(&db), "alpha", "alpha-01", "-format", "hex"]).ok()
+    );
+    // Every kind of flag: a value, a boolean (also as Go's `=true`), a global one, an alias.
+    let check = rbolt([
+        "check",
+        "-from-page",
+        "19",
+        "-json=true",
+        arg(&db),
+        "-no-progress",
+    ]);
+    assert_eq!(check.ok(), "{\"ok\":true,\"errors\":[]}\n");
+    assert_eq!(
+        rbolt(["info", "-timeout=1s", "-json=false", arg(&db)]).ok(),
+        rbolt(["info", arg(&db)]).ok()
+    );
+    let out = dir.path("cleared.db");
+    let cleared = rbolt([
+        "surgery",
+        "clear-page",
+        arg(&db),
+        "-output",
+        arg(&out),
+        "-page-id",
+        "3",
+    ]);
+    assert_eq!(cleared.ok(), "The page (3) was cleared\n");
+    let compacted = dir.path("compacted.db");
+    rbolt([
+        "compact",
+        "-tx-max-size",
+        "0",
+        "-o",
+        arg(&compacted),
+        arg(&db),
+    ])
+    .ok();
+    // A word that names no flag is still an error, which names the word (not `-f` with the
+    // value `ormats=hex`) and the flag it resembles; a value spelled like a flag follows `--`.
+    let typo = rbolt(["get", "-formats=hex", arg(&db), "alpha", "alpha-01"]);
+    assert_eq!(typo.code, 2);
+    assert!(
+        typo.stderr.contains("unexpected argument '--formats'"),
+        "{}",
+        typo.stderr
+    );
+    assert!(
+        typo.stderr.contains("similar argument exists: '--format'"),
+        "{}",
+        typo.stderr
+    );
+    let typo = rbolt(["bench", "-countt", "5"]);
+    assert_eq!(typo.code, 2);
+    assert!(typo.stderr.contains("'--countt'"), "{}", typo.stderr);
+    let put = rbolt(["put", arg(&db), "alpha", "dash", "-format"]);
+    assert_eq!(put.code, 2, "{}", put.stderr);
+    let put = rbolt(["put", arg(&db), "alpha", "dash", "--", "-format"]);
+    put.ok();
+    assert_eq!(rbolt(["get", arg(&db), "alpha", "dash"]).ok(), "-format\n");
+}

@@ -11,3 +11,4 @@ mod nesting;
 mod roundtrip;
 mod support;
 mod surgery;
+mod swap_in;

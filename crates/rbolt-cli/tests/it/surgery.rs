@@ -119,7 +119,8 @@ fn clear_page_elements_removes_a_range() {
         .collect();
     assert_eq!(after.lines().collect::<Vec<_>>(), expected);
     assert_eq!(rbolt(["check", arg(&out)]).ok(), "OK\n");
-    // -1: to the end of the page.
+    // -1: to the end of the page. (Each run needs an output of its own: none is replaced.)
+    let out = dir.path("to-end.db");
     surgery(
         &["clear-page-elements"],
         &db,
@@ -129,6 +130,7 @@ fn clear_page_elements_removes_a_range() {
     .ok();
     assert_eq!(rbolt(["keys", arg(&out), "alpha"]).ok().lines().count(), 1);
     // Removing children of a branch leaves their pages unreachable: a warning, and check says so.
+    let out = dir.path("branch.db");
     let run = surgery(
         &["clear-page-elements"],
         &db,
@@ -144,6 +146,7 @@ fn clear_page_elements_removes_a_range() {
             .out()
             .contains("unreachable unfreed")
     );
+    let out = dir.path("never.db");
     for (from, to, needle) in [
         ("20", "-1", "out of range"),
         ("0", "99", "out of range"),
@@ -157,6 +160,7 @@ fn clear_page_elements_removes_a_range() {
             &["--pageId", "3", "--from-index", from, "--to-index", to],
         )
         .fails_with(needle);
+        assert!(!out.exists(), "a failed surgery leaves no output");
     }
 }
 

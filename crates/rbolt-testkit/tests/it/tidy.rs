@@ -80,17 +80,20 @@ const FILES_ALLOWED: &[(&str, &str)] = &[
         "stat only: whether a path exists and is a file, and whether two paths are one file",
     ),
     (
-        "crates/rbolt-cli/src/cmd/surgery.rs",
-        "the repaired copy is written through FileStorage; only its atomic rename into place and \
-         the removal of a failed copy use std::fs",
+        "crates/rbolt-cli/src/new_file.rs",
+        "the files commands make are written through FileStorage (or as JSON lines); only \
+         putting one in place (link, rename), stat of its destination and the removal of an \
+         unpublished one use std::fs",
     ),
     (
         "crates/rbolt-cli/src/cmd/compact.rs",
-        "stat of the output, its permissions copied from the source, a failed output removed",
+        "stat of the source and the output for the sizes it reports, the source's permissions \
+         copied onto the copy",
     ),
     (
         "crates/rbolt-cli/src/cmd/transfer.rs",
-        "export and import read and write JSON-lines files, not databases",
+        "export and import read and write JSON-lines files, not databases; stat of import's \
+         target",
     ),
     (
         "crates/rbolt-cli/src/cmd/read.rs",
