@@ -12,8 +12,8 @@
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt::storage::{FileOptions, FileStorage, OpenError, Storage};
 use rbolt_page::{
-    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, PageKind, Pgid,
-    Reason, find_meta1, read_meta,
+    Corruption, META_PAGE_LEN, META_PAGE_READ_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader,
+    PageKind, Pgid, Reason, find_meta1, read_meta, read_meta_page,
 };
 use std::path::{Path, PathBuf};
 
@@ -177,7 +177,9 @@ impl RawFile {
     /// Both metas, each with whether it passes the database's checks.
     pub fn metas(&self) -> Result<[MetaSlot; 2]> {
         let slot = |index: u64| -> Result<MetaSlot> {
-            let bytes = self.read_short(index * self.page_size as u64, META_PAGE_LEN)?;
+            // The record and, for a meta written without syncs, the boot id after it.
+            let read_len = META_PAGE_READ_LEN.min(self.page_size);
+            let bytes = self.read_short(index * self.page_size as u64, read_len)?;
             let meta = Meta::read_unchecked(&bytes);
             let valid = if bytes.len() < META_PAGE_LEN {
                 Err(Corruption::new(
@@ -189,8 +191,12 @@ impl RawFile {
                     },
                 ))
             } else {
-                read_meta(&bytes, Pgid(index))
-                    .and_then(|meta| meta.validate_fields(Pgid(index), self.len).map(|()| meta))
+                // Either kind of meta is sound: one written without syncs carries a second
+                // checksum over the boot id (the database trusts it only in that boot).
+                read_meta_page(&bytes, Pgid(index))
+                    .and_then(|(meta, _)| {
+                        meta.validate_fields(Pgid(index), self.len).map(|()| meta)
+                    })
                     .and_then(|meta| {
                         if meta.page_size as usize == self.page_size {
                             Ok(())

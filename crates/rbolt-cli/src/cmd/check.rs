@@ -1,10 +1,10 @@
 //! `rbolt check`: bbolt's consistency check, plus a check of both meta pages.
 
 use crate::open::{FileArgs, open_error};
-use crate::raw::RawFile;
+use crate::raw::{MetaSlot, RawFile};
 use anyhow::{Result, bail};
 use clap::Args;
-use rbolt_page::Pgid;
+use rbolt_page::{Pgid, Reason};
 use serde::Serialize;
 use std::io::Write;
 
@@ -51,8 +51,11 @@ pub fn check(args: &CheckArgs) -> Result<()> {
     };
     match RawFile::open(&args.file.path, &args.file.lock) {
         Ok(raw) => {
-            for slot in raw.metas()? {
-                if let Err(corruption) = slot.valid {
+            let slots = raw.metas()?;
+            for (index, slot) in slots.iter().enumerate() {
+                if let Err(corruption) = &slot.valid
+                    && !superseded_past_end(slot, &slots[1 - index])
+                {
                     errors.push(format!("meta {corruption}"));
                 }
             }
@@ -113,4 +116,19 @@ pub fn check(args: &CheckArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether `slot` is a sound meta of an older commit whose high-water mark lies past the end
+/// of the file only because a newer, valid meta (`other`) shrank it: what a truncation leaves
+/// until the next commit overwrites the slot. The database never opens it while the newer one
+/// is intact, and Go bbolt does not look at its mark.
+fn superseded_past_end(slot: &MetaSlot, other: &MetaSlot) -> bool {
+    let past_end = matches!(
+        &slot.valid,
+        Err(corruption) if matches!(corruption.reason, Reason::HighWaterPastEnd { .. })
+    );
+    match (slot.meta, other.meta) {
+        (Some(old), Some(new)) => past_end && other.valid.is_ok() && old.txid < new.txid,
+        _ => false,
+    }
 }

@@ -225,3 +225,53 @@ fn readers_share_the_lock() {
     drop(reader);
     rbolt(["put", arg(&path), "alpha", "k", "v"]).ok();
 }
+
+/// Rewrites meta page `slot` (4 KiB pages) of `bytes` with `edit` applied to its record, with
+/// a correct checksum: durable, or non-durable with a boot id when `boot_id` is given.
+fn rewrite_meta(
+    bytes: &mut [u8],
+    slot: usize,
+    boot_id: Option<[u8; 16]>,
+    edit: impl FnOnce(&mut rbolt_page::Meta),
+) {
+    let page = &mut bytes[slot * 4096..(slot + 1) * 4096];
+    let (mut meta, _) = rbolt_page::read_meta_page(page, rbolt_page::Pgid(slot as u64)).unwrap();
+    edit(&mut meta);
+    match boot_id {
+        None => rbolt_page::write_meta(page, &meta),
+        Some(boot) => rbolt_page::write_meta_non_durable(page, &meta, &boot),
+    };
+}
+
+/// The older meta is the previous commit: one written without syncs is sound, and one whose
+/// high-water mark a later shrink cut off is what a truncation leaves until the next commit,
+/// not damage. The same fault in the newer meta, which the database falls back from, is.
+#[test]
+fn check_judges_the_older_meta_as_the_database_does() {
+    let dir = Dir::new();
+    // `small`: meta 0 is the newer (txid 10), meta 1 the older (txid 9); 64 pages.
+    let past_end = |meta: &mut rbolt_page::Meta| meta.pgid = 100;
+    let older = dir.damaged("small", "older-past-end.db", |b| {
+        rewrite_meta(b, 1, None, past_end)
+    });
+    assert_eq!(rbolt(["check", arg(&older)]).ok(), "OK\n");
+    let unsynced = dir.damaged("small", "older-unsynced.db", |b| {
+        rewrite_meta(b, 1, Some([7; 16]), |_| {})
+    });
+    assert_eq!(rbolt(["check", arg(&unsynced)]).ok(), "OK\n");
+    let newer = dir.damaged("small", "newer-past-end.db", |b| {
+        rewrite_meta(b, 0, None, past_end)
+    });
+    let out = check_finds_errors(&newer);
+    assert!(
+        out.starts_with("meta page 0: high-water mark 100 lies past the end"),
+        "{out}"
+    );
+    // Both past the end: the older one is no fallback, and says so.
+    let both = dir.damaged("small", "both-past-end.db", |b| {
+        rewrite_meta(b, 0, None, past_end);
+        rewrite_meta(b, 1, None, past_end);
+    });
+    let out = check_finds_errors(&both);
+    assert!(out.contains("meta page 1: high-water mark 100"), "{out}");
+}
