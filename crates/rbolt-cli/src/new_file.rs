@@ -114,7 +114,7 @@ impl NewFile {
                 }
             }
         }
-        rbolt::storage::sync_parent_dir(&self.dest)
+        rbolt_storage::sync_parent_dir(&self.dest)
             .with_context(|| format!("cannot sync the folder of {}", self.dest.display()))
     }
 

@@ -10,7 +10,7 @@
 //! place yet.
 
 use anyhow::{Context, Result, anyhow, bail};
-use rbolt::storage::{FileOptions, FileStorage, OpenError, Storage};
+use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use rbolt_page::{
     Corruption, META_PAGE_LEN, META_PAGE_READ_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader,
     PageKind, Pgid, Reason, find_meta1, read_meta, read_meta_page,

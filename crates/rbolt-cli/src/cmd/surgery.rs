@@ -10,7 +10,7 @@ use crate::progress::Unit;
 use crate::raw::{RawFile, meta_page_bytes};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
-use rbolt::storage::{FileOptions, FileStorage, Storage};
+use rbolt_storage::{FileOptions, FileStorage, Storage};
 use rbolt::{Db, Options};
 use rbolt_page::{
     BranchBuilder, LeafBuilder, META_PAGE_LEN, Meta, PageHeader, PageKind, PageRef, Pgid,
