@@ -241,7 +241,7 @@ fn verify_step(
     if let (Verdict::Acked | Verdict::InFlight, Ok(db)) = (&verdict, &db) {
         // The content says which step the file holds; the meta's txid must say the same.
         let holds = *step + u64::from(matches!(verdict, Verdict::InFlight));
-        match db.view(|tx| Ok(tx.id().0)) {
+        match db.view(|tx| Ok::<_, rbolt::Error>(tx.id().0)) {
             Ok(txid) if txid_fits(models.loose_txids, holds, txid) => {}
             Ok(txid) => {
                 let detail = format!("txid {txid} holds step {holds}");
@@ -553,7 +553,9 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
                 .pages_moved;
             writeln!(out, "vacuum {step} {moved}").map_err(|e| e.to_string())?;
         }
-        let txid = db.view(|tx| Ok(tx.id().0)).map_err(|e| e.to_string())?;
+        let txid = db
+            .view(|tx| Ok(tx.id().0))
+            .map_err(|e: rbolt::Error| e.to_string())?;
         writeln!(out, "ack {step} {txid} {:016x}", digest(&model)).map_err(|e| e.to_string())?;
         out.flush().map_err(|e| e.to_string())?;
     }

@@ -355,14 +355,14 @@ fn pages_of_bucket(
 ///     let mut fruit = tx.create_bucket(b"fruit")?;
 ///     fruit.put(b"apple", b"red")?;
 ///     fruit.put(b"pear", b"green")?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.view(|tx| {
 ///     let fruit = tx.bucket(b"fruit")?.expect("created above");
 ///     assert_eq!(fruit.get(b"pear")?, Some(&b"green"[..]));
 ///     let keys: Vec<&[u8]> = fruit.iter().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [&b"apple"[..], b"pear"]);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -383,14 +383,14 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k", "v")?;
     ///     b.create_bucket("child")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let b = tx.bucket("b")?.unwrap();
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
     ///     assert_eq!(b.get("missing")?, None);
     ///     assert_eq!(b.get("child")?, None); // a nested bucket is not a value
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -412,14 +412,14 @@ impl<'a> Bucket<'a> {
     ///     let mut users = tx.create_bucket("users")?;
     ///     users.create_bucket("alice")?.put("age", "42")?;
     ///     users.put("count", "1")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let users = tx.bucket("users")?.unwrap();
     ///     let alice = users.bucket("alice")?.expect("a nested bucket");
     ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
     ///     assert!(users.bucket("count")?.is_none()); // a value, not a bucket
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -466,11 +466,11 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.set_sequence(41)?;
     ///     b.next_sequence()?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 42);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -489,12 +489,12 @@ impl<'a> Bucket<'a> {
     ///     for i in 0u32..1000 {
     ///         big.put(i.to_be_bytes(), [0u8; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("small")?.unwrap().root(), rbolt::Pgid(0));
     ///     assert!(tx.bucket("big")?.unwrap().root().0 >= 2); // a page of its own
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -511,13 +511,13 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"b"[..]));
     ///     assert_eq!(cursor.prev()?.and_then(|e| e.value()), Some(&b"1"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -535,7 +535,7 @@ impl<'a> Bucket<'a> {
     ///     for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
     ///         b.put(k, v)?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let b = tx.bucket("b")?.unwrap();
@@ -544,7 +544,7 @@ impl<'a> Bucket<'a> {
     ///     assert_eq!(values, [b"1", b"2", b"3"]);
     ///     let last = b.iter().next_back().transpose()?.map(|e| e.key());
     ///     assert_eq!(last, Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -570,7 +570,7 @@ impl<'a> Bucket<'a> {
     ///     assert_eq!(keys, [b"b", b"c"]);
     ///     let last: Vec<&[u8]> = b.range("c"..).rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(last, [b"d", b"c"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -596,7 +596,7 @@ impl<'a> Bucket<'a> {
     ///     }
     ///     let al: Vec<&[u8]> = b.prefix("al").map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(al, [&b"al"[..], b"albert", b"alfred", b"alice"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -624,7 +624,7 @@ impl<'a> Bucket<'a> {
     ///     let mut root = tx.create_bucket("root")?;
     ///     root.put("a", "1")?;
     ///     root.create_bucket("sub")?.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut walk = tx.bucket("root")?.unwrap().walk();
@@ -635,7 +635,7 @@ impl<'a> Bucket<'a> {
     ///         }
     ///     }
     ///     assert_eq!(values, [(0, &b"a"[..]), (1, &b"b"[..])]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -652,7 +652,7 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k", "v")?;
     ///     b.create_bucket("child")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut seen = Vec::new();
@@ -661,7 +661,7 @@ impl<'a> Bucket<'a> {
     ///         Ok(())
     ///     })?;
     ///     assert_eq!(seen, [(&b"child"[..], None), (&b"k"[..], Some(&b"v"[..]))]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -686,7 +686,7 @@ impl<'a> Bucket<'a> {
     ///     b.create_bucket("x")?;
     ///     b.put("value", "skipped")?;
     ///     b.create_bucket("y")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut names = Vec::new();
@@ -695,7 +695,7 @@ impl<'a> Bucket<'a> {
     ///         Ok(())
     ///     })?;
     ///     assert_eq!(names, [b"x", b"y"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -719,13 +719,13 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("a", "1")?;
     ///     b.create_bucket("child")?.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let stats = tx.bucket("b")?.unwrap().stats()?;
     ///     assert_eq!(stats.key_n, 3); // "a", "child" and the child's "b"
     ///     assert_eq!(stats.bucket_n, 2); // the bucket and its child
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -925,7 +925,7 @@ impl BucketMut<'_> {
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
     ///     assert_eq!(count(b.as_bucket())?, 2); // read-side code works on a write handle too
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -943,7 +943,7 @@ impl BucketMut<'_> {
     ///     b.put("k", "v")?;
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..])); // sees this transaction's writes
     ///     assert_eq!(b.get("other")?, None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -964,7 +964,7 @@ impl BucketMut<'_> {
     ///     b.put(7u64.to_be_bytes(), vec![1, 2, 3])?; // big-endian ids sort numerically
     ///     b.put("name", "replaced")?;
     ///     assert_eq!(b.get("name")?, Some(&b"replaced"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1001,7 +1001,7 @@ impl BucketMut<'_> {
     ///     assert!(!b.delete("k")?); // not any more
     ///     b.create_bucket("child")?;
     ///     assert!(matches!(b.delete("child"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1033,7 +1033,7 @@ impl BucketMut<'_> {
     ///     let child = b.bucket("child")?.expect("created above");
     ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
     ///     assert!(b.bucket("missing")?.is_none());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1056,7 +1056,7 @@ impl BucketMut<'_> {
     ///     assert_eq!(b.bucket("child")?.unwrap().get("k")?, Some(&b"v"[..]));
     ///     assert!(b.bucket_mut("missing")?.is_none());
     ///     assert!(matches!(b.bucket_mut("value"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1079,7 +1079,7 @@ impl BucketMut<'_> {
     ///     assert!(matches!(b.create_bucket("child"), Err(rbolt::Error::BucketExists)));
     ///     b.put("value", "x")?;
     ///     assert!(matches!(b.create_bucket("value"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1098,7 +1098,7 @@ impl BucketMut<'_> {
     ///     // The second call opens the bucket the first made, content and all.
     ///     let child = b.create_bucket_if_not_exists("child")?;
     ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1124,7 +1124,7 @@ impl BucketMut<'_> {
     ///     b.delete_bucket("child")?; // and everything below it
     ///     assert!(b.bucket("child")?.is_none());
     ///     assert!(matches!(b.delete_bucket("child"), Err(rbolt::Error::BucketNotFound)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1145,7 +1145,7 @@ impl BucketMut<'_> {
     ///     assert_eq!(b.sequence(), 0); // a new bucket starts at 0
     ///     b.next_sequence()?;
     ///     assert_eq!(b.sequence(), 1);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1162,11 +1162,11 @@ impl BucketMut<'_> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.set_sequence(1000)?;
     ///     assert_eq!(b.next_sequence()?, 1001);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 1001); // committed with the bucket
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1193,7 +1193,7 @@ impl BucketMut<'_> {
     ///         users.put(id.to_be_bytes(), name)?;
     ///     }
     ///     assert_eq!(users.get(2u64.to_be_bytes())?, Some(&b"bob"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1211,7 +1211,7 @@ impl BucketMut<'_> {
     /// db.update(|tx| {
     ///     let b = tx.create_bucket("b")?;
     ///     assert_eq!(b.fill_percent(), 0.5);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1232,12 +1232,12 @@ impl BucketMut<'_> {
     ///     for i in 0u64..1000 {
     ///         log.put(i.to_be_bytes(), [0u8; 32])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// // The setting lasts for one transaction; the next one starts from the default.
     /// db.update(|tx| {
     ///     assert_eq!(tx.bucket_mut("log")?.unwrap().fill_percent(), 0.5);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1256,7 +1256,7 @@ impl BucketMut<'_> {
     ///     b.put("c", "3")?;
     ///     let mut cursor = b.cursor();
     ///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1284,7 +1284,7 @@ impl BucketMut<'_> {
     ///     }
     ///     assert_eq!(b.get("b")?, None);
     ///     assert_eq!(b.get("c")?, Some(&b"keep"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1305,7 +1305,7 @@ impl BucketMut<'_> {
     ///     let keys: Vec<&[u8]> =
     ///         b.iter().rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(keys, [b"y", b"x"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1325,7 +1325,7 @@ impl BucketMut<'_> {
     ///     }
     ///     let (lo, hi) = (3u64.to_be_bytes(), 5u64.to_be_bytes());
     ///     assert_eq!(b.range(lo..=hi).count(), 3);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1344,7 +1344,7 @@ impl BucketMut<'_> {
     ///         b.put(key, "")?;
     ///     }
     ///     assert_eq!(b.prefix("log/").count(), 2);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -1362,7 +1362,7 @@ impl BucketMut<'_> {
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
     ///     assert_eq!(b.stats()?.key_n, 2); // counts this transaction's writes
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```

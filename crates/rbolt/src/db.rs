@@ -84,7 +84,7 @@ pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
 /// db.update(|tx| tx.create_bucket(b"widgets")?.put(b"foo", b"bar"))?;
 /// let value = db.view(|tx| {
 ///     let widgets = tx.bucket(b"widgets")?.expect("created above");
-///     Ok(widgets.get(b"foo")?.map(<[u8]>::to_vec))
+///     Ok::<_, rbolt::Error>(widgets.get(b"foo")?.map(<[u8]>::to_vec))
 /// })?;
 /// assert_eq!(value.as_deref(), Some(&b"bar"[..]));
 /// db.close()?;
@@ -454,8 +454,10 @@ impl Db {
         Ok(WriteTx::new(self, writer, snapshot))
     }
 
-    /// Runs `f` in a read transaction. What `f` returns must not borrow from the
-    /// transaction: copy values out (`to_vec`) to keep them.
+    /// Runs `f` in a read transaction and returns what it returns. What `f` returns must not
+    /// borrow from the transaction: copy values out (`to_vec`) to keep them.
+    ///
+    /// The error type is the caller's, as for [`Db::update`]: any `E: From<rbolt::Error>`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -463,18 +465,62 @@ impl Db {
     /// # db.update(|tx| tx.create_bucket("users")?.put("alice", "admin"))?;
     /// let role: Option<Vec<u8>> = db.view(|tx| {
     ///     let users = tx.bucket("users")?.expect("created");
-    ///     Ok(users.get("alice")?.map(<[u8]>::to_vec))
+    ///     Ok::<_, rbolt::Error>(users.get("alice")?.map(<[u8]>::to_vec))
     /// })?;
     /// assert_eq!(role.as_deref(), Some(&b"admin"[..]));
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn view<T>(&self, f: impl FnOnce(&ReadTx<'_>) -> Result<T>) -> Result<T> {
+    pub fn view<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&ReadTx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let tx = self.begin_read()?;
         f(&tx)
     }
 
     /// Runs `f` in a write transaction and commits it if `f` returns `Ok`; rolls back
     /// otherwise and returns `f`'s error.
+    ///
+    /// The error is the caller's own type: any `E` with `From<rbolt::Error>` (an application
+    /// error enum with a `#[from] rbolt::Error` variant, `anyhow::Error`, `Box<dyn Error>`, or
+    /// `rbolt::Error` itself). An `Err` of any kind rolls the transaction back; a failed commit
+    /// comes back converted into `E`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// #[derive(Debug, thiserror::Error)]
+    /// enum AppError {
+    ///     #[error("user {0} exists already")]
+    ///     Duplicate(String),
+    ///     #[error(transparent)]
+    ///     Db(#[from] rbolt::Error),
+    /// }
+    ///
+    /// fn add_user(db: &rbolt::Db, name: &str, role: &str) -> Result<(), AppError> {
+    ///     db.update(|tx| {
+    ///         let mut users = tx.create_bucket_if_not_exists("users")?; // `?`: into AppError
+    ///         if users.get(name)?.is_some() {
+    ///             return Err(AppError::Duplicate(name.to_string())); // rolls back
+    ///         }
+    ///         users.put(name, role)?;
+    ///         Ok(())
+    ///     })
+    /// }
+    ///
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// add_user(&db, "alice", "admin")?;
+    /// let again = add_user(&db, "alice", "guest");
+    /// assert!(matches!(again, Err(AppError::Duplicate(name)) if name == "alice"));
+    /// // The failed call changed nothing.
+    /// let tx = db.begin_read()?;
+    /// assert_eq!(tx.bucket("users")?.unwrap().get("alice")?, Some(&b"admin"[..]));
+    /// # Ok::<(), AppError>(())
+    /// ```
+    ///
+    /// A closure whose only errors are rbolt's, passed on with `?`, and that ends in `Ok(...)`
+    /// gives the compiler nothing to pick `E` from ("type annotations needed"): name it, with
+    /// `Ok::<_, rbolt::Error>(...)` or a return type on the closure. A closure that ends in an
+    /// rbolt call (`|tx| tx.create_bucket("b")?.put("k", "v")`) needs neither.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -486,14 +532,17 @@ impl Db {
     ///     Err(rbolt::Error::BucketNotFound)
     /// });
     /// assert!(failed.is_err());
-    /// db.view(|tx| {
+    /// db.view(|tx| -> rbolt::Result<()> {
     ///     let b = tx.bucket("b")?.unwrap();
     ///     assert!(b.get("kept")?.is_some() && b.get("lost")?.is_none());
     ///     Ok(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn update<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
+    pub fn update<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut tx = self.begin_write()?;
         let value = f(&mut tx)?;
         tx.commit()?;
@@ -507,7 +556,9 @@ impl Db {
     /// `f`'s changes is committed.
     ///
     /// `f` is `'static` because it may run on another caller's thread: move what it needs
-    /// into it.
+    /// into it. Its error is the caller's own type, as for [`Db::update`]: a call that fails
+    /// is taken out of the shared transaction and run again alone, and the error of that run
+    /// is what `batch` returns (the other calls still commit together).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -524,12 +575,16 @@ impl Db {
     ///         });
     ///     }
     /// });
-    /// assert_eq!(db.view(|tx| Ok(tx.bucket(b"events")?.unwrap().iter().count()))?, 4);
+    /// let events = db.view(|tx| {
+    ///     Ok::<_, rbolt::Error>(tx.bucket(b"events")?.unwrap().iter().count())
+    /// })?;
+    /// assert_eq!(events, 4);
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn batch<F>(&self, f: F) -> Result<()>
+    pub fn batch<F, E>(&self, f: F) -> Result<(), E>
     where
-        F: Fn(&mut WriteTx<'_>) -> Result<()> + Send + Sync + 'static,
+        F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
+        E: From<Error>,
     {
         crate::batch::run(self, f)
     }

@@ -20,7 +20,7 @@
 //!     let mut users = tx.create_bucket_if_not_exists(b"users")?;
 //!     users.put(b"alice", b"admin")?;
 //!     users.put(b"bob", b"guest")?;
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! db.view(|tx| {
 //!     let users = tx.bucket(b"users")?.expect("created above");
@@ -28,7 +28,7 @@
 //!         let entry = entry?;
 //!         assert_eq!(entry.key(), b"bob");
 //!     }
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! # Ok::<(), rbolt::Error>(())
 //! ```

@@ -102,7 +102,7 @@ pub(crate) fn state_at<'s>(
 ///     inbox.delete("task-1")?;
 ///     // The same top-level bucket cannot be opened twice.
 ///     assert!(matches!(tx.bucket_mut("inbox"), Err(rbolt::Error::BucketInUse)));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -290,7 +290,7 @@ impl<'db> WriteTx<'db> {
     ///     let root = tx.root();
     ///     assert_eq!(root.iter().count(), 2); // the two new buckets
     ///     assert!(root.bucket("a")?.is_some());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -309,7 +309,7 @@ impl<'db> WriteTx<'db> {
     ///     tx.create_bucket("b")?.put("k", "v")?; // the handle is dropped at the `;`
     ///     let b = tx.bucket("b")?.expect("created above");
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -329,7 +329,7 @@ impl<'db> WriteTx<'db> {
     ///     let names: Vec<&[u8]> =
     ///         tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(names, [b"a", b"z"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -365,7 +365,7 @@ impl<'db> WriteTx<'db> {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// # db.update(|tx| { tx.create_bucket("a")?.put("k", "1")?; tx.create_bucket("b")?; Ok(()) })?;
+    /// # db.update(|tx| { tx.create_bucket("a")?.put("k", "1")?; tx.create_bucket("b").map(drop) })?;
     /// db.update(|tx| {
     ///     let a = tx.bucket_mut("a")?.expect("created");
     ///     let mut b = tx.bucket_mut("b")?.expect("created");
@@ -373,7 +373,7 @@ impl<'db> WriteTx<'db> {
     ///         let entry = entry?;
     ///         b.put(entry.key(), entry.value().unwrap_or_default())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -395,12 +395,12 @@ impl<'db> WriteTx<'db> {
     ///     assert!(tx.bucket_path_mut(&["users", "bob"])?.is_none());
     ///     let empty: [&str; 0] = [];
     ///     assert!(matches!(tx.bucket_path_mut(&empty), Err(rbolt::Error::BucketNameRequired)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let alice = tx.bucket("users")?.unwrap().bucket("alice")?.unwrap();
     ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -427,7 +427,7 @@ impl<'db> WriteTx<'db> {
     /// db.view(|tx| {
     ///     let c = tx.bucket("a")?.unwrap().bucket("b")?.unwrap().bucket("c")?.unwrap();
     ///     assert_eq!(c.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -513,7 +513,7 @@ impl<'db> WriteTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("users")?.put("alice", "admin")?;
     ///     assert!(matches!(tx.create_bucket("users"), Err(rbolt::Error::BucketExists)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -533,7 +533,7 @@ impl<'db> WriteTx<'db> {
     /// }
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("runs")?.unwrap().iter().count(), 3);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -555,11 +555,11 @@ impl<'db> WriteTx<'db> {
     ///     drop(held);
     ///     tx.delete_bucket("tmp")?; // and "inner" with it
     ///     assert!(matches!(tx.delete_bucket("tmp"), Err(rbolt::Error::BucketNotFound)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert!(tx.bucket("tmp")?.is_none());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -583,7 +583,7 @@ impl<'db> WriteTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("inbox")?.create_bucket("msg1")?.put("body", "hi")?;
     ///     tx.create_bucket("archive")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     tx.move_bucket(&["inbox", "msg1"], &["archive", "2024-msg1"])?; // moved and renamed
@@ -591,13 +591,13 @@ impl<'db> WriteTx<'db> {
     ///         tx.move_bucket(&["archive"], &["archive", "x"]),
     ///         Err(rbolt::Error::MoveIntoSelf)
     ///     ));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert!(tx.bucket("inbox")?.unwrap().bucket("msg1")?.is_none());
     ///     let moved = tx.bucket("archive")?.unwrap().bucket("2024-msg1")?.unwrap();
     ///     assert_eq!(moved.get("body")?, Some(&b"hi"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -761,7 +761,7 @@ impl<'db> WriteTx<'db> {
     ///     let stats = tx.stats();
     ///     assert!(stats.node_count > 0);
     ///     assert_eq!(stats.writes, 0); // nothing is written before the commit
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// assert!(db.stats().tx_stats.writes > 0);
     /// # Ok::<(), rbolt::Error>(())

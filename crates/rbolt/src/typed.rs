@@ -17,14 +17,14 @@
 //!     let mut scores = tx.open_bucket(SCORES)?;
 //!     scores.put("alice", 30)?;
 //!     scores.put("bob", 12)?;
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! db.view(|tx| {
 //!     let scores = tx.open_bucket(SCORES)?.expect("created above");
 //!     assert_eq!(scores.get("alice")?, Some(30));
 //!     let all: Vec<(&str, u64)> = scores.iter().collect::<Result<_, _>>()?;
 //!     assert_eq!(all, [("alice", 30), ("bob", 12)]);
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! # Ok::<(), rbolt::Error>(())
 //! ```
@@ -89,7 +89,7 @@ pub trait Value {
 ///     // Keys come out in the type's order: negative numbers first.
 ///     let keys: Vec<i64> = deltas.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [-300, -1, 0, 5]);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -112,7 +112,7 @@ pub trait Key: Value {}
 ///     events.put((1, 10, "login"), ())?;
 ///     let first = events.iter().next().transpose()?.map(|(k, ())| k);
 ///     assert_eq!(first, Some((1, 10, "login")));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -381,7 +381,7 @@ tuples!(A, B, C; D);
 ///     let tags = tx.open_bucket(TAGS)?.unwrap();
 ///     assert_eq!(tags.get("post-1")?, Some(post_tags.clone()));
 ///     assert_eq!(tags.bytes().get("post-1")?, Some(&br#"["rust","db"]"#[..])); // stored as JSON
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -428,7 +428,7 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
 ///     // The same bucket through the bytes API: the key is the u64's big-endian bytes.
 ///     let raw = tx.bucket(USERS.name())?.unwrap();
 ///     assert_eq!(raw.get(1u64.to_be_bytes())?, Some(&b"alice"[..]));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -511,12 +511,12 @@ impl WriteTx<'_> {
     ///     let mut counts = tx.open_bucket(COUNTS)?; // created here
     ///     let hits = counts.get("hits")?.unwrap_or(0);
     ///     counts.put("hits", hits + 1)?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let counts = tx.open_bucket(COUNTS)?; // opened, content and all
     ///     assert_eq!(counts.get("hits")?, Some(1));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -539,13 +539,13 @@ impl<'a> Bucket<'a> {
     /// db.update(|tx| {
     ///     let mut parent = tx.create_bucket("parent")?;
     ///     parent.create_bucket("ids")?.put(7u64.to_be_bytes(), "seven")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     // A nested bucket has no BucketDef; read it typed from its byte handle.
     ///     let ids = tx.bucket("parent")?.unwrap().bucket("ids")?.unwrap().typed::<u64, &str>();
     ///     assert_eq!(ids.get(7)?, Some("seven"));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -565,7 +565,7 @@ impl<'a> BucketMut<'a> {
     ///     let mut scores = parent.create_bucket("scores")?.typed::<&str, f64>();
     ///     scores.put("half", 0.5)?;
     ///     assert_eq!(scores.get("half")?, Some(0.5));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -614,7 +614,7 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     /// db.view(|tx| {
     ///     let names = tx.open_bucket(NAMES)?.unwrap();
     ///     assert_eq!(names.bytes().get(1u32.to_be_bytes())?, Some(&b"one"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -633,14 +633,14 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     ///     tx.open_bucket(AGES)?.put("alice", 42)?;
     ///     // written through the bytes API
     ///     tx.bucket_mut("ages")?.unwrap().put("bob", "not a u8")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let ages = tx.open_bucket(AGES)?.unwrap();
     ///     assert_eq!(ages.get("alice")?, Some(42));
     ///     assert_eq!(ages.get("carol")?, None);
     ///     assert!(matches!(ages.get("bob"), Err(rbolt::Error::Decode { .. })));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -663,14 +663,14 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     ///     for n in [3u16, 1, 300] {
     ///         squares.put(n, u32::from(n) * u32::from(n))?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let squares = tx.open_bucket(SQUARES)?.unwrap();
     ///     let all: Vec<(u16, u32)> = squares.iter().collect::<Result<_, _>>()?;
     ///     assert_eq!(all, [(1, 1), (3, 9), (300, 90000)]); // numeric order, not text order
     ///     assert_eq!(squares.iter().next_back().transpose()?, Some((300, 90000)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -690,14 +690,14 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     ///     for day in -3..=3 {
     ///         temps.put(day, day as f32 * 1.5)?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let temps = tx.open_bucket(TEMPS)?.unwrap();
     ///     let days: Vec<i32> =
     ///         temps.range(-1..2).map(|e| e.map(|(d, _)| d)).collect::<Result<_, _>>()?;
     ///     assert_eq!(days, [-1, 0, 1]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -724,7 +724,7 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
 ///     let left = stock.get("apples")?.unwrap() - 3;
 ///     stock.put("apples", left)?;
 ///     assert_eq!(stock.get("apples")?, Some(7));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -755,7 +755,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     let id = stock.bytes().next_sequence()?;
     ///     stock.put("next-id", id as u32)?;
     ///     assert_eq!(stock.get("next-id")?, Some(1));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -778,7 +778,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     stock.put("apples", 10)?;
     ///     stock.put("pears", 5)?;
     ///     assert_eq!(total(stock.as_typed_bucket())?, 15);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -798,7 +798,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     flags.put("dark-mode", true)?;
     ///     assert_eq!(flags.get("dark-mode")?, Some(true));
     ///     assert_eq!(flags.get("beta")?, None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -822,7 +822,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     points.put((1, 2), "b")?; // replaces
     ///     assert_eq!(points.get((1, 2))?, Some("b"));
     ///     assert_eq!(points.iter().count(), 1);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -848,7 +848,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     assert!(sessions.delete(7)?);
     ///     assert!(!sessions.delete(7)?); // already gone
     ///     assert_eq!(sessions.get(7)?, None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -870,7 +870,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     words.bytes().create_bucket("nested")?; // skipped by the typed iterator
     ///     let all: Vec<(&str, u32)> = words.iter().collect::<Result<_, _>>()?;
     ///     assert_eq!(all, [("a", 1), ("b", 2)]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -893,7 +893,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     ///     let newest: Vec<u64> =
     ///         log.range(97..).rev().map(|e| e.map(|(i, _)| i)).collect::<Result<_, _>>()?;
     ///     assert_eq!(newest, [99, 98, 97]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -924,14 +924,14 @@ fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Bound<SmallVec<[u
 ///     tx.open_bucket(IDS)?.put(1, "one")?;
 ///     // A key of the wrong width, written through the bytes API, does not decode as a u32.
 ///     tx.bucket_mut("ids")?.unwrap().put([0xFF; 2], "bad")?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.view(|tx| {
 ///     let mut iter = tx.open_bucket(IDS)?.unwrap().iter();
 ///     assert_eq!(iter.next().transpose()?, Some((1, "one")));
 ///     assert!(matches!(iter.next(), Some(Err(rbolt::Error::Decode { .. }))));
 ///     assert!(iter.next().is_none()); // the error ended the iteration
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```

@@ -74,7 +74,9 @@ mod tests {
         .unwrap();
         // Damage bucket x's root page (a branch: 2000 keys do not fit one page) behind the
         // handle's back, then commit to bucket y, which does not read it.
-        let root = db.view(|tx| Ok(tx.bucket(b"x")?.unwrap().root())).unwrap();
+        let root = db
+            .view(|tx| Ok::<_, crate::Error>(tx.bucket(b"x")?.unwrap().root()))
+            .unwrap();
         assert_ne!(root.0, 0);
         let flags_at = root.0 * db.page_size as u64 + 8;
         db.storage
@@ -90,7 +92,11 @@ mod tests {
 
         // A handle that opens the damaged file does not verify it: its commits go through.
         let db = Db::open(dir.path().join("db")).unwrap();
-        assert!(!db.view(|tx| Ok(tx.check())).unwrap().is_empty());
+        assert!(
+            !db.view(|tx| Ok::<_, crate::Error>(tx.check()))
+                .unwrap()
+                .is_empty()
+        );
         put_y(&db).unwrap();
     }
 }

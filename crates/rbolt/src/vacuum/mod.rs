@@ -216,14 +216,14 @@ impl VacuumOptions {
     ///     for i in 0u32..5000 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     for i in 0u32..4500 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// // Small steps: more commits, each holding the writer for less time.
     /// let options = rbolt::VacuumOptions::default().pages_per_step(4);
@@ -248,14 +248,14 @@ impl VacuumOptions {
 ///     for i in 0u32..5000 {
 ///         b.put(i.to_be_bytes(), [7; 100])?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
 ///     for i in 0u32..4500 {
 ///         b.delete(i.to_be_bytes())?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// let high_water = db.begin_read()?.meta().pgid;
 /// let step = db.vacuum_step(64)?;
@@ -303,14 +303,14 @@ pub struct VacuumStep {
 ///     for i in 0u32..5000 {
 ///         b.put(i.to_be_bytes(), [7; 100])?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
 ///     for i in 0u32..4500 {
 ///         b.delete(i.to_be_bytes())?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// // Stop after the first step; a later vacuum picks up where it left off.
 /// let options = rbolt::VacuumOptions::default().pages_per_step(8);
@@ -372,14 +372,14 @@ impl Db {
     ///     for i in 0u32..5000 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     for i in 0u32..4500 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let before = db.begin_read()?.meta().pgid;
     /// let mut steps = 0;
@@ -515,14 +515,14 @@ impl Db {
     ///     for i in 0..20_000u32 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut(b"b")?.unwrap();
     ///     for i in 0..19_000u32 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let report = db.vacuum(rbolt::VacuumOptions::default(), |_| ControlFlow::Continue(()))?;
     /// assert!(report.file_len < report.file_len_before);

@@ -17,7 +17,7 @@ fn fill(db: &Db, bucket: &[u8], range: std::ops::Range<u32>, value_len: usize) {
         for i in range {
             b.put(i.to_be_bytes(), vec![i as u8; value_len])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -48,7 +48,7 @@ fn a_commit_with_nothing_changed_writes_nothing() {
     db.update(|tx| {
         let b = tx.bucket(b"b")?.unwrap();
         assert_eq!(b.iter().count(), 10);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let tx = db.begin_write().unwrap();
@@ -133,9 +133,11 @@ fn a_failed_data_write_rolls_back_and_the_database_stays_usable() {
     )
     .unwrap();
     assert_eq!(
-        db.view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"new")?.map(<[u8]>::to_vec)))
-            .unwrap()
-            .as_deref(),
+        db.view(|tx| Ok::<_, rbolt::Error>(
+            tx.bucket(b"b")?.unwrap().get(b"new")?.map(<[u8]>::to_vec)
+        ))
+        .unwrap()
+        .as_deref(),
         Some(&b"value"[..])
     );
     assert_clean(&db);
@@ -185,7 +187,9 @@ fn a_failure_before_the_first_sync_rolls_back_and_at_or_after_it_poisons() {
         .unwrap();
         assert_clean(&db);
         let got = db
-            .view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec)))
+            .view(|tx| {
+                Ok::<_, rbolt::Error>(tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec))
+            })
             .unwrap();
         if !synced_before {
             assert_eq!(

@@ -4,6 +4,7 @@ mod api;
 mod api_model;
 mod basics;
 mod check;
+mod closures;
 mod commit;
 mod concurrency;
 mod durability;

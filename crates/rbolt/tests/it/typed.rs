@@ -105,7 +105,7 @@ fn a_typed_bucket_reads_writes_and_ranges_in_key_order() {
         assert_eq!(temps.get(25)?, Some((25, "reading")));
         // A nested bucket in a typed bucket is skipped by iteration.
         temps.bytes().create_bucket("nested")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.view(|tx| {
@@ -127,14 +127,14 @@ fn a_typed_bucket_reads_writes_and_ranges_in_key_order() {
             .collect::<Result<_, _>>()?;
         assert_eq!(backwards, [25, 0, -1]);
         assert_eq!(temps.get(7)?, None);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // Missing in a read transaction: None, not created.
     db.view(|tx| {
         const NONE: BucketDef<u8, u8> = BucketDef::new("none");
         assert!(tx.open_bucket(NONE)?.is_none());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -145,7 +145,7 @@ fn bytes_of_another_type_are_a_decode_error() {
     db.update(|tx| {
         let mut b = tx.create_bucket("mixed")?;
         b.put("k", [0xFF, 0xFE])?; // not UTF-8, and not 8 bytes
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.view(|tx| {
@@ -158,7 +158,7 @@ fn bytes_of_another_type_are_a_decode_error() {
         assert!(matches!(as_u64.get("k"), Err(Error::Decode { .. })));
         let first = as_u64.iter().next().expect("one entry");
         assert!(matches!(first, Err(Error::Decode { .. })));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -185,7 +185,7 @@ fn serde_values_are_stored_as_json() {
             tx.bucket("users")?.unwrap().get(1u64.to_be_bytes())?,
             Some(&br#"{"name":"alice","admin":true}"#[..])
         );
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
