@@ -162,6 +162,15 @@ pub enum Error {
         /// What is wrong with the bytes.
         reason: String,
     },
+    /// A key or value that a typed bucket cannot turn into bytes: a `Json` value serde cannot
+    /// write, or whose JSON does not read back as its type. Nothing was written.
+    #[error("cannot store a {type_name}: {reason}; nothing was written")]
+    Encode {
+        /// The type of the key or value.
+        type_name: &'static str,
+        /// Why it has no bytes.
+        reason: String,
+    },
     /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
     /// them out, since a writer rewrites metas and free pages while readers live.
     #[error("raw page access needs a database opened read-only")]
@@ -256,6 +265,8 @@ pub enum ErrorKind {
     WriteTxOnThisThread,
     /// [`Error::Decode`].
     Decode,
+    /// [`Error::Encode`].
+    Encode,
     /// [`Error::RawAccessNeedsReadOnly`].
     RawAccessNeedsReadOnly,
     /// [`Error::Checksum`].
@@ -321,6 +332,7 @@ impl Error {
             Error::StorageInUse { .. } => ErrorKind::StorageInUse,
             Error::WriteTxOnThisThread => ErrorKind::WriteTxOnThisThread,
             Error::Decode { .. } => ErrorKind::Decode,
+            Error::Encode { .. } => ErrorKind::Encode,
             Error::RawAccessNeedsReadOnly => ErrorKind::RawAccessNeedsReadOnly,
             Error::Checksum { .. } => ErrorKind::Checksum,
             Error::MaxSizeReached { .. } => ErrorKind::MaxSizeReached,

@@ -217,5 +217,7 @@ pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::WriteTx;
 #[cfg(feature = "serde")]
 pub use typed::Json;
-pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};
+pub use typed::{
+    BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedCursor, TypedIter, Value,
+};
 pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};

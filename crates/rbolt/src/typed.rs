@@ -4,7 +4,10 @@
 //! A [`Value`] turns a type into bytes and back, borrowing from the transaction where the type
 //! allows (`&str`, `&[u8]`); a [`Key`] is a value whose bytes sort as the values do, so ranges
 //! and iteration come out in the type's order (integers are stored big-endian, signed ones
-//! with the sign bit flipped; floats in `total_cmp` order). A [`BucketDef`] names a bucket and its two types once:
+//! with the sign bit flipped; floats in `total_cmp` order). Owned types (`String`, `Vec<u8>`)
+//! are copied out of the page. A value that cannot be written is `Error::Encode` and bytes
+//! that do not read back are `Error::Decode`; neither panics, and a typed write that fails
+//! changes nothing. A [`BucketDef`] names a bucket and its two types once:
 //!
 //! ```
 //! use rbolt::{BucketDef, Db};
@@ -43,7 +46,7 @@ use std::ops::{Bound, RangeBounds};
 /// ```
 /// use rbolt::Value;
 /// // Integers are stored big-endian; a value reads back from its bytes.
-/// let bytes = <u32 as Value>::to_bytes(&258);
+/// let bytes = <u32 as Value>::to_bytes(&258)?;
 /// assert_eq!(bytes.as_ref(), [0, 0, 1, 2]);
 /// assert_eq!(<u32 as Value>::from_bytes(&[0, 0, 1, 2])?, 258);
 /// // Bytes that store no value of the type are a decode error, not a panic.
@@ -59,8 +62,10 @@ pub trait Value {
     where
         Self: 'a;
 
-    /// The bytes that store `value`.
-    fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Self::Bytes<'a>
+    /// The bytes that store `value`, or `Error::Encode` when the value has none (a
+    /// [`Json`](crate::Json) value that serde cannot write as JSON, say). Typed writes encode
+    /// before they touch the bucket, so a failure here changes nothing.
+    fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Result<Self::Bytes<'a>>
     where
         Self: 'a;
 
@@ -128,6 +133,13 @@ fn decode_error<T: Value + ?Sized>(reason: impl Into<String>) -> Error {
     }
 }
 
+fn encode_error<T: Value + ?Sized>(reason: impl Into<String>) -> Error {
+    Error::Encode {
+        type_name: T::type_name(),
+        reason: reason.into(),
+    }
+}
+
 impl Value for &[u8] {
     type SelfType<'a> = &'a [u8];
     type Bytes<'a>
@@ -135,11 +147,11 @@ impl Value for &[u8] {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(value: &'a &[u8]) -> &'a [u8]
+    fn to_bytes<'a>(value: &'a &[u8]) -> Result<&'a [u8]>
     where
         Self: 'a,
     {
-        value
+        Ok(value)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<&[u8]> {
@@ -155,11 +167,11 @@ impl Value for &str {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(value: &'a &str) -> &'a [u8]
+    fn to_bytes<'a>(value: &'a &str) -> Result<&'a [u8]>
     where
         Self: 'a,
     {
-        value.as_bytes()
+        Ok(value.as_bytes())
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<&str> {
@@ -168,6 +180,74 @@ impl Value for &str {
 }
 impl Key for &str {}
 
+/// An owned string: stored as its UTF-8 bytes (as `&str` is, so the two read each other's
+/// buckets), sorted as `String` sorts, and copied out of the page when read.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const NOTES: BucketDef<String, String> = BucketDef::new("notes");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let title = String::from("groceries");
+/// db.update(|tx| tx.open_bucket(NOTES)?.put(&title, "milk, eggs".to_string()))?;
+/// let note: Option<String> = db.view(|tx| tx.open_bucket(NOTES)?.unwrap().get(&title))?;
+/// assert_eq!(note.as_deref(), Some("milk, eggs")); // owned: it outlives the transaction
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+impl Value for String {
+    type SelfType<'a> = String;
+    type Bytes<'a>
+        = &'a [u8]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a String) -> Result<&'a [u8]>
+    where
+        Self: 'a,
+    {
+        Ok(value.as_bytes())
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<String> {
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|e| decode_error::<String>(e.to_string()))
+    }
+}
+impl Key for String {}
+
+/// Owned bytes: stored as they are, copied out of the page when read.
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const BLOBS: BucketDef<Vec<u8>, Vec<u8>> = BucketDef::new("blobs");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| tx.open_bucket(BLOBS)?.put(vec![1, 2], vec![0xFF; 3]))?;
+/// let blob = db.view(|tx| tx.open_bucket(BLOBS)?.unwrap().get(vec![1, 2]))?;
+/// assert_eq!(blob, Some(vec![0xFF; 3]));
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+impl Value for Vec<u8> {
+    type SelfType<'a> = Vec<u8>;
+    type Bytes<'a>
+        = &'a [u8]
+    where
+        Self: 'a;
+
+    fn to_bytes<'a>(value: &'a Vec<u8>) -> Result<&'a [u8]>
+    where
+        Self: 'a,
+    {
+        Ok(value)
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Vec<u8>> {
+        Ok(bytes.to_vec())
+    }
+}
+impl Key for Vec<u8> {}
+
 impl<const N: usize> Value for [u8; N] {
     type SelfType<'a> = [u8; N];
     type Bytes<'a>
@@ -175,11 +255,11 @@ impl<const N: usize> Value for [u8; N] {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(value: &'a [u8; N]) -> [u8; N]
+    fn to_bytes<'a>(value: &'a [u8; N]) -> Result<[u8; N]>
     where
         Self: 'a,
     {
-        *value
+        Ok(*value)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<[u8; N]> {
@@ -200,11 +280,11 @@ impl Value for () {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(_: &'a ()) -> [u8; 0]
+    fn to_bytes<'a>(_: &'a ()) -> Result<[u8; 0]>
     where
         Self: 'a,
     {
-        []
+        Ok([])
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<()> {
@@ -232,10 +312,10 @@ macro_rules! integers {
             type SelfType<'a> = $ty;
             type Bytes<'a> = [u8; std::mem::size_of::<$ty>()] where Self: 'a;
 
-            fn to_bytes<'a>(value: &'a $ty) -> Self::Bytes<'a> where Self: 'a {
+            fn to_bytes<'a>(value: &'a $ty) -> Result<Self::Bytes<'a>> where Self: 'a {
                 let bits = *value as $unsigned;
                 let bits = if $signed { bits ^ (1 << (<$unsigned>::BITS - 1)) } else { bits };
-                bits.to_be_bytes()
+                Ok(bits.to_be_bytes())
             }
 
             fn from_bytes(bytes: &[u8]) -> Result<$ty> {
@@ -274,11 +354,11 @@ macro_rules! floats {
             type SelfType<'a> = $ty;
             type Bytes<'a> = [u8; std::mem::size_of::<$ty>()] where Self: 'a;
 
-            fn to_bytes<'a>(value: &'a $ty) -> Self::Bytes<'a> where Self: 'a {
+            fn to_bytes<'a>(value: &'a $ty) -> Result<Self::Bytes<'a>> where Self: 'a {
                 let bits = value.to_bits();
                 let sign = 1 << (<$bits>::BITS - 1);
                 let bits = if bits & sign != 0 { !bits } else { bits | sign };
-                bits.to_be_bytes()
+                Ok(bits.to_be_bytes())
             }
 
             fn from_bytes(bytes: &[u8]) -> Result<$ty> {
@@ -308,11 +388,11 @@ impl Value for bool {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(value: &'a bool) -> [u8; 1]
+    fn to_bytes<'a>(value: &'a bool) -> Result<[u8; 1]>
     where
         Self: 'a,
     {
-        [u8::from(*value)]
+        Ok([u8::from(*value)])
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<bool> {
@@ -329,7 +409,9 @@ impl FixedWidth for bool {
 }
 
 /// Tuples whose components but the last are fixed-width: their bytes are the components'
-/// bytes one after the other, so they sort by the first component, then the next.
+/// bytes one after the other, so they sort by the first component, then the next. A
+/// fixed-width component whose bytes are not `WIDTH` long (a mistaken `FixedWidth` impl)
+/// is an encode error: such a key could not be read back.
 macro_rules! tuples {
     ($($head:ident),+ ; $last:ident) => {
         impl<$($head: FixedWidth,)+ $last: Value> Value for ($($head,)+ $last,) {
@@ -337,12 +419,27 @@ macro_rules! tuples {
             type Bytes<'a> = SmallVec<[u8; 32]> where Self: 'a;
 
             #[expect(non_snake_case, reason = "the components are named after their types")]
-            fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Self::Bytes<'a> where Self: 'a {
+            fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Result<Self::Bytes<'a>>
+            where
+                Self: 'a,
+            {
                 let ($($head,)+ $last,) = value;
                 let mut bytes = SmallVec::new();
-                $(bytes.extend_from_slice($head::to_bytes($head).as_ref());)+
-                bytes.extend_from_slice($last::to_bytes($last).as_ref());
-                bytes
+                $(
+                    let component = $head::to_bytes($head)?;
+                    let component = component.as_ref();
+                    if component.len() != $head::WIDTH {
+                        return Err(encode_error::<Self>(format!(
+                            "a fixed-width component of type {} wrote {} bytes, not its WIDTH {}",
+                            $head::type_name(),
+                            component.len(),
+                            $head::WIDTH
+                        )));
+                    }
+                    bytes.extend_from_slice(component);
+                )+
+                bytes.extend_from_slice($last::to_bytes($last)?.as_ref());
+                Ok(bytes)
             }
 
             #[expect(non_snake_case, reason = "the components are named after their types")]
@@ -369,6 +466,13 @@ tuples!(A, B, C; D);
 
 /// A value stored as JSON (feature `serde`): any type serde can write and read. Not a key:
 /// JSON's bytes do not sort as the values do.
+///
+/// A value JSON cannot hold is `Error::Encode`, never a panic, and nothing is written: a map
+/// whose keys are not strings or numbers (serde_json's "key must be a string"), a
+/// `Serialize` impl that fails, or JSON that does not read back as `T` (serde_json writes a
+/// NaN or infinite float as `null`, which no `f64` reads). Each value is parsed back once
+/// before it is stored, so that nothing enters the file that cannot be read; that doubles
+/// the cost of encoding.
 ///
 /// ```
 /// use rbolt::{BucketDef, Json};
@@ -397,12 +501,23 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
     where
         Self: 'a;
 
-    fn to_bytes<'a>(value: &'a T) -> Vec<u8>
+    fn to_bytes<'a>(value: &'a T) -> Result<Vec<u8>>
     where
         Self: 'a,
     {
-        // Serialising to memory fails only for types whose `Serialize` fails: a bug in them.
-        serde_json::to_vec(value).unwrap_or_else(|e| panic!("serialising a value: {e}"))
+        let bytes = serde_json::to_vec(value)
+            .map_err(|e| encode_error::<Self>(format!("serde_json cannot write it: {e}")))?;
+        // What goes into the file must come back out: serde_json writes some values it
+        // cannot read as the same type (a NaN float as `null`).
+        if let Err(e) = serde_json::from_slice::<T>(&bytes) {
+            const SHOWN_MAX: usize = 64;
+            let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN_MAX)]);
+            let more = if bytes.len() > SHOWN_MAX { "..." } else { "" };
+            return Err(encode_error::<Self>(format!(
+                "serde_json writes it as `{shown}{more}`, which does not read back: {e}"
+            )));
+        }
+        Ok(bytes)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<T> {
@@ -589,10 +704,26 @@ impl<'a> BucketMut<'a> {
 /// assert_eq!(one, "one");
 /// # Ok::<(), rbolt::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug)]
 pub struct TypedBucket<'a, K, V> {
     bucket: Bucket<'a>,
     types: PhantomData<fn() -> (K, V)>,
+}
+
+// By hand: a derive would ask `K` and `V` (markers, never stored) to be `Clone` and `Debug`.
+impl<K, V> Clone for TypedBucket<'_, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for TypedBucket<'_, K, V> {}
+
+impl<K, V> std::fmt::Debug for TypedBucket<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedBucket")
+            .field("bucket", &self.bucket)
+            .finish()
+    }
 }
 
 impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
@@ -645,7 +776,7 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'a>>> {
-        match self.bucket.get(K::to_bytes(key.borrow()))? {
+        match self.bucket.get(K::to_bytes(key.borrow())?)? {
             Some(bytes) => V::from_bytes(bytes).map(Some),
             None => Ok(None),
         }
@@ -702,12 +833,158 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'a, K, V> {
-        let start = encode_bound::<K>(range.start_bound());
-        let end = encode_bound::<K>(range.end_bound());
-        TypedIter::new(self.bucket.range::<&[u8]>((
-            start.as_ref().map(AsRef::as_ref),
-            end.as_ref().map(AsRef::as_ref),
-        )))
+        let bounds = encode_bound::<K>(range.start_bound())
+            .and_then(|start| Ok((start, encode_bound::<K>(range.end_bound())?)));
+        match bounds {
+            Ok((start, end)) => TypedIter::new(self.bucket.range::<&[u8]>((
+                start.as_ref().map(AsRef::as_ref),
+                end.as_ref().map(AsRef::as_ref),
+            ))),
+            Err(error) => TypedIter::failed(error),
+        }
+    }
+
+    /// The keys and values whose keys' bytes start with the bytes of `prefix`, in key order;
+    /// double-ended. For text keys that is a text prefix; for a tuple key ending in text,
+    /// the leading components and a prefix of the text. (A prefix of a tuple's leading
+    /// components alone is a [`range`](TypedBucket::range): `(7, "")..(8, "")`.)
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const USERS: BucketDef<&str, u32> = BucketDef::new("users");
+    /// const TAGS: BucketDef<(u32, &str), ()> = BucketDef::new("tags");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut users = tx.open_bucket(USERS)?;
+    ///     for (i, name) in ["alice", "al", "bob", "alfred"].into_iter().enumerate() {
+    ///         users.put(name, i as u32)?;
+    ///     }
+    ///     let mut tags = tx.open_bucket(TAGS)?;
+    ///     for (post, tag) in [(1, "rust"), (1, "rbolt"), (1, "go"), (2, "rust")] {
+    ///         tags.put((post, tag), ())?;
+    ///     }
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let users = tx.open_bucket(USERS)?.unwrap();
+    ///     let al: Vec<(&str, u32)> = users.prefix("al").collect::<Result<_, _>>()?;
+    ///     assert_eq!(al, [("al", 1), ("alfred", 3), ("alice", 0)]);
+    ///     let tags = tx.open_bucket(TAGS)?.unwrap();
+    ///     let r: Vec<((u32, &str), ())> = tags.prefix((1, "r")).collect::<Result<_, _>>()?;
+    ///     assert_eq!(r, [((1, "rbolt"), ()), ((1, "rust"), ())]);
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn prefix<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedIter<'a, K, V> {
+        match K::to_bytes(prefix.borrow()) {
+            Ok(bytes) => TypedIter::new(self.bucket.prefix(bytes)),
+            Err(error) => TypedIter::failed(error),
+        }
+    }
+
+    /// The entry with the smallest key, if the bucket holds one (nested buckets are skipped).
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const QUEUE: BucketDef<u64, &str> = BucketDef::new("queue");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut queue = tx.open_bucket(QUEUE)?;
+    ///     assert_eq!(queue.first()?, None);
+    ///     for (at, job) in [(30, "later"), (10, "now"), (20, "soon")] {
+    ///         queue.put(at, job)?;
+    ///     }
+    ///     assert_eq!(queue.first()?, Some((10, "now")));
+    ///     assert_eq!(queue.last()?, Some((30, "later")));
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(K::SelfType<'a>, V::SelfType<'a>)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the largest key, if the bucket holds one (nested buckets are skipped);
+    /// see [`first`](TypedBucket::first).
+    pub fn last(&self) -> Result<Option<(K::SelfType<'a>, V::SelfType<'a>)>> {
+        self.iter().next_back().transpose()
+    }
+
+    /// How many keys hold values (nested buckets are not counted). bbolt's format keeps no
+    /// count, so this walks every leaf of the bucket: O(n), as `iter().count()`, but without
+    /// decoding anything.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const SEEN: BucketDef<u32, ()> = BucketDef::new("seen");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut seen = tx.open_bucket(SEEN)?;
+    ///     assert!(seen.is_empty()?);
+    ///     for id in [3, 1, 3, 2] {
+    ///         seen.put(id, ())?;
+    ///     }
+    ///     seen.bytes().create_bucket("nested")?; // not counted
+    ///     assert_eq!(seen.len()?, 3);
+    ///     assert!(!seen.is_empty()?);
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn len(&self) -> Result<u64> {
+        let mut n = 0;
+        for entry in self.bucket.iter() {
+            n += u64::from(!entry?.is_bucket());
+        }
+        Ok(n)
+    }
+
+    /// Whether no key holds a value (nested buckets aside); stops at the first value.
+    pub fn is_empty(&self) -> Result<bool> {
+        for entry in self.bucket.iter() {
+            if !entry?.is_bucket() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// A typed cursor over the bucket: `seek`, `first`, `last`, `next`, `prev`.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const PRICES: BucketDef<u32, f64> = BucketDef::new("prices");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut prices = tx.open_bucket(PRICES)?;
+    ///     for (day, price) in [(1, 9.5), (4, 10.0), (9, 8.25)] {
+    ///         prices.put(day, price)?;
+    ///     }
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let prices = tx.open_bucket(PRICES)?.unwrap();
+    ///     let mut cursor = prices.cursor();
+    ///     // The first entry at or after day 2.
+    ///     assert_eq!(cursor.seek(2)?, Some((4, 10.0)));
+    ///     assert_eq!(cursor.next()?, Some((9, 8.25)));
+    ///     assert_eq!(cursor.next()?, None); // past the end, still usable
+    ///     assert_eq!(cursor.prev()?, Some((9, 8.25)));
+    ///     assert_eq!(cursor.seek(10)?, None); // nothing at or after day 10
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn cursor(&self) -> TypedCursor<'a, K, V> {
+        TypedCursor {
+            inner: self.bucket.cursor(),
+            types: PhantomData,
+        }
     }
 }
 
@@ -728,10 +1005,17 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
-#[derive(Debug)]
 pub struct TypedBucketMut<'a, K, V> {
     bucket: BucketMut<'a>,
     types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> std::fmt::Debug for TypedBucketMut<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedBucketMut")
+            .field("bucket", &self.bucket)
+            .finish()
+    }
 }
 
 impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
@@ -803,10 +1087,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'_>>> {
-        match self.bucket.get(K::to_bytes(key.borrow()))? {
-            Some(bytes) => V::from_bytes(bytes).map(Some),
-            None => Ok(None),
-        }
+        self.as_typed_bucket().get(key)
     }
 
     /// Sets `key` to `value`.
@@ -831,8 +1112,11 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<()> {
-        self.bucket
-            .put(K::to_bytes(key.borrow()), V::to_bytes(value.borrow()))
+        // Both encoded before the bucket is touched: a value that cannot be written changes
+        // nothing.
+        let key = K::to_bytes(key.borrow())?;
+        let value = V::to_bytes(value.borrow())?;
+        self.bucket.put(key, value)
     }
 
     /// Deletes `key`; returns whether it was there.
@@ -853,7 +1137,8 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn delete<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<bool> {
-        self.bucket.delete(K::to_bytes(key.borrow()))
+        let key = K::to_bytes(key.borrow())?;
+        self.bucket.delete(key)
     }
 
     /// Every key and value in key order (nested buckets are skipped); double-ended.
@@ -875,7 +1160,7 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn iter(&self) -> TypedIter<'_, K, V> {
-        TypedIter::new(self.bucket.iter())
+        self.as_typed_bucket().iter()
     }
 
     /// The keys and values whose keys lie in `range`, in key order; double-ended.
@@ -898,18 +1183,65 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn range<'k, R: RangeBounds<K::SelfType<'k>>>(&self, range: R) -> TypedIter<'_, K, V> {
-        let start = encode_bound::<K>(range.start_bound());
-        let end = encode_bound::<K>(range.end_bound());
-        TypedIter::new(self.bucket.range::<&[u8]>((
-            start.as_ref().map(AsRef::as_ref),
-            end.as_ref().map(AsRef::as_ref),
-        )))
+        self.as_typed_bucket().range(range)
+    }
+
+    /// The keys and values whose keys' bytes start with the bytes of `prefix`; see
+    /// [`TypedBucket::prefix`].
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const PATHS: BucketDef<String, u64> = BucketDef::new("paths");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut paths = tx.open_bucket(PATHS)?;
+    ///     for (path, size) in [("/etc/hosts", 1), ("/etc/passwd", 2), ("/usr/bin", 3)] {
+    ///         paths.put(path.to_string(), size)?;
+    ///     }
+    ///     let etc = paths.prefix("/etc/".to_string()).map(|e| e.map(|(_, size)| size));
+    ///     assert_eq!(etc.sum::<rbolt::Result<u64>>()?, 3);
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn prefix<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedIter<'_, K, V> {
+        self.as_typed_bucket().prefix(prefix)
+    }
+
+    /// The entry with the smallest key; see [`TypedBucket::first`].
+    pub fn first(&self) -> Result<Option<(K::SelfType<'_>, V::SelfType<'_>)>> {
+        self.as_typed_bucket().first()
+    }
+
+    /// The entry with the largest key; see [`TypedBucket::last`].
+    pub fn last(&self) -> Result<Option<(K::SelfType<'_>, V::SelfType<'_>)>> {
+        self.as_typed_bucket().last()
+    }
+
+    /// How many keys hold values; see [`TypedBucket::len`].
+    pub fn len(&self) -> Result<u64> {
+        self.as_typed_bucket().len()
+    }
+
+    /// Whether no key holds a value; see [`TypedBucket::is_empty`].
+    pub fn is_empty(&self) -> Result<bool> {
+        self.as_typed_bucket().is_empty()
+    }
+
+    /// A typed cursor over the bucket as it is now; see [`TypedBucket::cursor`].
+    pub fn cursor(&self) -> TypedCursor<'_, K, V> {
+        self.as_typed_bucket().cursor()
     }
 }
 
 /// A range bound as the key's bytes.
-fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Bound<SmallVec<[u8; 32]>> {
-    bound.map(|key| SmallVec::from_slice(K::to_bytes(key).as_ref()))
+fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Result<Bound<SmallVec<[u8; 32]>>> {
+    Ok(match bound {
+        Bound::Included(key) => Bound::Included(SmallVec::from_slice(K::to_bytes(key)?.as_ref())),
+        Bound::Excluded(key) => Bound::Excluded(SmallVec::from_slice(K::to_bytes(key)?.as_ref())),
+        Bound::Unbounded => Bound::Unbounded,
+    })
 }
 
 /// Typed keys and values of a bucket, in key order; double-ended. A key or value that does
@@ -935,50 +1267,224 @@ fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Bound<SmallVec<[u
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
-#[derive(Clone, Debug)]
 pub struct TypedIter<'a, K, V> {
-    inner: Iter<'a>,
+    /// `None` once an error ended the iteration.
+    inner: Option<Iter<'a>>,
+    /// A bound or prefix that did not encode: the first item, then the end.
+    failed: Option<EncodeFailure>,
     types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for TypedIter<'_, K, V> {
+    fn clone(&self) -> Self {
+        TypedIter {
+            inner: self.inner.clone(),
+            failed: self.failed.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> std::fmt::Debug for TypedIter<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedIter")
+            .field("inner", &self.inner)
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+/// An `Error::Encode`, kept in a form that can be cloned with its iterator.
+#[derive(Clone, Debug)]
+struct EncodeFailure {
+    type_name: &'static str,
+    reason: String,
 }
 
 impl<'a, K: Key, V: Value> TypedIter<'a, K, V> {
     fn new(inner: Iter<'a>) -> TypedIter<'a, K, V> {
         TypedIter {
-            inner,
+            inner: Some(inner),
+            failed: None,
             types: PhantomData,
         }
     }
 
-    fn decode(entry: crate::Entry<'a>) -> Result<(K::SelfType<'a>, V::SelfType<'a>)> {
-        let value = entry.value().expect("nested buckets are skipped");
-        Ok((K::from_bytes(entry.key())?, V::from_bytes(value)?))
+    /// An iterator whose range could not be encoded: it yields that error, then ends.
+    fn failed(error: Error) -> TypedIter<'a, K, V> {
+        let failed = match error {
+            Error::Encode { type_name, reason } => EncodeFailure { type_name, reason },
+            // `Value::to_bytes` returns `Encode`; another error from a foreign impl is kept
+            // as its message.
+            other => EncodeFailure {
+                type_name: K::type_name(),
+                reason: other.to_string(),
+            },
+        };
+        TypedIter {
+            inner: None,
+            failed: Some(failed),
+            types: PhantomData,
+        }
     }
+
+    fn step(&mut self, back: bool) -> Option<Result<(K::SelfType<'a>, V::SelfType<'a>)>> {
+        if let Some(EncodeFailure { type_name, reason }) = self.failed.take() {
+            return Some(Err(Error::Encode { type_name, reason }));
+        }
+        let inner = self.inner.as_mut()?;
+        let item = loop {
+            let entry = if back {
+                inner.next_back()
+            } else {
+                inner.next()
+            };
+            match entry? {
+                Ok(entry) if entry.is_bucket() => continue,
+                Ok(entry) => break decode::<K, V>(entry),
+                Err(error) => break Err(error),
+            }
+        };
+        if item.is_err() {
+            self.inner = None;
+        }
+        Some(item)
+    }
+}
+
+/// A key and value entry decoded as `K` and `V` (the caller skipped nested buckets).
+fn decode<'a, K: Key, V: Value>(
+    entry: crate::Entry<'a>,
+) -> Result<(K::SelfType<'a>, V::SelfType<'a>)> {
+    Ok((
+        K::from_bytes(entry.key())?,
+        V::from_bytes(entry.raw_value())?,
+    ))
 }
 
 impl<'a, K: Key, V: Value> Iterator for TypedIter<'a, K, V> {
     type Item = Result<(K::SelfType<'a>, V::SelfType<'a>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.inner.next()? {
-                Err(error) => return Some(Err(error)),
-                Ok(entry) if entry.is_bucket() => continue,
-                Ok(entry) => return Some(Self::decode(entry)),
-            }
-        }
+        self.step(false)
     }
 }
 
 impl<K: Key, V: Value> DoubleEndedIterator for TypedIter<'_, K, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.inner.next_back()? {
-                Err(error) => return Some(Err(error)),
-                Ok(entry) if entry.is_bucket() => continue,
-                Ok(entry) => return Some(Self::decode(entry)),
-            }
-        }
+        self.step(true)
     }
 }
 
 impl<K: Key, V: Value> std::iter::FusedIterator for TypedIter<'_, K, V> {}
+
+/// A cursor over a typed bucket ([`TypedBucket::cursor`]): the byte [`Cursor`]'s moves, with
+/// keys and values decoded and nested buckets skipped. Like it, a cursor that ran off either
+/// end returns `None` and stays usable. A key or value that does not decode is
+/// `Error::Decode`, and the cursor stays on that entry.
+///
+/// [`Cursor`]: crate::Cursor
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const LOG: BucketDef<u64, &str> = BucketDef::new("log");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut log = tx.open_bucket(LOG)?;
+///     for (i, line) in [(1, "boot"), (2, "ready"), (3, "stop")] {
+///         log.put(i, line)?;
+///     }
+///     log.bytes().create_bucket("archive")?; // skipped by the cursor
+///     Ok::<_, rbolt::Error>(())
+/// })?;
+/// let tx = db.begin_read()?;
+/// let mut cursor = tx.open_bucket(LOG)?.unwrap().cursor();
+/// assert_eq!(cursor.last()?, Some((3, "stop")));
+/// assert_eq!(cursor.prev()?, Some((2, "ready")));
+/// assert_eq!(cursor.first()?, Some((1, "boot")));
+/// assert_eq!(cursor.prev()?, None); // before the start, still usable
+/// assert_eq!(cursor.next()?, Some((1, "boot")));
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+pub struct TypedCursor<'a, K, V> {
+    inner: crate::Cursor<'a>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for TypedCursor<'_, K, V> {
+    fn clone(&self) -> Self {
+        TypedCursor {
+            inner: self.inner.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> std::fmt::Debug for TypedCursor<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypedCursor")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+/// What a typed cursor's move gives: the entry it moved to, if any.
+type TypedMoved<'a, K, V> =
+    Result<Option<(<K as Value>::SelfType<'a>, <V as Value>::SelfType<'a>)>>;
+
+impl<'a, K: Key, V: Value> TypedCursor<'a, K, V> {
+    /// Moves to the first entry.
+    pub fn first(&mut self) -> TypedMoved<'a, K, V> {
+        let entry = self.inner.first()?;
+        self.settle(entry, false)
+    }
+
+    /// Moves to the last entry.
+    pub fn last(&mut self) -> TypedMoved<'a, K, V> {
+        let entry = self.inner.last()?;
+        self.settle(entry, true)
+    }
+
+    /// Moves to the next entry.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "fallible and bidirectional; TypedIter is the Iterator"
+    )]
+    pub fn next(&mut self) -> TypedMoved<'a, K, V> {
+        let entry = self.inner.next()?;
+        self.settle(entry, false)
+    }
+
+    /// Moves to the previous entry.
+    pub fn prev(&mut self) -> TypedMoved<'a, K, V> {
+        let entry = self.inner.prev()?;
+        self.settle(entry, true)
+    }
+
+    /// Moves to the first entry whose key is `key` or comes after it. A key that does not
+    /// encode is `Error::Encode`, and the cursor does not move.
+    pub fn seek<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> TypedMoved<'a, K, V> {
+        let key = K::to_bytes(key.borrow())?;
+        let entry = self.inner.seek(key)?;
+        self.settle(entry, false)
+    }
+
+    /// From the entry a move landed on, steps past nested buckets (backwards when `back`)
+    /// and decodes the first key and value found.
+    fn settle(&mut self, mut entry: Option<crate::Entry<'a>>, back: bool) -> TypedMoved<'a, K, V> {
+        loop {
+            match entry {
+                None => return Ok(None),
+                Some(found) if found.is_bucket() => {
+                    entry = if back {
+                        self.inner.prev()?
+                    } else {
+                        self.inner.next()?
+                    };
+                }
+                Some(found) => return decode::<K, V>(found).map(Some),
+            }
+        }
+    }
+}

@@ -46,7 +46,11 @@ fn update_returns_the_callers_error_and_rolls_back() {
         Err(AppError::Rejected(7))
     });
     assert!(matches!(result, Err(AppError::Rejected(7))), "{result:?}");
-    assert_eq!(read_all(&db).unwrap(), before, "the failed update changed nothing");
+    assert_eq!(
+        read_all(&db).unwrap(),
+        before,
+        "the failed update changed nothing"
+    );
     // The handle writes on as before.
     db.update(|tx| tx.bucket_mut("b")?.unwrap().put("after", "3"))
         .unwrap();
@@ -99,12 +103,16 @@ fn view_returns_the_callers_error() {
     let db = open(&dir, Options::default());
     let found: Result<Vec<u8>, AppError> = db.view(|tx| {
         let b = tx.bucket("b")?.ok_or(AppError::Rejected(1))?;
-        b.get("kept")?.map(<[u8]>::to_vec).ok_or(AppError::Rejected(2))
+        b.get("kept")?
+            .map(<[u8]>::to_vec)
+            .ok_or(AppError::Rejected(2))
     });
     assert_eq!(found.unwrap(), b"1");
     let missing: Result<Vec<u8>, AppError> = db.view(|tx| {
         let b = tx.bucket("b")?.ok_or(AppError::Rejected(1))?;
-        b.get("absent")?.map(<[u8]>::to_vec).ok_or(AppError::Rejected(2))
+        b.get("absent")?
+            .map(<[u8]>::to_vec)
+            .ok_or(AppError::Rejected(2))
     });
     assert!(matches!(missing, Err(AppError::Rejected(2))), "{missing:?}");
 }
@@ -154,5 +162,8 @@ fn a_failing_batch_call_gets_its_own_error_and_the_others_commit() {
     }
     // Once in the shared transaction, once alone, where its error came from.
     assert_eq!(failing_runs.load(Ordering::Relaxed), 2);
-    assert_eq!(keys_of_b(&db), [&b"call-0"[..], b"call-1", b"call-3", b"kept"]);
+    assert_eq!(
+        keys_of_b(&db),
+        [&b"call-0"[..], b"call-1", b"call-3", b"kept"]
+    );
 }
