@@ -7,6 +7,7 @@ use crate::options::Options;
 use crate::readers::Readers;
 use crate::stats::{DbStats, StatCounters};
 use crate::storage::{Claim, FileOptions, FileStorage, Mapping, OpenError, Storage};
+use crate::trace;
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
 use open::{init, interrupted_creation, read_metas};
@@ -16,6 +17,7 @@ use rbolt_page::{Meta, MetaDurability, Txid, write_meta};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// The largest txid a meta may carry: the next commit, and readers' slot values, must not
 /// overflow.
@@ -152,23 +154,7 @@ impl Db {
     /// ```
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let path = path.as_ref();
-        let file_options = FileOptions::new()
-            .read_only(options.read_only)
-            .create(!options.read_only && options.create)
-            .lock_timeout(options.lock_timeout);
-        let storage = FileStorage::open(path, file_options).map_err(|error| match error {
-            OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
-            OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
-            OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
-                path: Some(path),
-                source,
-            },
-            other => Error::Io {
-                path: Some(path.to_path_buf()),
-                source: std::io::Error::other(other.to_string()),
-            },
-        })?;
+        let storage = open_file(path.as_ref(), &options)?;
         Db::open_storage(Arc::new(storage), options)
     }
 
@@ -218,11 +204,17 @@ impl Db {
                     },
                 });
             }
+            if file_len > 0 {
+                trace::recovered_interrupted_creation(path.as_deref(), file_len);
+            }
             init(storage.as_ref(), page_size).map_err(io)?;
             file_len = storage.len().map_err(io)?;
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
         let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
+        if let Some(why) = found.fallback(&meta) {
+            trace::recovered_older_meta(path.as_deref(), meta.txid, why);
+        }
         let map_len = map_size(
             (meta.pgid * page_size as u64)
                 .max(file_len)
@@ -240,6 +232,9 @@ impl Db {
         let freelist = if options.read_only {
             None
         } else {
+            if !meta.has_freelist() {
+                trace::freelist_rebuilt(path.as_deref(), meta.txid);
+            }
             Some(load_freelist(&snapshot, page_size, &options)?)
         };
         let counters = StatCounters::default();
@@ -275,6 +270,7 @@ impl Db {
             // The newest commit was made without syncs by a process of this boot that did not
             // close the file (it crashed): its pages are all in the page cache, so it is whole.
             // Made durable now, before anything builds on it; a power loss from here keeps it.
+            trace::recovered_unsynced(db.storage.path(), meta.txid);
             let mut writer = db.lock_writer();
             // An fsync: commits without syncs may have grown the file without syncing it.
             db.storage.sync_all().map_err(|e| {
@@ -363,7 +359,9 @@ impl Db {
     }
 
     pub(crate) fn poison(&self) {
-        self.poisoned.store(true, Ordering::Release);
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            trace::poisoned(self.storage.path());
+        }
     }
 
     /// Fails if this thread holds the writer: waiting for it would wait for ever.
@@ -727,6 +725,45 @@ impl Drop for Db {
         // finds the last durable commit.
         let _ = self.make_durable_at_close();
         crate::vacuum::on_close(self);
+    }
+}
+
+/// Opens and locks the database file. The lock is tried once first: when another process
+/// holds it, that is `Error::Locked` unless `Options::lock_timeout` asks for a wait, and a wait
+/// is a second open that blocks as asked (and says so with the `tracing` feature).
+fn open_file(path: &Path, options: &Options) -> Result<FileStorage> {
+    let file_options = |lock_timeout| {
+        FileOptions::new()
+            .read_only(options.read_only)
+            .create(!options.read_only && options.create)
+            .lock_timeout(lock_timeout)
+    };
+    let once = Some(Duration::ZERO);
+    match FileStorage::open(path, file_options(once)) {
+        Err(OpenError::LockTimeout { .. }) if options.lock_timeout != once => {}
+        other => return other.map_err(|error| open_error(path, error)),
+    }
+    trace::lock_wait_started(path, options.lock_timeout);
+    let started = Instant::now();
+    let opened = FileStorage::open(path, file_options(options.lock_timeout));
+    let error = opened.as_ref().err().map(|e| e as &dyn std::error::Error);
+    trace::lock_wait_ended(path, started, error);
+    opened.map_err(|error| open_error(path, error))
+}
+
+/// The facade's error for a file that did not open.
+fn open_error(path: &Path, error: OpenError) -> Error {
+    match error {
+        OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
+        OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
+        OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
+            path: Some(path),
+            source,
+        },
+        other => Error::Io {
+            path: Some(path.to_path_buf()),
+            source: std::io::Error::other(other.to_string()),
+        },
     }
 }
 

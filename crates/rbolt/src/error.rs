@@ -82,10 +82,10 @@ pub enum Error {
     /// The database was opened read-only.
     #[error("database is read-only: open it without Options::read_only to write")]
     DatabaseReadOnly,
-    /// The file lock was not obtained within the timeout.
+    /// The file lock was not obtained within the `Options::lock_timeout` the open asked for.
     #[error(
-        "timed out waiting for the file lock on {}: another process has it open (a longer \
-         Options::lock_timeout waits longer)",
+        "timed out waiting for the file lock on {}: another process still has the database \
+         open (a longer Options::lock_timeout waits longer, None for ever)",
         DisplayPath(.path)
     )]
     Timeout {

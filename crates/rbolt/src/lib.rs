@@ -174,6 +174,7 @@ mod stats;
 /// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with
 /// the `sim` feature `SimFile`, a simulated file for crash tests.
 pub use rbolt_storage as storage;
+mod trace;
 mod tx;
 mod typed;
 mod vacuum;
@@ -189,7 +190,7 @@ pub use iter::{Cursor, CursorMut, Entry, Iter};
 pub use nested::{Walk, WalkStep};
 pub use options::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
-    PAGE_SIZE_DEFAULT,
+    PAGE_SIZE_DEFAULT, SLOW_COMMIT_THRESHOLD_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};

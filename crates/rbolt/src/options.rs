@@ -11,6 +11,9 @@ pub const BATCH_SIZE_MAX_DEFAULT: usize = 1000;
 pub const BATCH_DELAY_MAX_DEFAULT: Duration = Duration::from_millis(10);
 /// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
 pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
+/// Commits that take this long are reported with the `tracing` feature: a durable one-key
+/// commit takes well under a millisecond on a local disk, a large bulk load seconds.
+pub const SLOW_COMMIT_THRESHOLD_DEFAULT: Duration = Duration::from_secs(1);
 
 /// How a write transaction's commit reaches the disk ([`WriteTx::set_durability`]).
 ///
@@ -120,6 +123,10 @@ pub struct Options {
     /// truncation and a regrowth (`fallocate` and an fsync) per cycle. `Db::vacuum` shrinks
     /// whatever this says.
     pub auto_shrink: bool,
+    /// With the `tracing` feature, a commit that takes at least this long is reported as a
+    /// `WARN` event with its phases' times (`None`: never). Without the feature it does
+    /// nothing.
+    pub slow_commit_threshold: Option<Duration>,
 }
 
 impl Default for Options {
@@ -141,6 +148,7 @@ impl Default for Options {
             alloc_size: ALLOC_SIZE_DEFAULT,
             fallback_on_truncation: false,
             auto_shrink: false,
+            slow_commit_threshold: Some(SLOW_COMMIT_THRESHOLD_DEFAULT),
         }
     }
 }
@@ -272,4 +280,6 @@ setters! {
     fallback_on_truncation: bool,
     /// Sets `auto_shrink`.
     auto_shrink: bool,
+    /// Sets `slow_commit_threshold`.
+    slow_commit_threshold: Option<Duration>,
 }

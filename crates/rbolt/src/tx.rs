@@ -815,10 +815,15 @@ impl<'db> WriteTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn commit(mut self) -> Result<()> {
+        crate::trace::phase!("commit", txid = self.shared.core.get_mut().alloc.txid.0);
         let started = Instant::now();
+        let file_len_before = self.writer.file_len;
         match self.commit_inner() {
             Ok(()) => {
                 self.stats.commit_time = started.elapsed();
+                let txid = self.shared.core.get_mut().alloc.txid.0;
+                let file_len = self.writer.file_len;
+                crate::trace::committed(self.db, &self.stats, txid, file_len_before, file_len);
                 self.db.counters.tx_committed(&self.stats());
                 self.ended = true;
                 let hooks = std::mem::take(self.on_commit.get_mut());

@@ -10,7 +10,9 @@ use std::marker::PhantomData;
 use std::ops::Bound;
 
 /// A range bound as the key's bytes.
-pub(super) fn encode_bound<'k, K: Key>(bound: Bound<&K::SelfType<'k>>) -> Result<Bound<SmallVec<[u8; 32]>>> {
+pub(super) fn encode_bound<'k, K: Key>(
+    bound: Bound<&K::SelfType<'k>>,
+) -> Result<Bound<SmallVec<[u8; 32]>>> {
     Ok(match bound {
         Bound::Included(key) => Bound::Included(SmallVec::from_slice(K::to_bytes(key)?.as_ref())),
         Bound::Excluded(key) => Bound::Excluded(SmallVec::from_slice(K::to_bytes(key)?.as_ref())),

@@ -169,6 +169,7 @@ fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
     failpoint!("vacuum::before-truncate");
     match db.storage.shrink(truncate.len) {
         Ok(()) => {
+            crate::trace::shrunk(db.storage.path(), writer.file_len, truncate.len);
             writer.file_len = truncate.len;
             Ok(true)
         }
@@ -488,6 +489,13 @@ impl Db {
         // Pages meant to move that landed at or past the cut after all did not move.
         let past_cut = self.lock_writer().past_cut;
         step.pages_moved = step.pages_moved.saturating_sub(past_cut);
+        let path = self.storage.path();
+        let VacuumStep {
+            pages_moved: moved,
+            pages_merged: merged,
+            ..
+        } = step;
+        crate::trace::vacuum_step(path, true, moved, merged, step.high_water, step.pages_to_go);
         Ok(step)
     }
 
@@ -585,6 +593,8 @@ impl Db {
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         report.finished = true;
+        let path = self.storage.path();
+        crate::trace::vacuum_done(path, report.steps, report.file_len_before, report.file_len);
         let _ = progress(&report);
         Ok(report)
     }

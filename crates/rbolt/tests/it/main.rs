@@ -14,5 +14,6 @@ mod model;
 mod open;
 mod regressions;
 mod support;
+mod tracing;
 mod typed;
 mod vacuum;
