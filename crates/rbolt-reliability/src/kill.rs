@@ -530,6 +530,9 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
         start => Some(start.parse().map_err(|_| "bad step")?),
     };
     let (options, workload) = setup(seed);
+    // Two children racing to create a file: the second waits for the first's lock (rbolt's
+    // default is to fail at once).
+    let options = options.lock_timeout(None);
     let db = Db::open_with(path, options).map_err(|e| format!("open: {e}"))?;
     let mut model = read_db(&db).map_err(|e| format!("read: {e}"))?;
     let found = progress(&model);

@@ -657,12 +657,11 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("db");
     /// let db = rbolt::Db::open(&path)?;
-    /// // A second handle on the same file waits for the lock; with a zero timeout it gives up
-    /// // at once.
-    /// let try_once = rbolt::Options::default().lock_timeout(Some(std::time::Duration::ZERO));
-    /// assert!(rbolt::Db::open_with(&path, try_once.clone()).is_err());
+    /// // A second handle on the same file fails at once (in this process, whatever the lock
+    /// // timeout: it would wait for itself).
+    /// assert!(matches!(rbolt::Db::open(&path), Err(rbolt::Error::StorageInUse { .. })));
     /// db.close()?;
-    /// let db = rbolt::Db::open_with(&path, try_once)?; // the lock is free now
+    /// let db = rbolt::Db::open(&path)?; // the file is free now
     /// # drop(db);
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -751,9 +750,13 @@ fn open_file(path: &Path, options: &Options) -> Result<FileStorage> {
     opened.map_err(|error| open_error(path, error))
 }
 
-/// The facade's error for a file that did not open.
+/// The facade's error for a file that did not open: a lock held elsewhere is `Locked` when
+/// the open did not wait and `Timeout` when a wait ran out.
 fn open_error(path: &Path, error: OpenError) -> Error {
     match error {
+        OpenError::LockTimeout { path, timeout } if timeout.is_zero() => {
+            Error::Locked { path: Some(path) }
+        }
         OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
         OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
         OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {

@@ -82,6 +82,17 @@ pub enum Error {
     /// The database was opened read-only.
     #[error("database is read-only: open it without Options::read_only to write")]
     DatabaseReadOnly,
+    /// Another process holds the file lock (it has the database open), and the open did not
+    /// wait: the default, as with redb and sled. `Options::lock_timeout` asks for a wait.
+    #[error(
+        "{} is locked by another process that has the database open; wait for it with \
+         Options::lock_timeout(Some(duration)), or None to wait for ever",
+        DisplayPath(.path)
+    )]
+    Locked {
+        /// The file.
+        path: Option<PathBuf>,
+    },
     /// The file lock was not obtained within the `Options::lock_timeout` the open asked for.
     #[error(
         "timed out waiting for the file lock on {}: another process still has the database \
@@ -249,6 +260,8 @@ pub enum ErrorKind {
     BucketInUse,
     /// [`Error::DatabaseReadOnly`].
     DatabaseReadOnly,
+    /// [`Error::Locked`].
+    Locked,
     /// [`Error::Timeout`].
     Timeout,
     /// [`Error::Invalid`].
@@ -324,6 +337,7 @@ impl Error {
             Error::MoveIntoSelf => ErrorKind::MoveIntoSelf,
             Error::BucketInUse => ErrorKind::BucketInUse,
             Error::DatabaseReadOnly => ErrorKind::DatabaseReadOnly,
+            Error::Locked { .. } => ErrorKind::Locked,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::Invalid { .. } => ErrorKind::Invalid,
             Error::VersionMismatch { .. } => ErrorKind::VersionMismatch,

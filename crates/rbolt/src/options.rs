@@ -74,8 +74,30 @@ pub enum Durability {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
-    /// How long to wait for the file lock: `None` waits for ever (bbolt's timeout 0),
-    /// `Some(Duration::ZERO)` tries once, `Some(d)` gives up after `d` with `Error::Timeout`.
+    /// How long to wait for the file lock when another process holds it (has the database
+    /// open). `Some(Duration::ZERO)`, the default, does not wait: the open fails at once with
+    /// `Error::Locked`, as redb's and sled's do (and the `rbolt` command's). `Some(d)` waits
+    /// up to `d`, then fails with `Error::Timeout`; `None` waits for ever (bbolt's default,
+    /// its timeout 0). A wait is reported with the `tracing` feature. Within one process a
+    /// second read-write open of a file fails at once whatever this says
+    /// (`Error::StorageInUse`): it would wait for itself.
+    ///
+    /// ```
+    /// use rbolt::{Db, Error, Options};
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// # drop(Db::open(&path)?);
+    /// // Another process has the database open (here: its lock taken on another descriptor).
+    /// let other = std::fs::File::open(&path).unwrap();
+    /// rustix::fs::flock(&other, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    /// assert!(matches!(Db::open(&path), Err(Error::Locked { .. }))); // at once
+    /// let patient = Options::default().lock_timeout(Some(Duration::from_millis(20)));
+    /// assert!(matches!(Db::open_with(&path, patient), Err(Error::Timeout { .. })));
+    /// drop(other); // the other process closes it
+    /// let db = Db::open_with(&path, Options::default().lock_timeout(None))?; // waits for ever
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub lock_timeout: Option<Duration>,
     /// Open read-only with a shared lock: other read-only openers may share the file.
     pub read_only: bool,
@@ -132,7 +154,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Options {
         Options {
-            lock_timeout: None,
+            lock_timeout: Some(Duration::ZERO),
             read_only: false,
             no_sync: false,
             create: true,
