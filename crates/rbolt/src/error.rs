@@ -219,6 +219,14 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// A transaction handed to an async runtime did not run (feature `tokio`:
+    /// `Db::update_async` and its siblings): no runtime was running, or it shut down before
+    /// the transaction's task started. Nothing was written.
+    #[error("the transaction did not run: {reason}; nothing was written")]
+    NotRun {
+        /// Why.
+        reason: &'static str,
+    },
     /// An earlier commit failed at or after a sync, so what is on disk is uncertain: the
     /// handle refuses everything until the database is reopened.
     #[error("the database handle is poisoned by a failed commit; reopen the database")]
@@ -292,6 +300,8 @@ pub enum ErrorKind {
     Freelist,
     /// [`Error::Io`].
     Io,
+    /// [`Error::NotRun`].
+    NotRun,
     /// [`Error::Poisoned`].
     Poisoned,
 }
@@ -353,6 +363,7 @@ impl Error {
             Error::Corruption(_) => ErrorKind::Corruption,
             Error::Freelist(_) => ErrorKind::Freelist,
             Error::Io { .. } => ErrorKind::Io,
+            Error::NotRun { .. } => ErrorKind::NotRun,
             Error::Poisoned => ErrorKind::Poisoned,
         }
     }

@@ -158,6 +158,8 @@ macro_rules! failpoint {
 }
 
 mod alloc;
+#[cfg(feature = "tokio")]
+mod async_tx;
 mod backup;
 mod batch;
 mod bucket;

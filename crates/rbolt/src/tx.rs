@@ -135,7 +135,9 @@ pub(crate) fn state_at<'s>(
 /// [`Error::WriteTxOnThisThread`] at once instead of waiting for itself for ever; a
 /// transaction moved to another thread would make that record wrong (and the lock's guard
 /// cannot move between threads either). To write from an async task, run the whole
-/// transaction on one thread, e.g. `spawn_blocking(move || db.update(|tx| ...))`.
+/// transaction on one thread: `Db::update_async` (feature `tokio`) runs the closure on
+/// tokio's blocking pool, and with another runtime its `spawn_blocking(move || db.update(..))`
+/// does the same.
 ///
 /// ```compile_fail,E0277
 /// fn send<T: Send>(_: T) {}
@@ -143,6 +145,42 @@ pub(crate) fn state_at<'s>(
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
 /// send(db.begin_write()?); // error: `WriteTx` is not `Send`
 /// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// The same in async code: a `WriteTx` held across an `.await` makes the future not `Send`,
+/// so `tokio::spawn` or an axum handler refuses it, and the compiler names the writer lock
+/// inside the transaction: ``the trait `Send` is not implemented for
+/// `std::sync::MutexGuard<'_, rbolt::db::Writer>` ``. Move the transaction into
+/// `Db::update_async`'s closure, or end it before the `.await` (its commit then blocks the
+/// async thread for the fsyncs).
+///
+/// ```compile_fail
+/// fn spawn<F: std::future::Future + Send>(_: F) {}
+/// async fn handler(db: &rbolt::Db) -> rbolt::Result<()> {
+///     let tx = db.begin_write()?;
+///     tx.create_bucket("b")?;
+///     std::future::ready(()).await; // `tx` is held across this await...
+///     tx.commit()
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
+/// spawn(handler(&db)); // ...so the future is not Send: error
+/// ```
+///
+/// ```
+/// # fn spawn<F: std::future::Future + Send>(_: F) {}
+/// async fn handler(db: &rbolt::Db) -> rbolt::Result<()> {
+///     {
+///         let tx = db.begin_write()?;
+///         tx.create_bucket("b")?;
+///         tx.commit()?; // ended before the await: the future is Send
+///     }
+///     std::future::ready(()).await;
+///     Ok(())
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
+/// spawn(handler(&db));
 /// ```
 pub struct WriteTx<'db> {
     db: &'db Db,

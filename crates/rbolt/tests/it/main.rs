@@ -2,6 +2,7 @@
 
 mod api;
 mod api_model;
+mod async_tx;
 mod basics;
 mod check;
 mod closures;
