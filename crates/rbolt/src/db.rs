@@ -43,7 +43,7 @@ pub(crate) struct Writer {
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
-    /// The `verify` feature's state (nothing without it).
+    /// The `_verify` feature's state (nothing without it).
     pub(crate) verify: crate::verify::Verify,
     /// A truncation of the file waiting for older readers to end (see `vacuum`).
     pub(crate) truncate: Option<crate::vacuum::Truncate>,

@@ -1,5 +1,5 @@
-//! The `verify` feature: every commit is followed by a check of the whole file
-//! ([`crate::ReadTx::check`]), and a commit that leaves problems in a file that had none
+//! The internal `_verify` feature, for the test suites: every commit is followed by a check of the
+//! whole file ([`crate::ReadTx::check`]), and a commit that leaves problems in a file that had none
 //! panics with them. The workspace's tests run with it (`rbolt-reliability` asks for it, and
 //! features unify across `cargo test --workspace`); benchmarks and users never do.
 //!
@@ -12,14 +12,14 @@ use crate::db::Db;
 #[derive(Debug, Default)]
 pub(crate) struct Verify {
     /// Whether the file checked clean, once checked (before this handle's first commit).
-    #[cfg(feature = "verify")]
+    #[cfg(feature = "_verify")]
     clean: Option<bool>,
 }
 
 impl Verify {
     /// Before a commit: checks the snapshot it starts from, once per handle.
     pub(crate) fn before(&mut self, db: &Db) {
-        #[cfg(feature = "verify")]
+        #[cfg(feature = "_verify")]
         if self.clean.is_none() {
             self.clean = Some(problems(db).is_empty());
         }
@@ -31,7 +31,7 @@ impl Verify {
     /// # Panics
     /// When the commit left problems in a file that had none.
     pub(crate) fn after(&mut self, db: &Db) {
-        #[cfg(feature = "verify")]
+        #[cfg(feature = "_verify")]
         if self.clean == Some(true) {
             let problems = problems(db);
             assert!(
@@ -44,7 +44,7 @@ impl Verify {
 }
 
 /// The problems `check` finds in the current snapshot.
-#[cfg(feature = "verify")]
+#[cfg(feature = "_verify")]
 fn problems(db: &Db) -> Vec<crate::CheckError> {
     let current = db
         .current
@@ -54,7 +54,7 @@ fn problems(db: &Db) -> Vec<crate::CheckError> {
     crate::check::check(pages, &current.meta)
 }
 
-#[cfg(all(test, feature = "verify"))]
+#[cfg(all(test, feature = "_verify"))]
 mod tests {
     use crate::Db;
     use rbolt_page::FLAG_FREELIST;

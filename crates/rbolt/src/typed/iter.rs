@@ -154,7 +154,7 @@ impl<K: Key, V: Value> DoubleEndedIterator for TypedIter<'_, K, V> {
 
 impl<K: Key, V: Value> std::iter::FusedIterator for TypedIter<'_, K, V> {}
 
-/// A cursor over a typed bucket ([`TypedBucket::cursor`]): the byte [`Cursor`]'s moves, with
+/// A cursor over a typed bucket ([`TypedBucket::cursor`](crate::TypedBucket::cursor)): the byte [`Cursor`]'s moves, with
 /// keys and values decoded and nested buckets skipped. Like it, a cursor that ran off either
 /// end returns `None` and stays usable. A key or value that does not decode is
 /// `Error::Decode`, and the cursor stays on that entry.

@@ -63,7 +63,7 @@ pub trait Value {
         Self: 'a;
 
     /// The bytes that store `value`, or `Error::Encode` when the value has none (a
-    /// [`Json`](crate::Json) value that serde cannot write as JSON, say). Typed writes encode
+    /// `Json` value that serde cannot write as JSON, say). Typed writes encode
     /// before they touch the bucket, so a failure here changes nothing.
     fn to_bytes<'a>(value: &'a Self::SelfType<'_>) -> Result<Self::Bytes<'a>>
     where
@@ -490,6 +490,7 @@ tuples!(A, B, C; D);
 /// # Ok::<(), rbolt::Error>(())
 /// ```
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Json<T>(std::marker::PhantomData<T>);
 
