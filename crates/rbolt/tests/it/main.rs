@@ -13,6 +13,7 @@ mod fixtures;
 mod go_writer;
 mod model;
 mod open;
+mod readme;
 mod regressions;
 mod support;
 mod tracing;
