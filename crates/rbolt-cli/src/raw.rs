@@ -10,11 +10,11 @@
 //! place yet.
 
 use anyhow::{Context, Result, anyhow, bail};
-use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use rbolt_page::{
     Corruption, META_PAGE_LEN, META_PAGE_READ_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader,
     PageKind, Pgid, Reason, find_meta1, read_meta, read_meta_page,
 };
+use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use std::path::{Path, PathBuf};
 
 use crate::open::LockArgs;

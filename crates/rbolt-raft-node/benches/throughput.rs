@@ -166,7 +166,7 @@ fn run_db(seconds: u64, writers: u64, batch: bool) -> f64 {
     let db = Arc::new(rbolt::Db::open(root.path().join("bench.db")).expect("open"));
     db.update(|tx| {
         tx.create_bucket(b"kv")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .expect("bucket");
     let stop = Arc::new(AtomicBool::new(false));
@@ -188,7 +188,7 @@ fn run_db(seconds: u64, writers: u64, batch: bool) -> f64 {
                         tx.bucket_mut(b"kv")?
                             .expect("bucket")
                             .put(k.as_bytes(), &value)?;
-                        Ok(())
+                        Ok::<_, rbolt::Error>(())
                     };
                     if batch {
                         db.batch(put).expect("batch");

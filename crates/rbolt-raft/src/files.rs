@@ -153,7 +153,7 @@ mod tests {
         })
         .expect("create");
         assert!(
-            db.view(|tx| Ok(tx.bucket(b"made")?.is_some()))
+            db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"made")?.is_some()))
                 .expect("view")
         );
         drop(db);

@@ -186,7 +186,7 @@ pub const LOCK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 
 /// The rbolt options this crate opens files with by default: rbolt's defaults, durable
 /// commits, and a [`LOCK_TIMEOUT_DEFAULT`] lock wait so that reopening a node whose old
-/// handles are still closing waits briefly instead of forever.
+/// handles are still closing waits briefly instead of failing at once (rbolt's default).
 pub fn rbolt_options() -> rbolt::Options {
     rbolt::Options::default().lock_timeout(Some(LOCK_TIMEOUT_DEFAULT))
 }

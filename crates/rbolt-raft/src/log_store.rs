@@ -160,7 +160,7 @@ impl<C: RaftTypeConfig> LogStore<C> {
             .path()
             .map_or_else(|| PathBuf::from("(no file)"), Path::to_path_buf);
         let format = db.view(|tx| {
-            Ok(match tx.bucket(LOG_META_BUCKET)? {
+            Ok::<_, rbolt::Error>(match tx.bucket(LOG_META_BUCKET)? {
                 Some(meta) if tx.bucket(LOG_BUCKET)?.is_some() => {
                     meta.get(KEY_FORMAT)?.map(<[u8]>::to_vec)
                 }

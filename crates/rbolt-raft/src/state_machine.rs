@@ -479,9 +479,10 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
             )
         })?;
         let ready = db.view(|tx| {
-            Ok(tx
-                .bucket(SM_META_BUCKET)?
-                .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)))
+            Ok::<_, rbolt::Error>(
+                tx.bucket(SM_META_BUCKET)?
+                    .is_some_and(|meta| meta.get(KEY_FORMAT).ok().flatten() == Some(FORMAT)),
+            )
         })?;
         if !ready {
             let tx = db.begin_write()?;

@@ -256,7 +256,7 @@ fn meta_of(db: &Db) -> Result<(u64, u64, u64, u64), String> {
         let meta = tx.meta();
         Ok((meta.root.root, meta.freelist, meta.pgid, meta.txid))
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e: rbolt::Error| e.to_string())
 }
 
 fn control(dir: &Path, setup: &Setup) -> Result<Control, String> {

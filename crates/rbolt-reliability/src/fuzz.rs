@@ -265,7 +265,9 @@ fn decode_change(tag: u8, input: &mut Input<'_>, model: &Tree, page_size: usize)
 }
 
 fn check(db: &Db, when: &str) {
-    let errors = db.view(|tx| Ok(tx.check())).expect("check");
+    let errors = db
+        .view(|tx| Ok::<_, rbolt::Error>(tx.check()))
+        .expect("check");
     assert!(errors.is_empty(), "{when}: check found {errors:?}");
 }
 

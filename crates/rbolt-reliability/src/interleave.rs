@@ -452,7 +452,7 @@ fn run_schedule(
         }
         Ok(())
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e: rbolt::Error| e.to_string())?;
     let mut initial = State::new();
     for i in 0..INITIAL_KEYS {
         initial.insert(initial_key(i), vec![b'i'; 60]);
@@ -667,5 +667,5 @@ fn content(sim: &SimFile, options: &Options) -> Result<State, String> {
         }
         Ok(Ok(state))
     })
-    .map_err(|e| format!("read: {e}"))?
+    .map_err(|e: rbolt::Error| format!("read: {e}"))?
 }

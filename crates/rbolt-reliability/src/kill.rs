@@ -214,7 +214,7 @@ fn verify_step(
     if let (Verdict::Acked | Verdict::InFlight, Ok(db)) = (&verdict, &db) {
         // The content says which step the file holds; the meta's txid must say the same.
         let holds = *step + u64::from(matches!(verdict, Verdict::InFlight));
-        match db.view(|tx| Ok(tx.id().0)) {
+        match db.view(|tx| Ok::<_, rbolt::Error>(tx.id().0)) {
             Ok(txid) if txid_fits(models.loose_txids, holds, txid) => {}
             Ok(txid) => {
                 let detail = format!("txid {txid} holds step {holds}");
@@ -503,6 +503,9 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
         start => Some(start.parse().map_err(|_| "bad step")?),
     };
     let (options, workload) = setup(seed);
+    // Two children racing to create a file: the second waits for the first's lock (rbolt's
+    // default is to fail at once).
+    let options = options.lock_timeout(None);
     let db = Db::open_with(path, options).map_err(|e| format!("open: {e}"))?;
     let mut model = read_db(&db).map_err(|e| format!("read: {e}"))?;
     let found = progress(&model);
@@ -526,7 +529,9 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
                 .pages_moved;
             writeln!(out, "vacuum {step} {moved}").map_err(|e| e.to_string())?;
         }
-        let txid = db.view(|tx| Ok(tx.id().0)).map_err(|e| e.to_string())?;
+        let txid = db
+            .view(|tx| Ok(tx.id().0))
+            .map_err(|e: rbolt::Error| e.to_string())?;
         writeln!(out, "ack {step} {txid} {:016x}", digest(&model)).map_err(|e| e.to_string())?;
         out.flush().map_err(|e| e.to_string())?;
     }

@@ -110,7 +110,7 @@ fn prepare(seed: u64, steps: u64, options: &Options) -> Result<(Vec<u8>, Tree), 
         }
         Ok(())
     })
-    .map_err(|e| format!("thinning: {e}"))?;
+    .map_err(|e: rbolt::Error| format!("thinning: {e}"))?;
     db.sync().map_err(|e| e.to_string())?;
     let model = read_db(&db).map_err(|e| e.to_string())?;
     drop(db);
@@ -252,7 +252,7 @@ fn check_image(
             Db::open_storage(Arc::new(sim), options.clone()).map_err(|e| format!("open: {e}"))?;
         let (problems, high_water) = db
             .view(|tx| Ok((tx.check(), tx.meta().pgid)))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e: rbolt::Error| e.to_string())?;
         if !problems.is_empty() {
             return Err(format!("check: {problems:?}"));
         }

@@ -129,7 +129,7 @@ pub fn judge_with(
         Err(error) => return Verdict::Failed(Failure::Open(error.to_string())),
     };
     let check = |text: String| Verdict::Failed(Failure::Check(text));
-    match db.view(|tx| Ok(tx.check())) {
+    match db.view(|tx| Ok::<_, rbolt::Error>(tx.check())) {
         Ok(errors) if errors.is_empty() => {}
         Ok(errors) => {
             return check(format!(

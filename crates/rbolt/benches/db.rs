@@ -106,7 +106,7 @@ fn batch(c: &mut Criterion) {
                             for minor in 0..100u32 {
                                 bucket.put(fnv32a(major << 16 | minor), b"filler")?;
                             }
-                            Ok(())
+                            Ok::<_, rbolt::Error>(())
                         })
                         .unwrap();
                     });
@@ -127,7 +127,7 @@ fn get(c: &mut Criterion) {
         for key in &keys {
             bucket.put(key, [0x5a; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let tx = db.begin_read().unwrap();
@@ -188,7 +188,7 @@ fn bulk_load(c: &mut Criterion, name: &str, sorted: bool, measurement: Duration)
                     for key in &keys {
                         bucket.put(key, [0x5a; 100])?;
                     }
-                    Ok(())
+                    Ok::<_, rbolt::Error>(())
                 })
                 .unwrap();
                 dir
@@ -210,7 +210,7 @@ fn tx_puts(c: &mut Criterion) {
         for key in &keys(N, 11) {
             bucket.put(key, [0x5a; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // New keys, never the loaded ones: a different seed, and far more than the benchmark uses.
@@ -224,7 +224,7 @@ fn tx_puts(c: &mut Criterion) {
             for key in batch {
                 bucket.put(key, [0x6b; 100])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     };

@@ -42,7 +42,7 @@ fn build(path: &Path, n: usize) -> Vec<[u8; 16]> {
             for k in chunk {
                 b.put(k, VALUE)?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .expect("load");
     }
@@ -55,7 +55,7 @@ fn build(path: &Path, n: usize) -> Vec<[u8; 16]> {
             for &i in chunk {
                 b.delete(keys[i])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .expect("delete");
     }
@@ -102,7 +102,7 @@ fn beside(path: &Path, kept: &[[u8; 16]], vacuum: bool, duration: Duration) -> B
                     for _ in 0..WRITER_TX_KEYS {
                         b.put(key(&mut rng), VALUE)?;
                     }
-                    Ok(())
+                    Ok::<_, rbolt::Error>(())
                 })
                 .expect("writer commit");
                 latencies.push(started.elapsed());
@@ -202,7 +202,9 @@ fn main() {
         let started = Instant::now();
         rbolt::compact(&dst, &src, 65536).expect("compact");
         let took = started.elapsed();
-        let extent = dst.view(|tx| Ok(tx.size())).expect("size");
+        let extent = dst
+            .view(|tx| Ok::<_, rbolt::Error>(tx.size()))
+            .expect("size");
         drop(dst);
         (std::fs::metadata(&path).expect("size").len(), took, extent)
     };

@@ -10,7 +10,7 @@ fn main() -> rbolt::Result<()> {
         for i in 0..20_000u32 {
             log.put(i.to_be_bytes(), [7u8; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     // Delete most of it: the file keeps its size, the pages go to the freelist.
     db.update(|tx| {
@@ -18,7 +18,7 @@ fn main() -> rbolt::Result<()> {
         for i in 0..18_000u32 {
             log.delete(i.to_be_bytes())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     // A backup is a consistent snapshot, taken while writers go on.
@@ -36,9 +36,13 @@ fn main() -> rbolt::Result<()> {
     );
     assert!(compacted.file_len()? < db.file_len()?);
     for copy in [&compacted, &rbolt::Db::open(&backup)?] {
-        let keys = copy.view(|tx| Ok(tx.bucket("log")?.unwrap().iter().count()))?;
+        let keys =
+            copy.view(|tx| Ok::<_, rbolt::Error>(tx.bucket("log")?.unwrap().iter().count()))?;
         assert_eq!(keys, 2_000);
-        assert!(copy.view(|tx| Ok(tx.check()))?.is_empty());
+        assert!(
+            copy.view(|tx| Ok::<_, rbolt::Error>(tx.check()))?
+                .is_empty()
+        );
     }
     Ok(())
 }

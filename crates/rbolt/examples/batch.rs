@@ -35,7 +35,7 @@ fn main() -> rbolt::Result<()> {
         stats.write_tx_n
     );
     assert_eq!(
-        db.view(|tx| Ok(tx.bucket("events")?.unwrap().iter().count()))?,
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket("events")?.unwrap().iter().count()))?,
         200
     );
     Ok(())

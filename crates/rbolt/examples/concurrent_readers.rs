@@ -45,7 +45,7 @@ fn main() -> rbolt::Result<()> {
     })?;
     let n = db.view(|tx| {
         let value = tx.bucket("counter")?.unwrap().get("n")?.unwrap();
-        Ok(u64::from_be_bytes(value.try_into().unwrap()))
+        Ok::<_, rbolt::Error>(u64::from_be_bytes(value.try_into().unwrap()))
     })?;
     assert_eq!(n, 1000);
     db.close()

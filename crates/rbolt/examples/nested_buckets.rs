@@ -18,7 +18,7 @@ fn main() -> rbolt::Result<()> {
         drop(users);
         tx.create_bucket_path(&["tenants", "globex", "users"])?
             .put(1u64.to_be_bytes(), "carol")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     db.view(|tx| {
@@ -40,7 +40,7 @@ fn main() -> rbolt::Result<()> {
                 );
             }
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     // Rename a tenant (the whole subtree moves), then delete another (every page is freed).
@@ -58,7 +58,7 @@ fn main() -> rbolt::Result<()> {
             .collect::<Result<_, _>>()?;
         assert_eq!(names, [b"acme-corp"]);
         assert!(tx.check().is_empty());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     db.close()
 }

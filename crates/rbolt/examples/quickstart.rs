@@ -11,7 +11,7 @@ fn main() -> rbolt::Result<()> {
         let mut users = tx.create_bucket_if_not_exists("users")?;
         users.put("alice", "admin")?;
         users.put("bob", "guest")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     // Reads see a consistent snapshot; values borrow from the transaction, no copies.
@@ -26,7 +26,7 @@ fn main() -> rbolt::Result<()> {
                 String::from_utf8_lossy(entry.value().unwrap_or_default())
             );
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     // An error (or a panic) inside `update` rolls everything back.
@@ -37,7 +37,8 @@ fn main() -> rbolt::Result<()> {
         tx.create_bucket("users").map(drop) // BucketExists: the put above is undone too
     });
     assert_eq!(failed.unwrap_err().kind(), rbolt::ErrorKind::BucketExists);
-    let carol = db.view(|tx| Ok(tx.bucket("users")?.unwrap().get("carol")?.is_some()))?;
+    let carol =
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket("users")?.unwrap().get("carol")?.is_some()))?;
     assert!(!carol, "the rolled-back put is not there");
     db.close()
 }

@@ -16,7 +16,7 @@ fn main() -> rbolt::Result<()> {
         ] {
             files.put(path, path.len().to_string())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     db.view(|tx| {
         let files = tx.bucket("files")?.expect("created above");
@@ -48,7 +48,7 @@ fn main() -> rbolt::Result<()> {
         assert_eq!(found.key(), b"src/main.rs");
         let before = cursor.prev()?.expect("one before");
         assert_eq!(before.key(), b"src/lib.rs");
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     db.close()
 }

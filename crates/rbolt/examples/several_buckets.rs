@@ -15,7 +15,7 @@ fn main() -> rbolt::Result<()> {
         }
         tx.create_bucket("shipped")?;
         tx.create_bucket("log")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     db.update(|tx| {
@@ -45,7 +45,7 @@ fn main() -> rbolt::Result<()> {
         ));
         // `tx.commit()` here would not compile: the handles borrow the transaction. `update`
         // commits after the closure, when they are gone.
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
 
     db.view(|tx| {

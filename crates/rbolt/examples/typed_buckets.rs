@@ -20,7 +20,7 @@ fn main() -> rbolt::Result<()> {
         ] {
             readings.put((sensor, time), degrees)?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     db.view(|tx| {
         let readings = tx.open_bucket(READINGS)?.expect("created above");
@@ -30,7 +30,7 @@ fn main() -> rbolt::Result<()> {
             println!("sensor {sensor} at {time}: {degrees}°");
         }
         assert_eq!(readings.get((2, 100))?, Some(18.0));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
     db.close()
 }

@@ -21,9 +21,9 @@ fn main() -> rbolt::Result<()> {
         for i in 0..keys {
             b.put(format!("key{i:010}"), [1u8; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })?;
-    let pages = |db: &Db| db.view(|tx| Ok(tx.meta().pgid));
+    let pages = |db: &Db| db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid));
     // Pages neither free nor pending (freed, not yet reusable): what the data needs.
     let in_use = |db: &Db| -> rbolt::Result<u64> {
         let stats = db.stats();

@@ -108,14 +108,14 @@ impl ReadTx<'_> {
 ///         b.put(i.to_be_bytes(), [1u8; 100])?;
 ///     }
 ///     b.set_sequence(9)?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// src.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
 ///     for i in 0u32..4900 {
 ///         b.delete(i.to_be_bytes())?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// let dst = rbolt::Db::open(dir.path().join("dst"))?;
 /// rbolt::compact(&dst, &src, 64 * 1024)?;

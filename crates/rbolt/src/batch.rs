@@ -5,16 +5,22 @@
 //! thread and hands each caller its result. A call that fails is taken out and its caller
 //! runs it again alone (so the others still commit together); if the commit itself fails,
 //! every caller runs its call alone.
+//!
+//! A call's error is its caller's own type, so calls of one batch can fail with different
+//! types: the shared transaction only learns that a call failed, and the caller who runs it
+//! again alone gets its error back from that run.
 
 use crate::db::Db;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tx::WriteTx;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-type BatchFn = Arc<dyn Fn(&mut WriteTx<'_>) -> Result<()> + Send + Sync>;
+/// A call as the shared transaction runs it: whether it succeeded (its error, of its caller's
+/// type, stays on the leader's thread and is dropped there; the caller's solo run reports it).
+type BatchFn = Arc<dyn Fn(&mut WriteTx<'_>) -> bool + Send + Sync>;
 
 /// How a call of a batch ended, for its caller.
 enum Outcome {
@@ -90,20 +96,25 @@ impl Batcher {
     }
 }
 
-pub(crate) fn run<F>(db: &Db, f: F) -> Result<()>
+pub(crate) fn run<F, E>(db: &Db, f: F) -> Result<(), E>
 where
-    F: Fn(&mut WriteTx<'_>) -> Result<()> + Send + Sync + 'static,
+    F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
+    E: From<Error>,
 {
     // A caller holding the writer would wait for a batch that needs it.
     db.check_not_writer()?;
-    let f: BatchFn = Arc::new(f);
+    let f = Arc::new(f);
+    let shared: BatchFn = {
+        let f = f.clone();
+        Arc::new(move |tx| f(tx).is_ok())
+    };
     let mailbox = Arc::new(Mailbox::default());
     let batcher = &db.batcher;
     let max_size = db.options.max_batch_size.max(1);
     let leads = {
         let mut queue = batcher.lock();
         queue.calls.push(Call {
-            f: f.clone(),
+            f: shared,
             mailbox: mailbox.clone(),
         });
         if queue.led {
@@ -125,6 +136,21 @@ where
             Outcome::Solo => return db.update(|tx| f(tx)),
             Outcome::Lead => lead(db),
         }
+    }
+}
+
+/// Why the shared transaction of a batch was rolled back.
+enum Abort {
+    /// A call failed (returned its error, or panicked): it is taken out and run alone.
+    Call,
+    /// The database failed (a put, or the commit); every caller runs its call alone, and a
+    /// caller whose call fails again gets that error.
+    Db,
+}
+
+impl From<Error> for Abort {
+    fn from(_: Error) -> Abort {
+        Abort::Db
     }
 }
 
@@ -179,19 +205,13 @@ fn run_calls(db: &Db, mut calls: Vec<Call>) {
                 let committed = committed.clone();
                 tx.on_commit(move || committed.store(true, Ordering::Release));
                 for (index, call) in calls.iter().enumerate() {
-                    match catch_unwind(AssertUnwindSafe(|| (call.f)(tx))) {
-                        Ok(Ok(())) => {}
-                        Ok(Err(error)) => {
-                            failed = Some(index);
-                            return Err(error);
-                        }
-                        Err(_panic) => {
-                            failed = Some(index);
-                            return Err(crate::Error::Poisoned);
-                        }
+                    // A panic is a failure like an error: the call's solo run shows it.
+                    if !catch_unwind(AssertUnwindSafe(|| (call.f)(tx))).unwrap_or(false) {
+                        failed = Some(index);
+                        return Err(Abort::Call);
                     }
                 }
-                Ok(())
+                Ok::<(), Abort>(())
             })
         }));
         let result = match result {

@@ -24,7 +24,7 @@ use std::fmt;
 ///     for i in 0u32..2000 {
 ///         b.put(i.to_be_bytes(), [0u8; 64])?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// let (root, page_size) = (db.begin_read()?.bucket("b")?.unwrap().root(), db.page_size());
 /// db.close()?;
@@ -588,7 +588,7 @@ impl WriteTx<'_> {
     ///     for i in 0u32..2000 {
     ///         b.put(i.to_be_bytes(), [0u8; 64])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// // A file rbolt writes keeps Go's rules: nothing to repair.
     /// let mut tx = db.begin_write()?;

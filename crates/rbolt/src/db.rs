@@ -8,6 +8,7 @@ use crate::readers::Readers;
 use crate::snapshot::{Snapshot, map_size};
 use crate::stats::{DbStats, StatCounters};
 use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
+use crate::trace;
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
 use open::{init, interrupted_creation, read_metas};
@@ -17,6 +18,7 @@ use rbolt_page::{Meta, MetaDurability, Txid, write_meta};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// The largest txid a meta may carry: the next commit, and readers' slot values, must not
 /// overflow.
@@ -30,7 +32,7 @@ pub(crate) struct Writer {
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
-    /// The `verify` feature's state (nothing without it).
+    /// The `_verify` feature's state (nothing without it).
     pub(crate) verify: crate::verify::Verify,
     /// A truncation of the file waiting for older readers to end (see `vacuum`).
     pub(crate) truncate: Option<crate::vacuum::Truncate>,
@@ -73,7 +75,7 @@ pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
 /// db.update(|tx| tx.create_bucket(b"widgets")?.put(b"foo", b"bar"))?;
 /// let value = db.view(|tx| {
 ///     let widgets = tx.bucket(b"widgets")?.expect("created above");
-///     Ok(widgets.get(b"foo")?.map(<[u8]>::to_vec))
+///     Ok::<_, rbolt::Error>(widgets.get(b"foo")?.map(<[u8]>::to_vec))
 /// })?;
 /// assert_eq!(value.as_deref(), Some(&b"bar"[..]));
 /// db.close()?;
@@ -141,23 +143,7 @@ impl Db {
     /// ```
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let path = path.as_ref();
-        let file_options = FileOptions::new()
-            .read_only(options.read_only)
-            .create(!options.read_only && options.create)
-            .lock_timeout(options.lock_timeout);
-        let storage = FileStorage::open(path, file_options).map_err(|error| match error {
-            OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
-            OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
-            OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
-                path: Some(path),
-                source,
-            },
-            other => Error::Io {
-                path: Some(path.to_path_buf()),
-                source: std::io::Error::other(other.to_string()),
-            },
-        })?;
+        let storage = open_file(path.as_ref(), &options)?;
         Db::open_storage(Arc::new(storage), options)
     }
 
@@ -207,11 +193,17 @@ impl Db {
                     },
                 });
             }
+            if file_len > 0 {
+                trace::recovered_interrupted_creation(path.as_deref(), file_len);
+            }
             init(storage.as_ref(), page_size).map_err(io)?;
             file_len = storage.len().map_err(io)?;
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
         let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
+        if let Some(why) = found.fallback(&meta) {
+            trace::recovered_older_meta(path.as_deref(), meta.txid, why);
+        }
         let map_len = map_size(
             (meta.pgid * page_size as u64)
                 .max(file_len)
@@ -229,6 +221,9 @@ impl Db {
         let freelist = if options.read_only {
             None
         } else {
+            if !meta.has_freelist() {
+                trace::freelist_rebuilt(path.as_deref(), meta.txid);
+            }
             Some(load_freelist(&snapshot, page_size, &options)?)
         };
         let counters = StatCounters::default();
@@ -264,6 +259,7 @@ impl Db {
             // The newest commit was made without syncs by a process of this boot that did not
             // close the file (it crashed): its pages are all in the page cache, so it is whole.
             // Made durable now, before anything builds on it; a power loss from here keeps it.
+            trace::recovered_unsynced(db.storage.path(), meta.txid);
             let mut writer = db.lock_writer();
             // An fsync: commits without syncs may have grown the file without syncing it.
             db.storage.sync_all().map_err(|e| {
@@ -352,7 +348,9 @@ impl Db {
     }
 
     pub(crate) fn poison(&self) {
-        self.poisoned.store(true, Ordering::Release);
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            trace::poisoned(self.storage.path());
+        }
     }
 
     /// Fails if this thread holds the writer: waiting for it would wait for ever.
@@ -443,8 +441,10 @@ impl Db {
         Ok(WriteTx::new(self, writer, snapshot))
     }
 
-    /// Runs `f` in a read transaction. What `f` returns must not borrow from the
-    /// transaction: copy values out (`to_vec`) to keep them.
+    /// Runs `f` in a read transaction and returns what it returns. What `f` returns must not
+    /// borrow from the transaction: copy values out (`to_vec`) to keep them.
+    ///
+    /// The error type is the caller's, as for [`Db::update`]: any `E: From<rbolt::Error>`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -452,18 +452,62 @@ impl Db {
     /// # db.update(|tx| tx.create_bucket("users")?.put("alice", "admin"))?;
     /// let role: Option<Vec<u8>> = db.view(|tx| {
     ///     let users = tx.bucket("users")?.expect("created");
-    ///     Ok(users.get("alice")?.map(<[u8]>::to_vec))
+    ///     Ok::<_, rbolt::Error>(users.get("alice")?.map(<[u8]>::to_vec))
     /// })?;
     /// assert_eq!(role.as_deref(), Some(&b"admin"[..]));
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn view<T>(&self, f: impl FnOnce(&ReadTx<'_>) -> Result<T>) -> Result<T> {
+    pub fn view<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&ReadTx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let tx = self.begin_read()?;
         f(&tx)
     }
 
     /// Runs `f` in a write transaction and commits it if `f` returns `Ok`; rolls back
     /// otherwise and returns `f`'s error.
+    ///
+    /// The error is the caller's own type: any `E` with `From<rbolt::Error>` (an application
+    /// error enum with a `#[from] rbolt::Error` variant, `anyhow::Error`, `Box<dyn Error>`, or
+    /// `rbolt::Error` itself). An `Err` of any kind rolls the transaction back; a failed commit
+    /// comes back converted into `E`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// #[derive(Debug, thiserror::Error)]
+    /// enum AppError {
+    ///     #[error("user {0} exists already")]
+    ///     Duplicate(String),
+    ///     #[error(transparent)]
+    ///     Db(#[from] rbolt::Error),
+    /// }
+    ///
+    /// fn add_user(db: &rbolt::Db, name: &str, role: &str) -> Result<(), AppError> {
+    ///     db.update(|tx| {
+    ///         let mut users = tx.create_bucket_if_not_exists("users")?; // `?`: into AppError
+    ///         if users.get(name)?.is_some() {
+    ///             return Err(AppError::Duplicate(name.to_string())); // rolls back
+    ///         }
+    ///         users.put(name, role)?;
+    ///         Ok(())
+    ///     })
+    /// }
+    ///
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// add_user(&db, "alice", "admin")?;
+    /// let again = add_user(&db, "alice", "guest");
+    /// assert!(matches!(again, Err(AppError::Duplicate(name)) if name == "alice"));
+    /// // The failed call changed nothing.
+    /// let tx = db.begin_read()?;
+    /// assert_eq!(tx.bucket("users")?.unwrap().get("alice")?, Some(&b"admin"[..]));
+    /// # Ok::<(), AppError>(())
+    /// ```
+    ///
+    /// A closure whose only errors are rbolt's, passed on with `?`, and that ends in `Ok(...)`
+    /// gives the compiler nothing to pick `E` from ("type annotations needed"): name it, with
+    /// `Ok::<_, rbolt::Error>(...)` or a return type on the closure. A closure that ends in an
+    /// rbolt call (`|tx| tx.create_bucket("b")?.put("k", "v")`) needs neither.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -475,14 +519,17 @@ impl Db {
     ///     Err(rbolt::Error::BucketNotFound)
     /// });
     /// assert!(failed.is_err());
-    /// db.view(|tx| {
+    /// db.view(|tx| -> rbolt::Result<()> {
     ///     let b = tx.bucket("b")?.unwrap();
     ///     assert!(b.get("kept")?.is_some() && b.get("lost")?.is_none());
     ///     Ok(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn update<T>(&self, f: impl FnOnce(&mut WriteTx<'_>) -> Result<T>) -> Result<T> {
+    pub fn update<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
         let mut tx = self.begin_write()?;
         let value = f(&mut tx)?;
         tx.commit()?;
@@ -496,7 +543,9 @@ impl Db {
     /// `f`'s changes is committed.
     ///
     /// `f` is `'static` because it may run on another caller's thread: move what it needs
-    /// into it.
+    /// into it. Its error is the caller's own type, as for [`Db::update`]: a call that fails
+    /// is taken out of the shared transaction and run again alone, and the error of that run
+    /// is what `batch` returns (the other calls still commit together).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -513,12 +562,16 @@ impl Db {
     ///         });
     ///     }
     /// });
-    /// assert_eq!(db.view(|tx| Ok(tx.bucket(b"events")?.unwrap().iter().count()))?, 4);
+    /// let events = db.view(|tx| {
+    ///     Ok::<_, rbolt::Error>(tx.bucket(b"events")?.unwrap().iter().count())
+    /// })?;
+    /// assert_eq!(events, 4);
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn batch<F>(&self, f: F) -> Result<()>
+    pub fn batch<F, E>(&self, f: F) -> Result<(), E>
     where
-        F: Fn(&mut WriteTx<'_>) -> Result<()> + Send + Sync + 'static,
+        F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
+        E: From<Error>,
     {
         crate::batch::run(self, f)
     }
@@ -593,12 +646,11 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let path = dir.path().join("db");
     /// let db = rbolt::Db::open(&path)?;
-    /// // A second handle on the same file waits for the lock; with a zero timeout it gives up
-    /// // at once.
-    /// let try_once = rbolt::Options::default().lock_timeout(Some(std::time::Duration::ZERO));
-    /// assert!(rbolt::Db::open_with(&path, try_once.clone()).is_err());
+    /// // A second handle on the same file fails at once (in this process, whatever the lock
+    /// // timeout: it would wait for itself).
+    /// assert!(matches!(rbolt::Db::open(&path), Err(rbolt::Error::StorageInUse { .. })));
     /// db.close()?;
-    /// let db = rbolt::Db::open_with(&path, try_once)?; // the lock is free now
+    /// let db = rbolt::Db::open(&path)?; // the file is free now
     /// # drop(db);
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -661,6 +713,49 @@ impl Drop for Db {
         // finds the last durable commit.
         let _ = self.make_durable_at_close();
         crate::vacuum::on_close(self);
+    }
+}
+
+/// Opens and locks the database file. The lock is tried once first: when another process
+/// holds it, that is `Error::Locked` unless `Options::lock_timeout` asks for a wait, and a wait
+/// is a second open that blocks as asked (and says so with the `tracing` feature).
+fn open_file(path: &Path, options: &Options) -> Result<FileStorage> {
+    let file_options = |lock_timeout| {
+        FileOptions::new()
+            .read_only(options.read_only)
+            .create(!options.read_only && options.create)
+            .lock_timeout(lock_timeout)
+    };
+    let once = Some(Duration::ZERO);
+    match FileStorage::open(path, file_options(once)) {
+        Err(OpenError::LockTimeout { .. }) if options.lock_timeout != once => {}
+        other => return other.map_err(|error| open_error(path, error)),
+    }
+    trace::lock_wait_started(path, options.lock_timeout);
+    let started = Instant::now();
+    let opened = FileStorage::open(path, file_options(options.lock_timeout));
+    let error = opened.as_ref().err().map(|e| e as &dyn std::error::Error);
+    trace::lock_wait_ended(path, started, error);
+    opened.map_err(|error| open_error(path, error))
+}
+
+/// The facade's error for a file that did not open: a lock held elsewhere is `Locked` when
+/// the open did not wait and `Timeout` when a wait ran out.
+fn open_error(path: &Path, error: OpenError) -> Error {
+    match error {
+        OpenError::LockTimeout { path, timeout } if timeout.is_zero() => {
+            Error::Locked { path: Some(path) }
+        }
+        OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
+        OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
+        OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
+            path: Some(path),
+            source,
+        },
+        other => Error::Io {
+            path: Some(path.to_path_buf()),
+            source: std::io::Error::other(other.to_string()),
+        },
     }
 }
 

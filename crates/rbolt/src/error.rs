@@ -82,10 +82,21 @@ pub enum Error {
     /// The database was opened read-only.
     #[error("database is read-only: open it without Options::read_only to write")]
     DatabaseReadOnly,
-    /// The file lock was not obtained within the timeout.
+    /// Another process holds the file lock (it has the database open), and the open did not
+    /// wait: the default, as with redb and sled. `Options::lock_timeout` asks for a wait.
     #[error(
-        "timed out waiting for the file lock on {}: another process has it open (a longer \
-         Options::lock_timeout waits longer)",
+        "{} is locked by another process that has the database open; wait for it with \
+         Options::lock_timeout(Some(duration)), or None to wait for ever",
+        DisplayPath(.path)
+    )]
+    Locked {
+        /// The file.
+        path: Option<PathBuf>,
+    },
+    /// The file lock was not obtained within the `Options::lock_timeout` the open asked for.
+    #[error(
+        "timed out waiting for the file lock on {}: another process still has the database \
+         open (a longer Options::lock_timeout waits longer, None for ever)",
         DisplayPath(.path)
     )]
     Timeout {
@@ -162,6 +173,15 @@ pub enum Error {
         /// What is wrong with the bytes.
         reason: String,
     },
+    /// A key or value that a typed bucket cannot turn into bytes: a `Json` value serde cannot
+    /// write, or whose JSON does not read back as its type. Nothing was written.
+    #[error("cannot store a {type_name}: {reason}; nothing was written")]
+    Encode {
+        /// The type of the key or value.
+        type_name: &'static str,
+        /// Why it has no bytes.
+        reason: String,
+    },
     /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
     /// them out, since a writer rewrites metas and free pages while readers live.
     #[error("raw page access needs a database opened read-only")]
@@ -198,6 +218,14 @@ pub enum Error {
         /// The operating system's error.
         #[source]
         source: io::Error,
+    },
+    /// A transaction handed to an async runtime did not run (feature `tokio`:
+    /// `Db::update_async` and its siblings): no runtime was running, or it shut down before
+    /// the transaction's task started. Nothing was written.
+    #[error("the transaction did not run: {reason}; nothing was written")]
+    NotRun {
+        /// Why.
+        reason: &'static str,
     },
     /// An earlier commit failed at or after a sync, so what is on disk is uncertain: the
     /// handle refuses everything until the database is reopened.
@@ -240,6 +268,8 @@ pub enum ErrorKind {
     BucketInUse,
     /// [`Error::DatabaseReadOnly`].
     DatabaseReadOnly,
+    /// [`Error::Locked`].
+    Locked,
     /// [`Error::Timeout`].
     Timeout,
     /// [`Error::Invalid`].
@@ -256,6 +286,8 @@ pub enum ErrorKind {
     WriteTxOnThisThread,
     /// [`Error::Decode`].
     Decode,
+    /// [`Error::Encode`].
+    Encode,
     /// [`Error::RawAccessNeedsReadOnly`].
     RawAccessNeedsReadOnly,
     /// [`Error::Checksum`].
@@ -268,6 +300,8 @@ pub enum ErrorKind {
     Freelist,
     /// [`Error::Io`].
     Io,
+    /// [`Error::NotRun`].
+    NotRun,
     /// [`Error::Poisoned`].
     Poisoned,
 }
@@ -313,6 +347,7 @@ impl Error {
             Error::MoveIntoSelf => ErrorKind::MoveIntoSelf,
             Error::BucketInUse => ErrorKind::BucketInUse,
             Error::DatabaseReadOnly => ErrorKind::DatabaseReadOnly,
+            Error::Locked { .. } => ErrorKind::Locked,
             Error::Timeout { .. } => ErrorKind::Timeout,
             Error::Invalid { .. } => ErrorKind::Invalid,
             Error::VersionMismatch { .. } => ErrorKind::VersionMismatch,
@@ -321,12 +356,14 @@ impl Error {
             Error::StorageInUse { .. } => ErrorKind::StorageInUse,
             Error::WriteTxOnThisThread => ErrorKind::WriteTxOnThisThread,
             Error::Decode { .. } => ErrorKind::Decode,
+            Error::Encode { .. } => ErrorKind::Encode,
             Error::RawAccessNeedsReadOnly => ErrorKind::RawAccessNeedsReadOnly,
             Error::Checksum { .. } => ErrorKind::Checksum,
             Error::MaxSizeReached { .. } => ErrorKind::MaxSizeReached,
             Error::Corruption(_) => ErrorKind::Corruption,
             Error::Freelist(_) => ErrorKind::Freelist,
             Error::Io { .. } => ErrorKind::Io,
+            Error::NotRun { .. } => ErrorKind::NotRun,
             Error::Poisoned => ErrorKind::Poisoned,
         }
     }

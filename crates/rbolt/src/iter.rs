@@ -18,7 +18,7 @@ use std::ops::Bound;
 /// #     for key in ["a", "b", "c"] {
 /// #         b.put(key, "v")?;
 /// #     }
-/// #     Ok(())
+/// #     Ok::<_, rbolt::Error>(())
 /// # })?;
 /// db.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -27,7 +27,7 @@ use std::ops::Bound;
 ///     assert_eq!((entries[0].key(), entries[0].value()), (&b"c"[..], Some(&b"v"[..])));
 ///     assert_eq!((entries[1].key(), entries[1].value()), (&b"d"[..], None));
 ///     assert!(entries[1].is_bucket());
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -53,12 +53,12 @@ impl<'a> Entry<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let first = tx.bucket("b")?.unwrap().iter().next().transpose()?.unwrap();
     ///     assert_eq!(first.key(), b"a");
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -77,7 +77,7 @@ impl<'a> Entry<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -85,7 +85,7 @@ impl<'a> Entry<'a> {
     ///     let mut cursor = b.cursor();
     ///     assert_eq!(cursor.seek("a")?.unwrap().value(), Some(&b"v"[..]));
     ///     assert_eq!(cursor.seek("nested")?.unwrap().value(), None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -104,14 +104,14 @@ impl<'a> Entry<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     b.create_bucket("nested")?;
     ///     let buckets = b.iter().filter(|e| e.as_ref().is_ok_and(|e| e.is_bucket())).count();
     ///     assert_eq!(buckets, 1);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -131,7 +131,7 @@ impl<'a> Entry<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k", "v")?;
     ///     b.create_bucket("nested")?.set_sequence(7)?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
@@ -141,7 +141,7 @@ impl<'a> Entry<'a> {
     ///     // A bucket's raw value starts with its header: root page id, then sequence
     ///     // (little-endian).
     ///     assert_eq!(&nested.raw_value()[8..16], &7u64.to_le_bytes()[..]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -166,7 +166,7 @@ type Moved<'a> = Result<Option<Entry<'a>>>;
 ///     for key in ["apple", "banana", "cherry"] {
 ///         b.put(key, "fruit")?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.view(|tx| {
 ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
@@ -176,7 +176,7 @@ type Moved<'a> = Result<Option<Entry<'a>>>;
 ///     assert!(cursor.next()?.is_none()); // off the end, still usable
 ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"cherry"[..]));
 ///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"apple"[..]));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -200,12 +200,12 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"a"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -223,12 +223,12 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -246,14 +246,14 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     // a fresh cursor starts before the first
     ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"a"[..]));
     ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"b"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -275,7 +275,7 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
@@ -283,7 +283,7 @@ impl<'a> Cursor<'a> {
     ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"b"[..]));
     ///     cursor.first()?;
     ///     assert_eq!(cursor.prev()?, None); // before the start
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -301,14 +301,14 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"b"[..])); // exact
     ///     assert_eq!(cursor.seek("bb")?.map(|e| e.key()), Some(&b"c"[..])); // the next key up
     ///     assert_eq!(cursor.seek("z")?, None); // past the last
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -327,13 +327,13 @@ impl<'a> Cursor<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     cursor.seek("b")?;
     ///     assert_eq!(cursor.current()?.map(|e| e.key()), Some(&b"b"[..])); // does not move
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -356,7 +356,7 @@ type KeyBound = Bound<SmallVec<[u8; 32]>>;
 /// #     for key in ["a", "b", "c"] {
 /// #         b.put(key, "v")?;
 /// #     }
-/// #     Ok(())
+/// #     Ok::<_, rbolt::Error>(())
 /// # })?;
 /// db.view(|tx| {
 ///     let b = tx.bucket("b")?.unwrap();
@@ -366,7 +366,7 @@ type KeyBound = Bound<SmallVec<[u8; 32]>>;
 ///     // The two ends meet in the middle: each entry comes out once.
 ///     assert_eq!(iter.next().transpose()?.map(|e| e.key()), Some(&b"b"[..]));
 ///     assert!(iter.next_back().is_none());
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -541,7 +541,7 @@ enum Position {
 ///     }
 ///     drop(cursor);
 ///     assert_eq!(log.iter().count(), 6);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -605,13 +605,13 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     let mut cursor = b.cursor_mut();
     ///     assert_eq!(cursor.first()?.map(|e| e.key()), Some(&b"a"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -629,13 +629,13 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     let mut cursor = b.cursor_mut();
     ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -653,13 +653,13 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     let mut cursor = b.cursor_mut();
     ///     assert_eq!(cursor.seek("bb")?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -678,7 +678,7 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -687,7 +687,7 @@ impl<'a> CursorMut<'a> {
     ///     cursor.delete()?;
     ///     // the entry after the deleted one
     ///     assert_eq!(cursor.next()?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -716,7 +716,7 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -725,7 +725,7 @@ impl<'a> CursorMut<'a> {
     ///     cursor.delete()?;
     ///     // the entry before the deleted one
     ///     assert_eq!(cursor.prev()?.map(|e| e.key()), Some(&b"a"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -750,7 +750,7 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -759,7 +759,7 @@ impl<'a> CursorMut<'a> {
     ///     assert_eq!(cursor.current()?.map(|e| e.key()), Some(&b"b"[..]));
     ///     cursor.delete()?;
     ///     assert_eq!(cursor.current()?, None); // gone until the cursor moves
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -778,7 +778,7 @@ impl<'a> CursorMut<'a> {
     /// #     for key in ["a", "b", "c"] {
     /// #         b.put(key, "v")?;
     /// #     }
-    /// #     Ok(())
+    /// #     Ok::<_, rbolt::Error>(())
     /// # })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
@@ -788,7 +788,7 @@ impl<'a> CursorMut<'a> {
     ///     assert!(cursor.delete()?);
     ///     drop(cursor);
     ///     assert_eq!(b.get("a")?, None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```

@@ -20,7 +20,7 @@
 //!     let mut users = tx.create_bucket_if_not_exists(b"users")?;
 //!     users.put(b"alice", b"admin")?;
 //!     users.put(b"bob", b"guest")?;
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! db.view(|tx| {
 //!     let users = tx.bucket(b"users")?.expect("created above");
@@ -28,10 +28,43 @@
 //!         let entry = entry?;
 //!         assert_eq!(entry.key(), b"bob");
 //!     }
-//!     Ok(())
+//!     Ok::<_, rbolt::Error>(())
 //! })?;
 //! # Ok::<(), rbolt::Error>(())
 //! ```
+//!
+//! # Feature flags
+//!
+//! All off by default; the crate has no dependency it does not need without them.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `serde` | `Json<T>`: typed buckets whose values are any serde type, stored as JSON |
+//! | `tokio` | `Db::update_async`, `Db::view_async`, `Db::batch_async`: transactions from async code, run on tokio's blocking pool |
+//! | `tracing` | events for a `tracing` subscriber: lock waits, recovery at open, growth, shrinks, vacuum steps, a poisoned handle, commits slower than [`Options::slow_commit_threshold`], and a span around each commit |
+//! | `sim` | `storage::SimFile`: a simulated file for an application's own crash tests — it records unsynced writes, makes the images a crash or a power loss could leave, and injects I/O errors |
+//!
+//! Features whose names start with an underscore (`_failpoints`, `_verify`) are machinery of
+//! rbolt's own test suites, not part of the API: they may change in any release and slow every
+//! commit down.
+//!
+//! # Platforms
+//!
+//! Linux on 64-bit little-endian hosts (tested on x86_64). The storage layer calls Linux's
+//! `fdatasync`, `fallocate`, `flock` and `pwritev` (and `memfd_create` for `SimFile`), so the
+//! crate does not build for macOS, the BSDs or Windows yet. The file format is bbolt's and
+//! portable: a file copied to any little-endian machine opens in rbolt or in Go bbolt there.
+//! The oldest supported compiler is Rust 1.89 (the crate's `rust-version`).
+//!
+//! # Errors, async code and logs
+//!
+//! - The closure API takes the application's own error type: [`Db::update`], [`Db::view`]
+//!   and [`Db::batch`] return whatever error the closure returns, any type with
+//!   `From<rbolt::Error>` (see [`Db::update`] for an example with thiserror).
+//! - A [`WriteTx`] is not `Send` and cannot be held across an `.await` in a spawned task; run
+//!   the transaction on a blocking thread (`Db::update_async` with the `tokio` feature).
+//! - Opening a file another process holds fails at once with [`Error::Locked`]; waiting is
+//!   [`Options::lock_timeout`].
 //!
 //! # What the compiler guarantees
 //!
@@ -128,25 +161,28 @@
 //! crate (`rbolt-btree`) appears in no public signature. `CONTRIBUTING.md` says how to check
 //! for API breaks before a release.
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml): mark feature-gated items.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// The README's code blocks, compiled and run as doctests so that the quick start stays true.
+/// The crate README's code blocks, compiled and run as doctests so that they stay true (the
+/// workspace README's quick start is checked to be the same: `tests/it/readme.rs`).
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")] // the symlink to the root README, inside the package
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-/// A named point in the commit path where tests (feature `failpoints`) inject an error or
+/// A named point in the commit path where tests (feature `_failpoints`) inject an error or
 /// a panic. `poison` marks points past the first sync, where an injected error must poison
 /// the handle as a real one would. Without the feature it compiles to nothing.
 macro_rules! failpoint {
     ($name:literal) => {
-        #[cfg(feature = "failpoints")]
+        #[cfg(feature = "_failpoints")]
         fail::fail_point!($name, |_| Err($crate::error::Error::io(
             None,
             std::io::Error::other(concat!("failpoint ", $name))
         )));
     };
     ($name:literal, poison $db:expr) => {
-        #[cfg(feature = "failpoints")]
+        #[cfg(feature = "_failpoints")]
         fail::fail_point!($name, |_| {
             $db.poison();
             Err($crate::error::Error::io(
@@ -158,6 +194,8 @@ macro_rules! failpoint {
 }
 
 mod alloc;
+#[cfg(feature = "tokio")]
+mod async_tx;
 mod backup;
 mod batch;
 mod bucket;
@@ -175,6 +213,7 @@ mod stats;
 /// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with
 /// the `sim` feature `SimFile`, a simulated file for crash tests.
 pub use rbolt_storage as storage;
+mod trace;
 mod tx;
 mod typed;
 mod vacuum;
@@ -190,7 +229,7 @@ pub use iter::{Cursor, CursorMut, Entry, Iter};
 pub use nested::{Walk, WalkStep};
 pub use options::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
-    PAGE_SIZE_DEFAULT,
+    PAGE_SIZE_DEFAULT, SLOW_COMMIT_THRESHOLD_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
@@ -217,6 +256,9 @@ pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::WriteTx;
 #[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use typed::Json;
-pub use typed::{BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedIter, Value};
+pub use typed::{
+    BucketDef, FixedWidth, Key, TypedBucket, TypedBucketMut, TypedCursor, TypedIter, Value,
+};
 pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 ///     let mut a = tx.create_bucket("a")?;
 ///     a.create_bucket("b")?.put("k", "v")?;
 ///     a.put("z", "1")?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.view(|tx| {
 ///     let mut walk = tx.bucket("a")?.unwrap().walk();
@@ -34,7 +34,7 @@ use std::collections::HashSet;
 ///         });
 ///     }
 ///     assert_eq!(trace, ["enter b", "value k", "leave", "value z"]);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -80,7 +80,7 @@ pub enum WalkStep<'a> {
 ///     }
 ///     // Key order: the bucket "b" comes before the key "k".
 ///     assert_eq!(lines, [(b"b".to_vec(), b"x".to_vec()), (b"".to_vec(), b"k".to_vec())]);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -120,7 +120,7 @@ impl<'a> Walk<'a> {
     ///             assert_eq!(walk.path(), [b"b", b"c"]); // below "a": "b", then "c"
     ///         }
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -138,7 +138,7 @@ impl<'a> Walk<'a> {
     ///     for i in 0u8..10 {
     ///         a.create_bucket([i])?.put("k", "v")?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut walk = tx.bucket("a")?.unwrap().walk();
@@ -148,7 +148,7 @@ impl<'a> Walk<'a> {
     ///     }
     ///     assert_eq!(values, 10);
     ///     assert!(walk.next_step().is_none()); // done stays done
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```

@@ -11,6 +11,9 @@ pub const BATCH_SIZE_MAX_DEFAULT: usize = 1000;
 pub const BATCH_DELAY_MAX_DEFAULT: Duration = Duration::from_millis(10);
 /// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
 pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
+/// Commits that take this long are reported with the `tracing` feature: a durable one-key
+/// commit takes well under a millisecond on a local disk, a large bulk load seconds.
+pub const SLOW_COMMIT_THRESHOLD_DEFAULT: Duration = Duration::from_secs(1);
 
 /// How a write transaction's commit reaches the disk ([`WriteTx::set_durability`]).
 ///
@@ -71,8 +74,30 @@ pub enum Durability {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
-    /// How long to wait for the file lock: `None` waits for ever (bbolt's timeout 0),
-    /// `Some(Duration::ZERO)` tries once, `Some(d)` gives up after `d` with `Error::Timeout`.
+    /// How long to wait for the file lock when another process holds it (has the database
+    /// open). `Some(Duration::ZERO)`, the default, does not wait: the open fails at once with
+    /// `Error::Locked`, as redb's and sled's do (and the `rbolt` command's). `Some(d)` waits
+    /// up to `d`, then fails with `Error::Timeout`; `None` waits for ever (bbolt's default,
+    /// its timeout 0). A wait is reported with the `tracing` feature. Within one process a
+    /// second read-write open of a file fails at once whatever this says
+    /// (`Error::StorageInUse`): it would wait for itself.
+    ///
+    /// ```
+    /// use rbolt::{Db, Error, Options};
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// # drop(Db::open(&path)?);
+    /// // Another process has the database open (here: its lock taken on another descriptor).
+    /// let other = std::fs::File::open(&path).unwrap();
+    /// rustix::fs::flock(&other, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    /// assert!(matches!(Db::open(&path), Err(Error::Locked { .. }))); // at once
+    /// let patient = Options::default().lock_timeout(Some(Duration::from_millis(20)));
+    /// assert!(matches!(Db::open_with(&path, patient), Err(Error::Timeout { .. })));
+    /// drop(other); // the other process closes it
+    /// let db = Db::open_with(&path, Options::default().lock_timeout(None))?; // waits for ever
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
     pub lock_timeout: Option<Duration>,
     /// Open read-only with a shared lock: other read-only openers may share the file.
     pub read_only: bool,
@@ -120,12 +145,16 @@ pub struct Options {
     /// truncation and a regrowth (`fallocate` and an fsync) per cycle. `Db::vacuum` shrinks
     /// whatever this says.
     pub auto_shrink: bool,
+    /// With the `tracing` feature, a commit that takes at least this long is reported as a
+    /// `WARN` event with its phases' times (`None`: never). Without the feature it does
+    /// nothing.
+    pub slow_commit_threshold: Option<Duration>,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
-            lock_timeout: None,
+            lock_timeout: Some(Duration::ZERO),
             read_only: false,
             no_sync: false,
             create: true,
@@ -141,6 +170,7 @@ impl Default for Options {
             alloc_size: ALLOC_SIZE_DEFAULT,
             fallback_on_truncation: false,
             auto_shrink: false,
+            slow_commit_threshold: Some(SLOW_COMMIT_THRESHOLD_DEFAULT),
         }
     }
 }
@@ -272,4 +302,6 @@ setters! {
     fallback_on_truncation: bool,
     /// Sets `auto_shrink`.
     auto_shrink: bool,
+    /// Sets `slow_commit_threshold`.
+    slow_commit_threshold: Option<Duration>,
 }

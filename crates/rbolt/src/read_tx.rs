@@ -187,7 +187,7 @@ impl<'db> ReadTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("b")?;
     ///     tx.create_bucket("a")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let tx = db.begin_read()?;
     /// let names: Vec<&[u8]> = tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
@@ -206,7 +206,7 @@ impl<'db> ReadTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("a")?.put("k", "v")?;
     ///     tx.create_bucket("b")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let mut sizes = Vec::new();
     /// db.begin_read()?.for_each(|name, bucket| {
@@ -239,7 +239,7 @@ impl<'db> ReadTx<'db> {
     ///     for i in 0u32..2000 {
     ///         b.put(i.to_be_bytes(), [7u8; 64])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// assert_eq!(db.begin_read()?.check(), []);
     /// # Ok::<(), rbolt::Error>(())
@@ -260,7 +260,7 @@ impl<'db> ReadTx<'db> {
     ///     for i in 0u32..2000 {
     ///         b.put(i.to_be_bytes(), [7u8; 64])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let tx = db.begin_read()?;
     /// let root = tx.bucket("b")?.unwrap().root();
@@ -283,7 +283,7 @@ impl<'db> ReadTx<'db> {
     ///     for i in 0u32..2000 {
     ///         b.put(i.to_be_bytes(), [7u8; 64])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| tx.delete_bucket("b"))?;
     /// let tx = db.begin_read()?;

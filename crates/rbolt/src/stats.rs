@@ -178,7 +178,7 @@ impl StatCounters {
 ///         big.put(i.to_be_bytes(), [0u8; 64])?;
 ///     }
 ///     big.create_bucket("small")?.put("k", "v")?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// let stats: rbolt::BucketStats = db.begin_read()?.bucket("big")?.unwrap().stats()?;
 /// assert_eq!(stats.key_n, 2002); // 2000 keys, the name "small", and its key
@@ -228,7 +228,7 @@ impl BucketStats {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k1", "v")?;
     ///     b.put("k2", "v")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let tx = db.begin_read()?;
     /// let mut total = rbolt::BucketStats::default();

@@ -1,5 +1,5 @@
-//! The `verify` feature: every commit is followed by a check of the whole file
-//! ([`crate::ReadTx::check`]), and a commit that leaves problems in a file that had none
+//! The internal `_verify` feature, for the test suites: every commit is followed by a check of the
+//! whole file ([`crate::ReadTx::check`]), and a commit that leaves problems in a file that had none
 //! panics with them. The workspace's tests run with it (`rbolt-reliability` asks for it, and
 //! features unify across `cargo test --workspace`); benchmarks and users never do.
 //!
@@ -12,18 +12,18 @@ use crate::snapshot::Snapshot;
 #[derive(Debug, Default)]
 pub(crate) struct Verify {
     /// Whether the file checked clean, once checked (before this handle's first commit).
-    #[cfg(feature = "verify")]
+    #[cfg(feature = "_verify")]
     clean: Option<bool>,
 }
 
 impl Verify {
     /// Before a commit: checks the snapshot it starts from, once per handle.
     pub(crate) fn before(&mut self, current: impl FnOnce() -> Snapshot, page_size: usize) {
-        #[cfg(feature = "verify")]
+        #[cfg(feature = "_verify")]
         if self.clean.is_none() {
             self.clean = Some(problems(&current(), page_size).is_empty());
         }
-        #[cfg(not(feature = "verify"))]
+        #[cfg(not(feature = "_verify"))]
         let _ = (current, page_size);
     }
 
@@ -32,7 +32,7 @@ impl Verify {
     /// # Panics
     /// When the commit left problems in a file that had none.
     pub(crate) fn after(&mut self, current: impl FnOnce() -> Snapshot, page_size: usize) {
-        #[cfg(feature = "verify")]
+        #[cfg(feature = "_verify")]
         if self.clean == Some(true) {
             let problems = problems(&current(), page_size);
             assert!(
@@ -40,19 +40,19 @@ impl Verify {
                 "verify: a commit left a sound file with problems: {problems:?}"
             );
         }
-        #[cfg(not(feature = "verify"))]
+        #[cfg(not(feature = "_verify"))]
         let _ = (current, page_size);
     }
 }
 
 /// The problems `check` finds in the current snapshot.
-#[cfg(feature = "verify")]
+#[cfg(feature = "_verify")]
 fn problems(current: &Snapshot, page_size: usize) -> Vec<crate::CheckError> {
     let pages = crate::snapshot::pages_of(&current.map, page_size, current.meta.high_water());
     crate::check::check(pages, &current.meta)
 }
 
-#[cfg(all(test, feature = "verify"))]
+#[cfg(all(test, feature = "_verify"))]
 mod tests {
     use crate::Db;
     use rbolt_page::FLAG_FREELIST;
@@ -72,7 +72,9 @@ mod tests {
         .unwrap();
         // Damage bucket x's root page (a branch: 2000 keys do not fit one page) behind the
         // handle's back, then commit to bucket y, which does not read it.
-        let root = db.view(|tx| Ok(tx.bucket(b"x")?.unwrap().root())).unwrap();
+        let root = db
+            .view(|tx| Ok::<_, crate::Error>(tx.bucket(b"x")?.unwrap().root()))
+            .unwrap();
         assert_ne!(root.0, 0);
         let flags_at = root.0 * db.page_size as u64 + 8;
         db.storage
@@ -88,7 +90,11 @@ mod tests {
 
         // A handle that opens the damaged file does not verify it: its commits go through.
         let db = Db::open(dir.path().join("db")).unwrap();
-        assert!(!db.view(|tx| Ok(tx.check())).unwrap().is_empty());
+        assert!(
+            !db.view(|tx| Ok::<_, crate::Error>(tx.check()))
+                .unwrap()
+                .is_empty()
+        );
         put_y(&db).unwrap();
     }
 }

@@ -50,7 +50,7 @@ impl Engine for Rbolt {
             for key in keys {
                 bucket.put(key, value_of(key))?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })?;
         Ok(())
     }
@@ -62,7 +62,7 @@ impl Engine for Rbolt {
             for key in keys {
                 bucket.delete(key)?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })?;
         Ok(())
     }

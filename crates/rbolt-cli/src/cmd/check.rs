@@ -43,7 +43,7 @@ pub fn check(args: &CheckArgs) -> Result<()> {
         .read_only(true)
         .lock_timeout(args.file.lock.lock_timeout());
     let opened = match rbolt::Db::open_with(&args.file.path, options) {
-        Err(error @ rbolt::Error::Timeout { .. }) => {
+        Err(error @ (rbolt::Error::Timeout { .. } | rbolt::Error::Locked { .. })) => {
             spinner.finish_and_clear();
             return Err(open_error(&args.file.path, error, &args.file.lock));
         }

@@ -10,12 +10,12 @@ use crate::progress::Unit;
 use crate::raw::{RawFile, meta_page_bytes};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
-use rbolt_storage::{FileOptions, FileStorage, Storage};
 use rbolt::{Db, Options};
 use rbolt_page::{
     BranchBuilder, LeafBuilder, META_PAGE_LEN, Meta, PageHeader, PageKind, PageRef, Pgid,
     branch_page_size, leaf_page_size, pages_for,
 };
+use rbolt_storage::{FileOptions, FileStorage, Storage};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

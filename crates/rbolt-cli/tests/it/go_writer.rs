@@ -14,8 +14,10 @@ fn stale(dir: &Dir) -> (PathBuf, Pgid, Pgid) {
     let clean = dir.fixture("deep");
     let root = {
         let db = rbolt::Db::open_with(&clean, rbolt::Options::default().read_only(true)).unwrap();
-        db.view(|tx| Ok(tx.bucket(b"data")?.expect("the fixture's bucket").root()))
-            .unwrap()
+        db.view(|tx| {
+            Ok::<_, rbolt::Error>(tx.bucket(b"data")?.expect("the fixture's bucket").root())
+        })
+        .unwrap()
     };
     let mut child = Pgid(0);
     let damaged = dir.damaged("deep", "stale.db", |bytes| {

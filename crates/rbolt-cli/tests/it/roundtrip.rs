@@ -220,7 +220,7 @@ fn vacuum_shrinks_in_place_and_keeps_every_key() {
             for i in (0..30_000u32).filter(|i| i % 10 != 0) {
                 b.delete(i.to_be_bytes())?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     }

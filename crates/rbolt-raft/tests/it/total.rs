@@ -155,7 +155,7 @@ async fn a_log_without_checksums_is_upgraded_when_opened() {
                 let encoded = rmp_serde::to_vec_named(&entry(2, i)).expect("encode");
                 log.put(i.to_be_bytes(), &encoded)?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .expect("write");
     }
@@ -167,9 +167,10 @@ async fn a_log_without_checksums_is_upgraded_when_opened() {
     let format = rbolt::Db::open(&path)
         .expect("open")
         .view(|tx| {
-            Ok(tx
-                .bucket(rbolt_raft::LOG_META_BUCKET)?
-                .and_then(|m| m.get(b"format").ok().flatten().map(<[u8]>::to_vec)))
+            Ok::<_, rbolt::Error>(
+                tx.bucket(rbolt_raft::LOG_META_BUCKET)?
+                    .and_then(|m| m.get(b"format").ok().flatten().map(<[u8]>::to_vec)),
+            )
         })
         .expect("view");
     assert_eq!(format.as_deref(), Some(&b"rbolt-raft 2"[..]));

@@ -101,7 +101,7 @@ fn replay(args: &[String]) -> Result<(), String> {
             }
         };
         step("check");
-        let checked = db.view(|tx| Ok(tx.check()));
+        let checked = db.view(|tx| Ok::<_, rbolt::Error>(tx.check()));
         eprintln!("  {checked:?}");
         step("scan (iterate, both directions, nested buckets, lookups)");
         let tx = db.begin_read().map_err(|e| e.to_string())?;

@@ -27,7 +27,7 @@ fn a_torn_initialisation_never_opens_as_a_corrupt_database() {
         let image = sim.crash_image(CrashProfile::Torn, seed);
         let reopened = SimFile::from_image(image).unwrap();
         if let Ok(db) = Db::open_storage(Arc::new(reopened), Options::default()) {
-            let errors = db.view(|tx| Ok(tx.check())).unwrap();
+            let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
             if !errors.is_empty() {
                 corrupt.push((seed, errors[0].to_string()));
             }
@@ -91,7 +91,7 @@ fn a_meta_with_the_largest_txid_is_an_error_not_a_panic_or_a_lost_commit() {
         let result = catch_unwind(AssertUnwindSafe(|| {
             let options = Options::default().read_only(read_only);
             if let Ok(db) = Db::open_storage(Arc::new(sim), options) {
-                let _ = db.view(|tx| Ok(tx.check()));
+                let _ = db.view(|tx| Ok::<_, rbolt::Error>(tx.check()));
             }
         }));
         assert!(
@@ -115,10 +115,11 @@ fn a_meta_with_the_largest_txid_is_an_error_not_a_panic_or_a_lost_commit() {
             return true;
         };
         db.view(|tx| {
-            Ok(tx
-                .bucket(b"b")?
-                .and_then(|b| b.get(b"new").ok().flatten())
-                .is_some())
+            Ok::<_, rbolt::Error>(
+                tx.bucket(b"b")?
+                    .and_then(|b| b.get(b"new").ok().flatten())
+                    .is_some(),
+            )
         })
         .unwrap_or(true)
     }));

@@ -29,7 +29,7 @@ fn shapes_are_as_named() {
         let sim = rbolt::storage::SimFile::from_image(shape.image.clone()).unwrap();
         let db =
             rbolt::Db::open_storage(std::sync::Arc::new(sim), rbolt::Options::default()).unwrap();
-        let errors = db.view(|tx| Ok(tx.check())).unwrap();
+        let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
         assert!(errors.is_empty(), "{}: {errors:?}", shape.name);
         if shape.name == "three-level" {
             let depth = db

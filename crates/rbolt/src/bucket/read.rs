@@ -19,14 +19,14 @@ use super::state::{BucketState, prefix_end};
 ///     let mut fruit = tx.create_bucket(b"fruit")?;
 ///     fruit.put(b"apple", b"red")?;
 ///     fruit.put(b"pear", b"green")?;
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.view(|tx| {
 ///     let fruit = tx.bucket(b"fruit")?.expect("created above");
 ///     assert_eq!(fruit.get(b"pear")?, Some(&b"green"[..]));
 ///     let keys: Vec<&[u8]> = fruit.iter().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [&b"apple"[..], b"pear"]);
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -47,14 +47,14 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k", "v")?;
     ///     b.create_bucket("child")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let b = tx.bucket("b")?.unwrap();
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
     ///     assert_eq!(b.get("missing")?, None);
     ///     assert_eq!(b.get("child")?, None); // a nested bucket is not a value
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -76,14 +76,14 @@ impl<'a> Bucket<'a> {
     ///     let mut users = tx.create_bucket("users")?;
     ///     users.create_bucket("alice")?.put("age", "42")?;
     ///     users.put("count", "1")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let users = tx.bucket("users")?.unwrap();
     ///     let alice = users.bucket("alice")?.expect("a nested bucket");
     ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
     ///     assert!(users.bucket("count")?.is_none()); // a value, not a bucket
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -130,11 +130,11 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.set_sequence(41)?;
     ///     b.next_sequence()?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 42);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -153,12 +153,12 @@ impl<'a> Bucket<'a> {
     ///     for i in 0u32..1000 {
     ///         big.put(i.to_be_bytes(), [0u8; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("small")?.unwrap().root(), rbolt::Pgid(0));
     ///     assert!(tx.bucket("big")?.unwrap().root().0 >= 2); // a page of its own
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -175,13 +175,13 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut cursor = tx.bucket("b")?.unwrap().cursor();
     ///     assert_eq!(cursor.last()?.map(|e| e.key()), Some(&b"b"[..]));
     ///     assert_eq!(cursor.prev()?.and_then(|e| e.value()), Some(&b"1"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -199,7 +199,7 @@ impl<'a> Bucket<'a> {
     ///     for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
     ///         b.put(k, v)?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let b = tx.bucket("b")?.unwrap();
@@ -208,7 +208,7 @@ impl<'a> Bucket<'a> {
     ///     assert_eq!(values, [b"1", b"2", b"3"]);
     ///     let last = b.iter().next_back().transpose()?.map(|e| e.key());
     ///     assert_eq!(last, Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -234,7 +234,7 @@ impl<'a> Bucket<'a> {
     ///     assert_eq!(keys, [b"b", b"c"]);
     ///     let last: Vec<&[u8]> = b.range("c"..).rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(last, [b"d", b"c"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -260,7 +260,7 @@ impl<'a> Bucket<'a> {
     ///     }
     ///     let al: Vec<&[u8]> = b.prefix("al").map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(al, [&b"al"[..], b"albert", b"alfred", b"alice"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -288,7 +288,7 @@ impl<'a> Bucket<'a> {
     ///     let mut root = tx.create_bucket("root")?;
     ///     root.put("a", "1")?;
     ///     root.create_bucket("sub")?.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut walk = tx.bucket("root")?.unwrap().walk();
@@ -299,7 +299,7 @@ impl<'a> Bucket<'a> {
     ///         }
     ///     }
     ///     assert_eq!(values, [(0, &b"a"[..]), (1, &b"b"[..])]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -316,7 +316,7 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("k", "v")?;
     ///     b.create_bucket("child")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut seen = Vec::new();
@@ -325,7 +325,7 @@ impl<'a> Bucket<'a> {
     ///         Ok(())
     ///     })?;
     ///     assert_eq!(seen, [(&b"child"[..], None), (&b"k"[..], Some(&b"v"[..]))]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -350,7 +350,7 @@ impl<'a> Bucket<'a> {
     ///     b.create_bucket("x")?;
     ///     b.put("value", "skipped")?;
     ///     b.create_bucket("y")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let mut names = Vec::new();
@@ -359,7 +359,7 @@ impl<'a> Bucket<'a> {
     ///         Ok(())
     ///     })?;
     ///     assert_eq!(names, [b"x", b"y"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -383,13 +383,13 @@ impl<'a> Bucket<'a> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.put("a", "1")?;
     ///     b.create_bucket("child")?.put("b", "2")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let stats = tx.bucket("b")?.unwrap().stats()?;
     ///     assert_eq!(stats.key_n, 3); // "a", "child" and the child's "b"
     ///     assert_eq!(stats.bucket_n, 2); // the bucket and its child
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```

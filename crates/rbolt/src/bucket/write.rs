@@ -203,7 +203,7 @@ impl BucketMut<'_> {
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
     ///     assert_eq!(count(b.as_bucket())?, 2); // read-side code works on a write handle too
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -221,7 +221,7 @@ impl BucketMut<'_> {
     ///     b.put("k", "v")?;
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..])); // sees this transaction's writes
     ///     assert_eq!(b.get("other")?, None);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -242,7 +242,7 @@ impl BucketMut<'_> {
     ///     b.put(7u64.to_be_bytes(), vec![1, 2, 3])?; // big-endian ids sort numerically
     ///     b.put("name", "replaced")?;
     ///     assert_eq!(b.get("name")?, Some(&b"replaced"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -279,7 +279,7 @@ impl BucketMut<'_> {
     ///     assert!(!b.delete("k")?); // not any more
     ///     b.create_bucket("child")?;
     ///     assert!(matches!(b.delete("child"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -311,7 +311,7 @@ impl BucketMut<'_> {
     ///     let child = b.bucket("child")?.expect("created above");
     ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
     ///     assert!(b.bucket("missing")?.is_none());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -334,7 +334,7 @@ impl BucketMut<'_> {
     ///     assert_eq!(b.bucket("child")?.unwrap().get("k")?, Some(&b"v"[..]));
     ///     assert!(b.bucket_mut("missing")?.is_none());
     ///     assert!(matches!(b.bucket_mut("value"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -357,7 +357,7 @@ impl BucketMut<'_> {
     ///     assert!(matches!(b.create_bucket("child"), Err(rbolt::Error::BucketExists)));
     ///     b.put("value", "x")?;
     ///     assert!(matches!(b.create_bucket("value"), Err(rbolt::Error::IncompatibleValue)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -376,7 +376,7 @@ impl BucketMut<'_> {
     ///     // The second call opens the bucket the first made, content and all.
     ///     let child = b.create_bucket_if_not_exists("child")?;
     ///     assert_eq!(child.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -402,7 +402,7 @@ impl BucketMut<'_> {
     ///     b.delete_bucket("child")?; // and everything below it
     ///     assert!(b.bucket("child")?.is_none());
     ///     assert!(matches!(b.delete_bucket("child"), Err(rbolt::Error::BucketNotFound)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -423,7 +423,7 @@ impl BucketMut<'_> {
     ///     assert_eq!(b.sequence(), 0); // a new bucket starts at 0
     ///     b.next_sequence()?;
     ///     assert_eq!(b.sequence(), 1);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -440,11 +440,11 @@ impl BucketMut<'_> {
     ///     let mut b = tx.create_bucket("b")?;
     ///     b.set_sequence(1000)?;
     ///     assert_eq!(b.next_sequence()?, 1001);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("b")?.unwrap().sequence(), 1001); // committed with the bucket
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -471,7 +471,7 @@ impl BucketMut<'_> {
     ///         users.put(id.to_be_bytes(), name)?;
     ///     }
     ///     assert_eq!(users.get(2u64.to_be_bytes())?, Some(&b"bob"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -489,7 +489,7 @@ impl BucketMut<'_> {
     /// db.update(|tx| {
     ///     let b = tx.create_bucket("b")?;
     ///     assert_eq!(b.fill_percent(), 0.5);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -510,12 +510,12 @@ impl BucketMut<'_> {
     ///     for i in 0u64..1000 {
     ///         log.put(i.to_be_bytes(), [0u8; 32])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// // The setting lasts for one transaction; the next one starts from the default.
     /// db.update(|tx| {
     ///     assert_eq!(tx.bucket_mut("log")?.unwrap().fill_percent(), 0.5);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -534,7 +534,7 @@ impl BucketMut<'_> {
     ///     b.put("c", "3")?;
     ///     let mut cursor = b.cursor();
     ///     assert_eq!(cursor.seek("b")?.map(|e| e.key()), Some(&b"c"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -562,7 +562,7 @@ impl BucketMut<'_> {
     ///     }
     ///     assert_eq!(b.get("b")?, None);
     ///     assert_eq!(b.get("c")?, Some(&b"keep"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -583,7 +583,7 @@ impl BucketMut<'_> {
     ///     let keys: Vec<&[u8]> =
     ///         b.iter().rev().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(keys, [b"y", b"x"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -603,7 +603,7 @@ impl BucketMut<'_> {
     ///     }
     ///     let (lo, hi) = (3u64.to_be_bytes(), 5u64.to_be_bytes());
     ///     assert_eq!(b.range(lo..=hi).count(), 3);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -622,7 +622,7 @@ impl BucketMut<'_> {
     ///         b.put(key, "")?;
     ///     }
     ///     assert_eq!(b.prefix("log/").count(), 2);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -640,7 +640,7 @@ impl BucketMut<'_> {
     ///     b.put("a", "1")?;
     ///     b.put("b", "2")?;
     ///     assert_eq!(b.stats()?.key_n, 2); // counts this transaction's writes
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```

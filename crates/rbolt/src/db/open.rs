@@ -182,6 +182,24 @@ impl FoundMetas {
             .all(|meta| matches!(meta, MetaState::Valid(_)))
     }
 
+    /// Why the open of `chosen` falls back from the other meta, if it does (for the recovery
+    /// event at open): the other slot holds a torn meta, or a newer one that cannot be opened.
+    pub(super) fn fallback(&self, chosen: &Meta) -> Option<&'static str> {
+        match &self.metas[(1 - chosen.txid % 2) as usize] {
+            MetaState::Broken(_) => Some("the other meta is torn or damaged"),
+            MetaState::PastEnd(meta) if meta.txid > chosen.txid => {
+                Some("the newest meta points past the end of the file (fallback_on_truncation)")
+            }
+            MetaState::Unsound(meta, _) if meta.txid > chosen.txid => {
+                Some("the newest meta holds an impossible field")
+            }
+            MetaState::Stale(meta) if meta.txid > chosen.txid => {
+                Some("the newest commits were made without syncs before the last reboot")
+            }
+            _ => None,
+        }
+    }
+
     /// The page size and the meta to open from: the newest sound meta. A torn newest meta
     /// (checksum wrong) falls back to the other; an intact newest meta past the end of the
     /// file does not, unless the options ask for it (see `Error::Truncated`).

@@ -144,6 +144,7 @@ fn spill(
     root: &mut BucketState,
     stats: &mut TxStats,
 ) -> Result<Pgid> {
+    crate::trace::phase!("commit.spill");
     let started = Instant::now();
     failpoint!("commit::before-spill");
     let mut spilled = Spilled::default();
@@ -264,6 +265,7 @@ fn write_freelist(
     shrink: bool,
     write_page: bool,
 ) -> Result<Pgid> {
+    crate::trace::phase!("commit.freelist");
     failpoint!("commit::before-freelist");
     let txid: Txid = alloc.txid;
     // What a vacuum step reserved and no page took goes back; the freelist page may land
@@ -300,6 +302,7 @@ fn map_for_growth(db: &Db, current: &Mapping, needed: u64) -> Result<Option<Arc<
     if needed <= current.len() as u64 {
         return Ok(None);
     }
+    crate::trace::phase!("commit.map", needed);
     failpoint!("commit::remap");
     let len = map_size(needed).ok_or_else(|| {
         Error::io(
@@ -320,6 +323,7 @@ fn map_for_growth(db: &Db, current: &Mapping, needed: u64) -> Result<Option<Arc<
 
 /// Phase 4, the data: grows the file to `needed` bytes and writes every queued page.
 fn write_data(alloc: &mut TxAlloc, needed: u64) -> Result<()> {
+    crate::trace::phase!("commit.write_data", needed);
     failpoint!("commit::before-grow");
     alloc.ensure_file_len(needed)?;
     failpoint!("commit::before-write");
@@ -329,6 +333,7 @@ fn write_data(alloc: &mut TxAlloc, needed: u64) -> Result<()> {
 /// The first sync, of the data: an `fsync` when the file's length changed since the last
 /// one (`length_changed`), else an `fdatasync`.
 fn first_sync(db: &Db, length_changed: bool) -> Result<()> {
+    crate::trace::phase!("commit.sync_data", length_changed);
     let synced = if length_changed {
         db.storage.sync_all()
     } else {
@@ -341,6 +346,7 @@ fn first_sync(db: &Db, length_changed: bool) -> Result<()> {
 /// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns
 /// the meta as written.
 fn write_meta_page(db: &Db, meta: &Meta, sync: bool) -> Result<Meta> {
+    crate::trace::phase!("commit.write_meta", sync);
     let page_size = db.page_size;
     let mut meta_page = vec![0u8; page_size];
     let meta = if sync {
@@ -379,6 +385,7 @@ fn publish(
     meta: Meta,
     synced: bool,
 ) -> Snapshot {
+    crate::trace::phase!("commit.publish");
     if synced {
         writer.durable = meta;
         writer.length_unsynced = false;

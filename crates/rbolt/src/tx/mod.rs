@@ -51,7 +51,7 @@ use std::time::Instant;
 ///     inbox.delete("task-1")?;
 ///     // The same top-level bucket cannot be opened twice.
 ///     assert!(matches!(tx.bucket_mut("inbox"), Err(rbolt::Error::BucketInUse)));
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
@@ -84,7 +84,9 @@ use std::time::Instant;
 /// [`Error::WriteTxOnThisThread`] at once instead of waiting for itself for ever; a
 /// transaction moved to another thread would make that record wrong (and the lock's guard
 /// cannot move between threads either). To write from an async task, run the whole
-/// transaction on one thread, e.g. `spawn_blocking(move || db.update(|tx| ...))`.
+/// transaction on one thread: `Db::update_async` (feature `tokio`) runs the closure on
+/// tokio's blocking pool, and with another runtime its `spawn_blocking(move || db.update(..))`
+/// does the same.
 ///
 /// ```compile_fail,E0277
 /// fn send<T: Send>(_: T) {}
@@ -92,6 +94,42 @@ use std::time::Instant;
 /// let db = rbolt::Db::open(dir.path().join("db"))?;
 /// send(db.begin_write()?); // error: `WriteTx` is not `Send`
 /// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// The same in async code: a `WriteTx` held across an `.await` makes the future not `Send`,
+/// so `tokio::spawn` or an axum handler refuses it, and the compiler names the writer lock
+/// inside the transaction: ``the trait `Send` is not implemented for
+/// `std::sync::MutexGuard<'_, rbolt::db::Writer>` ``. Move the transaction into
+/// `Db::update_async`'s closure, or end it before the `.await` (its commit then blocks the
+/// async thread for the fsyncs).
+///
+/// ```compile_fail
+/// fn spawn<F: std::future::Future + Send>(_: F) {}
+/// async fn handler(db: &rbolt::Db) -> rbolt::Result<()> {
+///     let tx = db.begin_write()?;
+///     tx.create_bucket("b")?;
+///     std::future::ready(()).await; // `tx` is held across this await...
+///     tx.commit()
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
+/// spawn(handler(&db)); // ...so the future is not Send: error
+/// ```
+///
+/// ```
+/// # fn spawn<F: std::future::Future + Send>(_: F) {}
+/// async fn handler(db: &rbolt::Db) -> rbolt::Result<()> {
+///     {
+///         let tx = db.begin_write()?;
+///         tx.create_bucket("b")?;
+///         tx.commit()?; // ended before the await: the future is Send
+///     }
+///     std::future::ready(()).await;
+///     Ok(())
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
+/// spawn(handler(&db));
 /// ```
 pub struct WriteTx<'db> {
     db: &'db Db,
@@ -239,7 +277,7 @@ impl<'db> WriteTx<'db> {
     ///     let root = tx.root();
     ///     assert_eq!(root.iter().count(), 2); // the two new buckets
     ///     assert!(root.bucket("a")?.is_some());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -258,7 +296,7 @@ impl<'db> WriteTx<'db> {
     ///     tx.create_bucket("b")?.put("k", "v")?; // the handle is dropped at the `;`
     ///     let b = tx.bucket("b")?.expect("created above");
     ///     assert_eq!(b.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -278,7 +316,7 @@ impl<'db> WriteTx<'db> {
     ///     let names: Vec<&[u8]> =
     ///         tx.buckets().map(|e| e.map(|e| e.key())).collect::<Result<_, _>>()?;
     ///     assert_eq!(names, [b"a", b"z"]);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -314,7 +352,7 @@ impl<'db> WriteTx<'db> {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// # db.update(|tx| { tx.create_bucket("a")?.put("k", "1")?; tx.create_bucket("b")?; Ok(()) })?;
+    /// # db.update(|tx| { tx.create_bucket("a")?.put("k", "1")?; tx.create_bucket("b").map(drop) })?;
     /// db.update(|tx| {
     ///     let a = tx.bucket_mut("a")?.expect("created");
     ///     let mut b = tx.bucket_mut("b")?.expect("created");
@@ -322,7 +360,7 @@ impl<'db> WriteTx<'db> {
     ///         let entry = entry?;
     ///         b.put(entry.key(), entry.value().unwrap_or_default())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -344,12 +382,12 @@ impl<'db> WriteTx<'db> {
     ///     assert!(tx.bucket_path_mut(&["users", "bob"])?.is_none());
     ///     let empty: [&str; 0] = [];
     ///     assert!(matches!(tx.bucket_path_mut(&empty), Err(rbolt::Error::BucketNameRequired)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     let alice = tx.bucket("users")?.unwrap().bucket("alice")?.unwrap();
     ///     assert_eq!(alice.get("age")?, Some(&b"42"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -376,7 +414,7 @@ impl<'db> WriteTx<'db> {
     /// db.view(|tx| {
     ///     let c = tx.bucket("a")?.unwrap().bucket("b")?.unwrap().bucket("c")?.unwrap();
     ///     assert_eq!(c.get("k")?, Some(&b"v"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -462,7 +500,7 @@ impl<'db> WriteTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("users")?.put("alice", "admin")?;
     ///     assert!(matches!(tx.create_bucket("users"), Err(rbolt::Error::BucketExists)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -482,7 +520,7 @@ impl<'db> WriteTx<'db> {
     /// }
     /// db.view(|tx| {
     ///     assert_eq!(tx.bucket("runs")?.unwrap().iter().count(), 3);
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -504,11 +542,11 @@ impl<'db> WriteTx<'db> {
     ///     drop(held);
     ///     tx.delete_bucket("tmp")?; // and "inner" with it
     ///     assert!(matches!(tx.delete_bucket("tmp"), Err(rbolt::Error::BucketNotFound)));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert!(tx.bucket("tmp")?.is_none());
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -532,7 +570,7 @@ impl<'db> WriteTx<'db> {
     /// db.update(|tx| {
     ///     tx.create_bucket("inbox")?.create_bucket("msg1")?.put("body", "hi")?;
     ///     tx.create_bucket("archive")?;
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     tx.move_bucket(&["inbox", "msg1"], &["archive", "2024-msg1"])?; // moved and renamed
@@ -540,13 +578,13 @@ impl<'db> WriteTx<'db> {
     ///         tx.move_bucket(&["archive"], &["archive", "x"]),
     ///         Err(rbolt::Error::MoveIntoSelf)
     ///     ));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.view(|tx| {
     ///     assert!(tx.bucket("inbox")?.unwrap().bucket("msg1")?.is_none());
     ///     let moved = tx.bucket("archive")?.unwrap().bucket("2024-msg1")?.unwrap();
     ///     assert_eq!(moved.get("body")?, Some(&b"hi"[..]));
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
@@ -710,7 +748,7 @@ impl<'db> WriteTx<'db> {
     ///     let stats = tx.stats();
     ///     assert!(stats.node_count > 0);
     ///     assert_eq!(stats.writes, 0); // nothing is written before the commit
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// assert!(db.stats().tx_stats.writes > 0);
     /// # Ok::<(), rbolt::Error>(())
@@ -764,10 +802,15 @@ impl<'db> WriteTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn commit(mut self) -> Result<()> {
+        crate::trace::phase!("commit", txid = self.shared.core.get_mut().alloc.txid.0);
         let started = Instant::now();
+        let file_len_before = self.writer.file_len;
         match self.commit_inner() {
             Ok(()) => {
                 self.stats.commit_time = started.elapsed();
+                let txid = self.shared.core.get_mut().alloc.txid.0;
+                let file_len = self.writer.file_len;
+                crate::trace::committed(self.db, &self.stats, txid, file_len_before, file_len);
                 self.db.counters.tx_committed(&self.stats());
                 self.ended = true;
                 let hooks = std::mem::take(self.on_commit.get_mut());

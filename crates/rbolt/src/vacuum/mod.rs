@@ -169,6 +169,7 @@ fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
     failpoint!("vacuum::before-truncate");
     match db.storage.shrink(truncate.len) {
         Ok(()) => {
+            crate::trace::shrunk(db.storage.path(), writer.file_len, truncate.len);
             writer.file_len = truncate.len;
             Ok(true)
         }
@@ -216,14 +217,14 @@ impl VacuumOptions {
     ///     for i in 0u32..5000 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     for i in 0u32..4500 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// // Small steps: more commits, each holding the writer for less time.
     /// let options = rbolt::VacuumOptions::default().pages_per_step(4);
@@ -248,14 +249,14 @@ impl VacuumOptions {
 ///     for i in 0u32..5000 {
 ///         b.put(i.to_be_bytes(), [7; 100])?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
 ///     for i in 0u32..4500 {
 ///         b.delete(i.to_be_bytes())?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// let high_water = db.begin_read()?.meta().pgid;
 /// let step = db.vacuum_step(64)?;
@@ -303,14 +304,14 @@ pub struct VacuumStep {
 ///     for i in 0u32..5000 {
 ///         b.put(i.to_be_bytes(), [7; 100])?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// db.update(|tx| {
 ///     let mut b = tx.bucket_mut("b")?.unwrap();
 ///     for i in 0u32..4500 {
 ///         b.delete(i.to_be_bytes())?;
 ///     }
-///     Ok(())
+///     Ok::<_, rbolt::Error>(())
 /// })?;
 /// // Stop after the first step; a later vacuum picks up where it left off.
 /// let options = rbolt::VacuumOptions::default().pages_per_step(8);
@@ -372,14 +373,14 @@ impl Db {
     ///     for i in 0u32..5000 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut("b")?.unwrap();
     ///     for i in 0u32..4500 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let before = db.begin_read()?.meta().pgid;
     /// let mut steps = 0;
@@ -488,6 +489,13 @@ impl Db {
         // Pages meant to move that landed at or past the cut after all did not move.
         let past_cut = self.lock_writer().past_cut;
         step.pages_moved = step.pages_moved.saturating_sub(past_cut);
+        let path = self.storage.path();
+        let VacuumStep {
+            pages_moved: moved,
+            pages_merged: merged,
+            ..
+        } = step;
+        crate::trace::vacuum_step(path, true, moved, merged, step.high_water, step.pages_to_go);
         Ok(step)
     }
 
@@ -515,14 +523,14 @@ impl Db {
     ///     for i in 0..20_000u32 {
     ///         b.put(i.to_be_bytes(), [7; 100])?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// db.update(|tx| {
     ///     let mut b = tx.bucket_mut(b"b")?.unwrap();
     ///     for i in 0..19_000u32 {
     ///         b.delete(i.to_be_bytes())?;
     ///     }
-    ///     Ok(())
+    ///     Ok::<_, rbolt::Error>(())
     /// })?;
     /// let report = db.vacuum(rbolt::VacuumOptions::default(), |_| ControlFlow::Continue(()))?;
     /// assert!(report.file_len < report.file_len_before);
@@ -585,6 +593,8 @@ impl Db {
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         report.finished = true;
+        let path = self.storage.path();
+        crate::trace::vacuum_done(path, report.steps, report.file_len_before, report.file_len);
         let _ = progress(&report);
         Ok(report)
     }

@@ -33,7 +33,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     let loaded = read_all(&db).unwrap();
     let power_loss = SimFile::from_image(sim.durable_image()).unwrap();
     let reopened = Db::open_storage(Arc::new(power_loss), Options::default()).unwrap();
-    let empty = reopened.view(|tx| Ok(tx.bucket(b"b")?.unwrap().iter().count()));
+    let empty = reopened.view(|tx| Ok::<_, Error>(tx.bucket(b"b")?.unwrap().iter().count()));
     assert_eq!(empty.unwrap(), 0);
     drop(reopened);
     let process_crash = sim.after_process_crash().unwrap();
@@ -111,7 +111,7 @@ fn a_thread_holding_the_writer_gets_an_error_instead_of_a_deadlock() {
     within(Duration::from_secs(20), move || {
         let db = inner;
         // update inside update
-        let nested = db.update(|tx| {
+        let nested: rbolt::Result<()> = db.update(|tx| {
             tx.create_bucket(b"b")?;
             let error = tx.db().update(|_| Ok(())).unwrap_err();
             assert!(matches!(error, Error::WriteTxOnThisThread), "{error}");
@@ -131,12 +131,12 @@ fn a_thread_holding_the_writer_gets_an_error_instead_of_a_deadlock() {
             .unwrap();
         let tx = db.begin_write().unwrap();
         drop(tx);
-        db.update(|_| Ok(())).unwrap();
+        db.update(|_| Ok::<_, rbolt::Error>(())).unwrap();
     });
     // Another thread still waits for the writer, as it should.
     let tx = db.begin_write().unwrap();
     let other = db.clone();
-    let waiter = std::thread::spawn(move || other.update(|_| Ok(())));
+    let waiter = std::thread::spawn(move || other.update(|_| Ok::<_, rbolt::Error>(())));
     std::thread::sleep(Duration::from_millis(50));
     assert!(
         !waiter.is_finished(),
@@ -197,7 +197,7 @@ fn several_top_level_buckets_are_open_at_once_and_a_held_one_is_in_use() {
         }
         a.create_bucket("nested")?.put("n", "1")?;
         tx.create_bucket("b")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 
@@ -273,7 +273,7 @@ fn several_top_level_buckets_are_open_at_once_and_a_held_one_is_in_use() {
         assert_eq!(a.bucket("nested")?.unwrap().get("n")?, Some(&b"1"[..]));
         assert_eq!(tx.bucket("c")?.unwrap().get("k")?, Some(&b"v"[..]));
         assert!(tx.check().is_empty());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }

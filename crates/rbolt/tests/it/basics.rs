@@ -19,7 +19,7 @@ fn put_get_delete_and_iterate() {
         }
         assert!(b.delete(7u32.to_be_bytes())?);
         assert!(!b.delete(7u32.to_be_bytes())?);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.view(|tx| {
@@ -54,7 +54,7 @@ fn put_get_delete_and_iterate() {
             }
         }
         assert_eq!(seen, 10);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -70,7 +70,7 @@ fn nested_buckets_sequences_and_rollback() {
         c.put(b"k", b"v")?;
         assert_eq!(c.next_sequence()?, 1);
         assert_eq!(c.next_sequence()?, 2);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let tx = db.begin_write().unwrap();
@@ -92,7 +92,7 @@ fn nested_buckets_sequences_and_rollback() {
             .unwrap();
         assert_eq!(c.get(b"k")?, Some(&b"v"[..]));
         assert_eq!(c.sequence(), 2);
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -158,7 +158,7 @@ fn error_cases_leave_the_transaction_usable() {
         assert_eq!(b.get(b"after")?, Some(&b"errors"[..]));
         assert_eq!(b.get([1u8; 32768])?, Some(&b"max key"[..]));
         assert_eq!(b.get(b"child")?, None, "a bucket has no value");
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -171,7 +171,10 @@ fn read_only_handles_refuse_writes() {
     drop(db);
     let db = Db::open_with(dir.path().join("db"), Options::default().read_only(true)).unwrap();
     assert!(matches!(db.begin_write(), Err(Error::DatabaseReadOnly)));
-    assert!(db.view(|tx| Ok(tx.bucket(b"b")?.is_some())).unwrap());
+    assert!(
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"b")?.is_some()))
+            .unwrap()
+    );
     // Another read-only handle can share the file.
     let other = Db::open_with(dir.path().join("db"), Options::default().read_only(true)).unwrap();
     drop(other);
@@ -197,7 +200,7 @@ fn moving_buckets() {
             .create_bucket(b"child")?
             .put(b"k", b"v")?;
         tx.create_bucket(b"dst")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.update(|tx| {
@@ -216,7 +219,7 @@ fn moving_buckets() {
         assert!(tx.bucket(b"src")?.unwrap().bucket(b"child")?.is_none());
         let moved = tx.bucket(b"dst")?.unwrap().bucket(b"renamed")?.unwrap();
         assert_eq!(moved.get(b"k")?, Some(&b"v"[..]));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -239,7 +242,7 @@ fn cursor_mut_deletes_while_iterating() {
             }
             entry = cursor.next()?.map(|e| e.key().to_vec());
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.view(|tx| {
@@ -250,7 +253,7 @@ fn cursor_mut_deletes_while_iterating() {
             .map(|e| u32::from_be_bytes(e.unwrap().key().try_into().unwrap()))
             .collect();
         assert_eq!(keys, (0..2000).filter(|n| n % 3 == 0).collect::<Vec<_>>());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -272,7 +275,7 @@ fn hot_backup_and_compaction_copy_everything() {
                 for i in 0..3000u32 {
                     b.put(i.to_be_bytes(), [1; 100])?;
                 }
-                Ok(())
+                Ok::<_, rbolt::Error>(())
             })
             .unwrap();
         });
@@ -314,7 +317,7 @@ fn transaction_stats_count_what_a_commit_did() {
         for i in 0..4990u32 {
             b.delete(i.to_be_bytes())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let after = db.stats();
@@ -335,9 +338,11 @@ fn oversized_values_are_refused_without_touching_the_tree() {
     })
     .unwrap();
     assert_eq!(
-        db.view(|tx| Ok(tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec)))
-            .unwrap()
-            .as_deref(),
+        db.view(|tx| Ok::<_, rbolt::Error>(
+            tx.bucket(b"b")?.unwrap().get(b"k")?.map(<[u8]>::to_vec)
+        ))
+        .unwrap()
+        .as_deref(),
         Some(&b"fine"[..])
     );
 }

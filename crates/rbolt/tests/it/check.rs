@@ -16,21 +16,27 @@ fn damaged_copy_base(dir: &Path) -> (PathBuf, Pgid, Pgid) {
         for i in 0..400u32 {
             b.put(i.to_be_bytes(), [7; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"x", b"y"))
         .unwrap();
     let (root, freelist) = db
-        .view(|tx| Ok((tx.bucket(b"b")?.unwrap().root(), tx.meta().freelist_pgid())))
+        .view(|tx| {
+            Ok::<_, rbolt::Error>((tx.bucket(b"b")?.unwrap().root(), tx.meta().freelist_pgid()))
+        })
         .unwrap();
-    assert!(db.view(|tx| Ok(tx.check())).unwrap().is_empty());
+    assert!(
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.check()))
+            .unwrap()
+            .is_empty()
+    );
     (path, root, freelist)
 }
 
 fn errors_of(path: &Path) -> Vec<CheckError> {
     let db = Db::open_with(path, Options::default().read_only(true)).unwrap();
-    db.view(|tx| Ok(tx.check())).unwrap()
+    db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap()
 }
 
 fn newest_meta(bytes: &[u8]) -> (usize, Meta) {

@@ -43,7 +43,7 @@ fn a_reader_does_not_stall_commits_that_grow_the_file_past_several_mappings() {
                         for i in 0..2000u32 {
                             b.put((round * 2000 + i).to_be_bytes(), [7u8; 200])?;
                         }
-                        Ok(())
+                        Ok::<_, rbolt::Error>(())
                     })
                     .unwrap();
                 }
@@ -69,13 +69,13 @@ fn a_thread_holding_a_reader_can_commit_growth() {
             for i in 0..50_000u32 {
                 b.put(i.to_be_bytes(), [1u8; 100])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         assert!(reader.bucket(b"b").unwrap().is_none());
         drop(reader);
         assert_eq!(
-            db.view(|tx| Ok(tx.bucket(b"b")?.unwrap().iter().count()))
+            db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"b")?.unwrap().iter().count()))
                 .unwrap(),
             50_000
         );
@@ -91,7 +91,7 @@ fn churn(db: &Db, round: u32) {
         for i in 0..50u32 {
             b.delete(((round * 11 + i) % 400).to_be_bytes())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -103,7 +103,7 @@ fn churn_fill(db: &Db) {
         for i in 0..400u32 {
             b.put(i.to_be_bytes(), [1; 300])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -153,7 +153,7 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
             b.put(i.to_be_bytes(), 1000u64.to_be_bytes())?;
         }
         tx.create_bucket(b"batches")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let stop = AtomicBool::new(false);
@@ -221,7 +221,7 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
                     let to_balance = read(&accounts, to) + amount;
                     accounts.put(to.to_be_bytes(), to_balance.to_be_bytes())?;
                 }
-                Ok(())
+                Ok::<_, rbolt::Error>(())
             })
             .unwrap();
         }
@@ -231,11 +231,14 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
     let batched = batched.load(Ordering::Relaxed) as usize;
     assert!(batched > 0);
     assert_eq!(
-        db.view(|tx| Ok(tx.bucket(b"batches")?.unwrap().iter().count()))
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"batches")?.unwrap().iter().count()))
             .unwrap(),
         batched
     );
-    assert_eq!(db.view(|tx| Ok(balance(tx).0)).unwrap(), TOTAL);
+    assert_eq!(
+        db.view(|tx| Ok::<_, rbolt::Error>(balance(tx).0)).unwrap(),
+        TOTAL
+    );
     assert_clean(&db);
 }
 

@@ -44,7 +44,9 @@ fn with_values(state: &Model, tag: &[u8]) -> Model {
 fn content_of(image: Vec<u8>, options: &Options) -> Result<Model, String> {
     let sim = SimFile::from_image(image).map_err(|e| e.to_string())?;
     let db = Db::open_storage(Arc::new(sim), options.clone()).map_err(|e| e.to_string())?;
-    let errors = db.view(|tx| Ok(tx.check())).map_err(|e| e.to_string())?;
+    let errors = db
+        .view(|tx| Ok(tx.check()))
+        .map_err(|e: rbolt::Error| e.to_string())?;
     if !errors.is_empty() {
         return Err(format!("check: {errors:?}"));
     }
@@ -397,6 +399,6 @@ fn a_durable_commit_that_changes_nothing_still_makes_the_commits_before_it_durab
     assert_eq!(held, [100]);
     // With nothing outstanding, an empty durable commit is free again.
     let before = sim.counts();
-    db.update(|_| Ok(())).unwrap();
+    db.update(|_| Ok::<_, rbolt::Error>(())).unwrap();
     assert_eq!(sim.counts().since(before).syncs(), 0);
 }

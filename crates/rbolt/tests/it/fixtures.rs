@@ -63,7 +63,7 @@ fn bucket_stats_match_bbolt() {
                     );
                 }
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     }
@@ -86,7 +86,7 @@ fn recreated_fixtures_read_back_the_same_after_reopen() {
                 write_model(&mut bucket, child)?;
                 bucket.set_sequence(child.sequence)?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         assert_clean(&db);
@@ -113,7 +113,7 @@ fn fixtures_accept_writes_and_stay_clean() {
             for i in 0..500u32 {
                 bucket.put(i.to_be_bytes(), [7u8; 300])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         let added = content.bucket_path_mut(&[b"rbolt-was-here".to_vec()]);
@@ -140,7 +140,8 @@ fn a_writer_opening_a_file_without_a_freelist_writes_one() {
     let path = write_db("nofreelistsync", dir.path());
     let freelist_pgid = |path: &std::path::Path| {
         let db = Db::open_with(path, Options::default().read_only(true)).unwrap();
-        db.view(|tx| Ok(tx.meta().freelist)).unwrap()
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().freelist))
+            .unwrap()
     };
     assert_eq!(freelist_pgid(&path), u64::MAX);
     // Kept as it is by a writer that also skips the freelist...

@@ -83,14 +83,14 @@ fn filled(path: &Path, n: u32) -> Db {
         for i in 0..n {
             b.put((2 * i).to_be_bytes(), [7; 8])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db
 }
 
 fn hazards(db: &Db) -> Vec<CheckError> {
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     errors
         .into_iter()
         .filter(|e| e.breaks_go_writer())
@@ -124,22 +124,23 @@ fn a_branch_merged_after_losing_its_first_child_keeps_every_separator_its_childs
         for i in first_leaf.chain(after_third) {
             b.delete(i.to_be_bytes())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // The leaf that became the branch's first child was not rewritten: its separator is
     // the only thing that says where it starts.
     let still_there = db
         .view(|tx| {
-            Ok(tx
-                .bucket(b"b")?
-                .unwrap()
-                .get(&kept_first_key[..])?
-                .is_some())
+            Ok::<_, rbolt::Error>(
+                tx.bucket(b"b")?
+                    .unwrap()
+                    .get(&kept_first_key[..])?
+                    .is_some(),
+            )
         })
         .unwrap();
     assert!(still_there);
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     assert!(errors.is_empty(), "check found: {errors:?}");
     db.close().unwrap();
     let bytes = std::fs::read(&path).unwrap();
@@ -215,7 +216,7 @@ fn a_separator_that_is_not_its_childs_first_key_is_reported_with_both_keys_and_r
         bytes[at..at + 4].copy_from_slice(&(first - 1).to_be_bytes());
     });
     let db = Db::open_with(&path, options()).unwrap();
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     let expected = CheckError::StaleSeparator {
         pgid: root,
         index: 2,
@@ -280,7 +281,7 @@ fn an_empty_leaf_below_the_root_is_reported_and_repaired() {
         bytes[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
     });
     let db = Db::open_with(&path, options()).unwrap();
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     let expected = CheckError::EmptyLeaf {
         pgid: leaf,
         parent: root,
@@ -312,7 +313,7 @@ fn a_branch_with_one_child_is_reported_and_repaired() {
         bytes[at..at + 2].copy_from_slice(&1u16.to_le_bytes());
     });
     let db = Db::open_with(&path, options()).unwrap();
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     let expected = CheckError::LoneChild {
         pgid: branch,
         child: only,
@@ -342,7 +343,7 @@ fn an_inline_page_that_names_a_page_is_reported_and_repaired() {
         bytes[at..at + 8].copy_from_slice(&5u64.to_le_bytes());
     });
     let db = Db::open_with(&path, options()).unwrap();
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     assert_eq!(
         errors,
         [CheckError::InlinePageId {

@@ -2,8 +2,10 @@
 
 mod api;
 mod api_model;
+mod async_tx;
 mod basics;
 mod check;
+mod closures;
 mod commit;
 mod concurrency;
 mod durability;
@@ -11,7 +13,9 @@ mod fixtures;
 mod go_writer;
 mod model;
 mod open;
+mod readme;
 mod regressions;
 mod support;
+mod tracing;
 mod typed;
 mod vacuum;

@@ -301,7 +301,10 @@ fn deleting_buckets_written_earlier_in_the_same_transaction_frees_every_page() {
         tx.delete_bucket(b"parent").unwrap();
         tx.commit().unwrap();
         assert_clean(&db);
-        assert!(db.view(|tx| Ok(tx.bucket(b"parent")?.is_none())).unwrap());
+        assert!(
+            db.view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"parent")?.is_none()))
+                .unwrap()
+        );
     }
     // Every page came back: more churn fits in the file as it is.
     let len = db.file_len().unwrap();
@@ -311,7 +314,7 @@ fn deleting_buckets_written_earlier_in_the_same_transaction_frees_every_page() {
             for i in 0..300u32 {
                 b.put(i.to_be_bytes(), [0; 64])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         db.update(|tx| tx.delete_bucket(b"again")).unwrap();

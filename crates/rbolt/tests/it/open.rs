@@ -1,7 +1,8 @@
 //! Opening: meta selection, recovery of a damaged meta, rejection of impossible ones.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_all, within};
 use rbolt::{Db, Error, Options};
+use std::time::Duration;
 
 fn two_states(
     dir: &std::path::Path,
@@ -115,17 +116,67 @@ fn not_a_database_and_other_versions_are_typed_errors() {
     ));
 }
 
+/// The file at `path`, locked as another process that has it open holds it (within one
+/// process a second open fails at once, whatever the options).
+fn held_elsewhere(path: &std::path::Path) -> std::fs::File {
+    let held = std::fs::File::open(path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    held
+}
+
+#[test]
+fn a_locked_file_fails_at_once_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(Db::open(&path).unwrap());
+    let held = held_elsewhere(&path);
+    // A wait would hang here; the guard fails the test instead.
+    let opened = within(Duration::from_secs(20), move || Db::open(path).map(drop));
+    let error = opened.unwrap_err();
+    assert!(matches!(error, Error::Locked { .. }), "{error}");
+    assert_eq!(error.kind(), rbolt::ErrorKind::Locked);
+    let message = error.to_string();
+    assert!(
+        message.contains("locked by another process") && message.contains("lock_timeout"),
+        "{message}"
+    );
+    drop(held);
+}
+
+#[test]
+fn waiting_for_the_lock_for_ever_is_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(Db::open(&path).unwrap());
+    let held = held_elsewhere(&path);
+    let (send, receive) = std::sync::mpsc::channel();
+    let opener = std::thread::spawn(move || {
+        let opened = Db::open_with(&path, Options::default().lock_timeout(None));
+        let _ = send.send(opened.map(drop));
+    });
+    // Still waiting while the lock is held...
+    assert!(
+        receive.recv_timeout(Duration::from_millis(200)).is_err(),
+        "the open returned while another process held the lock"
+    );
+    // ...and opened once it is released.
+    drop(held);
+    let opened = receive
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the open hung");
+    opened.unwrap();
+    opener.join().unwrap();
+}
+
 #[test]
 fn a_locked_file_times_out() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     drop(Db::open(&path).unwrap());
-    // Held as another process holds it (within one process a second open fails at once).
-    let held = std::fs::File::open(&path).unwrap();
-    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let _held = held_elsewhere(&path);
     let error = Db::open_with(
         &path,
-        Options::default().lock_timeout(Some(std::time::Duration::from_millis(50))),
+        Options::default().lock_timeout(Some(Duration::from_millis(50))),
     )
     .unwrap_err();
     assert!(matches!(error, Error::Timeout { .. }), "{error}");

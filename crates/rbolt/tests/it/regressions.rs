@@ -18,7 +18,7 @@ fn value_of(db: &Db, path: &[&[u8]], key: &[u8]) -> Option<Vec<u8>> {
         for name in rest {
             bucket = bucket.bucket(name)?.expect("nested bucket exists");
         }
-        Ok(bucket.get(key)?.map(<[u8]>::to_vec))
+        Ok::<_, rbolt::Error>(bucket.get(key)?.map(<[u8]>::to_vec))
     })
     .unwrap()
 }
@@ -30,7 +30,7 @@ fn two_buckets(dir: &Path) -> Db {
     db.update(|tx| {
         tx.create_bucket(b"A")?.put(b"k", b"v0")?;
         tx.create_bucket(b"B")?;
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db
@@ -46,7 +46,7 @@ fn a_failed_move_onto_an_existing_bucket_keeps_the_moved_buckets_edits() {
             tx.move_bucket(&[b"A"], &[b"B"]),
             Err(Error::BucketExists)
         ));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_eq!(value_of(&db, &[b"A"], b"k").as_deref(), Some(&b"v1"[..]));
@@ -63,7 +63,7 @@ fn a_failed_move_to_a_missing_parent_keeps_the_moved_buckets_edits() {
             tx.move_bucket(&["A"], &["missing", "A"]),
             Err(Error::BucketNotFound)
         ));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_eq!(value_of(&db, &[b"A"], b"k").as_deref(), Some(&b"v1"[..]));
@@ -92,7 +92,7 @@ fn a_failed_move_keeps_nested_edits_and_buckets_created_in_the_transaction() {
             tx.move_bucket(&[b"fresh"], &[b"B"]),
             Err(Error::BucketExists)
         ));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_eq!(
@@ -114,13 +114,13 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
         for i in 0..2000u32 {
             child.put(i.to_be_bytes(), [7; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.update(|tx| {
         tx.bucket_mut(b"A")?.unwrap().delete_bucket(b"child")?;
         assert!(tx.move_bucket(&[b"A"], &[b"B"]).is_err());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_clean(&db);
@@ -131,14 +131,14 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
             for i in 0..500u32 {
                 b.put((round * 1000 + i).to_be_bytes(), [1; 100])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         assert_clean(&db);
     }
     db.view(|tx| {
         assert!(tx.bucket(b"A")?.unwrap().bucket(b"child")?.is_none());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -173,7 +173,7 @@ fn a_failed_create_bucket_path_creates_nothing() {
             .map(drop)
             .unwrap_err();
         assert!(matches!(error, Error::IncompatibleValue), "{error:?}");
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_eq!(
@@ -193,7 +193,7 @@ fn the_root_bucket_is_not_writable() {
             tx.bucket_path_mut(&[] as &[&[u8]]),
             Err(Error::BucketNameRequired)
         ));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -209,7 +209,7 @@ fn move_bucket_refuses_a_new_name_longer_than_the_key_limit() {
             matches!(error, Error::KeyTooLarge { len } if len == KEY_SIZE_MAX + 1),
             "{error}"
         );
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     assert_eq!(value_of(&db, &[b"A"], b"k").as_deref(), Some(&b"v0"[..]));
@@ -231,14 +231,14 @@ fn truncation_case(dir: &Path) -> (std::path::PathBuf, u64, u64) {
             for i in range {
                 b.put(i.to_be_bytes(), [3; 64])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     };
     load(0..40_000);
-    let first_len = db.view(|tx| Ok(tx.size())).unwrap();
+    let first_len = db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap();
     load(40_000..80_000);
-    let high_water = db.view(|tx| Ok(tx.size())).unwrap();
+    let high_water = db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap();
     drop(db);
     (path, first_len, high_water)
 }
@@ -288,10 +288,10 @@ fn a_file_truncated_after_its_first_commit_is_refused_not_opened_empty() {
         for i in 0..40_000u32 {
             b.put(i.to_be_bytes(), [3; 64])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
-    let high_water = db.view(|tx| Ok(tx.size())).unwrap();
+    let high_water = db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap();
     drop(db);
     std::fs::OpenOptions::new()
         .write(true)
@@ -323,7 +323,7 @@ fn a_truncated_file_opens_at_the_older_commit_only_when_asked() {
     assert!(matches!(Db::open(&path), Err(Error::Truncated { .. })));
     let db = Db::open_with(&path, Options::default().fallback_on_truncation(true)).unwrap();
     let keys = db
-        .view(|tx| Ok(tx.bucket(b"data")?.unwrap().iter().count()))
+        .view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"data")?.unwrap().iter().count()))
         .unwrap();
     assert_eq!(keys, 40_000);
     assert_clean(&db);
@@ -440,7 +440,7 @@ fn page_sizes_that_are_not_powers_of_two_are_written_and_read() {
                 b.put(i.to_be_bytes(), vec![i as u8; (i % 300) as usize])?;
             }
             b.create_bucket(b"nested")?.put(b"k", [9; 10_000])?;
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         let model = read_all(&db).unwrap();
@@ -498,7 +498,7 @@ fn deep_chain(dir: &Path) {
             let mut bucket = tx.bucket_path_mut(&parent)?.unwrap();
             bucket.put(b"depth", (parent.len() as u32).to_be_bytes())?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let names: Vec<&[u8]> = path.iter().map(Vec::as_slice).collect();
@@ -517,7 +517,7 @@ fn deep_chain(dir: &Path) {
         assert_eq!(stats.bucket_n, DEEP);
         assert_eq!(stats.key_n, 2 * DEEP - 1);
         assert!(tx.check().is_empty(), "{:?}", tx.check());
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // A second transaction editing the deepest bucket rewrites the whole path.
@@ -551,7 +551,11 @@ fn deep_chain(dir: &Path) {
     assert_clean(&db);
     db.update(|tx| tx.delete_bucket(names[0])).unwrap();
     assert_clean(&db);
-    assert_eq!(db.view(|tx| Ok(tx.buckets().count())).unwrap(), 0);
+    assert_eq!(
+        db.view(|tx| Ok::<_, rbolt::Error>(tx.buckets().count()))
+            .unwrap(),
+        0
+    );
     // A chain created and deleted in one transaction.
     db.update(|tx| {
         let mut parent: Vec<&[u8]> = Vec::new();
@@ -647,7 +651,7 @@ fn an_on_commit_hook_may_write() {
                         .update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"from", b"hook"))
                         .unwrap();
                 });
-                Ok(())
+                Ok::<_, rbolt::Error>(())
             })
             .unwrap();
     });
@@ -679,7 +683,7 @@ fn a_panic_in_a_batch_commit_hook_releases_every_caller() {
                             if i == 0 {
                                 tx.on_commit(|| panic!("a hook panics"));
                             }
-                            Ok(())
+                            Ok::<_, rbolt::Error>(())
                         })
                     }))
                     .is_ok()
@@ -829,7 +833,7 @@ fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
         a.create_bucket(b"b")?.put(b"k", b"v")?;
         let stats = a.stats()?;
         assert_eq!((stats.key_n, stats.bucket_n), (2, 2));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // A committed page-rooted bucket, untouched, whose nested bucket is edited: the nested
@@ -839,7 +843,7 @@ fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
         for i in 0..300u32 {
             a.put(i.to_be_bytes(), [0; 40])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     db.update(|tx| {
@@ -847,7 +851,7 @@ fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
         a.bucket_mut(b"b")?.unwrap().put(b"k2", b"v2")?;
         let stats = a.stats()?;
         assert_eq!((stats.key_n, stats.bucket_n), (300 + 1 + 2, 2));
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     let committed = db.view(|tx| tx.bucket(b"a")?.unwrap().stats()).unwrap();

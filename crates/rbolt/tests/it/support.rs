@@ -33,7 +33,7 @@ pub fn read_all(db: &Db) -> Result<Model> {
 
 /// Asserts the database checks clean.
 pub fn assert_clean(db: &Db) {
-    let errors = db.view(|tx| Ok(tx.check())).unwrap();
+    let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     assert!(errors.is_empty(), "check found: {errors:?}");
 }
 

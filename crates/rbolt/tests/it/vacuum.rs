@@ -25,7 +25,7 @@ fn fill_bucket(db: &Db, name: &[u8], n: u32, byte: u8) {
         for i in 0..n {
             bucket.put(i.to_be_bytes(), [byte; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -62,7 +62,7 @@ fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
             drop(nested);
             bucket.create_bucket(b"inline")?.put(b"small", b"x")?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     // A bucket written last (its pages at the end of the file), deleted later.
@@ -71,7 +71,7 @@ fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
         for i in 0..n_keys {
             tail.put(format!("z{i:06}").as_bytes(), [9; 100])?;
         }
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
     for round in 0..3u64 {
@@ -84,7 +84,7 @@ fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
                     }
                 }
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     }
@@ -105,7 +105,7 @@ fn assert_go_compatible(db: &Db) {
             db.file_len()? >= high_water * db.page_size() as u64,
             "the file is shorter than its high-water mark"
         );
-        Ok(())
+        Ok::<_, rbolt::Error>(())
     })
     .unwrap();
 }
@@ -148,11 +148,11 @@ fn vacuum_moves_live_pages_down_and_shrinks_the_file() {
         let db = open(&sim, options.clone());
         fill_and_thin(&db, 7, 1500, 90);
         let model = read_all(&db).unwrap();
-        let high_water_before = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let high_water_before = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let report = checked_vacuum(&db, &model, 32);
         assert!(report.steps > 1, "{options:?}: {report:?}");
         assert!(report.pages_moved > 0, "{options:?}: {report:?}");
-        let high_water = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let high_water = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         assert!(
             high_water < high_water_before / 2,
             "{options:?}: {report:?}"
@@ -201,7 +201,7 @@ fn vacuum_moves_the_pages_of_deeply_nested_buckets() {
             for i in 0..12u32 {
                 bucket.put(i.to_be_bytes(), [depth as u8; 100])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
     }
@@ -629,7 +629,7 @@ fn a_vacuum_of_a_nearly_packed_file_with_large_values_ends_in_a_few_steps() {
                 };
                 b.put(format!("k{i:06}"), vec![(i % 251) as u8; len])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         // A few scattered deletes: the file is nearly packed.
@@ -638,11 +638,11 @@ fn a_vacuum_of_a_nearly_packed_file_with_large_values_ends_in_a_few_steps() {
             for i in (0..3000u32).filter(|i| i % 37 == 3) {
                 b.delete(format!("k{i:06}"))?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         let model = read_all(&db).unwrap();
-        let live = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let live = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let report = checked_vacuum(&db, &model, 256);
         assert!(
             report.steps <= 2 + live / 256 + 8,
@@ -682,7 +682,7 @@ fn no_vacuum_step_raises_the_mark_and_a_full_file_can_be_vacuumed() {
             for i in 0..60_000u32 {
                 b.put(format!("k{i:07}"), [7u8; 40])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         db.update(|tx| {
@@ -692,11 +692,11 @@ fn no_vacuum_step_raises_the_mark_and_a_full_file_can_be_vacuumed() {
                     b.delete(format!("k{i:07}"))?;
                 }
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         let model = read_all(&db).unwrap();
-        let mark = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let mark = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let len = db.file_len().unwrap();
         drop(db);
         // Reopened with the file's pages at their largest allowed size.
@@ -750,7 +750,7 @@ fn a_vacuum_reaches_the_compacted_size() {
                 };
                 b.put(format!("k{i:07}"), vec![(i % 251) as u8; len])?;
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         // Four keys in five go, at random: sparse leaves and a big, scattered freelist.
@@ -761,7 +761,7 @@ fn a_vacuum_reaches_the_compacted_size() {
                     b.delete(format!("k{i:07}"))?;
                 }
             }
-            Ok(())
+            Ok::<_, rbolt::Error>(())
         })
         .unwrap();
         let model = read_all(&db).unwrap();
@@ -772,9 +772,10 @@ fn a_vacuum_reaches_the_compacted_size() {
                 Options::default().page_size(page_size),
             );
             rbolt::compact(&copy, &db, 0).unwrap();
-            copy.view(|tx| Ok(tx.meta().pgid)).unwrap()
+            copy.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid))
+                .unwrap()
         };
-        let before = db.view(|tx| Ok(tx.meta().pgid)).unwrap();
+        let before = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let started = std::time::Instant::now();
         let report = db
             .vacuum(VacuumOptions::default(), |_| ControlFlow::Continue(()))

@@ -39,7 +39,7 @@ struct Deliberate;
 pub fn verify(db: &Db, expected: &Model) -> Result<(), String> {
     let (same, errors) = db
         .view(|tx| Ok((compare_tree(tx.root(), expected), tx.check())))
-        .map_err(|e| format!("view: {e}"))?;
+        .map_err(|e: rbolt::Error| format!("view: {e}"))?;
     same?;
     if errors.is_empty() {
         Ok(())
