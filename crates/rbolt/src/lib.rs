@@ -50,10 +50,18 @@
 //!
 //! # Platforms
 //!
-//! Linux on 64-bit little-endian hosts (tested on x86_64). The storage layer calls Linux's
-//! `fdatasync`, `fallocate`, `flock` and `pwritev` (and `memfd_create` for `SimFile`), so the
-//! crate does not build for macOS, the BSDs or Windows yet. The file format is bbolt's and
-//! portable: a file copied to any little-endian machine opens in rbolt or in Go bbolt there.
+//! Linux, macOS and the BSDs on 64-bit little-endian hosts. The storage layer
+//! ([`storage`], the `rbolt-storage` crate) is built from portable calls — std's positioned
+//! I/O, syncs (`F_FULLFSYNC` on Apple systems, where `fsync` leaves data in the disk's cache)
+//! and `File::lock`, and memmap2 — with three Linux calls where they exist (`pwritev`,
+//! `fallocate`, `memfd_create`), each with a portable fallback that the repository's CI runs
+//! the facade's and the crash suites through on Linux. Linux is where it is tested on real
+//! disks. One difference: only Linux has a boot id, so elsewhere a [`Durability::None`]
+//! commit survives a crash of the process only once a durable point follows (after a crash
+//! the file opens at the last durable commit, as after a power loss). Windows is not
+//! supported: the crate does not build there (`docs/ARCHITECTURE.md` says what it needs).
+//! The file format is bbolt's and portable: a file copied to any little-endian machine opens
+//! in rbolt or in Go bbolt there.
 //! The oldest supported compiler is Rust 1.89 (the crate's `rust-version`).
 //!
 //! # Errors, async code and logs

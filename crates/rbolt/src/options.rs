@@ -40,8 +40,10 @@ pub enum Durability {
     Immediate,
     /// No sync (Go bbolt's `NoSync`, redb's `Durability::None`): the commit is visible at once
     /// and survives a crash of the process (the page cache keeps it; the next open in the same
-    /// boot finds it and makes it durable), but an OS crash or a power loss before the next
-    /// durable point loses it and the other commits since the last durable one: the file then
+    /// boot finds it and makes it durable; on Linux, which has a boot id to tell the same boot:
+    /// elsewhere such a crash loses it like a power loss), but an OS crash or a power loss
+    /// before the next durable point loses it and the other commits since the last durable
+    /// one: the file then
     /// opens at the last durable commit, whole. Never a mix, never an older state, never a file
     /// that does not open: pages the last durable commit reaches are not reused, and its meta
     /// is not overwritten, until a newer commit is durable (bbolt's and LMDB's no-sync modes
