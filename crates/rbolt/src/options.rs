@@ -44,9 +44,9 @@ pub enum Durability {
     /// elsewhere such a crash loses it like a power loss), but an OS crash or a power loss
     /// before the next durable point loses it and the other commits since the last durable
     /// one: the file then opens at the last durable commit, whole. Never a mix, never an older
-    /// state, never a file that does not open: pages the last durable commit reaches are not reused, and its meta
-    /// is not overwritten, until a newer commit is durable (bbolt's and LMDB's no-sync modes
-    /// promise nothing after a power loss; rbolt keeps redb's promise).
+    /// state, never a file that does not open: pages the last durable commit reaches are not
+    /// reused, and its meta is not overwritten, until a newer commit is durable (bbolt's and
+    /// LMDB's no-sync modes promise nothing after a power loss; rbolt keeps redb's promise).
     ///
     /// Durable points: an `Immediate` commit (even one that changed nothing), [`Db::sync`],
     /// closing the handle, and every vacuum step. Such commits write no freelist page (the
