@@ -1,39 +1,17 @@
-//! Walks over every page reachable from a meta: trees, nested buckets, overflow spans.
+//! Walks over every page reachable from a meta: trees, nested buckets, overflow spans
+//! (`reachable_pages`, `enter_page`, here). `page_set.rs`: `PageSet`, the bit set of pages a
+//! walk reached. `buckets.rs`: the public [`Walk`], over a bucket's keys and the buckets
+//! nested in it (through cursors, not pages), that copies, exports and dumps use.
+
+mod buckets;
+mod page_set;
+
+pub use buckets::{Walk, WalkStep};
+pub(crate) use page_set::PageSet;
 
 use crate::error::Result;
 use rbolt_btree::{DEPTH_MAX, Pages};
 use rbolt_page::{BucketValue, Corruption, LeafPage, Meta, PageKind, PageRef, Pgid, Reason};
-
-/// A set of page ids below a high-water mark, one bit each.
-#[derive(Clone, Debug)]
-pub(crate) struct PageSet {
-    bits: Vec<u64>,
-}
-
-impl PageSet {
-    pub(crate) fn new(high_water: Pgid) -> PageSet {
-        PageSet {
-            bits: vec![0; (high_water.0 as usize).div_ceil(64)],
-        }
-    }
-
-    /// Adds `pgid`; returns whether it was new. Ids past the high-water mark are ignored.
-    pub(crate) fn insert(&mut self, pgid: u64) -> bool {
-        let Some(word) = self.bits.get_mut((pgid / 64) as usize) else {
-            return false;
-        };
-        let bit = 1u64 << (pgid % 64);
-        let new = *word & bit == 0;
-        *word |= bit;
-        new
-    }
-
-    pub(crate) fn contains(&self, pgid: u64) -> bool {
-        self.bits
-            .get((pgid / 64) as usize)
-            .is_some_and(|word| word & (1u64 << (pgid % 64)) != 0)
-    }
-}
 
 /// Every page reachable from `meta`'s root bucket and its freelist, the metas included.
 /// A page reached twice is corruption.
