@@ -3,9 +3,9 @@
 use crate::bucket::BucketMut;
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::nested::WalkStep;
 use crate::storage::{FileOptions, FileStorage, Storage};
 use crate::tx::{ReadTx, WriteTx};
+use crate::walk::WalkStep;
 use rbolt_page::{Meta, write_meta};
 use std::io::Write;
 use std::path::Path;

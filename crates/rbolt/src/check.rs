@@ -5,12 +5,11 @@
 //! with one child, inline pages that name page 0). Reports every problem it finds rather than
 //! stopping at the first. `WriteTx::fix_separators` repairs the last kind.
 
-use crate::walk::PageSet;
+use crate::walk::{Damage, EntryAt, PageAt, PageSet, PageWalk, Visitor};
 use crate::{Result, WalkStep, WriteTx};
-use rbolt_btree::{DEPTH_MAX, GoHazard, Pages};
-use rbolt_page::{
-    BucketValue, Corruption, FreelistPage, LeafPage, Meta, PageKind, PageRef, Pgid, Reason,
-};
+use rbolt_btree::{GoHazard, Pages};
+use rbolt_page::{BucketValue, Corruption, FreelistPage, Meta, PageKind, PageRef, Pgid, Reason};
+use std::convert::Infallible;
 use std::fmt;
 
 /// One inconsistency `check` found.
@@ -277,43 +276,36 @@ impl fmt::Display for CheckError {
 
 impl std::error::Error for CheckError {}
 
-struct Checker<'a> {
-    pages: Pages<'a>,
-    high_water: Pgid,
-    reachable: PageSet,
+/// The checker: the walk's visitor, which records every problem and lets the walk go on.
+struct Checker {
+    /// The pages the freelist lists, if the file keeps one.
     freed: Option<PageSet>,
     errors: Vec<CheckError>,
 }
 
-impl<'a> Checker<'a> {
-    /// A checker of the snapshot of `meta`, with the metas marked reachable and the freelist
-    /// (if the file keeps one) loaded.
-    fn new(pages: Pages<'a>, meta: &Meta) -> Checker<'a> {
-        let high_water = meta.high_water();
-        let mut checker = Checker {
-            pages,
-            high_water,
-            reachable: PageSet::new(high_water),
-            freed: None,
-            errors: Vec::new(),
-        };
-        checker.reachable.insert(0);
-        checker.reachable.insert(1);
-        if meta.has_freelist() {
-            checker.load_freelist(meta.freelist_pgid());
-        }
-        checker
+/// A walker over the snapshot of `meta` with the metas and the freelist's pages marked
+/// reached, and a checker with the freelist (if the file keeps one) loaded.
+fn start<'a>(pages: Pages<'a>, meta: &Meta) -> (PageWalk<'a>, Checker) {
+    let mut walk = PageWalk::new(pages);
+    let mut checker = Checker {
+        freed: None,
+        errors: Vec::new(),
+    };
+    walk.mark(0);
+    walk.mark(1);
+    if meta.has_freelist() {
+        checker.load_freelist(&mut walk, pages, meta);
     }
+    (walk, checker)
 }
 
 /// Checks the snapshot of `meta` read through `pages`.
 pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
-    let high_water = meta.high_water();
-    let mut checker = Checker::new(pages, meta);
-    checker.tree(Pgid(0), meta.root_pgid(), None, None);
+    let (mut walk, mut checker) = start(pages, meta);
+    let Ok(()) = walk.tree(&mut checker, Pgid(0), meta.root_pgid(), ());
     if let Some(freed) = &checker.freed {
-        for pgid in 2..high_water.0 {
-            if !checker.reachable.contains(pgid) && !freed.contains(pgid) {
+        for pgid in 2..meta.high_water().0 {
+            if !walk.seen().contains(pgid) && !freed.contains(pgid) {
                 checker
                     .errors
                     .push(CheckError::UnreachableUnfreed { pgid: Pgid(pgid) });
@@ -327,18 +319,23 @@ pub(crate) fn check(pages: Pages<'_>, meta: &Meta) -> Vec<CheckError> {
 /// `check` does, without the whole-file test for unreachable pages (bbolt's
 /// `check --from-page`).
 pub(crate) fn check_from(pages: Pages<'_>, meta: &Meta, root: Pgid) -> Vec<CheckError> {
-    let mut checker = Checker::new(pages, meta);
-    checker.tree(Pgid(0), root, None, None);
+    let (mut walk, mut checker) = start(pages, meta);
+    let Ok(()) = walk.tree(&mut checker, Pgid(0), root, ());
     checker.errors
 }
 
-impl Checker<'_> {
+impl Checker {
     fn corrupt(&mut self, corruption: Corruption) {
         self.errors.push(CheckError::Corrupt(corruption));
     }
 
-    fn load_freelist(&mut self, pgid: Pgid) {
-        let span = match self.pages.page(Pgid(0), pgid) {
+    fn freed(&self, pgid: u64) -> bool {
+        self.freed.as_ref().is_some_and(|f| f.contains(pgid))
+    }
+
+    fn load_freelist(&mut self, walk: &mut PageWalk<'_>, pages: Pages<'_>, meta: &Meta) {
+        let (pgid, high_water) = (meta.freelist_pgid(), meta.high_water());
+        let span = match pages.page(Pgid(0), pgid) {
             Ok(span) => span,
             Err(e) => return self.corrupt(e),
         };
@@ -348,11 +345,11 @@ impl Checker<'_> {
         };
         let overflow = PageRef::new(span, pgid).map_or(0, |p| p.header().overflow);
         for id in pgid.0..=pgid.0 + u64::from(overflow) {
-            self.reachable.insert(id);
+            walk.mark(id);
         }
-        let mut freed = PageSet::new(self.high_water);
+        let mut freed = PageSet::new(high_water);
         for id in page.iter() {
-            if id.0 < 2 || id >= self.high_water {
+            if id.0 < 2 || id >= high_water {
                 self.errors.push(CheckError::OutOfBounds {
                     pgid: id,
                     parent: pgid,
@@ -364,205 +361,125 @@ impl Checker<'_> {
         self.freed = Some(freed);
     }
 
-    /// Checks the tree at `pgid` whose keys must lie in `low..high`, and every bucket nested
-    /// in it. Iterative, with an explicit stack: the work is bounded by the pages reachable
-    /// (each is entered once), however deep buckets nest.
-    fn tree<'a>(&mut self, parent: Pgid, pgid: Pgid, low: Option<&'a [u8]>, high: Option<&'a [u8]>)
-    where
-        Self: 'a,
-    {
-        let mut stack: Vec<Visit<'a>> = vec![Visit::Page(PageVisit {
-            parent,
-            element: None,
-            pgid,
-            low,
-            high,
-            depth: 0,
-        })];
-        while let Some(visit) = stack.pop() {
-            match visit {
-                Visit::Page(visit) => self.page(&mut stack, visit),
-                Visit::Leaf { leaf, low, high } => self.leaf(&mut stack, &leaf, low, high),
+    /// What check asks of a branch page beyond what the walk does, before the walk goes
+    /// below it: children, Go's writer's needs, keys in order within the page and within its
+    /// range. Whether the walk goes on below it.
+    fn branch_page(&mut self, at: &PageAt<'_>) -> bool {
+        let pgid = at.pgid();
+        let branch = match at.page.branch() {
+            Ok(branch) => branch,
+            Err(e) => {
+                self.corrupt(e);
+                return false;
+            }
+        };
+        if branch.is_empty() {
+            self.corrupt(Corruption::new(pgid, Reason::Other("empty branch page")));
+            return false;
+        }
+        match rbolt_btree::branch_hazard(&branch) {
+            Ok(hazard) => self.errors.extend(hazard.map(CheckError::from)),
+            Err(e) => {
+                self.corrupt(e);
+                return false;
             }
         }
+        for index in 0..branch.len() {
+            let (key, next) = match at.range.child(&branch, index) {
+                Ok(bounds) => bounds,
+                Err(e) => {
+                    self.corrupt(e);
+                    return false;
+                }
+            };
+            if !at.range.contains(key) || next.is_some_and(|n| n <= key) {
+                self.errors.push(CheckError::KeyOrder { pgid, index });
+            }
+        }
+        true
+    }
+}
+
+impl<'a> Visitor<'a> for Checker {
+    type Token = ();
+    type Error = Infallible;
+    const KEY_RANGES: bool = true;
+    const ENTRIES: bool = true;
+
+    fn damage(&mut self, damage: Damage) -> Result<(), Infallible> {
+        match damage {
+            Damage::OutOfBounds { pgid, owner, .. } => {
+                self.errors.push(CheckError::OutOfBounds {
+                    pgid,
+                    parent: owner,
+                });
+            }
+            Damage::ReachedTwice { pgid, owner, first } => {
+                // The ids of the span before it were reached now: free ones are reported.
+                for id in first.0..pgid.0 {
+                    if self.freed(id) {
+                        self.errors
+                            .push(CheckError::ReachableFreed { pgid: Pgid(id) });
+                    }
+                }
+                self.errors.push(CheckError::MultipleReferences {
+                    pgid,
+                    parent: owner,
+                });
+            }
+            Damage::NotTreePage { pgid, flags } => {
+                self.errors.push(CheckError::InvalidType { pgid, flags });
+            }
+            damage @ (Damage::TooDeep { .. } | Damage::Corrupt(_)) => self.corrupt(damage.into()),
+        }
+        Ok(())
     }
 
-    fn page<'a>(&mut self, stack: &mut Vec<Visit<'a>>, visit: PageVisit<'a>)
-    where
-        Self: 'a,
-    {
-        let PageVisit {
-            parent,
-            element,
-            pgid,
-            low,
-            high,
-            depth,
-        } = visit;
-        if depth >= DEPTH_MAX {
-            return self.corrupt(Corruption::new(
-                pgid,
-                Reason::TooDeep {
-                    depth_max: DEPTH_MAX,
-                },
-            ));
-        }
-        if pgid.0 < 2 || pgid >= self.high_water {
-            return self.errors.push(CheckError::OutOfBounds { pgid, parent });
-        }
-        let pages: Pages<'a> = self.pages;
-        let span = match pages.page(parent, pgid) {
-            Ok(span) => span,
-            Err(e) => return self.corrupt(e),
-        };
-        let page = match PageRef::new(span, pgid) {
-            Ok(page) => page,
-            Err(e) => return self.corrupt(e),
-        };
-        let header = page.header();
-        for id in pgid.0..=pgid.0 + u64::from(header.overflow) {
-            if !self.reachable.insert(id) {
-                self.errors.push(CheckError::MultipleReferences {
-                    pgid: Pgid(id),
-                    parent,
-                });
-                return;
-            }
-            if self.freed.as_ref().is_some_and(|f| f.contains(id)) {
+    fn page(&mut self, at: &PageAt<'a>, (): ()) -> Result<Option<()>, Infallible> {
+        for id in at.span() {
+            if self.freed(id) {
                 self.errors
                     .push(CheckError::ReachableFreed { pgid: Pgid(id) });
             }
         }
-        if let (Some(index), Some(separator)) = (element, low) {
-            match rbolt_btree::child_hazard(parent, index, separator, &page) {
+        if let (Some(index), Some(separator)) = (at.slot, at.range.low) {
+            match rbolt_btree::child_hazard(at.owner, index, separator, &at.page) {
                 Ok(hazard) => self.errors.extend(hazard.map(CheckError::from)),
-                Err(e) => return self.corrupt(e),
+                Err(e) => {
+                    self.corrupt(e);
+                    return Ok(None);
+                }
             }
         }
-        match header.kind() {
-            Some(PageKind::Branch) => {
-                let branch = match page.branch() {
-                    Ok(branch) => branch,
-                    Err(e) => return self.corrupt(e),
-                };
-                if branch.is_empty() {
-                    return self.corrupt(Corruption::new(pgid, Reason::Other("empty branch page")));
-                }
-                match rbolt_btree::branch_hazard(&branch) {
-                    Ok(hazard) => self.errors.extend(hazard.map(CheckError::from)),
-                    Err(e) => return self.corrupt(e),
-                }
-                let mut children = Vec::with_capacity(branch.len());
-                for index in 0..branch.len() {
-                    let (key, next) = match (branch.key(index), branch.key(index + 1)) {
-                        (Ok(key), Ok(next)) => (key, Some(next)),
-                        (Ok(key), Err(_)) if index + 1 == branch.len() => (key, high),
-                        (Err(e), _) | (_, Err(e)) => return self.corrupt(e),
-                    };
-                    if !in_range(key, low, high) || next.is_some_and(|n| n <= key) {
-                        self.errors.push(CheckError::KeyOrder { pgid, index });
-                    }
-                    let child = match branch.child(index) {
-                        Ok(child) => child,
-                        Err(e) => return self.corrupt(e),
-                    };
-                    children.push(Visit::Page(PageVisit {
-                        parent: pgid,
-                        element: Some(index),
-                        pgid: child,
-                        low: Some(key),
-                        high: next,
-                        depth: depth + 1,
-                    }));
-                }
-                // Popped in key order.
-                stack.extend(children.into_iter().rev());
-            }
-            Some(PageKind::Leaf) => match page.leaf() {
-                Ok(leaf) => stack.push(Visit::Leaf { leaf, low, high }),
-                Err(e) => self.corrupt(e),
-            },
-            _ => self.errors.push(CheckError::InvalidType {
-                pgid,
-                flags: header.flags,
-            }),
-        }
+        let below = at.page.header().kind() != Some(PageKind::Branch) || self.branch_page(at);
+        Ok(below.then_some(()))
     }
 
-    fn leaf<'a>(
+    // Inlined: it runs for every entry of the file.
+    #[inline]
+    fn entry(&mut self, at: &EntryAt<'a>, (): ()) -> Result<(), Infallible> {
+        let key = at.entry.key;
+        if !at.range.contains(key) || at.previous.is_some_and(|p| p >= key) {
+            self.errors.push(CheckError::KeyOrder {
+                pgid: at.pgid,
+                index: at.index,
+            });
+        }
+        Ok(())
+    }
+
+    fn bucket(
         &mut self,
-        stack: &mut Vec<Visit<'a>>,
-        leaf: &LeafPage<'a>,
-        low: Option<&'a [u8]>,
-        high: Option<&'a [u8]>,
-    ) {
-        let pgid = leaf.pgid();
-        let mut previous: Option<&[u8]> = None;
-        let mut nested = Vec::new();
-        for index in 0..leaf.len() {
-            let entry = match leaf.entry(index) {
-                Ok(entry) => entry,
-                Err(e) => return self.corrupt(e),
-            };
-            if !in_range(entry.key, low, high) || previous.is_some_and(|p| p >= entry.key) {
-                self.errors.push(CheckError::KeyOrder { pgid, index });
-            }
-            previous = Some(entry.key);
-            if !entry.is_bucket() {
-                continue;
-            }
-            match BucketValue::parse(entry.value, pgid) {
-                Err(e) => self.corrupt(e),
-                Ok(BucketValue {
-                    inline: Some(inline),
-                    ..
-                }) => {
-                    let hazard = rbolt_btree::inline_hazard(pgid, index, entry.value);
-                    self.errors.extend(hazard.map(CheckError::from));
-                    nested.push(Visit::Leaf {
-                        leaf: inline,
-                        low: None,
-                        high: None,
-                    });
-                }
-                Ok(value) => nested.push(Visit::Page(PageVisit {
-                    parent: pgid,
-                    element: None,
-                    pgid: value.header.root_pgid(),
-                    low: None,
-                    high: None,
-                    depth: 0,
-                })),
-            }
+        at: &EntryAt<'a>,
+        value: &BucketValue<'a>,
+        (): (),
+    ) -> Result<Option<()>, Infallible> {
+        if value.inline.is_some() {
+            let hazard = rbolt_btree::inline_hazard(at.pgid, at.index, at.entry.value);
+            self.errors.extend(hazard.map(CheckError::from));
         }
-        stack.extend(nested.into_iter().rev());
+        Ok(Some(()))
     }
-}
-
-/// Work left for the checker: a page to enter, or a leaf's entries to check.
-enum Visit<'a> {
-    Page(PageVisit<'a>),
-    Leaf {
-        leaf: LeafPage<'a>,
-        low: Option<&'a [u8]>,
-        high: Option<&'a [u8]>,
-    },
-}
-
-/// A page to enter: referred to by page `parent` (its element `element`, whose key is `low`,
-/// when `parent` is a branch; a bucket's root otherwise), `depth` levels below its tree's
-/// root, its keys in `low..high`.
-struct PageVisit<'a> {
-    parent: Pgid,
-    element: Option<usize>,
-    pgid: Pgid,
-    low: Option<&'a [u8]>,
-    high: Option<&'a [u8]>,
-    depth: usize,
-}
-
-fn in_range(key: &[u8], low: Option<&[u8]>, high: Option<&[u8]>) -> bool {
-    low.is_none_or(|low| key >= low) && high.is_none_or(|high| key < high)
 }
 
 impl WriteTx<'_> {

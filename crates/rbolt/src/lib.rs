@@ -211,7 +211,6 @@ mod check;
 mod db;
 mod error;
 mod iter;
-mod nested;
 mod options;
 mod read_tx;
 mod readers;
@@ -234,13 +233,13 @@ pub use check::CheckError;
 pub use db::Db;
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Cursor, CursorMut, Entry, Iter};
-pub use nested::{Walk, WalkStep};
 pub use options::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
     PAGE_SIZE_DEFAULT, SLOW_COMMIT_THRESHOLD_DEFAULT,
 };
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
+pub use walk::{Walk, WalkStep};
 
 /// The file format layer (the `rbolt-page` crate), re-exported on purpose: the types that
 /// the facade's signatures name, and the format's limits, for tools that read pages. The

@@ -2,10 +2,12 @@
 
 use crate::bucket::read::Bucket;
 use crate::bucket::state::BucketState;
-use crate::error::Result;
-use crate::walk::{PageSet, enter_page, not_a_tree_page};
+use crate::error::{Error, Result};
+use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor};
+use rbolt_btree::Pages;
 use rbolt_page::{
-    BRANCH_ELEMENT_SIZE, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, PAGE_HEADER_SIZE, PageKind, Pgid,
+    BRANCH_ELEMENT_SIZE, BranchPage, BucketValue, Corruption, LEAF_ELEMENT_SIZE, LeafPage,
+    PAGE_HEADER_SIZE, Pgid, Reason,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -274,11 +276,14 @@ fn leaf_used(leaf: &LeafPage<'_>) -> usize {
     }
 }
 
+/// The buckets a write transaction holds open below one bucket, by name.
+type OpenBuckets = BTreeMap<Vec<u8>, BucketState>;
+
 /// Where a bucket's tree is, for the stats walk.
 enum StatsRoot<'a> {
     /// A committed tree; in a write transaction, with the buckets opened in it, which hold
     /// their edits (the tree's own values for them are as of the last commit).
-    Page(Pgid, Option<&'a BTreeMap<Vec<u8>, BucketState>>),
+    Page(Pgid, Option<&'a OpenBuckets>),
     Inline(&'a [u8]),
     /// Edited in a write transaction: its entries and nested buckets are counted as they are
     /// now; it has no pages of its own until commit.
@@ -302,119 +307,166 @@ struct BucketCounts {
     parent: Option<usize>,
 }
 
-/// bbolt's `Bucket.Stats`, computed without recursion: buckets are visited from an explicit
-/// stack and every page is entered at most once (a second visit is corruption), so neither
-/// deep nesting nor pages shared in a corrupt file can exhaust the stack or the clock.
+impl BucketCounts {
+    fn new(own: BucketStats, parent: Option<usize>) -> BucketCounts {
+        BucketCounts {
+            own: BucketStats { bucket_n: 1, ..own },
+            nested: BucketStats::default(),
+            parent,
+        }
+    }
+}
+
+/// The counts of an inline bucket, whose page is `leaf` (bbolt does not count the buckets
+/// nested in one).
+fn inline_counts(leaf: &LeafPage<'_>) -> BucketStats {
+    BucketStats {
+        inline_bucket_n: 1,
+        key_n: leaf.len(),
+        inline_bucket_inuse: leaf_used(leaf),
+        depth: 1,
+        ..BucketStats::default()
+    }
+}
+
+/// The stats walk's visitor: every bucket counted so far, parents before the buckets nested
+/// in them, and the buckets still to count.
+struct Counter<'a> {
+    pages: Pages<'a>,
+    buckets: Vec<BucketCounts>,
+    /// Buckets to count after the walk, each with the index of the bucket it is nested in:
+    /// those a write transaction holds open, which its state describes, not the pages.
+    work: Vec<(StatsRoot<'a>, Option<usize>)>,
+}
+
+/// What the stats walk carries down a tree: the index of its bucket in `Counter::buckets`,
+/// and the buckets the transaction holds open in it.
+type InBucket<'a> = (usize, Option<&'a OpenBuckets>);
+
+impl<'a> Visitor<'a> for Counter<'a> {
+    type Token = InBucket<'a>;
+    type Error = Error;
+
+    fn damage(&mut self, damage: Damage) -> Result<()> {
+        Err(damage.into())
+    }
+
+    fn page(&mut self, at: &PageAt<'a>, inside: InBucket<'a>) -> Result<Option<InBucket<'a>>> {
+        let own = &mut self.buckets[inside.0].own;
+        own.depth = own.depth.max(at.depth + 1);
+        Ok(Some(inside))
+    }
+
+    fn branch(
+        &mut self,
+        at: &PageAt<'a>,
+        branch: &BranchPage<'a>,
+        inside: InBucket<'a>,
+    ) -> Result<()> {
+        let own = &mut self.buckets[inside.0].own;
+        own.branch_page_n += 1;
+        own.branch_overflow_n += at.page.header().overflow as usize;
+        if let Some(last) = branch.len().checked_sub(1)
+            && let Some(e) = branch.element(last)
+        {
+            own.branch_inuse +=
+                PAGE_HEADER_SIZE + BRANCH_ELEMENT_SIZE * last + e.pos as usize + e.ksize as usize;
+        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, at: &PageAt<'a>, leaf: &LeafPage<'a>, inside: InBucket<'a>) -> Result<()> {
+        let own = &mut self.buckets[inside.0].own;
+        own.key_n += leaf.len();
+        own.leaf_page_n += 1;
+        own.leaf_inuse += leaf_used(leaf);
+        own.leaf_overflow_n += at.page.header().overflow as usize;
+        Ok(())
+    }
+
+    fn bucket(
+        &mut self,
+        at: &EntryAt<'a>,
+        value: &BucketValue<'a>,
+        inside: InBucket<'a>,
+    ) -> Result<Option<InBucket<'a>>> {
+        if let Some(child) = inside.1.and_then(|open| open.get(at.entry.key)) {
+            // Open in the transaction: counted from its state, after the walk.
+            let child = Bucket {
+                view: child.tree.view(self.pages),
+                sequence: child.sequence,
+                children: Some(&child.children),
+            };
+            self.work.push((StatsRoot::of(&child), Some(inside.0)));
+            return Ok(None);
+        }
+        let index = self.buckets.len();
+        let own = value.inline.as_ref().map(inline_counts).unwrap_or_default();
+        self.buckets.push(BucketCounts::new(own, Some(inside.0)));
+        // An inline bucket is counted whole here.
+        Ok(value.inline.is_none().then_some((index, None)))
+    }
+}
+
+/// bbolt's `Bucket.Stats`, computed without recursion: the page walker's (every page entered
+/// once, from an explicit stack), and the buckets a write transaction holds open from a list
+/// of its own, so neither deep nesting nor pages shared in a corrupt file can exhaust the
+/// stack or the clock.
 pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
     let pages = bucket.view.pages();
-    let mut seen = PageSet::new(pages.high_water());
-    let root = StatsRoot::of(bucket);
-    let mut buckets: Vec<BucketCounts> = Vec::new();
-    let mut work = vec![(root, None)];
-    while let Some((root, parent)) = work.pop() {
-        let index = buckets.len();
-        let mut own = BucketStats {
-            bucket_n: 1,
-            ..BucketStats::default()
-        };
+    let mut walk = PageWalk::new(pages);
+    let mut counter = Counter {
+        pages,
+        buckets: Vec::new(),
+        work: vec![(StatsRoot::of(bucket), None)],
+    };
+    while let Some((root, parent)) = counter.work.pop() {
+        let index = counter.buckets.len();
         match root {
             StatsRoot::Inline(bytes) => {
-                let leaf = LeafPage::inline(bytes, Pgid(0))?;
-                own.inline_bucket_n = 1;
-                own.key_n = leaf.len();
-                own.inline_bucket_inuse = leaf_used(&leaf);
-                own.depth = 1;
+                let own = inline_counts(&LeafPage::inline(bytes, Pgid(0))?);
+                counter.buckets.push(BucketCounts::new(own, parent));
             }
             StatsRoot::Edited(edited) => {
+                let mut own = BucketStats {
+                    depth: 1,
+                    ..BucketStats::default()
+                };
                 let mut nested = Vec::new();
                 for entry in edited.iter() {
                     let entry = entry?;
                     own.key_n += 1;
                     if entry.is_bucket() {
                         let child = edited.bucket(entry.key())?.ok_or_else(|| {
-                            crate::error::Error::from(rbolt_page::Corruption::new(
+                            Error::from(Corruption::new(
                                 Pgid(0),
-                                rbolt_page::Reason::Other("a bucket entry that does not open"),
+                                Reason::Other("a bucket entry that does not open"),
                             ))
                         })?;
                         nested.push((StatsRoot::of(&child), Some(index)));
                     }
                 }
-                // Visited in key order, like the buckets of a page.
-                work.extend(nested.into_iter().rev());
-                own.depth = 1;
+                counter.buckets.push(BucketCounts::new(own, parent));
+                // Counted in key order, like the buckets of a page.
+                counter.work.extend(nested.into_iter().rev());
             }
             StatsRoot::Page(root, open) => {
-                let mut pages_left = vec![(Pgid(0), root, 0usize)];
-                while let Some((owner, pgid, depth)) = pages_left.pop() {
-                    let page = enter_page(pages, owner, pgid, depth, &mut seen)?;
-                    let overflow = page.header().overflow;
-                    own.depth = own.depth.max(depth + 1);
-                    match page.kind()? {
-                        PageKind::Leaf => {
-                            let leaf = page.leaf()?;
-                            own.key_n += leaf.len();
-                            own.leaf_page_n += 1;
-                            own.leaf_inuse += leaf_used(&leaf);
-                            own.leaf_overflow_n += overflow as usize;
-                            for entry_index in (0..leaf.len()).rev() {
-                                let entry = leaf.entry(entry_index)?;
-                                if !entry.is_bucket() {
-                                    continue;
-                                }
-                                if let Some(child) = open.and_then(|open| open.get(entry.key)) {
-                                    let child = Bucket {
-                                        view: child.tree.view(pages),
-                                        sequence: child.sequence,
-                                        children: Some(&child.children),
-                                    };
-                                    work.push((StatsRoot::of(&child), Some(index)));
-                                    continue;
-                                }
-                                let value = BucketValue::parse(entry.value, pgid)?;
-                                let child = match value.inline {
-                                    Some(_) => StatsRoot::Inline(
-                                        &entry.value[rbolt_page::BUCKET_HEADER_SIZE..],
-                                    ),
-                                    None => StatsRoot::Page(value.header.root_pgid(), None),
-                                };
-                                work.push((child, Some(index)));
-                            }
-                        }
-                        PageKind::Branch => {
-                            let branch = page.branch()?;
-                            own.branch_page_n += 1;
-                            own.branch_overflow_n += overflow as usize;
-                            if let Some(last) = branch.len().checked_sub(1)
-                                && let Some(e) = branch.element(last)
-                            {
-                                own.branch_inuse += PAGE_HEADER_SIZE
-                                    + BRANCH_ELEMENT_SIZE * last
-                                    + e.pos as usize
-                                    + e.ksize as usize;
-                            }
-                            for child in (0..branch.len()).rev() {
-                                pages_left.push((pgid, branch.child(child)?, depth + 1));
-                            }
-                        }
-                        kind => return Err(not_a_tree_page(pgid, kind)),
-                    }
-                }
+                counter
+                    .buckets
+                    .push(BucketCounts::new(BucketStats::default(), parent));
+                walk.tree(&mut counter, Pgid(0), root, (index, open))?;
             }
         }
-        own.branch_alloc = (own.branch_page_n + own.branch_overflow_n) * pages.page_size();
-        own.leaf_alloc = (own.leaf_page_n + own.leaf_overflow_n) * pages.page_size();
-        buckets.push(BucketCounts {
-            own,
-            nested: BucketStats::default(),
-            parent,
-        });
     }
     // Nested buckets come after their parent: fold them in from the last.
+    let page_size = pages.page_size();
+    let buckets = &mut counter.buckets;
     let mut total = BucketStats::default();
     for index in (0..buckets.len()).rev() {
         let counts = &buckets[index];
         let mut stats = counts.own;
+        stats.branch_alloc = (stats.branch_page_n + stats.branch_overflow_n) * page_size;
+        stats.leaf_alloc = (stats.leaf_page_n + stats.leaf_overflow_n) * page_size;
         stats.depth += counts.nested.depth;
         stats.add(&counts.nested);
         match counts.parent {

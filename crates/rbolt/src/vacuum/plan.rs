@@ -3,12 +3,12 @@
 //! them — made with a model of exactly what the step's commit will allocate, so that the step
 //! lands as planned and never raises the high-water mark (see the parent module).
 
-use crate::error::Result;
-use crate::walk::{PageSet, enter_page, not_a_tree_page};
+use crate::error::{Error, Result};
+use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor, freelist_span};
 use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, PageKind, PageRef, Pgid,
+    BranchPage, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, Pgid,
     freelist_page_size, pages_for,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,10 +21,10 @@ pub(super) const REPACK_PAGES_MAX: usize = 16;
 struct Live {
     pgid: u64,
     n_pages: u64,
-    /// Index in `Walk::lives` of the page that points at it: its parent branch, or for the
+    /// Index in `Survey::lives` of the page that points at it: its parent branch, or for the
     /// root of a nested bucket the leaf that holds the bucket. `None`: the root bucket's root.
     parent: Option<usize>,
-    /// Index of its bucket in `Walk::paths`.
+    /// Index of its bucket in `Survey::paths`.
     path: usize,
     /// Its depth in its bucket's tree (0: the root).
     depth: usize,
@@ -46,8 +46,8 @@ struct Sparse {
     entries: Vec<u32>,
 }
 
-/// What a walk of the snapshot found: every live tree page, the free runs, the freelist.
-struct Walk {
+/// What a survey of the snapshot found: every live tree page, the free runs, the freelist.
+struct Survey {
     /// The buckets, each as (index of its parent here, its name); index 0 is the root bucket.
     /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
     paths: Vec<(usize, Vec<u8>)>,
@@ -62,6 +62,8 @@ struct Walk {
     freelist_count: usize,
     live_pages: u64,
     pages_to_go: u64,
+    /// A leaf that uses fewer bytes is sparse: `REPACK_FULL_PERCENT` of a page.
+    full: usize,
 }
 
 /// What a vacuum step will do, and the figures it reports.
@@ -99,20 +101,100 @@ impl Plan {
     }
 }
 
-/// A tree page to visit, in the bucket at `path`.
-struct Visit {
-    owner: Pgid,
-    pgid: Pgid,
-    depth: usize,
+/// Where a page of the survey hangs: the index in `Survey::lives` of what points at it (none
+/// for the root bucket's root), and the index of its bucket in `Survey::paths`.
+#[derive(Clone, Copy)]
+struct Under {
+    live: Option<usize>,
     path: usize,
-    /// Its parent branch and index there, for a page under a branch.
-    slot: Option<(Pgid, usize)>,
-    /// The index in `Walk::lives` of what points at it.
-    parent: Option<usize>,
 }
 
-/// Walks every tree of the snapshot (`pages`, `meta`) with explicit stacks.
-fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
+impl<'a> Visitor<'a> for Survey {
+    type Token = Under;
+    type Error = Error;
+
+    fn damage(&mut self, damage: Damage) -> Result<()> {
+        Err(damage.into())
+    }
+
+    fn page(&mut self, at: &PageAt<'a>, under: Under) -> Result<Option<Under>> {
+        let n_pages = u64::from(at.page.header().overflow) + 1;
+        self.live_pages += n_pages;
+        let index = self.lives.len();
+        // Its first key and whether it is sparse, once its kind is read (`branch`, `leaf`).
+        self.lives.push(Live {
+            pgid: at.pgid().0,
+            n_pages,
+            parent: under.live,
+            path: under.path,
+            depth: at.depth,
+            key: Vec::new(),
+            slot: at.slot.map(|slot| (at.owner, slot)),
+            sparse: None,
+        });
+        Ok(Some(Under {
+            live: Some(index),
+            path: under.path,
+        }))
+    }
+
+    fn branch(&mut self, _at: &PageAt<'a>, branch: &BranchPage<'a>, under: Under) -> Result<()> {
+        let Some(live) = under.live.and_then(|index| self.lives.get_mut(index)) else {
+            return Ok(());
+        };
+        if !branch.is_empty() {
+            live.key = branch.key(0)?.to_vec();
+        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, at: &PageAt<'a>, leaf: &LeafPage<'a>, under: Under) -> Result<()> {
+        let used = leaf.payload_len()?;
+        let sparse = match at.slot {
+            Some(slot) if used < self.full && !leaf.is_empty() => {
+                let mut entries = Vec::with_capacity(leaf.len());
+                for entry_index in 0..leaf.len() {
+                    let entry = leaf.entry(entry_index)?;
+                    let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
+                    entries.push(len as u32);
+                }
+                Some(Sparse {
+                    parent: at.owner,
+                    slot,
+                    used,
+                    entries,
+                })
+            }
+            _ => None,
+        };
+        let Some(live) = under.live.and_then(|index| self.lives.get_mut(index)) else {
+            return Ok(());
+        };
+        // An empty page is a lone root leaf (rebalancing removes any other): every key leads
+        // to it.
+        if !leaf.is_empty() {
+            live.key = leaf.key(0)?.to_vec();
+        }
+        live.sparse = sparse;
+        Ok(())
+    }
+
+    fn bucket(
+        &mut self,
+        at: &EntryAt<'a>,
+        _value: &BucketValue<'a>,
+        under: Under,
+    ) -> Result<Option<Under>> {
+        self.paths.push((under.path, at.entry.key.to_vec()));
+        Ok(Some(Under {
+            live: under.live,
+            path: self.paths.len() - 1,
+        }))
+    }
+}
+
+/// Surveys every tree of the snapshot (`pages`, `meta`) with the page walker.
+fn survey(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Survey> {
     let high_water = meta.pgid;
     let mut runs: BTreeMap<u64, u64> = BTreeMap::new();
     let mut last_run: Option<(u64, u64)> = None;
@@ -132,145 +214,30 @@ fn walk(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Walk> {
     let tail_free = last_run
         .filter(|&(start, len)| start + len == high_water)
         .map_or(0, |(_, len)| len);
-    let mut found = Walk {
+    let mut found = Survey {
         paths: vec![(0, Vec::new())],
         lives: Vec::new(),
         runs,
         tail_free,
-        freelist: None,
+        freelist: freelist_span(pages, meta)?.map(|(pgid, n_pages)| (pgid.0, n_pages)),
         freelist_count: freelist.count(),
         live_pages: 2,
         pages_to_go: 0,
+        full: pages.page_size() * rbolt_btree::REPACK_FULL_PERCENT / 100,
     };
-    let mut seen = PageSet::new(meta.high_water());
-    let mut in_use: Vec<(u64, u64)> = Vec::new();
-    if meta.has_freelist() {
-        let span = pages.page(Pgid(0), meta.freelist_pgid())?;
-        let n_pages = u64::from(PageRef::new(span, meta.freelist_pgid())?.header().overflow) + 1;
-        found.live_pages += n_pages;
-        in_use.push((meta.freelist, n_pages));
-        found.freelist = Some((meta.freelist, n_pages));
-    }
-    let page_size = pages.page_size();
-    let full = page_size * rbolt_btree::REPACK_FULL_PERCENT / 100;
-    let mut stack = vec![Visit {
-        owner: Pgid(0),
-        pgid: meta.root_pgid(),
-        depth: 0,
+    found.live_pages += found.freelist.map_or(0, |(_, n_pages)| n_pages);
+    let root = Under {
+        live: None,
         path: 0,
-        slot: None,
-        parent: None,
-    }];
-    while let Some(visit) = stack.pop() {
-        let page = enter_page(pages, visit.owner, visit.pgid, visit.depth, &mut seen)?;
-        let n_pages = u64::from(page.header().overflow) + 1;
-        found.live_pages += n_pages;
-        in_use.push((visit.pgid.0, n_pages));
-        let index = found.lives.len();
-        let (key, sparse) = match page.kind()? {
-            PageKind::Branch => {
-                let branch = page.branch()?;
-                for child in 0..branch.len() {
-                    stack.push(Visit {
-                        owner: visit.pgid,
-                        pgid: branch.child(child)?,
-                        depth: visit.depth + 1,
-                        path: visit.path,
-                        slot: Some((visit.pgid, child)),
-                        parent: Some(index),
-                    });
-                }
-                let key = if branch.is_empty() {
-                    Vec::new()
-                } else {
-                    branch.key(0)?.to_vec()
-                };
-                (key, None)
-            }
-            PageKind::Leaf => {
-                let leaf = page.leaf()?;
-                push_buckets(&leaf, visit.path, index, &mut found.paths, &mut stack)?;
-                let used = leaf.payload_len()?;
-                let sparse = match visit.slot {
-                    Some((parent, slot)) if used < full && !leaf.is_empty() => {
-                        let mut entries = Vec::with_capacity(leaf.len());
-                        for entry_index in 0..leaf.len() {
-                            let entry = leaf.entry(entry_index)?;
-                            let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
-                            entries.push(len as u32);
-                        }
-                        Some(Sparse {
-                            parent,
-                            slot,
-                            used,
-                            entries,
-                        })
-                    }
-                    _ => None,
-                };
-                // An empty page is a lone root leaf (rebalancing removes any other): every
-                // key leads to it.
-                let key = if leaf.is_empty() {
-                    Vec::new()
-                } else {
-                    leaf.key(0)?.to_vec()
-                };
-                (key, sparse)
-            }
-            kind => return Err(not_a_tree_page(visit.pgid, kind)),
-        };
-        found.lives.push(Live {
-            pgid: visit.pgid.0,
-            n_pages,
-            parent: visit.parent,
-            path: visit.path,
-            depth: visit.depth,
-            key,
-            slot: visit.slot,
-            sparse,
-        });
-    }
+    };
+    PageWalk::new(pages).tree(&mut found, Pgid(0), meta.root_pgid(), root)?;
+    let in_use = found.freelist.iter().copied();
+    let in_use = in_use.chain(found.lives.iter().map(|live| (live.pgid, live.n_pages)));
     found.pages_to_go = in_use
-        .iter()
-        .filter(|&&(pgid, _)| pgid >= found.live_pages)
-        .map(|&(_, n_pages)| n_pages)
+        .filter(|&(pgid, _)| pgid >= found.live_pages)
+        .map(|(_, n_pages)| n_pages)
         .sum();
     Ok(found)
-}
-
-/// Queues the root pages of the buckets nested in `leaf` (in bucket `path`, at `index` in
-/// `Walk::lives`), through inline buckets too, each with its own path.
-fn push_buckets(
-    leaf: &LeafPage<'_>,
-    path: usize,
-    index: usize,
-    paths: &mut Vec<(usize, Vec<u8>)>,
-    stack: &mut Vec<Visit>,
-) -> Result<()> {
-    let mut inline_stack = vec![(*leaf, path)];
-    while let Some((leaf, path)) = inline_stack.pop() {
-        for entry_index in 0..leaf.len() {
-            let entry = leaf.entry(entry_index)?;
-            if !entry.is_bucket() {
-                continue;
-            }
-            let value = BucketValue::parse(entry.value, leaf.pgid())?;
-            paths.push((path, entry.key.to_vec()));
-            let child = paths.len() - 1;
-            match value.inline {
-                Some(inline) => inline_stack.push((inline, child)),
-                None => stack.push(Visit {
-                    owner: leaf.pgid(),
-                    pgid: value.header.root_pgid(),
-                    depth: 0,
-                    path: child,
-                    slot: None,
-                    parent: Some(index),
-                }),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The pages a commit writes for the pages it rewrites: single pages and runs.
@@ -357,7 +324,7 @@ fn place(
 /// Sparse sibling leaves that `Tree::repack_key` merges from the first: consecutive under one
 /// parent, each less than `REPACK_FULL_PERCENT` full, together within `REPACK_PAGES_MAX` pages.
 struct Group {
-    /// Indexes in `Walk::lives`, the first leaf first; and the sibling after the last, which
+    /// Indexes in `Survey::lives`, the first leaf first; and the sibling after the last, which
     /// the merge reads (makes a node of) to see that it does not fit, so the commit rewrites
     /// it too.
     leaves: Vec<usize>,
@@ -369,7 +336,7 @@ struct Group {
 }
 
 /// The groups of sparse leaves worth merging (they give back a page or more).
-fn merge_groups(found: &Walk, page_size: usize) -> Vec<Group> {
+fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
     let mut sparse: Vec<(&Sparse, usize)> = found
         .lives
         .iter()
@@ -486,7 +453,7 @@ pub(super) fn plan(
     pages_max: usize,
     writes_freelist: bool,
 ) -> Result<Plan> {
-    let found = walk(pages, meta, freelist)?;
+    let found = survey(pages, meta, freelist)?;
     let pages_max = pages_max.max(1) as u64;
     let page_size = pages.page_size();
     let lives = &found.lives;
