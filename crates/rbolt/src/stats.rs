@@ -476,3 +476,51 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
     }
     Ok(total)
 }
+
+// The buckets' `stats` live beside what they count, so the bucket handles need nothing from
+// here.
+impl Bucket<'_> {
+    /// Page and key counts of this bucket and every bucket nested in it (bbolt's
+    /// `Bucket.Stats`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.create_bucket("child")?.put("b", "2")?;
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// db.view(|tx| {
+    ///     let stats = tx.bucket("b")?.unwrap().stats()?;
+    ///     assert_eq!(stats.key_n, 3); // "a", "child" and the child's "b"
+    ///     assert_eq!(stats.bucket_n, 2); // the bucket and its child
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn stats(&self) -> Result<BucketStats> {
+        bucket_stats(self)
+    }
+}
+
+impl crate::bucket::write::BucketMut<'_> {
+    /// Page and key counts of this bucket and its nested buckets.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut b = tx.create_bucket("b")?;
+    ///     b.put("a", "1")?;
+    ///     b.put("b", "2")?;
+    ///     assert_eq!(b.stats()?.key_n, 2); // counts this transaction's writes
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn stats(&self) -> Result<BucketStats> {
+        self.as_bucket().stats()
+    }
+}

@@ -1,7 +1,6 @@
 //! [`Bucket`]: the read view of a bucket, shared by both kinds of transaction.
 use crate::error::Result;
 use crate::iter::{Cursor, Iter};
-use crate::stats::BucketStats;
 use rbolt_btree::{Pages, TreeView};
 use rbolt_page::{BUCKET_HEADER_SIZE, BucketValue, Pgid};
 use std::collections::BTreeMap;
@@ -371,30 +370,6 @@ impl<'a> Bucket<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Page and key counts of this bucket and every bucket nested in it (bbolt's
-    /// `Bucket.Stats`).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// db.update(|tx| {
-    ///     let mut b = tx.create_bucket("b")?;
-    ///     b.put("a", "1")?;
-    ///     b.create_bucket("child")?.put("b", "2")?;
-    ///     Ok::<_, rbolt::Error>(())
-    /// })?;
-    /// db.view(|tx| {
-    ///     let stats = tx.bucket("b")?.unwrap().stats()?;
-    ///     assert_eq!(stats.key_n, 3); // "a", "child" and the child's "b"
-    ///     assert_eq!(stats.bucket_n, 2); // the bucket and its child
-    ///     Ok::<_, rbolt::Error>(())
-    /// })?;
-    /// # Ok::<(), rbolt::Error>(())
-    /// ```
-    pub fn stats(&self) -> Result<BucketStats> {
-        crate::stats::bucket_stats(self)
     }
 }
 

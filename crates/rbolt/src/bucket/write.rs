@@ -1,7 +1,6 @@
 //! [`BucketMut`]: a bucket handle of a write transaction, which edits its tree in place.
 use crate::error::{Error, Result};
 use crate::iter::{Cursor, CursorMut, Iter};
-use crate::stats::BucketStats;
 use crate::tx::context::WriteContext;
 use rbolt_btree::{Delete, Put};
 use rbolt_page::VALUE_SIZE_MAX;
@@ -628,24 +627,6 @@ impl BucketMut<'_> {
     /// ```
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter<'_> {
         self.as_bucket().prefix(prefix)
-    }
-
-    /// Page and key counts of this bucket and its nested buckets.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// db.update(|tx| {
-    ///     let mut b = tx.create_bucket("b")?;
-    ///     b.put("a", "1")?;
-    ///     b.put("b", "2")?;
-    ///     assert_eq!(b.stats()?.key_n, 2); // counts this transaction's writes
-    ///     Ok::<_, rbolt::Error>(())
-    /// })?;
-    /// # Ok::<(), rbolt::Error>(())
-    /// ```
-    pub fn stats(&self) -> Result<BucketStats> {
-        self.as_bucket().stats()
     }
 }
 
