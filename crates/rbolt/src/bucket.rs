@@ -7,20 +7,13 @@ use crate::tx::{TxCore, TxShared};
 use rbolt_btree::{Delete, Pages, Put, Tree, TreeView};
 use rbolt_freelist::Freelist;
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, BucketValue, Corruption, KEY_SIZE_MAX, LEAF_FLAG_BUCKET,
-    Pgid, Reason, VALUE_SIZE_MAX,
+    BucketValue, Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason,
+    VALUE_SIZE_MAX,
 };
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
-
-/// The value of a new, empty bucket: a header (root 0, sequence 0) and an empty inline leaf.
-pub(crate) const EMPTY_BUCKET_VALUE: [u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE] = {
-    let mut value = [0u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE];
-    value[BUCKET_HEADER_SIZE + 8] = rbolt_page::FLAG_LEAF as u8;
-    value
-};
 
 /// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
 ///
@@ -447,7 +440,7 @@ impl<'a> Bucket<'a> {
     pub(crate) fn from_value(pages: rbolt_btree::Pages<'a>, value: &'a [u8]) -> Result<Bucket<'a>> {
         let parsed = BucketValue::parse(value, Pgid(0))?;
         let view = match parsed.inline {
-            Some(_) => TreeView::from_inline(pages, &value[BUCKET_HEADER_SIZE..]),
+            Some(inline) => TreeView::from_inline(pages, inline.bytes()),
             None => TreeView::from_page(pages, parsed.header.root_pgid()),
         };
         Ok(Bucket {
@@ -1384,17 +1377,6 @@ fn prefix_end(prefix: &[u8]) -> Option<smallvec::SmallVec<[u8; 32]>> {
     let mut end = smallvec::SmallVec::from_slice(&prefix[..=last]);
     end[last] += 1;
     Some(end)
-}
-
-/// The bucket header of a bucket value.
-pub(crate) fn header_bytes(root: Pgid, sequence: u64) -> [u8; BUCKET_HEADER_SIZE] {
-    let mut bytes = [0u8; BUCKET_HEADER_SIZE];
-    BucketHeader {
-        root: root.0,
-        sequence,
-    }
-    .write(&mut bytes);
-    bytes
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use crate::alloc::TxAlloc;
 use crate::bucket::{
     Bucket, BucketMut, BucketState, check_name, check_not_out, create_child, delete_child,
-    header_bytes, open_child,
+    open_child,
 };
 use crate::db::{Db, Snapshot, Writer, map_size};
 use crate::error::{Error, Result};
@@ -17,8 +17,8 @@ use crate::storage::Mapping;
 use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
-    PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
+    BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST, PageHeader, Pgid, Reason,
+    Txid, inline_bucket_size, pages_for, write_bucket_header, write_meta, write_meta_non_durable,
 };
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, MutexGuard};
@@ -1162,14 +1162,16 @@ fn spill_bucket(
     let value = match child.tree.inline_size(inline_max) {
         Some(size) => {
             child.tree.free_all(pages, alloc)?;
-            let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
-            value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
-            child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
+            let mut value = vec![0u8; inline_bucket_size(size)];
+            let header = BucketHeader::new(Pgid(0), child.sequence);
+            child
+                .tree
+                .write_inline(write_bucket_header(&mut value, header));
             value
         }
         None => {
             let root = child.tree.spill(pages, arena, alloc)?;
-            header_bytes(root, child.sequence).to_vec()
+            BucketHeader::new(root, child.sequence).to_bytes().to_vec()
         }
     };
     let outcome = parent
