@@ -1,8 +1,7 @@
 //! Test support every rbolt crate may lean on, with no dependencies of its own: [`alloc`], the
 //! one counting global allocator (per-thread and process-wide allocation counts, and the
 //! largest single request), and [`rng`], the seeded generator tests, suites and benchmarks
-//! draw from. Its integration test is the tidy test, which keeps the house rules true across
-//! the repository.
+//! draw from.
 //!
 //! It is `publish = false` and only ever a dev-dependency (or a dependency of the benchmark
 //! and reliability harnesses); no library crate links it. The allocator is the only `unsafe`
