@@ -1,9 +1,12 @@
 //! `cargo xtask`: project automation. `cargo xtask bench` runs the benchmark suite;
 //! `cargo xtask soak` runs the reliability suites at soak size. xtask drives cargo and the
-//! benchmark binaries as child processes; it does not link rbolt.
+//! benchmark binaries as child processes; it does not link rbolt. Its tests hold the tidy
+//! test (`tidy.rs`), which keeps the house rules over the whole repository.
 
 mod bench;
 mod soak;
+#[cfg(test)]
+mod tidy;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -4,8 +4,8 @@ use crate::DEPTH_MAX;
 use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
-    BranchPage, Corruption, KeySource, LeafPage, PageHeader, PageKind, Pgid, Reason, Result,
-    child_index, compare_keys, lower_bound, search,
+    BranchPage, Corruption, KeySource, LeafPage, PageKind, Pgid, Reason, Result, child_index,
+    compare_keys, lower_bound, search,
 };
 
 use smallvec::SmallVec;
@@ -22,24 +22,9 @@ pub(crate) enum RootRef<'a> {
     Node(NodeId),
 }
 
-/// One key/value pair of a leaf, borrowed from the pages or the transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry<'a> {
-    /// The key.
-    pub key: &'a [u8],
-    /// The value; for a bucket, the bucket value (header and maybe an inline page).
-    pub value: &'a [u8],
-    /// 0, or `LEAF_FLAG_BUCKET`.
-    pub flags: u32,
-}
-
-impl Entry<'_> {
-    /// Whether the value is a bucket.
-    #[inline]
-    pub fn is_bucket(&self) -> bool {
-        self.flags & rbolt_page::LEAF_FLAG_BUCKET != 0
-    }
-}
+/// One key/value pair of a leaf, borrowed from the pages or the transaction: a page's
+/// [`LeafEntry`](rbolt_page::LeafEntry), whether it was read from a page or from a node.
+pub use rbolt_page::LeafEntry as Entry;
 
 /// A read-only view of one tree: committed pages, plus the nodes a write transaction edited.
 /// A node is read through the same page views as a page: its image is one.
@@ -141,16 +126,15 @@ impl<'a> TreeView<'a> {
             Some(PageKind::Branch) => {
                 let branch = BranchPage::from_header(bytes, pgid, header)?;
                 if branch.is_empty() {
-                    return Err(Corruption::new(
-                        pgid,
-                        Reason::Other("branch page has no children"),
-                    ));
+                    return Err(Corruption::new(pgid, Reason::EmptyBranch));
                 }
                 Ok(Frame::Branch(branch))
             }
             _ => Err(Corruption::new(
                 pgid,
-                Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
+                Reason::NotTreePage {
+                    flags: header.flags,
+                },
             )),
         }
     }
@@ -159,17 +143,10 @@ impl<'a> TreeView<'a> {
     #[inline]
     fn node_frame(&self, id: NodeId) -> Result<Frame<'a>> {
         let node = &self.nodes[id as usize];
-        let image = node.image();
-        let header = PageHeader::read(image)
-            .ok_or_else(|| Corruption::new(node.pgid, Reason::Other("node without a header")))?;
         if node.is_leaf() {
-            Ok(Frame::NodeLeaf(LeafPage::from_header(
-                image, node.pgid, header,
-            )?))
+            Ok(Frame::NodeLeaf(node.image().leaf(node.pgid)?))
         } else {
-            Ok(Frame::NodeBranch(BranchPage::from_header(
-                image, node.pgid, header,
-            )?))
+            Ok(Frame::NodeBranch(node.image().branch(node.pgid)?))
         }
     }
 
@@ -226,7 +203,7 @@ impl<'a> TreeView<'a> {
     #[inline]
     fn entry(&self, frame: Frame<'a>, index: usize) -> Result<Entry<'a>> {
         match frame {
-            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.entry(index).map(entry_of),
+            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.entry(index),
             Frame::Branch(_) | Frame::NodeBranch(_) => unreachable!("entry of a branch"),
         }
     }
@@ -238,7 +215,7 @@ impl<'a> TreeView<'a> {
             match frame {
                 Frame::Leaf(page) | Frame::NodeLeaf(page) => {
                     return match page.search(key)? {
-                        Ok(index) => page.entry(index).map(|entry| Some(entry_of(entry))),
+                        Ok(index) => page.entry(index).map(Some),
                         Err(_) => Ok(None),
                     };
                 }
@@ -270,15 +247,6 @@ impl<'a> TreeView<'a> {
             scan_direction: None,
             crossed: false,
         }
-    }
-}
-
-#[inline]
-fn entry_of(entry: rbolt_page::LeafEntry<'_>) -> Entry<'_> {
-    Entry {
-        key: entry.key,
-        value: entry.value,
-        flags: entry.flags,
     }
 }
 
@@ -521,7 +489,7 @@ impl<'a> Cursor<'a> {
                     if let Frame::Leaf(page) | Frame::NodeLeaf(page) = &top.frame
                         && top.index < page.len()
                     {
-                        return page.entry(top.index).map(|entry| Some(entry_of(entry)));
+                        return page.entry(top.index).map(Some);
                     }
                 }
                 self.settle_forward()
@@ -542,7 +510,7 @@ impl<'a> Cursor<'a> {
                     && top.index <= page.len()
                 {
                     top.index -= 1;
-                    return page.entry(top.index).map(|entry| Some(entry_of(entry)));
+                    return page.entry(top.index).map(Some);
                 }
                 self.step_back()
             }

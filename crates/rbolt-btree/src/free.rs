@@ -213,7 +213,9 @@ fn check_tree_page(
         _ => {
             return Err(Corruption::new(
                 pgid,
-                Reason::Other("a tree points at a page that is neither a branch nor a leaf"),
+                Reason::NotTreePage {
+                    flags: page.header().flags,
+                },
             ));
         }
     }

@@ -19,8 +19,7 @@ use crate::node::Node;
 use crate::pages::Pages;
 use crate::tree::{Root, Tree, too_deep};
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BranchPage, BucketValue, LeafPage, PageHeader, PageKind, PageRef, Pgid,
-    Result,
+    BranchPage, BucketHeader, BucketValue, LeafPage, PageHeader, PageKind, PageRef, Pgid, Result,
 };
 use std::collections::HashSet;
 use std::fmt;
@@ -201,7 +200,8 @@ pub fn branch_hazard(branch: &BranchPage<'_>) -> Result<Option<GoHazard>> {
 /// What Go's writer needs of the inline bucket in element `index` of leaf page `pgid`, whose
 /// value `value` holds an inline page: that page's header names page 0.
 pub fn inline_hazard(pgid: Pgid, index: usize, value: &[u8]) -> Option<GoHazard> {
-    let id = PageHeader::read(value.get(BUCKET_HEADER_SIZE..)?)?.id;
+    let (_, page) = BucketHeader::split(value)?;
+    let id = PageHeader::read(page)?.id;
     (id != 0).then_some(GoHazard::InlinePageId { pgid, index, id })
 }
 
@@ -247,7 +247,9 @@ pub fn tree_hazards(pages: Pages<'_>, root: Pgid, out: &mut Vec<GoHazard>) -> Re
             _ => {
                 return Err(rbolt_page::Corruption::new(
                     pgid,
-                    rbolt_page::Reason::Other("a tree page that is neither a branch nor a leaf"),
+                    rbolt_page::Reason::NotTreePage {
+                        flags: page.header().flags,
+                    },
                 ));
             }
         }
@@ -363,11 +365,10 @@ impl Tree {
             Root::Inline { pos, len } => {
                 let start = *pos as usize;
                 let page = &pages.data()[start..start + *len as usize];
-                return self.fix_inline_page_id(page.first_chunk::<8>().copied(), pages, arena);
+                return self.fix_inline_page_id(PageHeader::read_id(page), pages, arena);
             }
             Root::InlineCopy(page) => {
-                let id = page.first_chunk::<8>().copied();
-                return self.fix_inline_page_id(id, pages, arena);
+                return self.fix_inline_page_id(PageHeader::read_id(page), pages, arena);
             }
             Root::New | Root::Node(_) => return Ok(0),
         };
@@ -383,14 +384,15 @@ impl Tree {
         Ok(routes.len())
     }
 
-    /// Touches an inline root whose page header (its first 8 bytes, `id`) names a page.
+    /// Touches an inline root whose page header's id (`id`, if the page holds one) names a
+    /// page.
     fn fix_inline_page_id(
         &mut self,
-        id: Option<[u8; 8]>,
+        id: Option<u64>,
         pages: Pages<'_>,
         arena: &mut Arena,
     ) -> Result<usize> {
-        if id.is_none_or(|id| u64::from_le_bytes(id) == 0) {
+        if id.is_none_or(|id| id == 0) {
             return Ok(0);
         }
         self.touch(pages, arena)?;

@@ -1,7 +1,7 @@
 //! Where the tree reads committed pages from.
 
 use rbolt_page::{
-    Corruption, PAGE_HEADER_SIZE, PageHeader, Pgid, Reason, Result, check_overflow, check_pgid,
+    Corruption, EMPTY_LEAF, PageHeader, Pgid, Reason, Result, check_overflow, check_pgid,
 };
 
 /// A source of committed pages: the database's memory mapping in production, a byte vector in
@@ -34,7 +34,8 @@ impl<'a> Pages<'a> {
     /// shorter than the high-water mark says.
     pub fn new(data: &'a [u8], page_size: usize, high_water: Pgid) -> Result<Pages<'a>> {
         let needed = u128::from(high_water.0) * page_size as u128;
-        if page_size < PAGE_HEADER_SIZE || needed > data.len() as u128 {
+        // A page holds at least a header: an empty leaf.
+        if page_size < EMPTY_LEAF.len() || needed > data.len() as u128 {
             return Err(Corruption::new(
                 Pgid(0),
                 Reason::HighWaterPastEnd {

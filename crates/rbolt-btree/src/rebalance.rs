@@ -9,10 +9,10 @@
 
 use crate::DEPTH_MAX;
 use crate::arena::Arena;
-use crate::node::{NODE_TAG, NewEntry, Node, NodeId};
+use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use crate::tree::{Bound, MIN_KEYS_PER_PAGE, PageAlloc, Root, Tree, too_deep};
-use rbolt_page::{Corruption, PAGE_HEADER_SIZE, Pgid, Reason, compare_keys};
+use rbolt_page::{Corruption, NewEntry, Pgid, Reason, compare_keys, element_page_size};
 use smallvec::SmallVec;
 use std::cmp::Ordering;
 
@@ -224,7 +224,7 @@ impl Tree {
             let (left_node, right_node) = (&self.nodes[leaf as usize], &self.nodes[right as usize]);
             if !right_node.is_leaf()
                 || right_node.used() >= full
-                || left_node.used() + right_node.used() - PAGE_HEADER_SIZE > bytes_max
+                || element_page_size(left_node.entries_len() + right_node.entries_len()) > bytes_max
             {
                 break;
             }
@@ -291,7 +291,8 @@ impl Tree {
         let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
         let left_node = &mut self.nodes[left as usize];
         let junction = left_node.count();
-        let len = left_node.used() + right_node.used() - PAGE_HEADER_SIZE + scratch.len();
+        let len =
+            element_page_size(left_node.entries_len() + right_node.entries_len()) + scratch.len();
         left_node.reserve(len, page_size, arena);
         left_node.append_from(&right_node, 0..right_node.count());
         if !leaf && right_node.count() > 0 && right_node.key(0) != &scratch[..] {

@@ -10,11 +10,11 @@
 
 use crate::DEPTH_MAX;
 use crate::arena::Arena;
-use crate::node::{ELEM, NODE_TAG, NewEntry, Node, NodeId};
+use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use crate::tree::{PageAlloc, Root, Tree, too_deep};
 use rbolt_page::{
-    BranchPage, Corruption, LeafPage, PageHeader, Pgid, Reason, compare_keys, pages_for,
+    Corruption, NewEntry, PageHeader, Pgid, Reason, branch_page_size, compare_keys, pages_for,
 };
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -193,11 +193,10 @@ impl Tree {
 
     /// A new root branch above the pieces of the old root.
     fn root_above(&mut self, written: &Written, page_size: usize, arena: &mut Arena) -> NodeId {
-        let bytes = rbolt_page::PAGE_HEADER_SIZE
-            + written
-                .iter()
-                .map(|piece| ELEM + piece.key.len())
-                .sum::<usize>();
+        let bytes = branch_page_size(
+            written.len(),
+            written.iter().map(|piece| piece.key.len()).sum::<usize>(),
+        );
         let mut root = Node::empty(
             arena,
             page_size,
@@ -284,16 +283,16 @@ fn verify_before_write(node: &Node, pgid: Pgid) {
     );
     node.check_layout();
     let image = node.image();
-    let header = PageHeader::read(image).expect("a node image has a header");
+    let header = PageHeader::read(image.image()).expect("a node image has a header");
     assert_eq!(
         header.id, pgid.0,
         "page {pgid} written with id {}",
         header.id
     );
     let checked = if node.is_leaf() {
-        LeafPage::from_header(image, pgid, header).and_then(|page| page.validate())
+        image.leaf(pgid).and_then(|page| page.validate())
     } else {
-        BranchPage::from_header(image, pgid, header).and_then(|page| {
+        image.branch(pgid).and_then(|page| {
             let mut previous: Option<&[u8]> = None;
             for index in 0..page.len() {
                 let key = page.key(index)?;

@@ -12,9 +12,9 @@
 //! in, and the entries that move are copied once, as one block of data.
 
 use crate::arena::Arena;
-use crate::node::{ELEM, NODE_TAG, NewEntry, Node, NodeId, PAGE_COUNT_MAX};
+use crate::node::{NODE_TAG, Node, NodeId};
 use crate::tree::{FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, Root, Tree};
-use rbolt_page::{PAGE_HEADER_SIZE, pages_for};
+use rbolt_page::{ELEMENT_COUNT_MAX, NewEntry, branch_page_size, element_page_size, pages_for};
 use smallvec::SmallVec;
 
 /// Where an overflowing node is cut.
@@ -55,9 +55,10 @@ pub(crate) fn plan(
         total += size(k);
         sums.push(total);
     }
-    let bytes = |start: usize, end: usize| PAGE_HEADER_SIZE + sums[end] - sums[start];
-    let fits =
-        |start: usize, end: usize| end - start <= PAGE_COUNT_MAX && bytes(start, end) <= page_size;
+    let bytes = |start: usize, end: usize| element_page_size(sums[end] - sums[start]);
+    let fits = |start: usize, end: usize| {
+        end - start <= ELEMENT_COUNT_MAX && bytes(start, end) <= page_size
+    };
     let splittable = |start: usize, end: usize| end - start >= 2 * min_entries;
     let mut cuts = Cuts::new();
     if fits(0, count) || !splittable(0, count) {
@@ -76,12 +77,12 @@ pub(crate) fn plan(
         Policy::Fill { threshold } => {
             let mut start = 0;
             while !fits(start, count) && splittable(start, count) {
-                let mut used = PAGE_HEADER_SIZE;
+                let mut used = element_page_size(0);
                 let mut end = start;
                 while end < count - min_entries {
                     let len = size(end);
                     if end - start >= min_entries
-                        && (used + len > threshold || end - start >= PAGE_COUNT_MAX)
+                        && (used + len > threshold || end - start >= ELEMENT_COUNT_MAX)
                     {
                         break;
                     }
@@ -103,7 +104,7 @@ pub(crate) fn plan(
                     at += 1;
                     continue;
                 }
-                let total = bytes(start, end) - PAGE_HEADER_SIZE;
+                let total = sums[end] - sums[start];
                 let mut left = 0;
                 let mut best = (start + min_entries, usize::MAX);
                 for cut in start + 1..=end - min_entries {
@@ -217,7 +218,7 @@ impl Tree {
             return Pieces::new();
         }
         let piece_bytes = |start: usize, end: usize| {
-            let bytes = PAGE_HEADER_SIZE + (start..end).map(size).sum::<usize>();
+            let bytes = element_page_size((start..end).map(size).sum::<usize>());
             pages_for(bytes, page_size) * page_size
         };
         let first_len = piece_bytes(0, cuts[0]);
@@ -270,7 +271,7 @@ impl Tree {
             Policy::Fill { threshold } => threshold,
             Policy::Middle => return None,
         };
-        let alone = PAGE_HEADER_SIZE + entry.size();
+        let alone = element_page_size(entry.size());
         if !node.is_leaf()
             || index != node.count()
             || node.count() == 0
@@ -358,11 +359,13 @@ impl Tree {
         );
         loop {
             let children: SmallVec<[NodeId; 4]> = std::iter::once(id).chain(pieces).collect();
-            let bytes = PAGE_HEADER_SIZE
-                + children
+            let bytes = branch_page_size(
+                children.len(),
+                children
                     .iter()
-                    .map(|&child| ELEM + self.nodes[child as usize].key(0).len())
-                    .sum::<usize>();
+                    .map(|&child| self.nodes[child as usize].key(0).len())
+                    .sum::<usize>(),
+            );
             let len = pages_for(bytes, page_size) * page_size;
             let mut root = Node::empty(arena, page_size, len, false);
             for (index, &child) in children.iter().enumerate() {

@@ -20,10 +20,10 @@ use crate::DEPTH_MAX;
 use crate::arena::Arena;
 use crate::cursor::{Entry, RootRef, TreeView};
 use crate::hazard::Verify;
-use crate::node::{NODE_TAG, NewEntry, Node, NodeId};
+use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use rbolt_page::{
-    BucketHeader, Corruption, FLAG_LEAF, LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE, Pgid, Reason, Result,
+    BucketHeader, Corruption, EMPTY_LEAF, LEAF_FLAG_BUCKET, NewEntry, Pgid, Reason, Result,
     compare_keys,
 };
 use smallvec::SmallVec;
@@ -39,13 +39,6 @@ pub const FILL_PERCENT_MAX: f64 = 1.0;
 /// Every branch page made by a split holds at least this many children (a leaf, one entry),
 /// so a tree's height grows at most with the logarithm of its size.
 pub const MIN_KEYS_PER_PAGE: usize = 2;
-
-/// The image of an empty leaf page: what a new tree is until its first edit.
-pub(crate) const EMPTY_LEAF: [u8; PAGE_HEADER_SIZE] = {
-    let mut page = [0u8; PAGE_HEADER_SIZE];
-    page[8] = FLAG_LEAF as u8;
-    page
-};
 
 /// Where the tree obtains page ids for what it writes, takes the pages it wrote, and returns
 /// pages it no longer uses.
@@ -222,8 +215,8 @@ impl Tree {
     pub fn from_bucket_value(pages: Pages<'_>, value: &[u8]) -> Result<(Tree, BucketHeader)> {
         let parsed = rbolt_page::BucketValue::parse(value, Pgid(0))?;
         let root = match parsed.inline {
-            Some(_) => {
-                let page = &value[rbolt_page::BUCKET_HEADER_SIZE..];
+            Some(inline) => {
+                let page = inline.bytes();
                 match pages.position_of(page) {
                     Some(pos) => Root::Inline {
                         pos,
@@ -544,10 +537,7 @@ impl Tree {
             if node.count() == 0 {
                 // Pages with no children are refused when copied; only a bug leaves one here.
                 debug_assert!(false, "an empty branch node on a path");
-                return Err(Corruption::new(
-                    node.pgid,
-                    Reason::Other("branch page has no children"),
-                ));
+                return Err(Corruption::new(node.pgid, Reason::EmptyBranch));
             }
             if path.len() + 1 >= DEPTH_MAX {
                 return Err(too_deep());
@@ -678,7 +668,7 @@ impl Tree {
     /// root is an edited leaf, holds no buckets, and takes at most `size_max` bytes.
     pub fn inline_size(&self, size_max: usize) -> Option<usize> {
         let size = match self.root {
-            Root::New => PAGE_HEADER_SIZE,
+            Root::New => EMPTY_LEAF.len(),
             Root::Node(id) => {
                 let node = &self.nodes[id as usize];
                 if !node.is_leaf() || node.has_buckets() {
@@ -701,14 +691,10 @@ impl Tree {
             Root::Node(id) => {
                 let node = &self.nodes[id as usize];
                 assert!(node.is_leaf(), "write_inline on a branch");
-                assert_eq!(buf.len(), node.used(), "inline buffer of the wrong size");
-                node.write_packed(buf);
+                node.write_inline(buf);
             }
             _ => panic!("write_inline on a tree that is not edited"),
         }
-        // The page id and overflow of an inline page are 0.
-        buf[..8].fill(0);
-        buf[12..16].fill(0);
     }
 }
 

@@ -1,6 +1,6 @@
 //! Merging two ascending id sources straight into a freelist page's id slots.
 
-use rbolt_page::{PGID_SIZE, Pgid};
+use rbolt_page::{Pgid, pgid_slots, set_pgid_slot};
 
 /// Writes the ids of `a` and `b`, two ascending sources with no id in common, into the id slots
 /// `dst` (as returned by `rbolt_page::write_freelist_header`) in ascending order, and returns
@@ -15,26 +15,23 @@ pub fn merge_pgids(
     a: impl IntoIterator<Item = Pgid>,
     b: impl IntoIterator<Item = Pgid>,
 ) -> usize {
-    assert!(
-        dst.len().is_multiple_of(PGID_SIZE),
-        "merge_pgids: {} bytes are not whole id slots",
-        dst.len()
-    );
-    let mut slots = dst.chunks_exact_mut(PGID_SIZE);
+    let len = dst.len();
+    let mut slots = pgid_slots(dst)
+        .unwrap_or_else(|| panic!("merge_pgids: {len} bytes are not whole id slots"))
+        .iter_mut();
     let mut a = a.into_iter().fuse();
     let mut b = b.into_iter().fuse();
     let mut next_a = a.next();
     let mut next_b = b.next();
     let mut written = 0;
     let mut previous: Option<Pgid> = None;
-    let mut put = |slot: Option<&mut [u8]>, id: Pgid| {
+    let mut put = |slot: Option<&mut _>, id: Pgid| {
         debug_assert!(
             previous.is_none_or(|prev| prev < id),
             "merge_pgids: {id} after {previous:?}: sources not ascending or not disjoint"
         );
         previous = Some(id);
-        slot.expect("merge_pgids: more ids than slots")
-            .copy_from_slice(&id.0.to_le_bytes());
+        set_pgid_slot(slot.expect("merge_pgids: more ids than slots"), id);
     };
     // Both sources have ids: take the smaller one each time.
     while let (Some(id_a), Some(id_b)) = (next_a, next_b) {

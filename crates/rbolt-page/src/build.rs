@@ -24,6 +24,14 @@ pub const fn branch_page_size(count: usize, key_len: usize) -> usize {
     PAGE_HEADER_SIZE + count * BRANCH_ELEMENT_SIZE + key_len
 }
 
+/// Bytes a leaf or branch page needs for entries that take `entries_len` bytes, each its
+/// element and its data (a leaf entry `LEAF_ELEMENT_SIZE` and its key and value, a branch
+/// entry `BRANCH_ELEMENT_SIZE` and its key).
+#[inline]
+pub const fn element_page_size(entries_len: usize) -> usize {
+    PAGE_HEADER_SIZE + entries_len
+}
+
 /// Bytes a freelist page needs for `count` ids (one slot more from 0xFFFF ids on).
 #[inline]
 pub const fn freelist_page_size(count: usize) -> usize {
@@ -232,6 +240,20 @@ pub fn write_pgid(slots: &mut [u8], index: usize, pgid: Pgid) {
     slots[start..start + PGID_SIZE].copy_from_slice(&pgid.0.to_le_bytes());
 }
 
+/// The id slots `write_freelist_header` returned, one array a slot, for a writer that fills
+/// them in order with [`set_pgid_slot`]; `None` when `slots` is not a whole number of slots.
+#[inline]
+pub fn pgid_slots(slots: &mut [u8]) -> Option<&mut [[u8; PGID_SIZE]]> {
+    let (whole, rest) = slots.as_chunks_mut::<PGID_SIZE>();
+    rest.is_empty().then_some(whole)
+}
+
+/// Writes `pgid` into one slot of [`pgid_slots`].
+#[inline]
+pub fn set_pgid_slot(slot: &mut [u8; PGID_SIZE], pgid: Pgid) {
+    *slot = pgid.0.to_le_bytes();
+}
+
 /// Writes a whole freelist page of `ids` (ascending) and returns the bytes written.
 pub fn write_freelist(
     buf: &mut [u8],
@@ -335,9 +357,30 @@ pub fn write_empty_db(buf: &mut [u8], page_size: usize) {
     }
 }
 
-/// Writes the header of a bucket value; an inline page, if any, goes after it at
-/// `BUCKET_HEADER_SIZE`.
+/// Writes the header of a bucket value into `buf` and returns the bytes after it, where an
+/// inline bucket's page goes (`buf` is `inline_bucket_size(page_len)` bytes for one).
+///
+/// # Panics
+/// When `buf` is shorter than a bucket header.
 #[inline]
-pub fn write_bucket_header(buf: &mut [u8], header: BucketHeader) {
+pub fn write_bucket_header(buf: &mut [u8], header: BucketHeader) -> &mut [u8] {
     header.write(buf);
+    &mut buf[BUCKET_HEADER_SIZE..]
 }
+
+/// The image of an empty leaf page with page id 0: a new tree's root until its first edit,
+/// and the inline page of a new bucket.
+pub const EMPTY_LEAF: [u8; PAGE_HEADER_SIZE] =
+    PageHeader::new(Pgid(0), PageKind::Leaf, 0, 0).to_bytes();
+
+/// The value of a new, empty bucket: a header (root 0, sequence 0) and an empty inline leaf.
+pub const EMPTY_BUCKET_VALUE: [u8; inline_bucket_size(EMPTY_LEAF.len())] = {
+    let mut value = [0u8; inline_bucket_size(EMPTY_LEAF.len())];
+    // The header is all zeros: root 0 (inline), sequence 0.
+    let mut index = 0;
+    while index < EMPTY_LEAF.len() {
+        value[BUCKET_HEADER_SIZE + index] = EMPTY_LEAF[index];
+        index += 1;
+    }
+    value
+};

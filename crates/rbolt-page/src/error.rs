@@ -111,6 +111,19 @@ pub enum Reason {
         /// Index of the key that is not greater than the one before it.
         index: usize,
     },
+    /// A branch page without a single child: a tree page that routes nowhere.
+    EmptyBranch,
+    /// A tree points at a page that is neither a branch nor a leaf.
+    NotTreePage {
+        /// The header flags found.
+        flags: u16,
+    },
+    /// A bucket value whose root is a page carries bytes after its header (only an inline
+    /// bucket's value holds a page there).
+    BucketValueTrailingBytes {
+        /// The bytes after the header.
+        len: u64,
+    },
     /// A tree deeper than the descent limit, which in a valid file means a cycle.
     TooDeep {
         /// The limit.
@@ -179,6 +192,17 @@ impl fmt::Display for Reason {
             }
             Reason::KeyOrder { index } => {
                 write!(f, "key {index} is not greater than the key before it")
+            }
+            Reason::EmptyBranch => f.write_str("branch page has no children"),
+            Reason::NotTreePage { flags } => match PageKind::from_flags(*flags) {
+                Some(kind) => write!(f, "expected a branch or leaf page, found a {kind} page"),
+                None => write!(
+                    f,
+                    "expected a branch or leaf page, found flags {flags:#06x}"
+                ),
+            },
+            Reason::BucketValueTrailingBytes { len } => {
+                write!(f, "bucket value with a root page has {len} trailing bytes")
             }
             Reason::TooDeep { depth_max } => write!(
                 f,

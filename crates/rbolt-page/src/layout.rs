@@ -113,6 +113,41 @@ impl PageHeader {
         Some(bytemuck::cast(*head))
     }
 
+    /// Reads only the page id at the start of `bytes`, which may be shorter than a header (a
+    /// torn or truncated page), or `None` when there are fewer bytes than the id takes.
+    #[inline]
+    pub fn read_id(bytes: &[u8]) -> Option<u64> {
+        const ID_END: usize = core::mem::offset_of!(PageHeader, id) + size_of::<u64>();
+        let id: &[u8; ID_END] = bytes.first_chunk()?;
+        Some(u64::from_le_bytes(*id))
+    }
+
+    /// The header's bytes, as `write` writes them (usable in constants).
+    pub const fn to_bytes(&self) -> [u8; PAGE_HEADER_SIZE] {
+        let mut out = [0u8; PAGE_HEADER_SIZE];
+        put_bytes(
+            &mut out,
+            core::mem::offset_of!(PageHeader, id),
+            &self.id.to_le_bytes(),
+        );
+        put_bytes(
+            &mut out,
+            core::mem::offset_of!(PageHeader, flags),
+            &self.flags.to_le_bytes(),
+        );
+        put_bytes(
+            &mut out,
+            core::mem::offset_of!(PageHeader, count),
+            &self.count.to_le_bytes(),
+        );
+        put_bytes(
+            &mut out,
+            core::mem::offset_of!(PageHeader, overflow),
+            &self.overflow.to_le_bytes(),
+        );
+        out
+    }
+
     /// Writes the header to the start of `buf`.
     #[inline]
     pub fn write(&self, buf: &mut [u8]) {
@@ -133,6 +168,16 @@ impl PageHeader {
 }
 
 impl BucketHeader {
+    /// The header of a bucket whose tree's root is page `root` (0: stored inline after the
+    /// header) with sequence number `sequence`.
+    #[inline]
+    pub const fn new(root: Pgid, sequence: u64) -> BucketHeader {
+        BucketHeader {
+            root: root.0,
+            sequence,
+        }
+    }
+
     /// Reads the header at the start of `bytes`, or `None` when there are fewer than 16 bytes.
     #[inline]
     pub fn read(bytes: &[u8]) -> Option<BucketHeader> {
@@ -140,10 +185,24 @@ impl BucketHeader {
         Some(bytemuck::cast(*head))
     }
 
+    /// A bucket value's header and the bytes after it (an inline bucket's page), or `None`
+    /// when the value is shorter than a header. Checks nothing else: see `BucketValue::parse`.
+    #[inline]
+    pub fn split(value: &[u8]) -> Option<(BucketHeader, &[u8])> {
+        let (head, rest) = value.split_first_chunk::<BUCKET_HEADER_SIZE>()?;
+        Some((bytemuck::cast(*head), rest))
+    }
+
     /// Writes the header to the start of `buf`.
     #[inline]
     pub fn write(&self, buf: &mut [u8]) {
         buf[..BUCKET_HEADER_SIZE].copy_from_slice(bytemuck::bytes_of(self));
+    }
+
+    /// The header's bytes: the value of a bucket whose tree is a page.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; BUCKET_HEADER_SIZE] {
+        bytemuck::cast(*self)
     }
 
     /// The root page id (0 for an inline bucket).
@@ -201,6 +260,15 @@ impl Meta {
     #[inline]
     pub fn has_freelist(&self) -> bool {
         self.freelist != crate::PGID_NO_FREELIST.0
+    }
+}
+
+/// Copies `bytes` into `out` at `at`, in a constant.
+const fn put_bytes(out: &mut [u8], at: usize, bytes: &[u8]) {
+    let mut index = 0;
+    while index < bytes.len() {
+        out[at + index] = bytes[index];
+        index += 1;
     }
 }
 

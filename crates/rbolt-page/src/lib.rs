@@ -1,11 +1,15 @@
-//! bbolt's on-disk page format, version 2: typed views over page bytes and builders that write
-//! pages into caller-provided buffers.
+//! bbolt's on-disk page format, version 2: typed views over page bytes, builders that write
+//! pages into caller-provided buffers, and [`PageMut`], a leaf or branch page image edited in
+//! place.
 //!
-//! This crate owns the byte layout of every page kind (branch, leaf, meta, freelist, overflow
-//! spans and inline bucket pages), the meta checksum, and binary search over sorted keys. It
-//! does no I/O, knows nothing of transactions or files, and allocates nothing. Every decode of
-//! bytes from disk is bounds-checked and returns [`Corruption`] naming the page; no input makes
-//! it panic or read out of bounds. It contains no `unsafe`: bytemuck does the casts.
+//! This crate is the one home of the byte layout of every page kind (branch, leaf, meta,
+//! freelist, overflow spans and inline bucket pages): the layers above ask its views, builders,
+//! mutator and size functions and never compute an offset. It also owns the meta checksum and
+//! binary search over sorted keys. It does no I/O, knows nothing of transactions or files, and
+//! its reads and edits allocate nothing. Every decode of bytes from disk is bounds-checked and
+//! returns [`Corruption`] naming the page; no input makes it panic or read out of bounds (a
+//! misused builder or mutator, a programmer error, panics). It contains no `unsafe`: bytemuck
+//! does the casts.
 //!
 //! ```
 //! use rbolt_page::{LeafBuilder, LeafPage, Pgid, leaf_page_size};
@@ -35,6 +39,7 @@ compile_error!(
 compile_error!("rbolt supports 64-bit hosts only");
 
 mod build;
+mod edit;
 mod error;
 mod layout;
 mod search;
@@ -42,10 +47,14 @@ mod types;
 mod view;
 
 pub use build::{
-    BranchBuilder, EMPTY_DB_PAGES, LeafBuilder, branch_page_size, empty_db_prefixes,
-    freelist_page_size, inline_bucket_size, leaf_page_size, pages_for, write_bucket_header,
-    write_empty_db, write_freelist, write_freelist_header, write_meta, write_meta_non_durable,
-    write_pgid,
+    BranchBuilder, EMPTY_BUCKET_VALUE, EMPTY_DB_PAGES, EMPTY_LEAF, LeafBuilder, branch_page_size,
+    element_page_size, empty_db_prefixes, freelist_page_size, inline_bucket_size, leaf_page_size,
+    pages_for, pgid_slots, set_pgid_slot, write_bucket_header, write_empty_db, write_freelist,
+    write_freelist_header, write_meta, write_meta_non_durable, write_pgid,
+};
+pub use edit::{
+    NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, page_data_end,
+    repack_into,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{

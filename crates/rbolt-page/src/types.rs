@@ -75,6 +75,9 @@ pub const KEY_SIZE_MAX: usize = 32768;
 /// The largest value bbolt accepts.
 pub const VALUE_SIZE_MAX: usize = (1 << 31) - 2;
 
+/// The most elements a branch or leaf page holds: its header counts them in 16 bits.
+pub const ELEMENT_COUNT_MAX: usize = u16::MAX as usize;
+
 /// The freelist page header count meaning "the real count is the first id slot".
 pub const FREELIST_COUNT_OVERFLOW: u16 = 0xFFFF;
 

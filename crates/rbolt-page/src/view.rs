@@ -348,29 +348,10 @@ impl<'a> LeafPage<'a> {
     }
 
     /// Checks every entry: within the span, known flags, keys strictly ascending, bucket values
-    /// well formed. Reading does not need this; `check` and tests do.
+    /// well formed (the strict check, [`check_tree_page`](crate::check_tree_page)). Reading
+    /// does not need this; `check` and tests do.
     pub fn validate(&self) -> Result<()> {
-        let mut previous: Option<&[u8]> = None;
-        for index in 0..self.len() {
-            let entry = self.entry(index)?;
-            if entry.flags & !LEAF_FLAG_BUCKET != 0 {
-                return Err(Corruption::new(
-                    self.pgid,
-                    Reason::UnknownElementFlags {
-                        index,
-                        flags: entry.flags,
-                    },
-                ));
-            }
-            if previous.is_some_and(|prev| compare_keys(prev, entry.key).is_ge()) {
-                return Err(Corruption::new(self.pgid, Reason::KeyOrder { index }));
-            }
-            if entry.is_bucket() {
-                BucketValue::parse(entry.value, self.pgid)?;
-            }
-            previous = Some(entry.key);
-        }
-        Ok(())
+        crate::edit::check_tree_page(self.bytes, self.pgid, |_| {}).map(|_| ())
     }
 
     /// Number of bytes the page uses: header, elements, keys and values.
@@ -443,10 +424,7 @@ impl<'a> BranchPage<'a> {
     /// pages and below `high_water`.
     pub fn validate(&self, high_water: Pgid) -> Result<()> {
         if self.is_empty() {
-            return Err(Corruption::new(
-                self.pgid,
-                Reason::Other("branch page has no children"),
-            ));
+            return Err(Corruption::new(self.pgid, Reason::EmptyBranch));
         }
         let mut previous: Option<&[u8]> = None;
         for index in 0..self.len() {
@@ -792,7 +770,9 @@ impl<'a> BucketValue<'a> {
         } else if !rest.is_empty() {
             Err(Corruption::new(
                 owner,
-                Reason::Other("bucket value with a root page has trailing bytes"),
+                Reason::BucketValueTrailingBytes {
+                    len: rest.len() as u64,
+                },
             ))
         } else {
             Ok(BucketValue {

@@ -777,7 +777,7 @@ fn is_id_mismatch(reason: &Reason) -> bool {
 fn is_wrong_kind(reason: &Reason) -> bool {
     matches!(
         reason,
-        Reason::WrongKind { .. } | Reason::UnknownFlags(_) | Reason::Other(_)
+        Reason::WrongKind { .. } | Reason::UnknownFlags(_) | Reason::NotTreePage { .. }
     )
 }
 

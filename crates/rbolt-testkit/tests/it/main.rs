@@ -1,5 +1,4 @@
 //! The testkit's own tests: the counting allocator counts what it says it counts (so the
-//! zero-allocation tests that lean on it can fail), and the tidy test over the repository.
+//! zero-allocation tests that lean on it can fail).
 
 mod alloc;
-mod tidy;

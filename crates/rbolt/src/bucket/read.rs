@@ -2,7 +2,7 @@
 use crate::error::Result;
 use crate::iter::{Cursor, Iter};
 use rbolt_btree::{Pages, TreeView};
-use rbolt_page::{BUCKET_HEADER_SIZE, BucketValue, Pgid};
+use rbolt_page::{BucketValue, Pgid};
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 
@@ -110,7 +110,7 @@ impl<'a> Bucket<'a> {
     pub(crate) fn from_value(pages: rbolt_btree::Pages<'a>, value: &'a [u8]) -> Result<Bucket<'a>> {
         let parsed = BucketValue::parse(value, Pgid(0))?;
         let view = match parsed.inline {
-            Some(_) => TreeView::from_inline(pages, &value[BUCKET_HEADER_SIZE..]),
+            Some(inline) => TreeView::from_inline(pages, inline.bytes()),
             None => TreeView::from_page(pages, parsed.header.root_pgid()),
         };
         Ok(Bucket {

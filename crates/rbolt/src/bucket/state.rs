@@ -5,17 +5,8 @@ use crate::error::{Error, Result};
 use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
-use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, Corruption, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason,
-};
+use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};
 use std::collections::BTreeMap;
-
-/// The value of a new, empty bucket: a header (root 0, sequence 0) and an empty inline leaf.
-pub(crate) const EMPTY_BUCKET_VALUE: [u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE] = {
-    let mut value = [0u8; BUCKET_HEADER_SIZE + rbolt_page::PAGE_HEADER_SIZE];
-    value[BUCKET_HEADER_SIZE + 8] = rbolt_page::FLAG_LEAF as u8;
-    value
-};
 
 /// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
 ///
@@ -343,17 +334,6 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<smallvec::SmallVec<[u8; 32]>> 
     let mut end = smallvec::SmallVec::from_slice(&prefix[..=last]);
     end[last] += 1;
     Some(end)
-}
-
-/// The bucket header of a bucket value.
-pub(crate) fn header_bytes(root: Pgid, sequence: u64) -> [u8; BUCKET_HEADER_SIZE] {
-    let mut bytes = [0u8; BUCKET_HEADER_SIZE];
-    BucketHeader {
-        root: root.0,
-        sequence,
-    }
-    .write(&mut bytes);
-    bytes
 }
 
 /// The open state of the bucket at `path` below `root` (`root` itself for an empty path),

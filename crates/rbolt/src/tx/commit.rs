@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use rbolt_btree::{Pages, Put, TreeStats};
 use rbolt_freelist::Freelist;
 use rbolt_page::{
-    BUCKET_HEADER_SIZE, BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST,
-    PageHeader, Pgid, Reason, Txid, pages_for, write_meta, write_meta_non_durable,
+    BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST, PageHeader, Pgid, Reason,
+    Txid, inline_bucket_size, pages_for, write_bucket_header, write_meta, write_meta_non_durable,
 };
 
 use super::WriteTx;
 use super::context::Workspace;
 use crate::alloc::TxAlloc;
-use crate::bucket::state::{BucketState, header_bytes};
+use crate::bucket::state::BucketState;
 use crate::db::{Db, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
@@ -235,14 +235,16 @@ fn spill_bucket(
     let value = match child.tree.inline_size(inline_max) {
         Some(size) => {
             child.tree.free_all(pages, alloc)?;
-            let mut value = vec![0u8; BUCKET_HEADER_SIZE + size];
-            value[..BUCKET_HEADER_SIZE].copy_from_slice(&header_bytes(Pgid(0), child.sequence));
-            child.tree.write_inline(&mut value[BUCKET_HEADER_SIZE..]);
+            let mut value = vec![0u8; inline_bucket_size(size)];
+            let header = BucketHeader::new(Pgid(0), child.sequence);
+            child
+                .tree
+                .write_inline(write_bucket_header(&mut value, header));
             value
         }
         None => {
             let root = child.tree.spill(pages, arena, alloc)?;
-            header_bytes(root, child.sequence).to_vec()
+            BucketHeader::new(root, child.sequence).to_bytes().to_vec()
         }
     };
     let outcome = parent

@@ -1,0 +1,169 @@
+//! The tidy rules on small inputs: each can fail, and says where.
+
+use super::scan::{blank_non_code, literal_offset};
+use super::{FILE_LINES_MAX, FN_LINES_MAX, check_file};
+
+/// The rules on small inputs: each can fail, and says where and how to fix it.
+fn violations_of(path: &str, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    check_file(path, text, &mut out);
+    out.iter()
+        .map(|v| format!("{}:{}: {}", v.path, v.line, v.rule))
+        .collect()
+}
+
+fn check(path: &str, text: &str, expected: &[&str]) {
+    assert_eq!(violations_of(path, text), expected, "{path}: {text:?}");
+}
+
+#[test]
+fn the_word_rules_fail_where_they_should() {
+    let good = "//! A module.\n\nfn f() {}\n";
+    check("crates/rbolt-page/src/a.rs", good, &[]);
+    check(
+        "crates/rbolt-page/src/a.rs",
+        "\n// A comment.\nfn f() {}\n",
+        &["crates/rbolt-page/src/a.rs:2: header"],
+    );
+    check(
+        "crates/rbolt-page/src/a.rs",
+        "",
+        &["crates/rbolt-page/src/a.rs:1: header"],
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! Db.\nuse std::fs::File;\nlet f = File::open(p);\n",
+        &[
+            "crates/rbolt/src/db.rs:2: files",
+            "crates/rbolt/src/db.rs:3: files",
+        ],
+    );
+    // The storage layer may; a comment or a string may; a longer identifier is another word.
+    check(
+        "crates/rbolt-storage/src/file.rs",
+        "//! File.\nuse std::fs::File;\n",
+        &[],
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! Db.\n// std::fs is not used here.\nlet initial_mmap_size = 0;\nRawFile::open(p);\n\
+         let s = \"std::fs\";\n",
+        &[],
+    );
+    check(
+        "crates/rbolt-cli/tests/it/x.rs",
+        "//! T.\nstd::fs::write(p, b);\n",
+        &[],
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! Db.\nlet x = unsafe { f() };\n#![forbid(unsafe_code)]\n",
+        &["crates/rbolt/src/db.rs:2: unsafe"],
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! Db.\n#[allow(dead_code)]\n#[expect(dead_code)]\n#[expect(\n    dead_code,\n    \
+         reason = \"why\"\n)]\n#[allow(dead_code, reason = \"some builds\")]\n",
+        &[
+            "crates/rbolt/src/db.rs:2: lint-reason",
+            "crates/rbolt/src/db.rs:3: lint-reason",
+        ],
+    );
+    let long = format!("//! Long.\n{}", "fn f() {}\n".repeat(FILE_LINES_MAX));
+    check(
+        "crates/rbolt/src/db.rs",
+        &long,
+        &["crates/rbolt/src/db.rs:1001: length"],
+    );
+    check("crates/rbolt-btree/tests/it/corrupt.rs", &long, &[]);
+}
+
+#[test]
+fn the_format_offset_rule_fails_where_it_should() {
+    let path = "crates/rbolt-btree/src/tree.rs";
+    let at = |line: usize| format!("{path}:{line}: format-offset");
+    check(
+        path,
+        "//! Tree.\nlet n = PAGE_HEADER_SIZE + 1;\nbuf[..8].fill(0);\nbuf[12..16].fill(0);\n\
+         page[8] = 2;\nlet v = &value[rbolt_page::BUCKET_HEADER_SIZE..];\nx[16..=19].fill(0);\n",
+        &[&at(2), &at(3), &at(4), &at(5), &at(6), &at(7)],
+    );
+    // Not offsets: reads of a single element, ranges of variables or of other literals, array
+    // types and literals, comments, strings, a longer name, tests.
+    check(
+        path,
+        "//! Tree.\nlet a = cuts[0] + pieces[8];\nlet b = &pieces[1..];\nlet c = &k[start..end];\n\
+         let d = [0u8; 16];\nlet e = [8, 16];\nif page[8] == 2 {}\n// buf[..8] is the id\n\
+         let s = \"buf[..8]\";\nlet f = &x[..3];\nconst MY_PAGE_HEADER_SIZE: usize = 1;\n\
+         #[cfg(test)]\nmod tests {\n    fn t() { buf[..8].fill(0); }\n}\n",
+        &[],
+    );
+    // The format's own crate, tests, and the listed exceptions may.
+    let offsets = "//! X.\nbuf[..8].fill(PAGE_HEADER_SIZE as u8);\n";
+    check("crates/rbolt-page/src/edit.rs", offsets, &[]);
+    check("crates/rbolt-btree/tests/it/model.rs", offsets, &[]);
+    check("crates/rbolt-btree/src/node/tests.rs", offsets, &[]);
+    check("crates/rbolt/src/stats.rs", offsets, &[]);
+    assert_eq!(literal_offset("out[12..16]"), Some("[12..16]"));
+    assert_eq!(literal_offset("f(x)[4..]"), Some("[4..]"));
+    assert_eq!(literal_offset("x[1_6..]"), Some("[1_6..]"));
+    assert_eq!(literal_offset("x[0..2]"), None);
+}
+
+#[test]
+fn the_function_length_rule_fails_where_it_should() {
+    let body = |lines: usize| "    let x = 1;\n".repeat(lines);
+    // The signature and the braces count; blank lines, comments and a body-less declaration
+    // do not.
+    let fits = format!(
+        "//! F.\nfn short(\n    a: [u8; 4],\n) {{\n{}\n\n    // why\n}}\ntrait T {{ fn g(); }}\n",
+        body(FN_LINES_MAX - 4)
+    );
+    check("crates/rbolt/src/db.rs", &fits, &[]);
+    let long = format!(
+        "//! F.\nimpl A {{\n    pub(crate) fn long() -> [u8; 4] {{\n{}    }}\n}}\n",
+        body(FN_LINES_MAX - 1)
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        &long,
+        &["crates/rbolt/src/db.rs:3: fn-length"],
+    );
+    check("xtask/src/a.rs", &long, &["xtask/src/a.rs:3: fn-length"]);
+    // Braces in strings and characters do not end a function early or late.
+    let tricky = format!(
+        "//! F.\nfn long() {{\n    let s = \"}}\";\n    let c = '{{';\n    let l: &'static str = s;\n{}}}\n",
+        body(FN_LINES_MAX - 4)
+    );
+    check(
+        "crates/rbolt/src/db.rs",
+        &tricky,
+        &["crates/rbolt/src/db.rs:2: fn-length"],
+    );
+    // Tests, listed functions and files outside the sources may be long.
+    let test = format!("//! F.\n#[cfg(test)]\nmod tests {{\n{long}}}\n");
+    check("crates/rbolt/src/db.rs", &test, &[]);
+    check("crates/rbolt-btree/tests/it/model.rs", &long, &[]);
+    let listed = long.replace("fn long", "fn plan");
+    check("crates/rbolt/src/vacuum/plan.rs", &listed, &[]);
+}
+
+#[test]
+fn comments_and_literals_are_blanked_line_for_line() {
+    // Each line as blanked, trailing spaces aside: the code stays where it was.
+    let check = |text: &str, expected: &[&str]| {
+        let blanked = blank_non_code(text);
+        let lines: Vec<&str> = blanked.lines().map(str::trim_end).collect();
+        assert_eq!(lines, expected, "{text:?}");
+    };
+    check("a // b\nc", &["a", "c"]);
+    check("a /* b /* c */ d */ e", &["a                   e"]);
+    check(
+        r#"f("x // y", 'z', '\'', b'q', b"r")"#,
+        &["f(        ,    ,     ,     ,     )"],
+    );
+    check(r##"r#"a " b"# c"##, &["           c"]);
+    check("let r#type = 1;", &["let r#type = 1;"]);
+    check("fn f<'a>(x: &'a str) {}", &["fn f<'a>(x: &'a str) {}"]);
+    check("\"first\nsecond\" x", &["", "        x"]);
+}
