@@ -24,10 +24,16 @@
 //!   holds at most [`FN_LINES_MAX`] lines from its `fn` to its closing brace, blank lines and
 //!   comment lines not counted, unless [`LONG_FUNCTIONS`] says why not.
 //!
+//! - `imports`: the facade's modules (`crates/rbolt/src/`, a file a module) import one another
+//!   in one direction only: no circle of imports, through `crate::` paths, `use` groups,
+//!   names `lib.rs` re-exports or `super::` (see `tidy/imports.rs`). A module's submodules are
+//!   its own room. The rooms and their order are `docs/ARCHITECTURE.md`'s map.
+//!
 //! An exception that is no longer needed fails too (`every_exception_is_still_needed`), so
 //! the lists only shrink as the code gets tidier. Comments and string literals are not code:
 //! the word rules read each file with both blanked out.
 
+mod imports;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -205,12 +211,6 @@ const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
 /// Functions longer than [`FN_LINES_MAX`] lines of code, and why each is still whole. An
 /// entry is a file and a function name; split the function and remove its line.
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
-    (
-        "crates/rbolt/src/db.rs",
-        "open_storage",
-        "open in order: claim, lock wait, metas, recovery, mapping, freelist, each step's \
-         error and event beside it; to split with the db handle's rooms (issue 24's circle)",
-    ),
     (
         "crates/rbolt/src/walk/page_walk.rs",
         "enter",
@@ -561,12 +561,43 @@ fn repository() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The `imports` rule over the files of the repository: a violation for each edge of each
+/// circle among the facade's modules.
+fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
+    let facade: Vec<(String, String)> = files
+        .iter()
+        .filter_map(|(path, text)| {
+            let file = path.strip_prefix(imports::FACADE_SRC)?;
+            Some((file.to_owned(), text.clone()))
+        })
+        .collect();
+    for circle in imports::circles(&facade) {
+        let names: std::collections::BTreeSet<&str> =
+            circle.iter().map(|(_, _, from, _)| from.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        for (file, line, from, to) in &circle {
+            out.push(Violation {
+                path: format!("{}{file}", imports::FACADE_SRC),
+                line: *line,
+                rule: "imports",
+                message: format!(
+                    "`{from}` imports `{to}`, and `{to}` reaches `{from}` back (the circle: \
+                     {}); move what the lower module needs below it, or pass it in",
+                    names.join(", ")
+                ),
+            });
+        }
+    }
+}
+
 #[test]
 fn the_tree_is_tidy() {
     let mut violations = Vec::new();
-    for (path, text) in repository() {
-        check_file(&path, &text, &mut violations);
+    let files = repository();
+    for (path, text) in &files {
+        check_file(path, text, &mut violations);
     }
+    check_imports(&files, &mut violations);
     assert!(
         violations.is_empty(),
         "{} house rule(s) broken (see {}):\n{}",

@@ -63,7 +63,7 @@ impl Db {
     ///
     /// Holding a transaction across an `.await` instead does not compile where the future
     /// must be `Send` (`tokio::spawn`, axum): the compiler says ``the trait `Send` is not
-    /// implemented for `std::sync::MutexGuard<'_, rbolt::db::Writer>` `` (the writer lock
+    /// implemented for `std::sync::MutexGuard<'_, rbolt::engine::Writer>` `` (the writer lock
     /// inside [`WriteTx`]). Move the transaction into the closure instead, as above.
     ///
     /// ```compile_fail

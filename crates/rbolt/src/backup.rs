@@ -32,8 +32,8 @@ impl ReadTx<'_> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn write_to(&self, mut w: impl Write) -> Result<u64> {
-        let db = self.db();
-        let page_size = db.page_size();
+        let engine = self.engine;
+        let page_size = engine.page_size;
         let meta = *self.meta();
         let io_out = |e: std::io::Error| Error::io(None, e);
         // Page txid % 2 gets this meta, the other page the same with the txid before it, so
@@ -51,9 +51,10 @@ impl ReadTx<'_> {
         let mut chunk = vec![0u8; COPY_CHUNK_BYTES.max(page_size)];
         while offset < total {
             let len = ((total - offset) as usize).min(chunk.len());
-            db.storage
+            engine
+                .storage
                 .read_exact_at(&mut chunk[..len], offset)
-                .map_err(|e| Error::io(db.path(), e))?;
+                .map_err(|e| Error::io(engine.path(), e))?;
             w.write_all(&chunk[..len]).map_err(io_out)?;
             offset += len as u64;
         }

@@ -10,7 +10,7 @@
 //! types: the shared transaction only learns that a call failed, and the caller who runs it
 //! again alone gets its error back from that run.
 
-use crate::db::Db;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::tx::WriteTx;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -96,21 +96,20 @@ impl Batcher {
     }
 }
 
-pub(crate) fn run<F, E>(db: &Db, f: F) -> Result<(), E>
+pub(crate) fn run<F, E>(engine: &Engine, batcher: &Batcher, f: F) -> Result<(), E>
 where
     F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
     E: From<Error>,
 {
     // A caller holding the writer would wait for a batch that needs it.
-    db.check_not_writer()?;
+    engine.check_not_writer()?;
     let f = Arc::new(f);
     let shared: BatchFn = {
         let f = f.clone();
         Arc::new(move |tx| f(tx).is_ok())
     };
     let mailbox = Arc::new(Mailbox::default());
-    let batcher = &db.batcher;
-    let max_size = db.options.max_batch_size.max(1);
+    let max_size = engine.options.max_batch_size.max(1);
     let leads = {
         let mut queue = batcher.lock();
         queue.calls.push(Call {
@@ -128,13 +127,13 @@ where
         }
     };
     if leads {
-        lead(db);
+        lead(engine, batcher);
     }
     loop {
         match mailbox.wait() {
             Outcome::Done => return Ok(()),
-            Outcome::Solo => return db.update(|tx| f(tx)),
-            Outcome::Lead => lead(db),
+            Outcome::Solo => return engine.update(|tx| f(tx)),
+            Outcome::Lead => lead(engine, batcher),
         }
     }
 }
@@ -155,11 +154,10 @@ impl From<Error> for Abort {
 }
 
 /// Gathers a batch, runs it, and hands out the results.
-fn lead(db: &Db) {
-    let batcher = &db.batcher;
-    let max_size = db.options.max_batch_size.max(1);
+fn lead(engine: &Engine, batcher: &Batcher) {
+    let max_size = engine.options.max_batch_size.max(1);
     // A delay too long for the clock (`Duration::MAX`) means: wait until the batch is full.
-    let deadline = Instant::now().checked_add(db.options.max_batch_delay);
+    let deadline = Instant::now().checked_add(engine.options.max_batch_delay);
     let calls = {
         let mut queue = batcher.lock();
         while queue.calls.len() < max_size {
@@ -188,10 +186,10 @@ fn lead(db: &Db) {
         }
         calls
     };
-    run_calls(db, calls);
+    run_calls(engine, calls);
 }
 
-fn run_calls(db: &Db, mut calls: Vec<Call>) {
+fn run_calls(engine: &Engine, mut calls: Vec<Call>) {
     while !calls.is_empty() {
         let mut failed = None;
         // Set by the first `on_commit` hook, so that a panic in a later hook is known to come
@@ -201,7 +199,7 @@ fn run_calls(db: &Db, mut calls: Vec<Call>) {
         // caller, or they would wait for ever: the others are told, then the panic goes on
         // on this caller's thread.
         let result = catch_unwind(AssertUnwindSafe(|| {
-            db.update(|tx| {
+            engine.update(|tx| {
                 let committed = committed.clone();
                 tx.on_commit(move || committed.store(true, Ordering::Release));
                 for (index, call) in calls.iter().enumerate() {

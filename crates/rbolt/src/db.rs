@@ -2,9 +2,10 @@
 
 mod open;
 
+use crate::batch::Batcher;
+use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::readers::Readers;
 use crate::snapshot::{Snapshot, map_size};
 use crate::stats::{DbStats, StatCounters};
 use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
@@ -12,55 +13,11 @@ use crate::trace;
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
 use open::{init, interrupted_creation, read_metas};
-use rbolt_btree::Arena;
-use rbolt_freelist::{AnyFreelist, Freelist};
-use rbolt_page::{Meta, MetaDurability, Txid, write_meta};
+use rbolt_page::MetaDurability;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// The largest txid a meta may carry: the next commit, and readers' slot values, must not
-/// overflow.
-pub(crate) const TXID_MAX: u64 = u64::MAX - 2;
-/// What only the writer touches, behind the writer lock.
-#[derive(Debug)]
-pub(crate) struct Writer {
-    /// `None` until loaded (a read-only handle loads it only when asked).
-    pub(crate) freelist: Option<AnyFreelist>,
-    pub(crate) pool: Vec<Box<[u8]>>,
-    pub(crate) arena: Arena,
-    pub(crate) file_len: u64,
-    pub(crate) readers_scratch: Vec<Txid>,
-    /// The `_verify` feature's state (nothing without it).
-    pub(crate) verify: crate::verify::Verify,
-    /// A truncation of the file waiting for older readers to end (see `vacuum`).
-    pub(crate) truncate: Option<crate::vacuum::Truncate>,
-    /// The newest meta known to be durable on disk: what a power loss may bring back. Its
-    /// pages stay as they are until a newer meta is durable (`release_pending_durable`), and
-    /// no commit writes to its slot (`next_txid`). Each of its pages is freed at most once, so
-    /// what commits without syncs hold back is at most its pages: a run of them at most about
-    /// doubles the file.
-    pub(crate) durable: Meta,
-    /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
-    /// step's plan meant to move but did not.
-    pub(crate) past_cut: u64,
-    /// A commit without syncs grew the file: the next durable commit fsyncs its length.
-    pub(crate) length_unsynced: bool,
-}
-
-/// The id of the commit after `newest`, given the newest durable meta `durable`: the next
-/// number, unless its slot (`txid % 2`) is `durable`'s, which a crash may still need — then
-/// the one after. So commits that do not sync never overwrite the last durable meta, and Go
-/// bbolt, which writes its next meta to slot `(txid + 1) % 2`, overwrites theirs.
-pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
-    let next = newest.0 + 1;
-    if newest != durable && next % 2 == durable.0 % 2 {
-        Txid(next + 1)
-    } else {
-        Txid(next)
-    }
-}
 
 /// An open database.
 ///
@@ -90,23 +47,10 @@ pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
 /// memory-mapped store can prevent that.
 #[derive(Debug)]
 pub struct Db {
-    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) engine: Engine,
+    pub(crate) batcher: Batcher,
     /// This handle's ownership of the storage, given up when the handle is dropped.
     _claim: Claim,
-    pub(crate) options: Options,
-    pub(crate) page_size: usize,
-    pub(crate) current: RwLock<Snapshot>,
-    pub(crate) writer: Mutex<Writer>,
-    pub(crate) readers: Readers,
-    pub(crate) poisoned: AtomicBool,
-    /// The thread that holds the writer (`thread_id`), 0 when none does: a thread asking for
-    /// the writer it holds gets an error instead of waiting for itself.
-    pub(crate) writer_thread: AtomicU64,
-    pub(crate) counters: StatCounters,
-    pub(crate) batcher: crate::batch::Batcher,
-    /// Whether `Writer::truncate` holds a truncation, so that a reader ending can do it
-    /// without looking at the writer state otherwise.
-    pub(crate) truncate_wanted: AtomicBool,
 }
 
 impl Db {
@@ -230,48 +174,30 @@ impl Db {
         if let Some(freelist) = &freelist {
             counters.freelist_changed(freelist);
         }
+        let writer = Writer::new(freelist, file_len, meta);
         let db = Db {
-            storage,
+            engine: Engine::new(storage, options, page_size, snapshot, writer, counters),
+            batcher: Batcher::default(),
             _claim: claim,
-            page_size,
-            current: RwLock::new(snapshot),
-            writer: Mutex::new(Writer {
-                freelist,
-                pool: Vec::new(),
-                arena: Arena::new(),
-                file_len,
-                readers_scratch: Vec::new(),
-                verify: Default::default(),
-                truncate: None,
-                durable: meta,
-                past_cut: 0,
-                length_unsynced: false,
-            }),
-            readers: Readers::new(),
-            poisoned: AtomicBool::new(false),
-            writer_thread: AtomicU64::new(0),
-            counters,
-            batcher: crate::batch::Batcher::default(),
-            truncate_wanted: AtomicBool::new(false),
-            options,
         };
-        if durability != MetaDurability::Durable && !db.options.read_only {
+        let engine = &db.engine;
+        if durability != MetaDurability::Durable && !engine.options.read_only {
             // The newest commit was made without syncs by a process of this boot that did not
             // close the file (it crashed): its pages are all in the page cache, so it is whole.
             // Made durable now, before anything builds on it; a power loss from here keeps it.
-            trace::recovered_unsynced(db.storage.path(), meta.txid);
-            let mut writer = db.lock_writer();
+            trace::recovered_unsynced(engine.path(), meta.txid);
+            let mut writer = engine.lock_writer();
             // An fsync: commits without syncs may have grown the file without syncing it.
-            db.storage.sync_all().map_err(|e| {
-                db.poison();
-                Error::io(db.storage.path(), e)
+            engine.storage.sync_all().map_err(|e| {
+                engine.poison();
+                Error::io(engine.path(), e)
             })?;
-            db.write_durable_meta(&mut writer, &meta)?;
+            crate::tx::write_durable_meta(engine, &mut writer, &meta)?;
         }
         // A file written without a freelist, opened by a writer that keeps one: write it now,
         // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
-        if !db.options.read_only && !db.options.no_freelist_sync && !meta.has_freelist() {
-            let mut tx = db.begin_write()?;
+        if !engine.options.read_only && !engine.options.no_freelist_sync && !meta.has_freelist() {
+            let mut tx = engine.begin_write()?;
             tx.force = true;
             tx.set_durability(crate::Durability::Immediate);
             tx.commit()?;
@@ -289,7 +215,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn path(&self) -> Option<&Path> {
-        self.storage.path()
+        self.engine.path()
     }
 
     /// The page size of the file.
@@ -306,7 +232,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn page_size(&self) -> usize {
-        self.page_size
+        self.engine.page_size
     }
 
     /// Whether the database was opened read-only.
@@ -323,7 +249,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn is_read_only(&self) -> bool {
-        self.options.read_only
+        self.engine.options.read_only
     }
 
     /// The options it was opened with.
@@ -337,36 +263,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn options(&self) -> &Options {
-        &self.options
-    }
-
-    pub(crate) fn check_poisoned(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn poison(&self) {
-        if !self.poisoned.swap(true, Ordering::AcqRel) {
-            trace::poisoned(self.storage.path());
-        }
-    }
-
-    /// Fails if this thread holds the writer: waiting for it would wait for ever.
-    pub(crate) fn check_not_writer(&self) -> Result<()> {
-        if self.writer_thread.load(Ordering::Acquire) == thread_id() {
-            return Err(Error::WriteTxOnThisThread);
-        }
-        Ok(())
-    }
-
-    /// The committed snapshot readers start from.
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        &self.engine.options
     }
 
     /// Starts a read transaction on the newest committed state. It never waits for a writer.
@@ -385,18 +282,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn begin_read(&self) -> Result<ReadTx<'_>> {
-        self.check_poisoned()?;
-        let (snapshot, slot) = {
-            let current = self
-                .current
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // Registering under the lock means a writer that publishes after us finds us.
-            let slot = self.readers.enter(current.meta.txid());
-            (current.clone(), slot)
-        };
-        self.counters.tx_begun();
-        Ok(ReadTx::new(self, snapshot, slot))
+        self.engine.begin_read()
     }
 
     /// Starts the write transaction, waiting for the one under way (if any) to end. On a thread
@@ -414,31 +300,7 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn begin_write(&self) -> Result<WriteTx<'_>> {
-        if self.options.read_only {
-            return Err(Error::DatabaseReadOnly);
-        }
-        self.check_poisoned()?;
-        self.check_not_writer()?;
-        let mut writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.writer_thread.store(thread_id(), Ordering::Release);
-        if let Err(error) = self.check_poisoned() {
-            self.writer_thread.store(0, Ordering::Release);
-            return Err(error);
-        }
-        let snapshot = self.snapshot();
-        let mut readers = std::mem::take(&mut writer.readers_scratch);
-        readers.clear();
-        self.readers.collect(&mut readers);
-        let durable = writer.durable.txid();
-        if let Some(freelist) = writer.freelist.as_mut() {
-            freelist.release_pending_durable(&readers, durable);
-            self.counters.freelist_changed(freelist);
-        }
-        writer.readers_scratch = readers;
-        Ok(WriteTx::new(self, writer, snapshot))
+        self.engine.begin_write()
     }
 
     /// Runs `f` in a read transaction and returns what it returns. What `f` returns must not
@@ -457,9 +319,9 @@ impl Db {
     /// assert_eq!(role.as_deref(), Some(&b"admin"[..]));
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn view<T, E: From<Error>>(
-        &self,
-        f: impl FnOnce(&ReadTx<'_>) -> Result<T, E>,
+    pub fn view<'db, T, E: From<Error>>(
+        &'db self,
+        f: impl FnOnce(&ReadTx<'db>) -> Result<T, E>,
     ) -> Result<T, E> {
         let tx = self.begin_read()?;
         f(&tx)
@@ -526,14 +388,11 @@ impl Db {
     /// })?;
     /// # Ok::<(), rbolt::Error>(())
     /// ```
-    pub fn update<T, E: From<Error>>(
-        &self,
-        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, E>,
+    pub fn update<'db, T, E: From<Error>>(
+        &'db self,
+        f: impl FnOnce(&mut WriteTx<'db>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut tx = self.begin_write()?;
-        let value = f(&mut tx)?;
-        tx.commit()?;
-        Ok(value)
+        self.engine.update(f)
     }
 
     /// Runs `f` in a write transaction shared with other concurrent `batch` callers: up to
@@ -573,7 +432,7 @@ impl Db {
         F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
         E: From<Error>,
     {
-        crate::batch::run(self, f)
+        crate::batch::run(&self.engine, &self.batcher, f)
     }
 
     /// Makes every commit so far durable: after it returns, a crash or a power loss keeps them
@@ -598,43 +457,11 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn sync(&self) -> Result<()> {
-        self.check_poisoned()?;
-        if self.options.read_only {
+        self.engine.check_poisoned()?;
+        if self.engine.options.read_only {
             return Ok(());
         }
-        self.begin_write()?.make_durable(true)
-    }
-
-    /// The writer state, waiting for the write transaction under way to end.
-    pub(crate) fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Writes `meta`, whose pages are durable already, as a durable meta into its slot and
-    /// syncs it; it becomes the durable meta. A failure poisons the handle: the slot may hold
-    /// either meta, or neither (then the other slot's durable meta opens).
-    pub(crate) fn write_durable_meta(&self, writer: &mut Writer, meta: &Meta) -> Result<()> {
-        let mut page = vec![0u8; self.page_size];
-        let written = write_meta(&mut page, meta);
-        let offset = (meta.txid % 2) * self.page_size as u64;
-        self.storage.write_all_at(&page, offset).map_err(|e| {
-            self.poison();
-            Error::io(self.storage.path(), e)
-        })?;
-        self.sync_or_poison()?;
-        writer.durable = written;
-        crate::vacuum::after_durable(self, writer);
-        Ok(())
-    }
-
-    /// An fdatasync; a failure poisons the handle (see [`Db::sync`]).
-    pub(crate) fn sync_or_poison(&self) -> Result<()> {
-        self.storage.sync_data().map_err(|e| {
-            self.poison();
-            Error::io(self.storage.path(), e)
-        })
+        self.engine.begin_write()?.make_durable(true)
     }
 
     /// Closes the database: makes commits made without syncs durable (as [`Db::sync`] does),
@@ -664,10 +491,11 @@ impl Db {
     /// them (the next open, in any boot, finds them). Nothing to do when the handle is
     /// read-only or poisoned (what is on disk is then for the next open's metas to decide).
     fn make_durable_at_close(&self) -> Result<()> {
-        if self.options.read_only || self.poisoned.load(Ordering::Acquire) {
+        let engine = &self.engine;
+        if engine.options.read_only || engine.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
-        self.begin_write()?.make_durable(false)
+        engine.begin_write()?.make_durable(false)
     }
 
     /// Counters of the database and its freelist (bbolt's `DB.Stats`).
@@ -687,7 +515,10 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn stats(&self) -> DbStats {
-        self.counters.snapshot(self.page_size, self.readers.count())
+        let engine = &self.engine;
+        engine
+            .counters
+            .snapshot(engine.page_size, engine.readers.count())
     }
 
     /// The file's current length.
@@ -701,9 +532,8 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn file_len(&self) -> Result<u64> {
-        self.storage
-            .len()
-            .map_err(|e| Error::io(self.storage.path(), e))
+        let storage = &self.engine.storage;
+        storage.len().map_err(|e| Error::io(storage.path(), e))
     }
 }
 
@@ -712,7 +542,7 @@ impl Drop for Db {
         // Best effort: `close` reports what this cannot; a failure poisons, and the next open
         // finds the last durable commit.
         let _ = self.make_durable_at_close();
-        crate::vacuum::on_close(self);
+        crate::shrink::on_close(&self.engine);
     }
 }
 
@@ -757,13 +587,4 @@ fn open_error(path: &Path, error: OpenError) -> Error {
             source: std::io::Error::other(other.to_string()),
         },
     }
-}
-
-/// A number for the calling thread, never 0 (which means "no thread").
-pub(crate) fn thread_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    ID.with(|id| *id)
 }

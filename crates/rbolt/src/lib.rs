@@ -209,11 +209,13 @@ mod batch;
 mod bucket;
 mod check;
 mod db;
+mod engine;
 mod error;
 mod iter;
 mod options;
 mod read_tx;
 mod readers;
+mod shrink;
 mod snapshot;
 mod stats;
 /// The storage layer (the `rbolt-storage` crate), re-exported: the [`Storage`](storage::Storage)

@@ -1,7 +1,7 @@
 //! The read transaction: a snapshot of one commit, pinned for as long as it lives.
 
 use crate::bucket::Bucket;
-use crate::db::Db;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::iter::{Entry, Iter};
 use crate::readers::ReaderSlot;
@@ -27,33 +27,34 @@ use rbolt_page::{Corruption, Meta, Pgid, Reason, Txid};
 /// ```
 #[derive(Debug)]
 pub struct ReadTx<'db> {
-    db: &'db Db,
+    pub(crate) engine: &'db Engine,
     snapshot: Snapshot,
     slot: Option<ReaderSlot>,
 }
 
-impl<'db> ReadTx<'db> {
-    pub(crate) fn new(db: &'db Db, snapshot: Snapshot, slot: ReaderSlot) -> ReadTx<'db> {
-        ReadTx {
-            db,
+impl Engine {
+    /// Starts a read transaction on the newest committed state ([`crate::Db::begin_read`]).
+    pub(crate) fn begin_read(&self) -> Result<ReadTx<'_>> {
+        self.check_poisoned()?;
+        let (snapshot, slot) = {
+            let current = self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Registering under the lock means a writer that publishes after us finds us.
+            let slot = self.readers.enter(current.meta.txid());
+            (current.clone(), slot)
+        };
+        self.counters.tx_begun();
+        Ok(ReadTx {
+            engine: self,
             snapshot,
             slot: Some(slot),
-        }
+        })
     }
+}
 
-    /// The database.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// let tx = db.begin_read()?;
-    /// assert_eq!(tx.db().path(), Some(dir.path().join("db").as_path()));
-    /// # Ok::<(), rbolt::Error>(())
-    /// ```
-    pub fn db(&self) -> &'db Db {
-        self.db
-    }
-
+impl<'db> ReadTx<'db> {
     /// The id of the commit this transaction reads.
     ///
     /// ```
@@ -94,14 +95,14 @@ impl<'db> ReadTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn size(&self) -> u64 {
-        self.snapshot.meta.pgid * self.db.page_size as u64
+        self.snapshot.meta.pgid * self.engine.page_size as u64
     }
 
     /// The committed pages of this snapshot.
     pub(crate) fn pages(&self) -> Pages<'_> {
         pages_of(
             &self.snapshot.map,
-            self.db.page_size,
+            self.engine.page_size,
             self.snapshot.meta.high_water(),
         )
     }
@@ -133,10 +134,10 @@ impl<'db> ReadTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn raw_pages(&self) -> Result<&[u8]> {
-        if !self.db.is_read_only() {
+        if !self.engine.options.read_only {
             return Err(Error::RawAccessNeedsReadOnly);
         }
-        let len = self.snapshot.meta.pgid * self.db.page_size as u64;
+        let len = self.snapshot.meta.pgid * self.engine.page_size as u64;
         Ok(&self.snapshot.map[..len as usize])
     }
 
@@ -326,8 +327,8 @@ impl<'db> ReadTx<'db> {
 impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            self.db.readers.leave(slot);
-            crate::vacuum::after_reader(self.db);
+            self.engine.readers.leave(slot);
+            crate::shrink::after_reader(self.engine);
         }
     }
 }

@@ -54,7 +54,6 @@ macro_rules! events {
     )*};
 }
 
-use crate::db::Db;
 use crate::stats::TxStats;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -137,12 +136,19 @@ events! {
     }
 
     /// A commit ended: growth of the file, and a commit slower than the options' threshold.
-    fn committed(db: &Db, stats: &TxStats, txid: u64, file_len_before: u64, file_len: u64) {
-        let path = path_of(db.path());
+    fn committed(
+        path: Option<&Path>,
+        slow_commit_threshold: Option<Duration>,
+        stats: &TxStats,
+        txid: u64,
+        file_len_before: u64,
+        file_len: u64,
+    ) {
+        let path = path_of(path);
         if file_len > file_len_before {
             event!(DEBUG, %path, txid, from = file_len_before, to = file_len, "the file grew");
         }
-        if db.options.slow_commit_threshold.is_some_and(|slow| stats.commit_time >= slow) {
+        if slow_commit_threshold.is_some_and(|slow| stats.commit_time >= slow) {
             event!(
                 WARN,
                 %path,

@@ -76,8 +76,9 @@ mod tests {
             .view(|tx| Ok::<_, crate::Error>(tx.bucket(b"x")?.unwrap().root()))
             .unwrap();
         assert_ne!(root.0, 0);
-        let flags_at = root.0 * db.page_size as u64 + 8;
-        db.storage
+        let flags_at = root.0 * db.page_size() as u64 + 8;
+        db.engine
+            .storage
             .write_all_at(&FLAG_FREELIST.to_le_bytes(), flags_at)
             .unwrap();
         let put_y = |db: &Db| db.update(|tx| tx.bucket_mut(b"y")?.unwrap().put(b"k", b"v"));

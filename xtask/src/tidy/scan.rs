@@ -111,7 +111,7 @@ fn raw_string_len(rest: &[char]) -> Option<usize> {
 }
 
 /// Which lines of `code` (a file blanked by [`blank_non_code`]) are tests: a
-/// `#[cfg(test)]` module, from its attribute to its closing brace; every line when `path` is
+/// `#[cfg(test)]` (or `#[cfg(all(test, ...))]`) module, from its attribute to its closing brace; every line when `path` is
 /// a test file (`tests/`, `tests.rs`).
 pub(super) fn test_lines(path: &str, code: &[&str]) -> Vec<bool> {
     if path.contains("/tests/") || path.starts_with("tests/") || path.ends_with("/tests.rs") {
@@ -120,7 +120,8 @@ pub(super) fn test_lines(path: &str, code: &[&str]) -> Vec<bool> {
     let mut tests = vec![false; code.len()];
     let mut index = 0;
     while index < code.len() {
-        let module = code[index].trim() == "#[cfg(test)]"
+        let attribute = code[index].trim();
+        let module = (attribute == "#[cfg(test)]" || attribute.starts_with("#[cfg(all(test,"))
             && code.get(index + 1).is_some_and(|next| {
                 let next = next.trim_start();
                 next.starts_with("mod ") || next.starts_with("pub mod ")

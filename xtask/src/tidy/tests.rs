@@ -167,3 +167,67 @@ fn comments_and_literals_are_blanked_line_for_line() {
     check("fn f<'a>(x: &'a str) {}", &["fn f<'a>(x: &'a str) {}"]);
     check("\"first\nsecond\" x", &["", "        x"]);
 }
+
+/// The `imports` rule on a small facade: the circles it reports, as `from -> to` pairs.
+fn circles_of(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+        .collect();
+    super::imports::circles(&files)
+        .into_iter()
+        .map(|c| {
+            c.into_iter()
+                .map(|(_, line, from, to)| format!("{from}:{line} -> {to}"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_imports_rule_finds_circles_through_every_kind_of_path() {
+    let lib = "//! Root.\nmod a;\nmod b;\nmod c;\npub use b::Thing;\n";
+    // Downward only: a -> b -> c.
+    let downward = [
+        ("lib.rs", lib),
+        ("a.rs", "use crate::b::Thing;\n"),
+        ("b.rs", "pub struct Thing(crate::c::Inner);\n"),
+        ("c.rs", "pub struct Inner;\n"),
+    ];
+    assert!(circles_of(&downward).is_empty());
+    // c reaches a back through a `use` group.
+    let mut group = downward;
+    group[3] = ("c.rs", "use crate::{a::f, b};\npub struct Inner;\n");
+    let found = circles_of(&group);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains(&"c:1 -> a".to_owned()), "{found:?}");
+    // ... through a name lib.rs re-exports (`crate::Thing` is b's).
+    let mut reexport = downward;
+    reexport[3] = ("c.rs", "\n\nfn f(_: &crate::Thing) {}\n");
+    assert_eq!(circles_of(&reexport), [["b:1 -> c", "c:3 -> b"]]);
+    // ... through `super::` from a submodule's file.
+    let nested = [
+        ("lib.rs", lib),
+        ("a.rs", "use crate::b::x::Y;\n"),
+        ("b/mod.rs", "mod x;\n"),
+        ("b/x.rs", "pub struct Y(super::super::a::Z);\n"),
+        ("c.rs", ""),
+    ];
+    assert_eq!(circles_of(&nested), [["a:1 -> b::x", "b::x:1 -> a"]]);
+}
+
+#[test]
+fn the_imports_rule_ignores_comments_tests_and_the_modules_own_room() {
+    let files = [
+        ("lib.rs", "//! Root.\nmod a;\nmod b;\n"),
+        ("a.rs", "use crate::b::f;\n"),
+        // A doc comment, a string and a test module name `a`: none is an import.
+        (
+            "b.rs",
+            "/// See [`crate::a`].\nfn f() { let _ = \"crate::a\"; }\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n",
+        ),
+        // A submodule reading its parent is one room.
+        ("a/inner.rs", "use super::g;\nuse crate::a::h;\n"),
+    ];
+    assert!(circles_of(&files).is_empty(), "{:?}", circles_of(&files));
+}

@@ -3,7 +3,7 @@
 //! (a torn one falls back, one past the end of the file is refused, a non-durable one is
 //! trusted only in the boot that wrote it), writing a new file, and loading the freelist.
 
-use super::TXID_MAX;
+use crate::engine::TXID_MAX;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::snapshot::Snapshot;

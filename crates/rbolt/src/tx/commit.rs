@@ -21,7 +21,7 @@ use super::WriteTx;
 use super::context::Workspace;
 use crate::alloc::TxAlloc;
 use crate::bucket::state::BucketState;
-use crate::db::{Db, Writer};
+use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::snapshot::pages_of;
@@ -51,9 +51,9 @@ impl WriteTx<'_> {
             self.abort();
             return Ok(());
         }
-        let db = self.db;
-        let page_size = db.page_size;
-        self.writer.verify.before(|| db.snapshot(), page_size);
+        let engine = self.engine;
+        let page_size = engine.page_size;
+        self.writer.verify.before(|| engine.snapshot(), page_size);
         let shared = &mut self.shared;
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
@@ -75,7 +75,7 @@ impl WriteTx<'_> {
         // bring its meta back, and the open after it rebuilds the freelist by walking the file
         // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
         // pending id at every such commit.
-        let write_page = sync && !db.options.no_freelist_sync && !self.skip_freelist;
+        let write_page = sync && !engine.options.no_freelist_sync && !self.skip_freelist;
         meta.freelist = write_freelist(pages, alloc, &self.base, self.shrink, write_page)?.0;
         // What a vacuum step's plan meant to move and did not (the freelist page, allocated
         // after the cut is lifted, never counts).
@@ -89,25 +89,25 @@ impl WriteTx<'_> {
             });
         }
         let needed = meta.pgid * page_size as u64;
-        let new_map = map_for_growth(db, &shared.map, needed)?;
+        let new_map = map_for_growth(engine, &shared.map, needed)?;
 
         let write_started = Instant::now();
         write_data(alloc, needed)?;
         failpoint!("commit::before-data-sync");
         if sync {
             let length_changed = self.writer.length_unsynced || alloc.grew_without_sync;
-            first_sync(db, length_changed).map_err(|error| poisoned(db, error))?;
+            first_sync(engine, length_changed).map_err(|error| poisoned(engine, error))?;
         }
         // From the moment the meta write starts the disk may hold the new txid, so any way out
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let meta = write_meta_page(db, &meta, sync).map_err(|error| poisoned(db, error))?;
+        let meta = write_meta_page(engine, &meta, sync).map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = alloc.writes + 1;
 
         let old = publish(
-            db,
+            engine,
             &mut self.writer,
             alloc,
             new_map,
@@ -118,20 +118,22 @@ impl WriteTx<'_> {
         self.meta_started = false;
         // The writer's reference to the old mapping goes here; readers still holding it keep
         // it mapped until they end.
-        failpoint!("commit::unmap", poison db);
+        failpoint!("commit::unmap", poison engine);
         drop(old);
-        crate::vacuum::after_commit(db, &mut self.writer, &meta, self.shrink);
+        crate::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
-        self.writer.verify.after(|| db.snapshot(), db.page_size);
+        self.writer
+            .verify
+            .after(|| engine.snapshot(), engine.page_size);
         Ok(())
     }
 }
 
 /// Poisons `db` and passes `error` on: for failures once the disk may hold part of a commit.
-fn poisoned(db: &Db, error: Error) -> Error {
-    db.poison();
+fn poisoned(engine: &Engine, error: Error) -> Error {
+    engine.poison();
     error
 }
 
@@ -300,7 +302,7 @@ fn write_freelist(
 
 /// Phase 3, map for growth: a mapping long enough for readers of the new state when the
 /// current one is not, made before anything is durable so that a failure still rolls back.
-fn map_for_growth(db: &Db, current: &Mapping, needed: u64) -> Result<Option<Arc<Mapping>>> {
+fn map_for_growth(engine: &Engine, current: &Mapping, needed: u64) -> Result<Option<Arc<Mapping>>> {
     if needed <= current.len() as u64 {
         return Ok(None);
     }
@@ -308,17 +310,17 @@ fn map_for_growth(db: &Db, current: &Mapping, needed: u64) -> Result<Option<Arc<
     failpoint!("commit::remap");
     let len = map_size(needed).ok_or_else(|| {
         Error::io(
-            db.storage.path(),
+            engine.storage.path(),
             std::io::Error::new(
                 std::io::ErrorKind::OutOfMemory,
                 "the file would outgrow the address space",
             ),
         )
     })?;
-    let map = db
+    let map = engine
         .storage
         .map(len)
-        .map_err(|e| Error::io(db.storage.path(), e))?;
+        .map_err(|e| Error::io(engine.storage.path(), e))?;
     let _ = map.advise_random();
     Ok(Some(Arc::new(map)))
 }
@@ -334,42 +336,44 @@ fn write_data(alloc: &mut TxAlloc, needed: u64) -> Result<()> {
 
 /// The first sync, of the data: an `fsync` when the file's length changed since the last
 /// one (`length_changed`), else an `fdatasync`.
-fn first_sync(db: &Db, length_changed: bool) -> Result<()> {
+fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
     crate::trace::phase!("commit.sync_data", length_changed);
     let synced = if length_changed {
-        db.storage.sync_all()
+        engine.storage.sync_all()
     } else {
-        db.storage.sync_data()
+        engine.storage.sync_data()
     };
-    synced.map_err(|e| Error::io(db.storage.path(), e))
+    synced.map_err(|e| Error::io(engine.storage.path(), e))
 }
 
 /// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one with this boot's
 /// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns
 /// the meta as written.
-fn write_meta_page(db: &Db, meta: &Meta, sync: bool) -> Result<Meta> {
+fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
     crate::trace::phase!("commit.write_meta", sync);
-    let page_size = db.page_size;
+    let page_size = engine.page_size;
     let mut meta_page = vec![0u8; page_size];
     let meta = if sync {
         write_meta(&mut meta_page, meta)
     } else {
         // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot id,
         // never: such a commit then survives only a clean close.
-        let boot_id = db.storage.boot_id().unwrap_or_default();
+        let boot_id = engine.storage.boot_id().unwrap_or_default();
         write_meta_non_durable(&mut meta_page, meta, &boot_id)
     };
     let meta_offset = (meta.txid % 2) * page_size as u64;
-    db.storage
+    engine
+        .storage
         .write_all_at(&meta_page, meta_offset)
-        .map_err(|e| Error::io(db.storage.path(), e))?;
-    failpoint!("commit::before-meta-sync", poison db);
+        .map_err(|e| Error::io(engine.storage.path(), e))?;
+    failpoint!("commit::before-meta-sync", poison engine);
     if sync {
-        db.storage
+        engine
+            .storage
             .sync_data()
-            .map_err(|e| Error::io(db.storage.path(), e))?;
+            .map_err(|e| Error::io(engine.storage.path(), e))?;
     }
-    failpoint!("commit::after-meta-sync", poison db);
+    failpoint!("commit::after-meta-sync", poison engine);
     Ok(meta)
 }
 
@@ -379,7 +383,7 @@ fn write_meta_page(db: &Db, meta: &Meta, sync: bool) -> Result<Meta> {
 /// `Options::mlock` when the file grew or was remapped). Returns the old snapshot, for the
 /// caller to drop.
 fn publish(
-    db: &Db,
+    engine: &Engine,
     writer: &mut Writer,
     alloc: &mut TxAlloc,
     new_map: Option<Arc<Mapping>>,
@@ -399,13 +403,31 @@ fn publish(
     writer.file_len = alloc.file_len;
     let remapped = new_map.is_some();
     let map = new_map.unwrap_or_else(|| current.clone());
-    if db.options.mlock && (grew || remapped) {
+    if engine.options.mlock && (grew || remapped) {
         // Best effort: the commit is durable already, and bbolt also only logs this.
         let _ = map.lock(alloc.file_len as usize);
     }
-    let mut snapshot = db
+    let mut snapshot = engine
         .current
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     std::mem::replace(&mut *snapshot, Snapshot { meta, map })
+}
+
+/// Writes `meta`, whose pages are durable already, as a durable meta into its slot and syncs
+/// it; it becomes the durable meta (recovery at open makes a commit made without syncs durable
+/// this way). A failure poisons the handle: the slot may hold either meta, or neither (then the
+/// other slot's durable meta opens).
+pub(crate) fn write_durable_meta(engine: &Engine, writer: &mut Writer, meta: &Meta) -> Result<()> {
+    let mut page = vec![0u8; engine.page_size];
+    let written = rbolt_page::write_meta(&mut page, meta);
+    let offset = (meta.txid % 2) * engine.page_size as u64;
+    engine.storage.write_all_at(&page, offset).map_err(|e| {
+        engine.poison();
+        Error::io(engine.path(), e)
+    })?;
+    engine.sync_or_poison()?;
+    writer.durable = written;
+    crate::shrink::after_durable(engine, writer);
+    Ok(())
 }

@@ -8,19 +8,21 @@ use crate::bucket::state::{
     BucketState, check_name, check_not_out, create_child, delete_child, open_child, state_at,
 };
 use crate::bucket::write::BucketMut;
-use crate::db::{Db, Writer};
+use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::options::Durability;
 pub(crate) use crate::read_tx::ReadTx;
 use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
+pub(crate) use commit::write_durable_meta;
 use context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
 mod commit;
 pub(crate) mod context;
+mod repair;
 
 use std::cell::{Cell, RefCell};
 use std::sync::MutexGuard;
@@ -80,7 +82,7 @@ use std::time::Instant;
 /// ```
 ///
 /// `WriteTx` is not `Send`. The writer lock records the thread that holds it, so that a
-/// second [`Db::begin_write`] (or `update`, or `batch`) on that same thread returns
+/// second [`Db::begin_write`](crate::Db::begin_write) (or `update`, or `batch`) on that same thread returns
 /// [`Error::WriteTxOnThisThread`] at once instead of waiting for itself for ever; a
 /// transaction moved to another thread would make that record wrong (and the lock's guard
 /// cannot move between threads either). To write from an async task, run the whole
@@ -99,7 +101,7 @@ use std::time::Instant;
 /// The same in async code: a `WriteTx` held across an `.await` makes the future not `Send`,
 /// so `tokio::spawn` or an axum handler refuses it, and the compiler names the writer lock
 /// inside the transaction: ``the trait `Send` is not implemented for
-/// `std::sync::MutexGuard<'_, rbolt::db::Writer>` ``. Move the transaction into
+/// `std::sync::MutexGuard<'_, rbolt::engine::Writer>` ``. Move the transaction into
 /// `Db::update_async`'s closure, or end it before the `.await` (its commit then blocks the
 /// async thread for the fsyncs).
 ///
@@ -132,7 +134,7 @@ use std::time::Instant;
 /// spawn(handler(&db));
 /// ```
 pub struct WriteTx<'db> {
-    db: &'db Db,
+    engine: &'db Engine,
     writer: MutexGuard<'db, Writer>,
     base: Meta,
     shared: WriteContext,
@@ -176,9 +178,54 @@ enum Open {
     CreateIfNotExists,
 }
 
+impl Engine {
+    /// Starts the write transaction, waiting for the one under way to end
+    /// ([`crate::Db::begin_write`]).
+    pub(crate) fn begin_write(&self) -> Result<WriteTx<'_>> {
+        if self.options.read_only {
+            return Err(Error::DatabaseReadOnly);
+        }
+        self.check_poisoned()?;
+        self.check_not_writer()?;
+        let mut writer = self.lock_writer();
+        self.writer_thread.store(
+            crate::engine::thread_id(),
+            std::sync::atomic::Ordering::Release,
+        );
+        if let Err(error) = self.check_poisoned() {
+            self.writer_thread
+                .store(0, std::sync::atomic::Ordering::Release);
+            return Err(error);
+        }
+        let snapshot = self.snapshot();
+        let mut readers = std::mem::take(&mut writer.readers_scratch);
+        readers.clear();
+        self.readers.collect(&mut readers);
+        let durable = writer.durable.txid();
+        if let Some(freelist) = writer.freelist.as_mut() {
+            freelist.release_pending_durable(&readers, durable);
+            self.counters.freelist_changed(freelist);
+        }
+        writer.readers_scratch = readers;
+        Ok(WriteTx::new(self, writer, snapshot))
+    }
+
+    /// Runs `f` in a write transaction and commits it if `f` returns `Ok`
+    /// ([`crate::Db::update`]).
+    pub(crate) fn update<'db, T, E: From<Error>>(
+        &'db self,
+        f: impl FnOnce(&mut WriteTx<'db>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut tx = self.begin_write()?;
+        let value = f(&mut tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+}
+
 impl<'db> WriteTx<'db> {
-    pub(crate) fn new(
-        db: &'db Db,
+    fn new(
+        engine: &'db Engine,
         mut writer: MutexGuard<'db, Writer>,
         snapshot: Snapshot,
     ) -> WriteTx<'db> {
@@ -191,24 +238,24 @@ impl<'db> WriteTx<'db> {
         // The page buffers the last commit wrote become this transaction's nodes; the emptied
         // list keeps its room for the buffers this one writes.
         let mut pool = std::mem::take(&mut writer.pool);
-        arena.recycle(db.page_size, pool.drain(..));
+        arena.recycle(engine.page_size, pool.drain(..));
         let alloc = TxAlloc::new(
-            crate::db::next_txid(meta.txid(), writer.durable.txid()),
-            db.page_size,
+            crate::engine::next_txid(meta.txid(), writer.durable.txid()),
+            engine.page_size,
             freelist,
             meta.high_water(),
             pool,
-            db.storage.clone(),
+            engine.storage.clone(),
             writer.file_len,
-            &db.options,
+            &engine.options,
         );
         WriteTx {
-            db,
+            engine,
             writer,
             base: meta,
             shared: WriteContext {
                 map: snapshot.map,
-                page_size: db.page_size,
+                page_size: engine.page_size,
                 high_water: meta.high_water(),
                 core: RefCell::new(Workspace {
                     arena,
@@ -221,30 +268,16 @@ impl<'db> WriteTx<'db> {
             stats: TxStats::default(),
             ended: false,
             meta_started: false,
-            durability: Cell::new(if db.options.no_sync {
+            durability: Cell::new(if engine.options.no_sync {
                 Durability::None
             } else {
                 Durability::Immediate
             }),
             force: false,
-            shrink: db.options.auto_shrink,
+            shrink: engine.options.auto_shrink,
             mark_max: None,
             skip_freelist: false,
         }
-    }
-
-    /// The database.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
-    /// let tx = db.begin_write()?;
-    /// assert_eq!(tx.db().page_size(), db.page_size());
-    /// tx.rollback();
-    /// # Ok::<(), rbolt::Error>(())
-    /// ```
-    pub fn db(&self) -> &'db Db {
-        self.db
     }
 
     /// The id this transaction commits as. A commit that changed nothing writes nothing and
@@ -467,10 +500,10 @@ impl<'db> WriteTx<'db> {
     /// freelist page and the meta; otherwise ends it, and syncs if `sync_anyway`.
     pub(crate) fn make_durable(mut self, sync_anyway: bool) -> Result<()> {
         if self.writer.durable.txid == self.base.txid {
-            let db = self.db;
+            let engine = self.engine;
             self.rollback();
             return if sync_anyway {
-                db.sync_or_poison()
+                engine.sync_or_poison()
             } else {
                 Ok(())
             };
@@ -708,9 +741,9 @@ impl<'db> WriteTx<'db> {
         self.durability.get()
     }
 
-    /// Registers `f` to run after this transaction commits successfully. (Inside
-    /// [`Db::update`] the transaction's lifetime is the closure's own, so there `f` can borrow
-    /// nothing: move what it needs into it, e.g. an `Rc` or `Arc`.)
+    /// Registers `f` to run after this transaction commits successfully. `f` may borrow
+    /// anything that outlives the transaction's borrow of the handle, the handle included
+    /// (inside [`Db::update`](crate::Db::update) too), so a hook can start the next transaction.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -727,6 +760,16 @@ impl<'db> WriteTx<'db> {
     /// assert_eq!(committed.get(), 0); // not yet
     /// tx.commit()?;
     /// assert_eq!(committed.get(), 1);
+    /// // Inside `update`, a hook that borrows the handle: it reads what the commit wrote.
+    /// let seen = Cell::new(None);
+    /// db.update(|tx| {
+    ///     tx.on_commit(|| {
+    ///         let tx = db.begin_read().unwrap();
+    ///         seen.set(tx.bucket("b").unwrap().map(|b| b.get("k").unwrap().is_some()));
+    ///     });
+    ///     tx.bucket_mut("b")?.unwrap().put("k", "v")
+    /// })?;
+    /// assert_eq!(seen.get(), Some(true));
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn on_commit(&self, f: impl FnOnce() + 'db) {
@@ -757,7 +800,7 @@ impl<'db> WriteTx<'db> {
         let mut stats = self.stats.clone();
         let pages_allocated = self.shared.core.get_mut().alloc.pages_allocated;
         stats.page_count = pages_allocated;
-        stats.page_alloc = pages_allocated * self.db.page_size as u64;
+        stats.page_alloc = pages_allocated * self.engine.page_size as u64;
         let mut trees = rbolt_btree::TreeStats::default();
         self.root.get_mut().add_tree_stats(&mut trees);
         stats.node_count += trees.node_count;
@@ -810,8 +853,17 @@ impl<'db> WriteTx<'db> {
                 self.stats.commit_time = started.elapsed();
                 let txid = self.shared.core.get_mut().alloc.txid.0;
                 let file_len = self.writer.file_len;
-                crate::trace::committed(self.db, &self.stats, txid, file_len_before, file_len);
-                self.db.counters.tx_committed(&self.stats());
+                let engine = self.engine;
+                let slow = engine.options.slow_commit_threshold;
+                crate::trace::committed(
+                    engine.path(),
+                    slow,
+                    &self.stats,
+                    txid,
+                    file_len_before,
+                    file_len,
+                );
+                self.engine.counters.tx_committed(&self.stats());
                 self.ended = true;
                 let hooks = std::mem::take(self.on_commit.get_mut());
                 drop(self);
@@ -830,13 +882,13 @@ impl<'db> WriteTx<'db> {
     /// Returns the freelist, buffers and arena to the writer state.
     fn give_back(&mut self) {
         self.ended = true;
-        self.db
+        self.engine
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Release);
         let core = self.shared.core.get_mut();
         let alloc = &mut core.alloc;
         alloc.recycle();
-        self.db.counters.freelist_changed(&alloc.freelist);
+        self.engine.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
@@ -854,7 +906,7 @@ impl<'db> WriteTx<'db> {
         if self.meta_started || core.alloc.sync_failed {
             // The meta write began (the disk may hold this commit) or a sync failed (the
             // kernel may have dropped pages): what is on disk is unknown.
-            self.db.poison();
+            self.engine.poison();
         }
         let txid = core.alloc.txid;
         core.alloc.freelist.rollback(txid);

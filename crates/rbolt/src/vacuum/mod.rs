@@ -36,12 +36,13 @@
 
 mod plan;
 
-use crate::db::{Db, Writer};
+use crate::db::Db;
+use crate::engine::Truncate;
 use crate::error::{Error, Result};
+use crate::shrink::truncate_if_unseen;
 use plan::{REPACK_PAGES_MAX, bucket_names, plan};
-use rbolt_page::{Meta, Pgid, Txid};
+use rbolt_page::Pgid;
 use std::ops::ControlFlow;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Pages one vacuum step moves when the caller does not say: a commit of about 4 MiB of
@@ -54,130 +55,9 @@ pub const VACUUM_STEP_PAGES_DEFAULT: usize = 1024;
 /// the allocator does.
 const SHRINK_STEPS_MAX: usize = 4;
 
-/// A truncation of the file waiting for older readers to end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Truncate {
-    /// The length to cut the file to: at least the high-water mark of every commit since
-    /// `after`, times the page size.
-    pub(crate) len: u64,
-    /// The commit that lowered the mark: readers of older snapshots may reach past `len`.
-    pub(crate) after: Txid,
-}
-
 /// The shortest file Go bbolt opens: its `Open` reads the first 4 KiB to find the page size,
 /// and refuses a file shorter than that (`ErrInvalid`), whatever its page size.
 const GO_OPEN_LEN_MIN: u64 = 4096;
-
-/// The length auto-shrink leaves a file whose pages end at `needed` bytes: what growth from
-/// there would make it, so that a file near its size does not shrink and grow by turns.
-fn slack_len(needed: u64, options: &crate::Options, page_size: u64) -> u64 {
-    crate::alloc::grown_len(
-        needed,
-        options.alloc_size.max(page_size),
-        page_size,
-        options.max_size,
-    )
-}
-
-/// After a commit of `meta` (published, writer still held): keeps a waiting truncation above
-/// the new mark, plans one if this commit shrank (`shrink`), and truncates if nothing stands
-/// in the way. A failed truncation is forgotten: the commit is done, and a file longer than
-/// its pages is sound.
-pub(crate) fn after_commit(db: &Db, writer: &mut Writer, meta: &Meta, shrink: bool) {
-    let page_size = db.page_size as u64;
-    let needed = meta.pgid.saturating_mul(page_size);
-    if let Some(truncate) = writer.truncate.as_mut() {
-        truncate.len = truncate.len.max(needed);
-    }
-    if shrink {
-        let target = slack_len(needed, &db.options, page_size);
-        if writer.file_len > target && writer.truncate.is_none_or(|t| t.len > target) {
-            writer.truncate = Some(Truncate {
-                len: target,
-                after: meta.txid(),
-            });
-        }
-    }
-    let _ = truncate_if_unseen(db, writer);
-}
-
-/// After a newer meta became durable outside a commit (`Db::sync`, a close, recovery at open):
-/// a truncation that waited for it may go ahead.
-pub(crate) fn after_durable(db: &Db, writer: &mut Writer) {
-    if writer.truncate.is_some() {
-        let _ = truncate_if_unseen(db, writer);
-    }
-}
-
-/// After a reader ended: if a truncation waits (perhaps for this reader), tries it, unless a
-/// writer is busy (its commit will try).
-pub(crate) fn after_reader(db: &Db) {
-    if !db.truncate_wanted.load(Ordering::Acquire) {
-        return;
-    }
-    if let Ok(mut writer) = db.writer.try_lock() {
-        let _ = truncate_if_unseen(db, &mut writer);
-    }
-}
-
-/// When the handle closes: a truncation still waiting (its reader ended while a writer was
-/// busy, and nothing committed since) is done now that no reader is left.
-pub(crate) fn on_close(db: &Db) {
-    if !db.truncate_wanted.load(Ordering::Acquire) {
-        return;
-    }
-    let mut writer = db
-        .writer
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _ = truncate_if_unseen(db, &mut writer);
-}
-
-/// Cuts the file to the waiting truncation's length if its meta is durable and no reader of
-/// an older snapshot is open; returns whether it cut. Call with the writer held.
-fn truncate_if_unseen(db: &Db, writer: &mut Writer) -> Result<bool> {
-    let Some(truncate) = writer.truncate else {
-        db.truncate_wanted.store(false, Ordering::Release);
-        return Ok(false);
-    };
-    if truncate.len >= writer.file_len {
-        writer.truncate = None;
-        db.truncate_wanted.store(false, Ordering::Release);
-        return Ok(false);
-    }
-    db.truncate_wanted.store(true, Ordering::Release);
-    // A crash may bring back the durable meta (and, in this boot, the newest): the cut must
-    // leave every page of both. The newest's are within `len` (`after_commit`); the durable
-    // one's are once a meta with a mark that low is durable.
-    let durable_needs = writer.durable.pgid.saturating_mul(db.page_size as u64);
-    if db.poisoned.load(Ordering::Acquire) || truncate.len < durable_needs {
-        return Ok(false);
-    }
-    // A reader registers under the lock that publishing takes, so one that took an older
-    // snapshot is in the registry by now; new readers start from the newest, at or after
-    // `truncate.after`, whose marks are all within `truncate.len`.
-    let mut readers = std::mem::take(&mut writer.readers_scratch);
-    readers.clear();
-    db.readers.collect(&mut readers);
-    let blocked = readers.iter().any(|&txid| txid < truncate.after);
-    writer.readers_scratch = readers;
-    if blocked {
-        return Ok(false);
-    }
-    writer.truncate = None;
-    db.truncate_wanted.store(false, Ordering::Release);
-    failpoint!("vacuum::before-truncate");
-    match db.storage.shrink(truncate.len) {
-        Ok(()) => {
-            crate::trace::shrunk(db.storage.path(), writer.file_len, truncate.len);
-            writer.file_len = truncate.len;
-            Ok(true)
-        }
-        // A storage that cannot shrink keeps its length: sound, only longer than it needs.
-        Err(error) if error.kind() == std::io::ErrorKind::Unsupported => Ok(false),
-        Err(error) => Err(Error::io(db.storage.path(), error)),
-    }
-}
 
 /// How [`Db::vacuum`] runs.
 ///
@@ -405,7 +285,7 @@ impl Db {
                 meta,
                 freelist,
                 pages_max,
-                !self.options.no_freelist_sync,
+                !self.engine.options.no_freelist_sync,
             )?
         };
         let mark = tx.vacuum_view().1.pgid;
@@ -461,7 +341,7 @@ impl Db {
                 &mut core.arena,
                 &mut core.alloc,
                 key,
-                REPACK_PAGES_MAX * self.page_size,
+                REPACK_PAGES_MAX * self.engine.page_size,
             )?;
         }
         tx.force = true;
@@ -476,7 +356,7 @@ impl Db {
         match tx.commit() {
             Ok(()) => {}
             Err(Error::MaxSizeReached { max_size })
-                if max_size == mark.saturating_mul(self.page_size as u64) =>
+                if max_size == mark.saturating_mul(self.engine.page_size as u64) =>
             {
                 step.pages_moved = 0;
                 step.pages_merged = 0;
@@ -485,11 +365,11 @@ impl Db {
             Err(error) => return Err(error),
         }
         step.committed = true;
-        step.high_water = self.snapshot().meta.pgid;
+        step.high_water = self.engine.snapshot().meta.pgid;
         // Pages meant to move that landed at or past the cut after all did not move.
-        let past_cut = self.lock_writer().past_cut;
+        let past_cut = self.engine.lock_writer().past_cut;
         step.pages_moved = step.pages_moved.saturating_sub(past_cut);
-        let path = self.storage.path();
+        let path = self.engine.storage.path();
         let VacuumStep {
             pages_moved: moved,
             pages_merged: merged,
@@ -546,7 +426,7 @@ impl Db {
             file_len_before: self.file_len()?,
             ..VacuumProgress::default()
         };
-        let mark_before = self.snapshot().meta.pgid;
+        let mark_before = self.engine.snapshot().meta.pgid;
         // A step that commits moves pages below its cut, merges sparse leaves or cuts the free
         // tail; the vacuum goes on while that shows as progress — a lower mark, fewer pages
         // to go or fewer pages in use — and stops after a few steps in a row without.
@@ -554,6 +434,7 @@ impl Db {
         let mut stalls = 0;
         // A bound whatever happens: every page of the file moved a few times over.
         let steps_max = self
+            .engine
             .snapshot()
             .meta
             .pgid
@@ -589,11 +470,11 @@ impl Db {
         }
         self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
-        report.high_water = self.snapshot().meta.pgid;
+        report.high_water = self.engine.snapshot().meta.pgid;
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         report.finished = true;
-        let path = self.storage.path();
+        let path = self.engine.storage.path();
         crate::trace::vacuum_done(path, report.steps, report.file_len_before, report.file_len);
         let _ = progress(&report);
         Ok(report)
@@ -605,7 +486,7 @@ impl Db {
     /// Never past `mark_max` (where the vacuum began): a file with no room for its freelist
     /// then keeps none, which bbolt's format allows, until a later commit writes one.
     fn write_freelist_if_dropped(&self, mark_max: u64) -> Result<()> {
-        if self.options.no_freelist_sync || self.snapshot().meta.has_freelist() {
+        if self.engine.options.no_freelist_sync || self.engine.snapshot().meta.has_freelist() {
             return Ok(());
         }
         let mut tx = self.begin_write()?;
@@ -618,7 +499,7 @@ impl Db {
         tx.set_durability(crate::Durability::Immediate);
         match tx.commit() {
             Err(Error::MaxSizeReached { max_size })
-                if max_size == mark_max.saturating_mul(self.page_size as u64) =>
+                if max_size == mark_max.saturating_mul(self.engine.page_size as u64) =>
             {
                 Ok(())
             }
@@ -638,7 +519,7 @@ impl Db {
         report.bytes_to_go = step
             .high_water
             .saturating_sub(step.live_pages)
-            .saturating_mul(self.page_size as u64);
+            .saturating_mul(self.engine.page_size as u64);
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         Ok(())
@@ -648,17 +529,14 @@ impl Db {
     /// Go bbolt needs to open it), and syncs; waits for nothing: with readers of older
     /// snapshots open, the cut happens when the last ends.
     fn truncate_to_high_water(&self) -> Result<()> {
-        self.check_not_writer()?;
-        let mut writer = self
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.check_poisoned()?;
-        let meta = self.snapshot().meta;
+        self.engine.check_not_writer()?;
+        let mut writer = self.engine.lock_writer();
+        self.engine.check_poisoned()?;
+        let meta = self.engine.snapshot().meta;
         // Go bbolt opens a file by reading its first 4 KiB: no cut leaves less.
         let needed = meta
             .pgid
-            .saturating_mul(self.page_size as u64)
+            .saturating_mul(self.engine.page_size as u64)
             .max(GO_OPEN_LEN_MIN);
         if writer.file_len > needed && writer.truncate.is_none_or(|t| t.len > needed) {
             writer.truncate = Some(Truncate {
@@ -666,10 +544,10 @@ impl Db {
                 after: meta.txid(),
             });
         }
-        if truncate_if_unseen(self, &mut writer)? {
-            self.storage.sync_data().map_err(|e| {
-                self.poison();
-                Error::io(self.storage.path(), e)
+        if truncate_if_unseen(&self.engine, &mut writer)? {
+            self.engine.storage.sync_data().map_err(|e| {
+                self.engine.poison();
+                Error::io(self.engine.storage.path(), e)
             })?;
         }
         Ok(())

@@ -113,16 +113,13 @@ fn a_thread_holding_the_writer_gets_an_error_instead_of_a_deadlock() {
         // update inside update
         let nested: rbolt::Result<()> = db.update(|tx| {
             tx.create_bucket(b"b")?;
-            let error = tx.db().update(|_| Ok(())).unwrap_err();
+            let error = db.update(|_| Ok(())).unwrap_err();
             assert!(matches!(error, Error::WriteTxOnThisThread), "{error}");
             // batch inside update
-            let error = tx.db().batch(|_| Ok(())).unwrap_err();
+            let error = db.batch(|_| Ok(())).unwrap_err();
             assert!(matches!(error, Error::WriteTxOnThisThread), "{error}");
             // begin_write while holding the writer
-            assert!(matches!(
-                tx.db().begin_write(),
-                Err(Error::WriteTxOnThisThread)
-            ));
+            assert!(matches!(db.begin_write(), Err(Error::WriteTxOnThisThread)));
             Ok(())
         });
         nested.unwrap();

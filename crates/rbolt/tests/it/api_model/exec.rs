@@ -14,13 +14,15 @@ use super::ops::{
 };
 use super::reads::{cursor, cursor_mut, for_each, moved, on_src, range};
 use super::{CHAIN_DEPTH_MIN, NESTING_DEPTH_TESTED_MAX, Tally};
-use rbolt::{BucketMut, WriteTx};
+use rbolt::{BucketMut, Db, WriteTx};
 use std::cell::RefCell;
 use std::fmt::{Debug, Display};
 use std::rc::Rc;
 
 /// The operation under way, for failure reports, and the counters.
 pub struct Cx<'a> {
+    /// The handle, for readers beside the writer (operations run inside a session).
+    pub db: Option<&'a Db>,
     pub tally: &'a mut Tally,
     pub index: usize,
     pub op: &'a Op,
@@ -31,6 +33,7 @@ pub struct Cx<'a> {
 impl<'a> Cx<'a> {
     pub fn new(tally: &'a mut Tally, index: usize, op: &'a Op) -> Cx<'a> {
         Cx {
+            db: None,
             tally,
             index,
             op,
@@ -92,13 +95,18 @@ pub const HOOK_BUCKET: &[u8] = b"hooks";
 const HOOK_VALUE: &[u8] = b"written by an on_commit hook";
 
 impl Hooks {
-    fn register<'db>(&mut self, tx: &mut WriteTx<'db>, update: bool, tally: &mut Tally) {
+    fn register<'db>(
+        &mut self,
+        db: &'db Db,
+        tx: &mut WriteTx<'db>,
+        update: bool,
+        tally: &mut Tally,
+    ) {
         let id = self.next_id;
         self.next_id += 1;
         let key = update.then(|| format!("h{id}").into_bytes());
         self.pending.push((id, key.clone()));
         let log = self.log.clone();
-        let db = tx.db();
         tally.kind("on_commit");
         tx.on_commit(move || {
             let result = key.map(|key| {
@@ -269,6 +277,7 @@ pub fn on_bucket_mut<R>(
 
 /// Runs `op`, which works inside one transaction, on `tx` and on `model`.
 pub fn apply<'db>(
+    db: &'db Db,
     tx: &mut WriteTx<'db>,
     model: &mut Model,
     committed: &Model,
@@ -352,7 +361,7 @@ pub fn apply<'db>(
             delete,
         } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
-        Op::OnCommit { update } => hooks.register(tx, *update, cx.tally),
+        Op::OnCommit { update } => hooks.register(db, tx, *update, cx.tally),
         Op::SetDurability { none } => {
             cx.tally.kind("set_durability");
             let durability = if *none {

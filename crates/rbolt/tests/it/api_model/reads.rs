@@ -67,7 +67,11 @@ pub fn on_src(
         }
         Src::Read => {
             let path = bucket_path(committed, at, 10);
-            let read = tx.db().begin_read().expect("begin_read beside a writer");
+            let read = cx
+                .db
+                .expect("a session's handle")
+                .begin_read()
+                .expect("begin_read beside a writer");
             on_view(read.root(), committed, &path, cx, f);
         }
         Src::WriteMut => {
@@ -271,7 +275,11 @@ pub fn for_each(
     if matches!(src, Src::Read) && bucket_path(committed, at, 10).is_empty() {
         // `ReadTx::for_each`: the top-level buckets and their sequences.
         cx.tally.kind("tx.for_each");
-        let read = tx.db().begin_read().expect("begin_read beside a writer");
+        let read = cx
+            .db
+            .expect("a session's handle")
+            .begin_read()
+            .expect("begin_read beside a writer");
         let mut calls = Vec::new();
         let actual = res(read.for_each(|name, bucket| {
             calls.push((Bytes(name.to_vec()), bucket.sequence()));

@@ -177,6 +177,7 @@ impl World {
             let op = &ops[index];
             tally.ops += 1;
             let mut cx = Cx::new(&mut *tally, index, op);
+            cx.db = Some(db);
             match op {
                 Op::Commit => {
                     self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
@@ -288,6 +289,7 @@ impl World {
                     tx = Some(db.begin_write().expect("begin_write after a batch"));
                 }
                 _ => exec::apply(
+                    db,
                     tx.as_mut().expect("a transaction is open"),
                     &mut model,
                     &self.committed,
@@ -416,7 +418,16 @@ impl World {
         let tally = &mut *cx.tally;
         let result = catch_unwind(AssertUnwindSafe(|| {
             db.update(|tx| -> rbolt::Result<()> {
-                run_inner(tx, ops, inner, &mut scratch, committed, &mut hooks, tally);
+                run_inner(
+                    db,
+                    tx,
+                    ops,
+                    inner,
+                    &mut scratch,
+                    committed,
+                    &mut hooks,
+                    tally,
+                );
                 if panics {
                     resume_unwind(Box::new(Deliberate));
                 }
@@ -458,6 +469,7 @@ impl World {
         let mut hooks = Hooks::default();
         let mut tx = db.begin_write().expect("begin_write");
         run_inner(
+            &db,
             &mut tx,
             ops,
             inner,
@@ -784,8 +796,13 @@ impl World {
 
 /// Runs the in-transaction operations of `ops[inner]` inside another transaction (an
 /// `update` closure, or one that will fail at commit), against `scratch`.
-fn run_inner(
-    tx: &mut WriteTx<'_>,
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the handle, the transaction and the session state it runs in, passed through"
+)]
+fn run_inner<'db>(
+    db: &'db Db,
+    tx: &mut WriteTx<'db>,
     ops: &[Op],
     inner: Range<usize>,
     scratch: &mut Model,
@@ -800,7 +817,8 @@ fn run_inner(
         }
         tally.ops += 1;
         let mut cx = Cx::new(&mut *tally, index, op);
-        exec::apply(tx, scratch, committed, hooks, &mut cx);
+        cx.db = Some(db);
+        exec::apply(db, tx, scratch, committed, hooks, &mut cx);
         if let Err(e) = compare_tree(tx.root(), scratch) {
             cx.fail(format_args!("the transaction differs from the model: {e}"));
         }

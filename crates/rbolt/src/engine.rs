@@ -1,0 +1,193 @@
+//! The engine below the handle: what every transaction works on — the storage, the published
+//! snapshot, the writer lock and its state, the reader registry — and the handle's failure
+//! state (poisoning). The handle ([`crate::Db`], `db.rs`) owns one and adds what only the
+//! handle needs (the batcher, the storage claim); transactions borrow the engine, never the
+//! handle, so the rooms above the engine (transactions, the deferred truncation, batches)
+//! never import the handle.
+
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::readers::Readers;
+use crate::snapshot::Snapshot;
+use crate::stats::StatCounters;
+use crate::storage::Storage;
+use crate::trace;
+use rbolt_btree::Arena;
+use rbolt_freelist::AnyFreelist;
+use rbolt_page::{Meta, Txid};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// The largest txid a meta may carry: the next commit, and readers' slot values, must not
+/// overflow.
+pub(crate) const TXID_MAX: u64 = u64::MAX - 2;
+
+/// The state every transaction of one open database shares.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) options: Options,
+    pub(crate) page_size: usize,
+    pub(crate) current: RwLock<Snapshot>,
+    pub(crate) writer: Mutex<Writer>,
+    pub(crate) readers: Readers,
+    pub(crate) poisoned: AtomicBool,
+    /// The thread that holds the writer (`thread_id`), 0 when none does: a thread asking for
+    /// the writer it holds gets an error instead of waiting for itself.
+    pub(crate) writer_thread: AtomicU64,
+    pub(crate) counters: StatCounters,
+    /// Whether `Writer::truncate` holds a truncation, so that a reader ending can do it
+    /// without looking at the writer state otherwise.
+    pub(crate) truncate_wanted: AtomicBool,
+}
+
+/// What only the writer touches, behind the writer lock.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    /// `None` until loaded (a read-only handle loads it only when asked).
+    pub(crate) freelist: Option<AnyFreelist>,
+    pub(crate) pool: Vec<Box<[u8]>>,
+    pub(crate) arena: Arena,
+    pub(crate) file_len: u64,
+    pub(crate) readers_scratch: Vec<Txid>,
+    /// The `_verify` feature's state (nothing without it).
+    pub(crate) verify: crate::verify::Verify,
+    /// A truncation of the file waiting for older readers to end (`shrink.rs`).
+    pub(crate) truncate: Option<Truncate>,
+    /// The newest meta known to be durable on disk: what a power loss may bring back. Its
+    /// pages stay as they are until a newer meta is durable (`release_pending_durable`), and
+    /// no commit writes to its slot (`next_txid`). Each of its pages is freed at most once, so
+    /// what commits without syncs hold back is at most its pages: a run of them at most about
+    /// doubles the file.
+    pub(crate) durable: Meta,
+    /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
+    /// step's plan meant to move but did not.
+    pub(crate) past_cut: u64,
+    /// A commit without syncs grew the file: the next durable commit fsyncs its length.
+    pub(crate) length_unsynced: bool,
+}
+
+impl Writer {
+    /// The writer state of a database just opened at `durable`, `file_len` bytes long.
+    pub(crate) fn new(freelist: Option<AnyFreelist>, file_len: u64, durable: Meta) -> Writer {
+        Writer {
+            freelist,
+            pool: Vec::new(),
+            arena: Arena::new(),
+            file_len,
+            readers_scratch: Vec::new(),
+            verify: Default::default(),
+            truncate: None,
+            durable,
+            past_cut: 0,
+            length_unsynced: false,
+        }
+    }
+}
+
+/// A truncation of the file waiting for older readers to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Truncate {
+    /// The length to cut the file to: at least the high-water mark of every commit since
+    /// `after`, times the page size.
+    pub(crate) len: u64,
+    /// The commit that lowered the mark: readers of older snapshots may reach past `len`.
+    pub(crate) after: Txid,
+}
+
+/// The id of the commit after `newest`, given the newest durable meta `durable`: the next
+/// number, unless its slot (`txid % 2`) is `durable`'s, which a crash may still need — then
+/// the one after. So commits that do not sync never overwrite the last durable meta, and Go
+/// bbolt, which writes its next meta to slot `(txid + 1) % 2`, overwrites theirs.
+pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
+    let next = newest.0 + 1;
+    if newest != durable && next % 2 == durable.0 % 2 {
+        Txid(next + 1)
+    } else {
+        Txid(next)
+    }
+}
+
+impl Engine {
+    /// The engine of a database just opened at `snapshot`.
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        page_size: usize,
+        snapshot: Snapshot,
+        writer: Writer,
+        counters: StatCounters,
+    ) -> Engine {
+        Engine {
+            storage,
+            options,
+            page_size,
+            current: RwLock::new(snapshot),
+            writer: Mutex::new(writer),
+            readers: Readers::new(),
+            poisoned: AtomicBool::new(false),
+            writer_thread: AtomicU64::new(0),
+            counters,
+            truncate_wanted: AtomicBool::new(false),
+        }
+    }
+
+    /// The file's path, if it has one.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.storage.path()
+    }
+
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn poison(&self) {
+        if !self.poisoned.swap(true, Ordering::AcqRel) {
+            trace::poisoned(self.storage.path());
+        }
+    }
+
+    /// Fails if this thread holds the writer: waiting for it would wait for ever.
+    pub(crate) fn check_not_writer(&self) -> Result<()> {
+        if self.writer_thread.load(Ordering::Acquire) == thread_id() {
+            return Err(Error::WriteTxOnThisThread);
+        }
+        Ok(())
+    }
+
+    /// The committed snapshot readers start from.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The writer state, waiting for the write transaction under way to end.
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An fdatasync; a failure poisons the handle (see [`crate::Db::sync`]).
+    pub(crate) fn sync_or_poison(&self) -> Result<()> {
+        self.storage.sync_data().map_err(|e| {
+            self.poison();
+            Error::io(self.storage.path(), e)
+        })
+    }
+}
+
+/// A number for the calling thread, never 0 (which means "no thread").
+pub(crate) fn thread_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ID.with(|id| *id)
+}
