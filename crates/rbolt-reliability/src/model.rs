@@ -1,6 +1,7 @@
-//! The model a database is compared with: a tree of buckets, as `rbolt-fixtures` defines it.
+//! The model a database is compared with: a tree of buckets, as `rbolt-fixtures` defines it
+//! and reads a database into.
 
-use rbolt::{Bucket, Db, Error, Result};
+pub use rbolt_fixtures::read::{NESTING_MAX, read_bucket, read_db};
 pub use rbolt_fixtures::{Bucket as Tree, Item};
 
 /// A bucket path: the top-level name, then nested names.
@@ -43,48 +44,6 @@ pub fn progress(tree: &Tree) -> u64 {
         }
         _ => 0,
     }
-}
-
-/// The deepest nesting the suites' model follows. rbolt has no limit, but the model is a
-/// recursive structure (read, compared and dropped recursively), and the suites' sound files
-/// nest a few levels: deeper means a bucket value pointing back at an ancestor.
-pub const NESTING_MAX: usize = 4096;
-
-/// Reads a bucket of a sound database, nested buckets included.
-pub fn read_bucket(bucket: &Bucket<'_>) -> Result<Tree> {
-    read_bucket_at(bucket, 0)
-}
-
-fn read_bucket_at(bucket: &Bucket<'_>, depth: usize) -> Result<Tree> {
-    if depth >= NESTING_MAX {
-        return Err(Error::BucketNotFound);
-    }
-    let mut tree = Tree {
-        sequence: bucket.sequence(),
-        ..Tree::default()
-    };
-    for entry in bucket.iter() {
-        let entry = entry?;
-        let item = match entry.value() {
-            Some(value) => Item::Value(value.to_vec()),
-            None => {
-                let child = bucket.bucket(entry.key())?.ok_or(Error::BucketNotFound)?;
-                Item::Bucket(read_bucket_at(&child, depth + 1)?)
-            }
-        };
-        tree.entries.insert(entry.key().to_vec(), item);
-    }
-    Ok(tree)
-}
-
-/// The whole content of a sound database (the root's entries are its top-level buckets; the
-/// root has no sequence of its own).
-pub fn read_db(db: &Db) -> Result<Tree> {
-    db.view(|tx| {
-        let mut tree = read_bucket(&tx.root())?;
-        tree.sequence = 0;
-        Ok(tree)
-    })
 }
 
 /// A 64-bit digest of a tree's whole content (FNV-1a over a canonical encoding), printed with

@@ -1,7 +1,7 @@
 //! The whole store against a model: nested buckets, puts, deletes, bucket creation and
 //! deletion, sequences, commit, rollback and reopen, with a check after every commit.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_db};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rbolt::storage::SimFile;
 use rbolt::{Db, Error, Options, WriteTx};
@@ -220,7 +220,7 @@ fn run(case: Case) -> TestResult {
             Some(image) => SimFile::from_image(image).unwrap(),
         };
         let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
-        assert!(read_all(&db).unwrap() == committed, "after reopen");
+        assert!(read_db(&db).unwrap() == committed, "after reopen");
         assert_clean(&db);
         let mut model = committed.clone();
         let mut tx = Some(db.begin_write().unwrap());
@@ -229,7 +229,7 @@ fn run(case: Case) -> TestResult {
                 Op::Commit => {
                     tx.take().unwrap().commit().unwrap();
                     committed = model.clone();
-                    assert!(read_all(&db).unwrap() == committed);
+                    assert!(read_db(&db).unwrap() == committed);
                     assert_clean(&db);
                     tx = Some(db.begin_write().unwrap());
                 }
@@ -245,7 +245,7 @@ fn run(case: Case) -> TestResult {
         drop(tx);
         if index == last {
             open.commit().unwrap();
-            assert!(read_all(&db).unwrap() == model);
+            assert!(read_db(&db).unwrap() == model);
             assert_clean(&db);
         } else {
             drop(open);
