@@ -1,5 +1,6 @@
-//! The whole store against a model: nested buckets, puts, deletes, bucket creation and
-//! deletion, sequences, commit, rollback and reopen, with a check after every commit.
+//! Random histories of the whole store against a model: nested buckets, puts, deletes, bucket
+//! creation and deletion, sequences, commit, rollback and reopen, with a check after every
+//! commit.
 
 use crate::support::{assert_clean, read_db};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
@@ -257,7 +258,7 @@ fn run(case: Case) -> TestResult {
 }
 
 #[test]
-fn the_store_matches_a_model() {
+fn random_bucket_edits_read_back_as_committed_across_rollbacks_and_reopens() {
     QuickCheck::new()
         .tests(150)
         .quickcheck(run as fn(Case) -> TestResult);

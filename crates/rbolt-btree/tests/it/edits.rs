@@ -331,7 +331,7 @@ fn check_committed(store: &MemStore, root: rbolt_page::Pgid, model: &BTreeMap<Ve
 }
 
 #[test]
-fn tree_matches_btreemap() {
+fn random_edits_seeks_and_scans_answer_as_a_btreemap_would() {
     QuickCheck::new()
         .tests(150)
         .max_tests(300)
