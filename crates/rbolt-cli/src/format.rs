@@ -265,6 +265,8 @@ mod tests {
         check(b"key", Format::Hex, "6b6579");
         check(b"key", Format::Bytes, "key");
         check(b"k\ney", Format::AsciiEncoded, r#""k\ney""#);
+        // The redacted form: the length, then the SHA-256 digest in lowercase hex, in angle
+        // brackets. The digest itself is the sha2 crate's, so only well-known digests here.
         check(
             b"abc",
             Format::Redacted,
@@ -274,12 +276,6 @@ mod tests {
             b"",
             Format::Redacted,
             "<redacted len:0 sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855>",
-        );
-        // 56..63 bytes: SHA-256's length no longer fits in the first padding block.
-        check(
-            &[b'a'; 60],
-            Format::Redacted,
-            "<redacted len:60 sha256:11ee391211c6256460b6ed375957fadd8061cafbb31daf967db875aebd5aaad4>",
         );
     }
 

@@ -1,7 +1,8 @@
 //! Test support for every rbolt crate: the database files Go bbolt wrote (in
 //! `tests/data/bbolt`, gzip-compressed), their manifests parsed into a model and written back
-//! out (the format itself is `rbolt-manifest`'s), and [`rng`], the seeded generator tests and
-//! suites draw their cases from.
+//! out (the format itself is `rbolt-manifest`'s), a database read into the same model
+//! (`read`, feature `read`), and [`rng`], the seeded generator tests and suites draw their
+//! cases from.
 //!
 //! This crate is a dev-dependency only (and a dependency of the reliability suites). It reads
 //! nothing outside the repository.
@@ -9,6 +10,9 @@
 /// The seeded generator; it lives in `rbolt-testkit`, which has no dependencies, so that
 /// the benchmark harnesses can share it without this crate's.
 pub use rbolt_testkit::rng;
+
+#[cfg(feature = "read")]
+pub mod read;
 
 use flate2::read::GzDecoder;
 pub use rbolt_manifest::hex;

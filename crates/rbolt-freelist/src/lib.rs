@@ -8,6 +8,8 @@
 //! free set behind one trait, [`Freelist`]: [`ArrayFreelist`] (a sorted array, bbolt's
 //! "array") and [`SpanFreelist`] (runs indexed by start and by length, bbolt's "hashmap"). They
 //! choose the same pages and write byte-identical pages. [`AnyFreelist`] picks one at run time.
+//! [`FreeRuns`] is a copy of the free ids that answers where first fit would allocate (below a
+//! given page, or after earlier allocations) without changing the freelist.
 //!
 //! It must not do I/O or know about files, mappings or the high-water mark beyond checking ids
 //! against it: the caller reads and writes the page bytes and extends the file when
@@ -39,6 +41,7 @@
 mod array;
 mod core;
 mod error;
+mod free_runs;
 mod free_set;
 mod merge;
 mod pending;
@@ -49,6 +52,7 @@ mod span;
 mod tests;
 
 pub use error::FreelistError;
+pub use free_runs::FreeRuns;
 pub use free_set::FreeIds;
 pub use merge::merge_pgids;
 pub use pending::{Pending, PendingIds, PendingPage, TXID_UNKNOWN};

@@ -66,7 +66,7 @@ impl SpanIds {
     ///
     /// First the lowest few runs are tried in order: in a typical freelist one of them fits.
     /// Otherwise the lowest start of each length class from `n_pages` up is compared.
-    fn first_fit(&self, n_pages: u64) -> Option<Run> {
+    pub(crate) fn first_fit(&self, n_pages: u64) -> Option<Run> {
         for (&start, &len) in self.by_start.iter().take(FIRST_FIT_SCAN_RUNS) {
             if len >= n_pages {
                 return Some(Run {
@@ -89,6 +89,14 @@ impl SpanIds {
                 })
             })
             .min_by_key(|run| run.start)
+    }
+
+    /// The run whose last id is `end - 1`, if `end - 1` is free. Runs are maximal, so it is the
+    /// whole free run there, and only the last run can end there when every id is below `end`.
+    pub(crate) fn run_ending_at(&self, end: Pgid) -> Option<Run> {
+        let (&start, &n_pages) = self.by_start.range(..end).next_back()?;
+        let run = Run { start, n_pages };
+        (run.end() == end.0).then_some(run)
     }
 
     /// Adds `run`, merging it with the runs that end just before it and start just after it.

@@ -681,14 +681,14 @@ fn run_history(initial: Vec<bool>, from_page: bool, ops: Vec<Op>) -> TestResult 
 }
 
 #[test]
-fn model_small_files() {
+fn random_histories_of_small_files_give_both_freelists_bbolts_answers_and_pages() {
     QuickCheck::new()
         .tests(HISTORIES)
         .quickcheck(run_history as fn(Vec<bool>, bool, Vec<Op>) -> TestResult);
 }
 
 #[test]
-fn model_large_fragmented_files() {
+fn random_histories_of_large_fragmented_freelists_give_both_freelists_bbolts_answers_and_pages() {
     // Freelists of a few hundred ids with long histories: exercises the array's block moves
     // and the span's length classes beyond what tiny files reach.
     fn large(seed: Vec<bool>, from_page: bool, ops: Vec<Op>) -> TestResult {

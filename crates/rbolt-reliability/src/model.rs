@@ -1,7 +1,9 @@
-//! The model a database is compared with: a tree of buckets, as `rbolt-fixtures` defines it.
+//! The model a database is compared with: a tree of buckets, as `rbolt-fixtures` defines it
+//! and reads a database into.
 
-use rbolt::{Bucket, Db, Error, Result};
+pub use rbolt_fixtures::read::{NESTING_MAX, read_bucket, read_db};
 pub use rbolt_fixtures::{Bucket as Tree, Item};
+use rbolt_testkit::fnv::Fnv1a64;
 
 /// A bucket path: the top-level name, then nested names.
 pub type Path = Vec<Vec<u8>>;
@@ -45,95 +47,36 @@ pub fn progress(tree: &Tree) -> u64 {
     }
 }
 
-/// The deepest nesting the suites' model follows. rbolt has no limit, but the model is a
-/// recursive structure (read, compared and dropped recursively), and the suites' sound files
-/// nest a few levels: deeper means a bucket value pointing back at an ancestor.
-pub const NESTING_MAX: usize = 4096;
-
-/// Reads a bucket of a sound database, nested buckets included.
-pub fn read_bucket(bucket: &Bucket<'_>) -> Result<Tree> {
-    read_bucket_at(bucket, 0)
-}
-
-fn read_bucket_at(bucket: &Bucket<'_>, depth: usize) -> Result<Tree> {
-    if depth >= NESTING_MAX {
-        return Err(Error::BucketNotFound);
-    }
-    let mut tree = Tree {
-        sequence: bucket.sequence(),
-        ..Tree::default()
-    };
-    for entry in bucket.iter() {
-        let entry = entry?;
-        let item = match entry.value() {
-            Some(value) => Item::Value(value.to_vec()),
-            None => {
-                let child = bucket.bucket(entry.key())?.ok_or(Error::BucketNotFound)?;
-                Item::Bucket(read_bucket_at(&child, depth + 1)?)
-            }
-        };
-        tree.entries.insert(entry.key().to_vec(), item);
-    }
-    Ok(tree)
-}
-
-/// The whole content of a sound database (the root's entries are its top-level buckets; the
-/// root has no sequence of its own).
-pub fn read_db(db: &Db) -> Result<Tree> {
-    db.view(|tx| {
-        let mut tree = read_bucket(&tx.root())?;
-        tree.sequence = 0;
-        Ok(tree)
-    })
-}
-
-/// A 64-bit digest of a tree's whole content (FNV-1a over a canonical encoding), printed with
-/// each acknowledgement of the kill loop.
+/// A 64-bit digest of a tree's whole content (FNV-1a over a canonical encoding: numbers as 8
+/// little-endian bytes, byte strings after their length), printed with each acknowledgement
+/// of the kill loop.
 pub fn digest(tree: &Tree) -> u64 {
-    let mut hash = Fnv::default();
+    let mut hash = Fnv1a64::new();
     digest_into(tree, &mut hash);
-    hash.0
+    hash.finish()
 }
 
-fn digest_into(tree: &Tree, hash: &mut Fnv) {
-    hash.u64(tree.sequence);
-    hash.u64(tree.entries.len() as u64);
+fn digest_into(tree: &Tree, hash: &mut Fnv1a64) {
+    hash.write(&tree.sequence.to_le_bytes());
+    hash.write(&(tree.entries.len() as u64).to_le_bytes());
     for (key, item) in &tree.entries {
-        hash.bytes(key);
+        digest_bytes(key, hash);
         match item {
             Item::Value(value) => {
-                hash.u64(0);
-                hash.bytes(value);
+                hash.write(&0u64.to_le_bytes());
+                digest_bytes(value, hash);
             }
             Item::Bucket(child) => {
-                hash.u64(1);
+                hash.write(&1u64.to_le_bytes());
                 digest_into(child, hash);
             }
         }
     }
 }
 
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xCBF2_9CE4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn u64(&mut self, n: u64) {
-        for byte in n.to_le_bytes() {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3);
-        }
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        self.u64(bytes.len() as u64);
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3);
-        }
-    }
+fn digest_bytes(bytes: &[u8], hash: &mut Fnv1a64) {
+    hash.write(&(bytes.len() as u64).to_le_bytes());
+    hash.write(bytes);
 }
 
 /// A short description of how two trees differ, for failure messages.

@@ -18,6 +18,7 @@
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rbolt::{Db, Options};
 use rbolt_testkit::alloc::{CountingAlloc, start_counting, stop_counting};
+use rbolt_testkit::fnv::fnv1a32;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -41,13 +42,10 @@ fn keys(n: usize, seed: u64) -> Vec<[u8; 16]> {
         .collect()
 }
 
+/// The key bbolt's batch benchmarks make of `id`: FNV-1a 32 of its little-endian bytes, big
+/// endian (Go's `Sum`).
 fn fnv32a(id: u32) -> [u8; 4] {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in id.to_le_bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    hash.to_be_bytes()
+    fnv1a32(&id.to_le_bytes()).to_be_bytes()
 }
 
 fn bench_db() -> (tempfile::TempDir, Db) {

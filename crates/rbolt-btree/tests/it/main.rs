@@ -1,9 +1,9 @@
-//! Integration tests of rbolt-btree: a model test against `BTreeMap`, the Go bbolt fixtures
-//! read through the cursor, and allocation counts of the read path.
+//! Integration tests of rbolt-btree: the tree's edits against a `BTreeMap`, the Go bbolt
+//! fixtures read through the cursor, and allocation counts of the read path.
 
 mod alloc_count;
 mod corrupt;
+mod edits;
 mod fixtures;
-mod model;
 mod support;
 mod touch;

@@ -1,7 +1,9 @@
 //! Integration tests of rbolt-freelist through its public API: the Go bbolt fixtures, typed
-//! errors, bbolt's release scenarios, and the allocation-free page write.
+//! errors, bbolt's release scenarios, the allocation-free page write, and first fit asked of
+//! `FreeRuns`.
 
 mod errors;
+mod first_fit;
 mod fixtures;
 mod no_alloc;
 mod release;

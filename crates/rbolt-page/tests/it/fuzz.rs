@@ -37,11 +37,10 @@ fn le_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
-/// FNV-1a 64, written out again so the checksum is not checked against itself.
+/// FNV-1a 64 from test support's copy, so that the checksum is not checked against its own
+/// code.
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
-    })
+    rbolt_testkit::fnv::fnv1a64(bytes)
 }
 
 /// Asserts an error names the page it was asked about and displays as a sentence.

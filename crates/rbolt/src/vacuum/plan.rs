@@ -6,12 +6,12 @@
 use crate::error::{Error, Result};
 use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor, freelist_span};
 use rbolt_btree::Pages;
-use rbolt_freelist::{AnyFreelist, Freelist};
+use rbolt_freelist::{AnyFreelist, FreeRuns, Freelist};
 use rbolt_page::{
     BranchPage, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, Pgid,
     freelist_page_size, pages_for,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The most pages' worth of entries one repack merges into a node (which spill then cuts
 /// into full pages): bounds the pages one touched leaf can pull into a step.
@@ -52,8 +52,9 @@ struct Survey {
     /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
     paths: Vec<(usize, Vec<u8>)>,
     lives: Vec<Live>,
-    /// The free set as runs, start → length: what first fit hands out.
-    runs: BTreeMap<u64, u64>,
+    /// The free set, to ask where first fit puts a run: the freelist's own first fit, asked
+    /// of a copy.
+    free: FreeRuns,
     /// Free pages just below the high-water mark: what the commit cuts off.
     tail_free: u64,
     /// The freelist page and its pages, if the file keeps one.
@@ -195,29 +196,12 @@ impl<'a> Visitor<'a> for Survey {
 
 /// Surveys every tree of the snapshot (`pages`, `meta`) with the page walker.
 fn survey(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Survey> {
-    let high_water = meta.pgid;
-    let mut runs: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut last_run: Option<(u64, u64)> = None;
-    for id in freelist.free_ids() {
-        last_run = match last_run {
-            Some((start, len)) if start + len == id.0 => Some((start, len + 1)),
-            Some(run) => {
-                runs.insert(run.0, run.1);
-                Some((id.0, 1))
-            }
-            None => Some((id.0, 1)),
-        };
-    }
-    if let Some((start, len)) = last_run {
-        runs.insert(start, len);
-    }
-    let tail_free = last_run
-        .filter(|&(start, len)| start + len == high_water)
-        .map_or(0, |(_, len)| len);
+    let free = FreeRuns::new(freelist);
+    let tail_free = free.tail_len(Pgid(meta.pgid));
     let mut found = Survey {
         paths: vec![(0, Vec::new())],
         lives: Vec::new(),
-        runs,
+        free,
         tail_free,
         freelist: freelist_span(pages, meta)?.map(|(pgid, n_pages)| (pgid.0, n_pages)),
         freelist_count: freelist.count(),
@@ -279,39 +263,27 @@ enum FreelistFit {
 
 /// Where first fit puts what `demand` asks (runs largest first, as reserved; then single
 /// pages, the lowest), and then `freelist_pages` more: whether all of it lands below `cut`.
-/// `None`: the pages do not fit; `Some(fit)`: they do, and where the freelist page goes.
+/// `None`: the pages do not fit; `Some(fit)`: they do, and where the freelist page goes. The
+/// allocations are the freelist's first fit, made on a copy of `free`.
 fn place(
-    runs: &BTreeMap<u64, u64>,
+    free: &FreeRuns,
     cut: u64,
     demand: &Demand,
     freelist_pages: u64,
     tail_free: u64,
 ) -> Option<FreelistFit> {
-    let mut free: BTreeMap<u64, u64> = runs
-        .range(..cut)
-        .map(|(&start, &len)| (start, len.min(cut - start)))
-        .collect();
+    let cut = Pgid(cut);
+    let mut free = free.clone();
     let mut spans = demand.spans.clone();
     spans.sort_unstable_by(|a, b| b.cmp(a));
     for n in spans {
-        let (&start, &len) = free.iter().find(|&(_, &len)| len >= n)?;
-        free.remove(&start);
-        if len > n {
-            free.insert(start + n, len - n);
-        }
+        free.allocate_below(n as usize, cut)?;
     }
-    let mut singles = demand.singles;
-    while singles > 0 {
-        let (&start, &len) = free.iter().next()?;
-        free.remove(&start);
-        let take = len.min(singles);
-        singles -= take;
-        if len > take {
-            free.insert(start + take, len - take);
-        }
+    for _ in 0..demand.singles {
+        free.allocate_below(1, cut)?;
     }
     Some(
-        if freelist_pages == 0 || free.values().any(|&len| len >= freelist_pages) {
+        if freelist_pages == 0 || free.first_fit_below(freelist_pages as usize, cut).is_some() {
             FreelistFit::Below
         } else if freelist_pages <= tail_free {
             FreelistFit::Tail
@@ -470,7 +442,7 @@ pub(super) fn plan(
     };
     let fit = |cut: u64, demand: &Demand| {
         place(
-            &found.runs,
+            &found.free,
             cut,
             demand,
             freelist_pages(demand),
@@ -519,10 +491,10 @@ pub(super) fn plan(
     let mut order: Vec<usize> = (0..lives.len()).collect();
     order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
     let fits_below = |live: &Live| {
-        found
-            .runs
-            .range(..live.pgid)
-            .any(|(&start, &len)| len.min(live.pgid - start) >= live.n_pages)
+        let below = found
+            .free
+            .first_fit_below(live.n_pages as usize, Pgid(live.pgid));
+        below.is_some()
     };
     let mut prefixes: Vec<(usize, Demand)> = Vec::new();
     let mut trial_dirty = dirty.clone();
@@ -571,11 +543,10 @@ pub(super) fn plan(
     let moves_pages = !plan.moves.is_empty() || !plan.merges.is_empty();
     plan.skip_freelist = writes_freelist && freelist_fit == FreelistFit::Nowhere;
     let freelist_after = freelist_pages(&demand);
+    // A step that writes no freelist needs no pages for it: then any free page below counts.
     plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
-        found
-            .runs
-            .range(..pgid)
-            .any(|(&start, &len)| len.min(pgid - start) >= freelist_after)
+        let n_pages = freelist_after.max(1) as usize;
+        found.free.first_fit_below(n_pages, Pgid(pgid)).is_some()
     });
     // Cutting the free tail helps only if the freelist page does not take all of its place;
     // and a step that only cuts must not drop the freelist (the vacuum's last commit would

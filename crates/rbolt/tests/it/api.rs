@@ -1,7 +1,7 @@
 //! What a Rust user reaches for (issue 14): durability per transaction, no same-thread
 //! deadlock, refusing to create a mistyped path.
 
-use crate::support::{read_all, within};
+use crate::support::{read_db, within};
 use rbolt::storage::SimFile;
 use rbolt::{Db, Durability, Error, Options};
 use std::sync::Arc;
@@ -30,7 +30,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     assert_eq!(sim.counts().since(before).syncs(), 0, "no sync in the load");
     // Until something syncs, a power loss finds the file as before the load, and a crash of
     // the process (the page cache survives it) finds it after the load.
-    let loaded = read_all(&db).unwrap();
+    let loaded = read_db(&db).unwrap();
     let power_loss = SimFile::from_image(sim.durable_image()).unwrap();
     let reopened = Db::open_storage(Arc::new(power_loss), Options::default()).unwrap();
     let empty = reopened.view(|tx| Ok::<_, Error>(tx.bucket(b"b")?.unwrap().iter().count()));
@@ -38,7 +38,7 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
     drop(reopened);
     let process_crash = sim.after_process_crash().unwrap();
     let reopened = Db::open_storage(Arc::new(process_crash), Options::default()).unwrap();
-    assert!(read_all(&reopened).unwrap() == loaded);
+    assert!(read_db(&reopened).unwrap() == loaded);
     drop(reopened);
     // The next durable commit makes the load durable with itself: two syncs, as always (the
     // load never reused a page the durable state reaches, so nothing has to be synced first).
@@ -73,11 +73,11 @@ fn durability_is_chosen_per_transaction_and_sync_makes_everything_durable() {
         .unwrap();
     assert_eq!(sim.counts().since(before).syncs(), 2);
     // Everything is in the durable image.
-    let content = read_all(&db).unwrap();
+    let content = read_db(&db).unwrap();
     drop(db);
     let durable = SimFile::from_image(sim.durable_image()).unwrap();
     let db = Db::open_storage(Arc::new(durable), Options::default()).unwrap();
-    assert!(read_all(&db).unwrap() == content);
+    assert!(read_db(&db).unwrap() == content);
 }
 
 #[test]

@@ -264,7 +264,7 @@ fn hot_backup_and_compaction_copy_everything() {
     let dir = tempfile::tempdir().unwrap();
     let path = rbolt_fixtures::write_db("small", dir.path());
     let db = Db::open(&path).unwrap();
-    let content = crate::support::read_all(&db).unwrap();
+    let content = crate::support::read_db(&db).unwrap();
     // A backup taken while a writer changes the file holds the snapshot's content.
     let backup = dir.path().join("backup.db");
     let tx = db.begin_read().unwrap();
@@ -283,12 +283,12 @@ fn hot_backup_and_compaction_copy_everything() {
     tx.copy_file(&backup).unwrap();
     drop(tx);
     let copy = Db::open(&backup).unwrap();
-    assert!(crate::support::read_all(&copy).unwrap() == content);
+    assert!(crate::support::read_db(&copy).unwrap() == content);
     assert_clean(&copy);
     // Compaction into a fresh file.
     let compacted = Db::open(dir.path().join("compacted.db")).unwrap();
     rbolt::compact(&compacted, &copy, 4096).unwrap();
-    assert!(crate::support::read_all(&compacted).unwrap() == content);
+    assert!(crate::support::read_db(&compacted).unwrap() == content);
     assert_clean(&compacted);
 }
 

@@ -2,7 +2,7 @@
 //! take any `E: From<rbolt::Error>`, roll back on an `Err` of any kind, and hand the caller's
 //! error back unchanged.
 
-use crate::support::{read_all, within};
+use crate::support::{read_db, within};
 use rbolt::{Db, Error, ErrorKind, Options};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -36,7 +36,7 @@ fn keys_of_b(db: &Db) -> Vec<Vec<u8>> {
 fn update_returns_the_callers_error_and_rolls_back() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir, Options::default());
-    let before = read_all(&db).unwrap();
+    let before = read_db(&db).unwrap();
     let result: Result<(), AppError> = db.update(|tx| {
         let mut b = tx.bucket_mut("b")?.unwrap();
         b.put("lost", "2")?;
@@ -47,7 +47,7 @@ fn update_returns_the_callers_error_and_rolls_back() {
     });
     assert!(matches!(result, Err(AppError::Rejected(7))), "{result:?}");
     assert_eq!(
-        read_all(&db).unwrap(),
+        read_db(&db).unwrap(),
         before,
         "the failed update changed nothing"
     );
@@ -61,7 +61,7 @@ fn update_returns_the_callers_error_and_rolls_back() {
 fn an_rbolt_error_inside_the_closure_comes_back_as_the_callers_type() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir, Options::default());
-    let before = read_all(&db).unwrap();
+    let before = read_db(&db).unwrap();
     let result: Result<(), AppError> = db.update(|tx| {
         tx.bucket_mut("b")?.unwrap().put("lost", "2")?;
         tx.delete_bucket("missing")?; // rbolt's BucketNotFound, converted by `?`
@@ -71,7 +71,7 @@ fn an_rbolt_error_inside_the_closure_comes_back_as_the_callers_type() {
         Err(AppError::Db(error)) => assert_eq!(error.kind(), ErrorKind::BucketNotFound),
         other => panic!("expected AppError::Db(BucketNotFound), got {other:?}"),
     }
-    assert_eq!(read_all(&db).unwrap(), before);
+    assert_eq!(read_db(&db).unwrap(), before);
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn a_failed_commit_comes_back_as_the_callers_type() {
     let dir = tempfile::tempdir().unwrap();
     // Room for the metas, the freelist and the root, not for a megabyte of values.
     let db = open(&dir, Options::default().max_size(64 * 1024));
-    let before = read_all(&db).unwrap();
+    let before = read_db(&db).unwrap();
     let mut closure_done = false;
     let result: Result<(), AppError> = db.update(|tx| {
         let mut b = tx.bucket_mut("b")?.unwrap();
@@ -94,7 +94,7 @@ fn a_failed_commit_comes_back_as_the_callers_type() {
         Err(AppError::Db(error)) => assert_eq!(error.kind(), ErrorKind::MaxSizeReached),
         other => panic!("expected AppError::Db(MaxSizeReached), got {other:?}"),
     }
-    assert_eq!(read_all(&db).unwrap(), before);
+    assert_eq!(read_db(&db).unwrap(), before);
 }
 
 #[test]

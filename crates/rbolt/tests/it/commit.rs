@@ -1,6 +1,6 @@
 //! The commit protocol as the storage sees it, and what failures leave behind.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_db};
 use rbolt::storage::{FaultError, FaultPlan, SimFile};
 use rbolt::{Db, Error, Options};
 use std::sync::Arc;
@@ -102,7 +102,7 @@ fn a_failed_data_write_rolls_back_and_the_database_stays_usable() {
     fill(&db, b"b", 0..2000, 100);
     // An empty write transaction releases what no reader sees, as the failing one will.
     db.begin_write().unwrap().rollback();
-    let content = read_all(&db).unwrap();
+    let content = read_db(&db).unwrap();
     let stats = db.stats();
     // The commit's first storage call is the vectored data write.
     fail_next_commit_at(&sim, 0, FaultError::NoSpace);
@@ -121,7 +121,7 @@ fn a_failed_data_write_rolls_back_and_the_database_stays_usable() {
         (after.free_page_n, after.pending_page_n),
         (stats.free_page_n, stats.pending_page_n)
     );
-    assert!(read_all(&db).unwrap() == content);
+    assert!(read_db(&db).unwrap() == content);
     // Usable: the same commit succeeds now.
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"new", b"value"))
         .unwrap();
@@ -151,7 +151,7 @@ fn a_failure_before_the_first_sync_rolls_back_and_at_or_after_it_poisons() {
     for n in 0..12 {
         let (sim, db) = sim_db(Options::default());
         fill(&db, b"b", 0..100, 10);
-        let content = read_all(&db).unwrap();
+        let content = read_db(&db).unwrap();
         let start = sim.op_count();
         fail_next_commit_at(&sim, n, FaultError::Io);
         let result = db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"));
@@ -175,7 +175,7 @@ fn a_failure_before_the_first_sync_rolls_back_and_at_or_after_it_poisons() {
             );
             assert!(matches!(db.begin_write(), Err(Error::Poisoned)), "op {n}");
         } else {
-            assert!(read_all(&db).unwrap() == content, "op {n}");
+            assert!(read_db(&db).unwrap() == content, "op {n}");
             db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
                 .unwrap();
         }

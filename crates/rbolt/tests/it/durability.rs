@@ -5,7 +5,7 @@
 //! mark, and a vacuum made of unsynced steps. Each judges every crash image by its content,
 //! not only by `check`: it must be one committed state, at or after the last durable one.
 
-use crate::support::{read_all, within};
+use crate::support::{read_db, within};
 use rbolt::storage::{Claim, CrashProfile, FaultPlan, Mapping, SimFile, Storage};
 use rbolt::{Db, Durability, Options};
 use rbolt_fixtures::Bucket as Model;
@@ -50,7 +50,7 @@ fn content_of(image: Vec<u8>, options: &Options) -> Result<Model, String> {
     if !errors.is_empty() {
         return Err(format!("check: {errors:?}"));
     }
-    read_all(&db).map_err(|e| e.to_string())
+    read_db(&db).map_err(|e| e.to_string())
 }
 
 /// Judges `images` crash images of every profile: each must open, check clean and hold one of
@@ -89,23 +89,23 @@ fn commits_without_syncs_never_overwrite_what_the_last_durable_commit_reaches() 
     let options = Options::default();
     let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
     overwrite(&db, b"A", Durability::Immediate);
-    let a = read_all(&db).unwrap();
+    let a = read_db(&db).unwrap();
     overwrite(&db, b"B", Durability::None);
-    let b = read_all(&db).unwrap();
+    let b = read_db(&db).unwrap();
     overwrite(&db, b"C", Durability::None);
-    let c = read_all(&db).unwrap();
+    let c = read_db(&db).unwrap();
     // A power loss now: A, or (had they reached the disk whole) B or C; never a mix.
     judge_images(&sim, &options, &[&a, &b, &c], 60);
     // A crash of the process keeps the page cache, and with it C.
     let next = sim.after_process_crash().unwrap();
     let reopened = Db::open_storage(Arc::new(next), options.clone()).unwrap();
-    assert!(read_all(&reopened).unwrap() == c, "a process crash lost C");
+    assert!(read_db(&reopened).unwrap() == c, "a process crash lost C");
     drop(reopened);
     // Many more commits without syncs change nothing about that.
     for round in 0..20u32 {
         overwrite(&db, format!("N{round}").as_bytes(), Durability::None);
     }
-    let last = read_all(&db).unwrap();
+    let last = read_db(&db).unwrap();
     let held = judge_images(&sim, &options, &[&a, &last], 20);
     assert!(held[0] > 0, "some power losses must find A: {held:?}");
     // Closing makes the newest commit durable: every image holds it.
@@ -232,9 +232,9 @@ fn a_sync_racing_a_commit_without_syncs_keeps_the_last_durable_state() {
         let db = Arc::new(Db::open_storage(Arc::new(storage.clone()), options.clone()).unwrap());
         overwrite(&db, b"A", Durability::Immediate);
         overwrite(&db, b"B", Durability::None);
-        let b = read_all(&db).unwrap();
+        let b = read_db(&db).unwrap();
         sync_racing_a_commit(&db, &storage, |db| overwrite(db, b"C", Durability::None));
-        let c = read_all(&db).unwrap();
+        let c = read_db(&db).unwrap();
         let start = sim.op_count();
         sim.set_fault_plan(FaultPlan::new().crash_at(start + crash_at));
         let tx = db.begin_write().unwrap();
@@ -276,7 +276,7 @@ fn a_shrink_never_cuts_below_the_durable_metas_mark() {
     }
     let long = sim.len().unwrap();
     overwrite(&db, b"X", Durability::None);
-    let x = read_all(&db).unwrap();
+    let x = read_db(&db).unwrap();
     // Without syncs, while `Db::sync` makes X durable: everything but a few keys goes, and
     // the commit lowers the mark.
     sync_racing_a_commit(&db, &storage, |db| {
@@ -289,11 +289,11 @@ fn a_shrink_never_cuts_below_the_durable_metas_mark() {
         drop(b);
         tx.commit().unwrap();
     });
-    let small = read_all(&db).unwrap();
+    let small = read_db(&db).unwrap();
     // A reader's end, and a commit, try the waiting truncation.
     drop(db.begin_read().unwrap());
     overwrite(&db, b"Y", Durability::None);
-    let last = read_all(&db).unwrap();
+    let last = read_db(&db).unwrap();
     drop(db.begin_read().unwrap());
     // X is durable; what came after may be lost, but nothing X needs may be cut.
     judge_images(&sim, &options, &[&x, &small, &last], 12);
@@ -305,7 +305,7 @@ fn a_shrink_never_cuts_below_the_durable_metas_mark() {
     }
     let cut = sim.len().unwrap();
     assert!(cut < long / 2, "the file was not cut: {long} -> {cut}");
-    let last = read_all(&db).unwrap();
+    let last = read_db(&db).unwrap();
     judge_images(&sim, &options, &[&last], 4);
 }
 
@@ -328,7 +328,7 @@ fn every_vacuum_step_is_durable_even_under_no_sync() {
         tx.commit().unwrap();
     }
     thin_out_rounds(&db);
-    let content = read_all(&db).unwrap();
+    let content = read_db(&db).unwrap();
     let before = sim.counts();
     let len_before = sim.len().unwrap();
     let report = within(Duration::from_secs(60), {
@@ -379,7 +379,7 @@ fn a_durable_commit_that_changes_nothing_still_makes_the_commits_before_it_durab
     let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
     overwrite(&db, b"A", Durability::Immediate);
     overwrite(&db, b"B", Durability::None);
-    let b = read_all(&db).unwrap();
+    let b = read_db(&db).unwrap();
     let before = sim.counts();
     let tx = db.begin_write().unwrap();
     assert_eq!(tx.durability(), Durability::Immediate);

@@ -1,7 +1,7 @@
 //! Every Go bbolt fixture opens and reads back exactly as its manifest says; rbolt writes the
 //! same content into files of its own that read back the same.
 
-use crate::support::{assert_clean, read_all, write_model};
+use crate::support::{assert_clean, read_db, write_model};
 use rbolt::{Db, Options};
 use rbolt_fixtures::{Item, NAMES, manifest, summary, write_db};
 
@@ -17,7 +17,7 @@ fn every_fixture_reads_back_as_its_manifest_and_checks_clean() {
                 db.page_size() as u64,
                 summary["page_size"].as_u64().unwrap()
             );
-            assert!(read_all(&db).unwrap() == manifest(name), "{name}: content");
+            assert!(read_db(&db).unwrap() == manifest(name), "{name}: content");
             assert_clean(&db);
             db.close().unwrap();
         }
@@ -94,7 +94,7 @@ fn recreated_fixtures_read_back_the_same_after_reopen() {
         let db = Db::open(&path).unwrap();
         assert_eq!(db.page_size(), page_size);
         assert!(
-            read_all(&db).unwrap() == content,
+            read_db(&db).unwrap() == content,
             "{name}: recreated content"
         );
         assert_clean(&db);
@@ -129,7 +129,7 @@ fn fixtures_accept_writes_and_stay_clean() {
         assert_clean(&db);
         drop(db);
         let db = Db::open(&path).unwrap();
-        assert!(read_all(&db).unwrap() == content, "{name}: after writes");
+        assert!(read_db(&db).unwrap() == content, "{name}: after writes");
         assert_clean(&db);
     }
 }
@@ -150,7 +150,7 @@ fn a_writer_opening_a_file_without_a_freelist_writes_one() {
     // ...and written by one that keeps it.
     let db = Db::open(&path).unwrap();
     assert_clean(&db);
-    assert!(read_all(&db).unwrap() == manifest("nofreelistsync"));
+    assert!(read_db(&db).unwrap() == manifest("nofreelistsync"));
     drop(db);
     assert_ne!(freelist_pgid(&path), u64::MAX);
 }

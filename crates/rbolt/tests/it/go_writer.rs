@@ -3,7 +3,7 @@
 //! writes keep it, `check` reports each place a file breaks it, and `fix_separators`, any
 //! write that touches the page, and `compact` repair it.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_db};
 use rbolt::{CheckError, Db, Options};
 use rbolt_page::{BranchPage, BucketValue, LeafPage, Meta, PageRef, Pgid, read_meta};
 use std::path::{Path, PathBuf};
@@ -175,7 +175,7 @@ fn key_offset(bytes: &[u8], pgid: Pgid, index: usize, leaf: bool) -> usize {
 /// more), and checks the hazards are gone and the content is what it was.
 fn repair(path: &Path, found_min: usize) {
     let db = Db::open_with(path, options()).unwrap();
-    let before = read_all(&db).unwrap();
+    let before = read_db(&db).unwrap();
     let mut tx = db.begin_write().unwrap();
     let found = tx.fix_separators().unwrap();
     tx.commit().unwrap();
@@ -185,7 +185,7 @@ fn repair(path: &Path, found_min: usize) {
     );
     assert_eq!(hazards(&db), [], "after the repair");
     assert_eq!(
-        read_all(&db).unwrap(),
+        read_db(&db).unwrap(),
         before,
         "the repair changed the content"
     );
@@ -264,7 +264,7 @@ fn a_separator_that_is_not_its_childs_first_key_is_reported_with_both_keys_and_r
     let dst = Db::open_with(dir.path().join("compacted"), options()).unwrap();
     rbolt::compact(&dst, &src, 0).unwrap();
     assert_clean(&dst);
-    assert_eq!(read_all(&dst).unwrap(), read_all(&src).unwrap());
+    assert_eq!(read_db(&dst).unwrap(), read_db(&src).unwrap());
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod concurrency;
 mod durability;
 mod fixtures;
 mod go_writer;
-mod model;
+mod histories;
 mod open;
 mod readme;
 mod regressions;

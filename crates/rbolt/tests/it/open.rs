@@ -1,6 +1,6 @@
 //! Opening: meta selection, recovery of a damaged meta, rejection of impossible ones.
 
-use crate::support::{assert_clean, read_all, within};
+use crate::support::{assert_clean, read_db, within};
 use rbolt::{Db, Error, Options};
 use std::time::Duration;
 
@@ -16,10 +16,10 @@ fn two_states(
     let db = Db::open_with(&path, Options::default().page_size(page_size)).unwrap();
     db.update(|tx| tx.create_bucket(b"b")?.put(b"k", b"old"))
         .unwrap();
-    let old = read_all(&db).unwrap();
+    let old = read_db(&db).unwrap();
     db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"new"))
         .unwrap();
-    let new = read_all(&db).unwrap();
+    let new = read_db(&db).unwrap();
     (path, old, new)
 }
 
@@ -37,13 +37,13 @@ fn a_damaged_newest_meta_falls_back_to_the_other() {
     for page_size in [4096, 16384] {
         let dir = tempfile::tempdir().unwrap();
         let (path, old, new) = two_states(dir.path(), page_size);
-        assert!(read_all(&Db::open(&path).unwrap()).unwrap() == new);
+        assert!(read_db(&Db::open(&path).unwrap()).unwrap() == new);
         let newest = newest_meta_page(&path, page_size);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[newest * page_size + 16 + 40] ^= 0x01; // a bit of the freelist id: checksum fails
         std::fs::write(&path, &bytes).unwrap();
         let db = Db::open(&path).unwrap();
-        assert!(read_all(&db).unwrap() == old, "page size {page_size}");
+        assert!(read_db(&db).unwrap() == old, "page size {page_size}");
         assert_clean(&db);
     }
 }
@@ -65,7 +65,7 @@ fn a_damaged_meta_0_is_found_past_by_probing_for_meta_1() {
     std::fs::write(&path, &bytes).unwrap();
     let db = Db::open_with(&path, Options::default().read_only(true)).unwrap();
     assert_eq!(db.page_size(), 16384);
-    assert!(read_all(&db).unwrap() == new);
+    assert!(read_db(&db).unwrap() == new);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! not (or did not when they must), walks that overflowed the stack, syncs that failed without
 //! consequence, and hangs.
 
-use crate::support::{assert_clean, read_all, within};
+use crate::support::{assert_clean, read_db, within};
 use rbolt::storage::{FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, KEY_SIZE_MAX, Options};
 use std::path::Path;
@@ -149,7 +149,7 @@ fn a_failed_move_of_a_bucket_whose_child_was_deleted_leaves_no_freed_page_reacha
 fn a_failed_create_bucket_path_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = two_buckets(dir.path());
-    let before = read_all(&db).unwrap();
+    let before = read_db(&db).unwrap();
     let long = vec![b'n'; KEY_SIZE_MAX + 1];
     db.update(|tx| {
         // Each fails past a part of the path that it would have had to create.
@@ -177,7 +177,7 @@ fn a_failed_create_bucket_path_creates_nothing() {
     })
     .unwrap();
     assert_eq!(
-        read_all(&db).unwrap(),
+        read_db(&db).unwrap(),
         before,
         "the failed calls created buckets"
     );
@@ -215,7 +215,7 @@ fn move_bucket_refuses_a_new_name_longer_than_the_key_limit() {
     assert_eq!(value_of(&db, &[b"A"], b"k").as_deref(), Some(&b"v0"[..]));
     let copy = Db::open(dir.path().join("copy")).unwrap();
     rbolt::compact(&copy, &db, 0).unwrap();
-    assert!(read_all(&copy).unwrap() == read_all(&db).unwrap());
+    assert!(read_db(&copy).unwrap() == read_db(&db).unwrap());
 }
 
 // ---- Defect 2: a file truncated from outside ----
@@ -304,7 +304,7 @@ fn a_file_truncated_after_its_first_commit_is_refused_not_opened_empty() {
         assert!(
             matches!(opened, Err(Error::Truncated { .. })),
             "read_only={read_only}: {:?}",
-            opened.map(|db| read_all(&db).map(|m| m.entries.len()))
+            opened.map(|db| read_db(&db).map(|m| m.entries.len()))
         );
     }
 }
@@ -443,13 +443,13 @@ fn page_sizes_that_are_not_powers_of_two_are_written_and_read() {
             Ok::<_, rbolt::Error>(())
         })
         .unwrap();
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         assert_clean(&db);
         drop(db);
         // Reopened with other options: the page size comes from the file.
         let db = Db::open(&path).unwrap();
         assert_eq!(db.page_size(), page_size);
-        assert!(read_all(&db).unwrap() == model, "page size {page_size}");
+        assert!(read_db(&db).unwrap() == model, "page size {page_size}");
         assert_clean(&db);
         drop(db);
         // With meta 0 damaged, meta 1 is found by scanning for it.

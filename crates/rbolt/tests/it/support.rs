@@ -1,35 +1,9 @@
 //! Helpers shared by the facade tests.
 
-use rbolt::{Bucket, Db, Result};
+use rbolt::{Db, Result};
+/// A bucket, or the whole database, read into the fixtures' model.
+pub use rbolt_fixtures::read::{read_bucket, read_db};
 use rbolt_fixtures::{Bucket as Model, Item};
-
-/// Reads a bucket's whole content into the fixtures' model.
-pub fn read_bucket(bucket: &Bucket<'_>) -> Result<Model> {
-    let mut model = Model {
-        sequence: bucket.sequence(),
-        ..Model::default()
-    };
-    for entry in bucket.iter() {
-        let entry = entry?;
-        let item = match entry.value() {
-            Some(value) => Item::Value(value.to_vec()),
-            None => Item::Bucket(read_bucket(
-                &bucket.bucket(entry.key())?.expect("a nested bucket"),
-            )?),
-        };
-        model.entries.insert(entry.key().to_vec(), item);
-    }
-    Ok(model)
-}
-
-/// The whole database's content (the root's entries are its top-level buckets).
-pub fn read_all(db: &Db) -> Result<Model> {
-    db.view(|tx| {
-        let mut model = read_bucket(&tx.root())?;
-        model.sequence = 0;
-        Ok(model)
-    })
-}
 
 /// Asserts the database checks clean.
 pub fn assert_clean(db: &Db) {

@@ -3,7 +3,7 @@
 //! least as long as the mark); readers keep their snapshots and the file is never cut under
 //! them; a failed step leaves the database usable; crashes anywhere in a vacuum recover.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_db};
 use quickcheck::{QuickCheck, TestResult};
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, Options, VacuumOptions, VacuumProgress};
@@ -113,7 +113,7 @@ fn assert_go_compatible(db: &Db) {
 /// Checks after a step: clean, equal to the model, bbolt's rules.
 fn assert_sound(db: &Db, model: &Model) {
     assert_clean(db);
-    assert_eq!(&read_all(db).unwrap(), model, "contents changed");
+    assert_eq!(&read_db(db).unwrap(), model, "contents changed");
     assert_go_compatible(db);
 }
 
@@ -147,7 +147,7 @@ fn vacuum_moves_live_pages_down_and_shrinks_the_file() {
         let sim = SimFile::new().unwrap();
         let db = open(&sim, options.clone());
         fill_and_thin(&db, 7, 1500, 90);
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         let high_water_before = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let report = checked_vacuum(&db, &model, 32);
         assert!(report.steps > 1, "{options:?}: {report:?}");
@@ -209,7 +209,7 @@ fn vacuum_moves_the_pages_of_deeply_nested_buckets() {
     db.update(|tx| tx.delete_bucket(b"filler")).unwrap();
     db.update(|tx| tx.create_bucket(b"marker").map(drop))
         .unwrap();
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let image = sim.live_image().unwrap();
     // In steps big enough for the deepest bucket's pages and the 300 pages above them that
     // each move rewrites: packed.
@@ -237,7 +237,7 @@ fn vacuum_on_a_file_on_disk_cuts_it() {
     let path = dir.path().join("db");
     let db = Db::open(&path).unwrap();
     fill_and_thin(&db, 3, 1000, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let before = std::fs::metadata(&path).unwrap().len();
     let report = checked_vacuum(&db, &model, 1024);
     let after = std::fs::metadata(&path).unwrap().len();
@@ -253,7 +253,7 @@ fn vacuum_can_stop_at_any_step_and_resume() {
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default());
     fill_and_thin(&db, 11, 1500, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let first = db
         .vacuum(VacuumOptions::default().pages_per_step(8), |_| {
             ControlFlow::Break(())
@@ -288,7 +288,7 @@ fn vacuum_keeps_every_step_sound() {
         };
         let db = open(&sim, options);
         fill_and_thin(&db, seed, 300, u64::from(100 - keep_percent % 100));
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         let report = checked_vacuum(&db, &model, usize::from(step % 40) + 1);
         // Packed but for holes too small for the multi-page values that would fill them.
         assert!(
@@ -307,7 +307,7 @@ fn a_reader_keeps_its_snapshot_and_the_file_is_not_cut_under_it() {
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default());
     fill_and_thin(&db, 5, 1500, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let reader = db.begin_read().unwrap();
     let reader_size = reader.size();
     let read_snapshot = |reader: &rbolt::ReadTx<'_>| {
@@ -367,7 +367,7 @@ fn a_truncation_left_waiting_is_done_when_the_handle_closes() {
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default());
     fill_and_thin(&db, 5, 1500, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let reader = db.begin_read().unwrap();
     let file_len_before = db.file_len().unwrap();
     let report = db
@@ -400,7 +400,7 @@ fn readers_on_other_threads_read_throughout_a_vacuum() {
     let sim = SimFile::new().unwrap();
     let db = open(&sim, Options::default());
     fill_and_thin(&db, 9, 1500, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let readers: Vec<_> = (0..2)
@@ -409,7 +409,7 @@ fn readers_on_other_threads_read_throughout_a_vacuum() {
                     let mut reads = 0u64;
                     while !stop.load(std::sync::atomic::Ordering::Acquire) {
                         // The writer's own bucket aside, the contents never change.
-                        let mut read = read_all(&db).unwrap();
+                        let mut read = read_db(&db).unwrap();
                         read.entries.remove(&b"w"[..]);
                         assert_eq!(read, model);
                         reads += 1;
@@ -454,7 +454,7 @@ fn a_failed_step_leaves_the_database_usable() {
     let base = SimFile::new().unwrap();
     let db = open(&base, Options::default());
     fill_and_thin(&db, 13, 800, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     drop(db);
     let image = base.live_image().unwrap();
     let reference = SimFile::from_image(image.clone()).unwrap();
@@ -549,7 +549,7 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
     let base = SimFile::new().unwrap();
     let db = open(&base, Options::default().page_size(1024));
     fill_and_thin(&db, 21, 300, 90);
-    let model = read_all(&db).unwrap();
+    let model = read_db(&db).unwrap();
     drop(db);
     let image = base.live_image().unwrap();
     let reference = SimFile::from_image(image.clone()).unwrap();
@@ -641,7 +641,7 @@ fn a_vacuum_of_a_nearly_packed_file_with_large_values_ends_in_a_few_steps() {
             Ok::<_, rbolt::Error>(())
         })
         .unwrap();
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         let live = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let report = checked_vacuum(&db, &model, 256);
         assert!(
@@ -695,7 +695,7 @@ fn no_vacuum_step_raises_the_mark_and_a_full_file_can_be_vacuumed() {
             Ok::<_, rbolt::Error>(())
         })
         .unwrap();
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         let mark = db.view(|tx| Ok::<_, rbolt::Error>(tx.meta().pgid)).unwrap();
         let len = db.file_len().unwrap();
         drop(db);
@@ -764,7 +764,7 @@ fn a_vacuum_reaches_the_compacted_size() {
             Ok::<_, rbolt::Error>(())
         })
         .unwrap();
-        let model = read_all(&db).unwrap();
+        let model = read_db(&db).unwrap();
         let free_ids = db.stats().free_page_n + db.stats().pending_page_n;
         let compacted = {
             let copy = open(

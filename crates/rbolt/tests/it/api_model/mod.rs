@@ -294,7 +294,7 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 }
 
 #[test]
-fn the_public_api_matches_a_model_of_nested_buckets() {
+fn every_api_call_gives_the_models_result_and_leaves_the_models_state() {
     let soak = std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0");
     let cases = env_number::<u64>("RBOLT_API_MODEL_CASES").unwrap_or(if soak {
         CASES_SOAK

@@ -1,7 +1,8 @@
-//! The whole store against a model: nested buckets, puts, deletes, bucket creation and
-//! deletion, sequences, commit, rollback and reopen, with a check after every commit.
+//! Random histories of the whole store against a model: nested buckets, puts, deletes, bucket
+//! creation and deletion, sequences, commit, rollback and reopen, with a check after every
+//! commit.
 
-use crate::support::{assert_clean, read_all};
+use crate::support::{assert_clean, read_db};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rbolt::storage::SimFile;
 use rbolt::{Db, Error, Options, WriteTx};
@@ -220,7 +221,7 @@ fn run(case: Case) -> TestResult {
             Some(image) => SimFile::from_image(image).unwrap(),
         };
         let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
-        assert!(read_all(&db).unwrap() == committed, "after reopen");
+        assert!(read_db(&db).unwrap() == committed, "after reopen");
         assert_clean(&db);
         let mut model = committed.clone();
         let mut tx = Some(db.begin_write().unwrap());
@@ -229,7 +230,7 @@ fn run(case: Case) -> TestResult {
                 Op::Commit => {
                     tx.take().unwrap().commit().unwrap();
                     committed = model.clone();
-                    assert!(read_all(&db).unwrap() == committed);
+                    assert!(read_db(&db).unwrap() == committed);
                     assert_clean(&db);
                     tx = Some(db.begin_write().unwrap());
                 }
@@ -245,7 +246,7 @@ fn run(case: Case) -> TestResult {
         drop(tx);
         if index == last {
             open.commit().unwrap();
-            assert!(read_all(&db).unwrap() == model);
+            assert!(read_db(&db).unwrap() == model);
             assert_clean(&db);
         } else {
             drop(open);
@@ -257,7 +258,7 @@ fn run(case: Case) -> TestResult {
 }
 
 #[test]
-fn the_store_matches_a_model() {
+fn random_bucket_edits_read_back_as_committed_across_rollbacks_and_reopens() {
     QuickCheck::new()
         .tests(150)
         .quickcheck(run as fn(Case) -> TestResult);

@@ -115,10 +115,7 @@ impl Arbitrary for Case {
 }
 
 fn value_for(key: &[u8], len: usize, salt: u64) -> Vec<u8> {
-    let mut state = salt
-        ^ key.iter().fold(0xcbf29ce484222325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
-        });
+    let mut state = salt ^ rbolt_testkit::fnv::fnv1a64(key);
     (0..len)
         .map(|_| {
             state ^= state << 13;
@@ -334,7 +331,7 @@ fn check_committed(store: &MemStore, root: rbolt_page::Pgid, model: &BTreeMap<Ve
 }
 
 #[test]
-fn tree_matches_btreemap() {
+fn random_edits_seeks_and_scans_answer_as_a_btreemap_would() {
     QuickCheck::new()
         .tests(150)
         .max_tests(300)
