@@ -198,7 +198,7 @@ impl Db {
         // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
         if !engine.options.read_only && !engine.options.no_freelist_sync && !meta.has_freelist() {
             let mut tx = engine.begin_write()?;
-            tx.force = true;
+            tx.commit_unchanged = true;
             tx.set_durability(crate::Durability::Immediate);
             tx.commit()?;
         }

@@ -20,7 +20,7 @@ pub(crate) struct BucketState {
     pub(crate) children: BTreeMap<Vec<u8>, BucketState>,
     /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
     /// cannot be opened, deleted or moved until the handle puts the state back.
-    pub(crate) out: bool,
+    pub(crate) held: bool,
 }
 
 impl std::fmt::Debug for BucketState {
@@ -31,7 +31,7 @@ impl std::fmt::Debug for BucketState {
             .field("dirty", &self.tree.is_dirty())
             .field("sequence", &self.sequence)
             .field("children", &self.children.len())
-            .field("out", &self.out)
+            .field("held", &self.held)
             .finish()
     }
 }
@@ -61,7 +61,7 @@ impl BucketState {
             tree: Tree::new(),
             sequence: 0,
             children: BTreeMap::new(),
-            out: false,
+            held: false,
         }
     }
 
@@ -69,7 +69,7 @@ impl BucketState {
     /// Allocates nothing.
     pub(crate) fn placeholder() -> BucketState {
         let mut state = BucketState::new_empty();
-        state.out = true;
+        state.held = true;
         state
     }
 
@@ -78,7 +78,7 @@ impl BucketState {
             tree: Tree::from_page(root),
             sequence,
             children: BTreeMap::new(),
-            out: false,
+            held: false,
         }
     }
 
@@ -126,9 +126,9 @@ pub(crate) fn check_name(name: &[u8]) -> Result<()> {
 }
 
 /// `BucketInUse` when the child bucket `name` of `state` is held by a handle.
-pub(crate) fn check_not_out(state: &BucketState, name: &[u8]) -> Result<()> {
+pub(crate) fn check_not_held(state: &BucketState, name: &[u8]) -> Result<()> {
     match state.children.get(name) {
-        Some(child) if child.out => Err(Error::BucketInUse),
+        Some(child) if child.held => Err(Error::BucketInUse),
         _ => Ok(()),
     }
 }
@@ -141,7 +141,7 @@ pub(crate) fn open_child<'s>(
     state: &'s mut BucketState,
     name: &[u8],
 ) -> Result<Option<&'s mut BucketState>> {
-    check_not_out(state, name)?;
+    check_not_held(state, name)?;
     if !state.children.contains_key(name) {
         let Some(child) = load_child(pages, state, name)? else {
             return Ok(None);
@@ -168,7 +168,7 @@ pub(crate) fn load_child(
         tree,
         sequence: header.sequence,
         children: BTreeMap::new(),
-        out: false,
+        held: false,
     }))
 }
 
@@ -181,7 +181,7 @@ pub(crate) fn create_child<'s>(
     if_not_exists: bool,
 ) -> Result<&'s mut BucketState> {
     check_name(name)?;
-    check_not_out(state, name)?;
+    check_not_held(state, name)?;
     match state.tree.get(pages, name)? {
         Some(entry) if entry.is_bucket() => {
             if if_not_exists {
@@ -219,7 +219,7 @@ pub(crate) fn delete_child(
     name: &[u8],
 ) -> Result<()> {
     check_name(name)?;
-    check_not_out(state, name)?;
+    check_not_held(state, name)?;
     let pages = tx.pages();
     match state.tree.get(pages, name)? {
         None => return Err(Error::BucketNotFound),

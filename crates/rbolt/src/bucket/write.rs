@@ -54,6 +54,10 @@ enum Held<'a> {
         /// and code that recurses down a deep chain of buckets keeps one per level.
         state: Box<BucketState>,
         path: Vec<Vec<u8>>,
+        /// With a non-empty `path`: the state of the bucket at `path`, moved out of `state`
+        /// (a placeholder left there) and put back on drop, so that every operation on the
+        /// handle reaches it at once instead of walking the path again.
+        leaf: Option<Box<BucketState>>,
     },
     /// A bucket below another handle's, or the root bucket for a copy: borrowed.
     Borrowed(&'a mut BucketState),
@@ -73,33 +77,25 @@ impl Drop for BucketMut<'_> {
             registry,
             name,
             state,
-            ..
+            path,
+            leaf,
         } = &mut self.held
         {
+            if let Some(leaf) = leaf.take() {
+                *descend_mut(state, path) = *leaf;
+            }
             // No method of the transaction keeps the registry borrowed while it drops a
             // handle, or runs user code while it is borrowed: this borrow cannot fail.
             let mut registry = registry.borrow_mut();
             match registry.children.get_mut(name.as_slice()) {
                 Some(slot) => {
-                    debug_assert!(slot.out, "a held bucket's placeholder");
+                    debug_assert!(slot.held, "a held bucket's placeholder");
                     *slot = std::mem::take(&mut **state);
                 }
                 None => debug_assert!(false, "a held bucket's placeholder is gone"),
             }
         }
     }
-}
-
-/// The bucket at `path` below `state`, all of it open.
-fn descend<'s>(state: &'s BucketState, path: &[Vec<u8>]) -> &'s BucketState {
-    let mut state = state;
-    for name in path {
-        state = state
-            .children
-            .get(name.as_slice())
-            .expect("a handle's path stays open while the handle lives");
-    }
-    state
 }
 
 /// The bucket at `path` below `state`, all of it open.
@@ -130,6 +126,7 @@ impl<'a> BucketMut<'a> {
                 name: SmallVec::from_slice(name),
                 state: Box::new(state),
                 path: Vec::new(),
+                leaf: None,
             },
         }
     }
@@ -150,9 +147,25 @@ impl<'a> BucketMut<'a> {
         names: &[P],
         create: bool,
     ) -> Result<Option<Self>> {
+        if names.is_empty() {
+            return Ok(Some(self));
+        }
         let pages = self.tx.pages();
         let tx = self.tx;
-        let mut state = self.state_mut();
+        let Held::Top {
+            state: top,
+            path,
+            leaf,
+            ..
+        } = &mut self.held
+        else {
+            unreachable!("descend_path is only called on top-level handles")
+        };
+        // Back into place first: the walk goes on from the bucket at `path` inside `top`.
+        if let Some(held) = leaf.take() {
+            *descend_mut(top, path) = *held;
+        }
+        let mut state = descend_mut(top, path);
         for name in names {
             let name = name.as_ref();
             let child = if create {
@@ -166,23 +179,29 @@ impl<'a> BucketMut<'a> {
                 None => return Ok(None),
             }
         }
-        match &mut self.held {
-            Held::Top { path, .. } => path.extend(names.iter().map(|name| name.as_ref().to_vec())),
-            Held::Borrowed(_) => unreachable!("descend_path is only called on top-level handles"),
-        }
+        *leaf = Some(Box::new(std::mem::take(state)));
+        path.extend(names.iter().map(|name| name.as_ref().to_vec()));
         Ok(Some(self))
     }
 
+    #[inline]
     pub(crate) fn state(&self) -> &BucketState {
         match &self.held {
-            Held::Top { state, path, .. } => descend(state, path),
+            Held::Top {
+                leaf: Some(leaf), ..
+            } => leaf,
+            Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
         }
     }
 
+    #[inline]
     pub(crate) fn state_mut(&mut self) -> &mut BucketState {
         match &mut self.held {
-            Held::Top { state, path, .. } => descend_mut(state, path),
+            Held::Top {
+                leaf: Some(leaf), ..
+            } => leaf,
+            Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
         }
     }

@@ -46,7 +46,7 @@ impl WriteTx<'_> {
         // A durable commit keeps its promise that every commit before it is durable even when
         // it changed nothing: after commits without syncs it is written as one anyway.
         let durable_after_unsynced = sync && self.writer.durable.txid != self.base.txid;
-        if !self.root.get_mut().is_changed() && !self.force && !durable_after_unsynced {
+        if !self.root.get_mut().is_changed() && !self.commit_unchanged && !durable_after_unsynced {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
             return Ok(());

@@ -5,7 +5,7 @@
 use crate::alloc::TxAlloc;
 use crate::bucket::read::Bucket;
 use crate::bucket::state::{
-    BucketState, check_name, check_not_out, create_child, delete_child, open_child, state_at,
+    BucketState, check_name, check_not_held, create_child, delete_child, open_child, state_at,
 };
 use crate::bucket::write::BucketMut;
 use crate::engine::{Engine, Writer};
@@ -149,7 +149,7 @@ pub struct WriteTx<'db> {
     /// Whether the commit syncs.
     durability: Cell<Durability>,
     /// Write a new meta (and freelist) even if no bucket changed.
-    pub(crate) force: bool,
+    pub(crate) commit_unchanged: bool,
     /// Lower the high-water mark past free pages at the end of the file, and cut the file
     /// when no reader needs its tail (a vacuum step; `Options::auto_shrink` does it always).
     pub(crate) shrink: bool,
@@ -273,7 +273,7 @@ impl<'db> WriteTx<'db> {
             } else {
                 Durability::Immediate
             }),
-            force: false,
+            commit_unchanged: false,
             shrink: engine.options.auto_shrink,
             mark_max: None,
             skip_freelist: false,
@@ -508,7 +508,7 @@ impl<'db> WriteTx<'db> {
                 Ok(())
             };
         }
-        self.force = true;
+        self.commit_unchanged = true;
         self.set_durability(Durability::Immediate);
         self.commit()
     }
@@ -521,7 +521,7 @@ impl<'db> WriteTx<'db> {
     /// Sets the root bucket's sequence, which only files of other tools use.
     pub(crate) fn set_root_sequence(&mut self, sequence: u64) {
         self.root.get_mut().sequence = sequence;
-        self.force = true;
+        self.commit_unchanged = true;
     }
 
     /// Creates the top-level bucket `name`: `BucketExists` if it exists, `IncompatibleValue`
@@ -633,8 +633,8 @@ impl<'db> WriteTx<'db> {
         };
         let mut root = self.root.borrow_mut();
         let root = &mut *root;
-        check_not_out(root, from[0])?;
-        check_not_out(root, to[0])?;
+        check_not_held(root, from[0])?;
+        check_not_held(root, to[0])?;
         if from == to {
             return Err(Error::SameBuckets);
         }

@@ -344,7 +344,7 @@ impl Db {
                 REPACK_PAGES_MAX * self.engine.page_size,
             )?;
         }
-        tx.force = true;
+        tx.commit_unchanged = true;
         tx.shrink = true;
         tx.skip_freelist = plan.skip_freelist;
         // A step never grows the file: one whose pages would not land as planned fails here,
@@ -493,7 +493,7 @@ impl Db {
         if tx.vacuum_view().1.has_freelist() {
             return Ok(());
         }
-        tx.force = true;
+        tx.commit_unchanged = true;
         tx.shrink = true;
         tx.mark_max = Some(mark_max);
         tx.set_durability(crate::Durability::Immediate);

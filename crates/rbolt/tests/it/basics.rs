@@ -380,3 +380,62 @@ fn copy_file_refuses_a_path_another_handle_has_open() {
     let copy = Db::open(&other).unwrap();
     assert_clean(&copy);
 }
+
+/// A handle opened down a path holds the bucket at its end: its edits, its nested buckets and
+/// its sequence land there at commit, and the buckets beside it along the path stay as they
+/// were, whichever way the handle was opened and however many handles came before.
+#[test]
+fn a_path_handle_edits_the_bucket_at_its_end_and_nothing_beside_it() {
+    let (_dir, db) = temp_db();
+    db.update(|tx| {
+        let mut a = tx.create_bucket(b"a")?;
+        a.put(b"beside", b"a's own")?;
+        let mut b = a.create_bucket(b"b")?;
+        b.create_bucket(b"sibling")?.put(b"k", b"kept")?;
+        b.create_bucket(b"c")?;
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    db.update(|tx| {
+        for round in 0..3u32 {
+            let mut c = tx.bucket_path_mut(&["a", "b", "c"])?.unwrap();
+            for i in 0..500u32 {
+                c.put(format!("{round}-{i:04}"), i.to_be_bytes())?;
+            }
+            c.next_sequence()?;
+            c.create_bucket_if_not_exists(b"below")?
+                .put(b"round", round.to_be_bytes())?;
+        }
+        let mut d = tx.create_bucket_path(&["a", "b", "d"])?;
+        d.put(b"new", b"bucket")?;
+        drop(d);
+        // Opened and dropped without an edit: changes nothing.
+        drop(tx.bucket_path_mut(&["a", "b", "sibling"])?.unwrap());
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    db.view(|tx| {
+        let a = tx.bucket(b"a")?.unwrap();
+        assert_eq!(a.get(b"beside")?, Some(&b"a's own"[..]));
+        let b = a.bucket(b"b")?.unwrap();
+        assert_eq!(
+            b.bucket(b"sibling")?.unwrap().get(b"k")?,
+            Some(&b"kept"[..])
+        );
+        assert_eq!(b.bucket(b"d")?.unwrap().get(b"new")?, Some(&b"bucket"[..]));
+        let c = b.bucket(b"c")?.unwrap();
+        assert_eq!(c.sequence(), 3);
+        assert_eq!(
+            c.iter()
+                .filter(|e| e.as_ref().is_ok_and(|e| !e.is_bucket()))
+                .count(),
+            1500
+        );
+        assert_eq!(c.get(b"2-0499")?, Some(&499u32.to_be_bytes()[..]));
+        let below = c.bucket(b"below")?.unwrap();
+        assert_eq!(below.get(b"round")?, Some(&2u32.to_be_bytes()[..]));
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
