@@ -92,8 +92,10 @@ impl<'a> Pages<'a> {
         check_pgid("child", owner, pgid, self.high_water)?;
         // pgid < high_water and high_water * page_size <= data.len(): no overflow, in bounds.
         let start = pgid.0 as usize * self.page_size;
-        let header = PageHeader::read(&self.data[start..])
-            .ok_or_else(|| Corruption::new(pgid, Reason::Other("page header past the end")))?;
+        let header = PageHeader::read(&self.data[start..]).ok_or_else(|| {
+            let what = "the page header";
+            Corruption::new(pgid, Reason::OutsideTheFile { what })
+        })?;
         if header.id != pgid.0 {
             return Err(Corruption::new(
                 pgid,

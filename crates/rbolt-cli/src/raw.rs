@@ -396,9 +396,14 @@ impl<'a> RawPages<'a> {
     /// high-water mark, its header names it, and its overflow ends below the mark.
     pub fn span(&self, owner: Pgid, pgid: Pgid) -> Result<&'a [u8], Corruption> {
         rbolt_page::check_pgid("child", owner, pgid, Pgid(self.high_water))?;
-        let header = self
-            .header(pgid.0)
-            .ok_or_else(|| Corruption::new(pgid, Reason::Other("page header past the end")))?;
+        let header = self.header(pgid.0).ok_or_else(|| {
+            Corruption::new(
+                pgid,
+                Reason::OutsideTheFile {
+                    what: "the page header",
+                },
+            )
+        })?;
         if header.id != pgid.0 {
             return Err(Corruption::new(
                 pgid,

@@ -129,6 +129,28 @@ pub enum Reason {
         /// The limit.
         depth_max: usize,
     },
+    /// A page two references lead to: the pages do not form a tree.
+    ReachableTwice,
+    /// A page in use is on the freelist too.
+    ReachableAndFree,
+    /// A page that lies outside the file's pages in use (at or past the high-water mark, or a
+    /// meta page) where a page of a tree must be.
+    OutsideTheFile {
+        /// What the page is.
+        what: &'static str,
+    },
+    /// An entry flagged as a bucket whose value does not open as one.
+    NotABucket,
+    /// A bucket reached again below itself: the buckets form a cycle.
+    BucketCycle,
+    /// No meta page of the file can be read.
+    NoMeta,
+    /// A meta written without a sync before the last reboot, with no durable meta beside it.
+    NoDurableMeta,
+    /// A meta whose txid is at its largest value: no commit can follow it.
+    TxidAtMax,
+    /// A page Go bbolt's writer cannot continue from (see `GoHazard` in rbolt-btree).
+    BreaksGoWriter,
     /// Anything else, said in words.
     Other(&'static str),
 }
@@ -208,6 +230,21 @@ impl fmt::Display for Reason {
                 f,
                 "tree is deeper than {depth_max} levels (a cycle between pages?)"
             ),
+            Reason::ReachableTwice => f.write_str("page is reachable twice"),
+            Reason::ReachableAndFree => f.write_str("page is in use and on the freelist"),
+            Reason::OutsideTheFile { what } => {
+                write!(f, "{what} lies outside the file's pages in use")
+            }
+            Reason::NotABucket => f.write_str("a bucket entry that does not open as a bucket"),
+            Reason::BucketCycle => {
+                f.write_str("a bucket's root page is reached twice (the buckets form a cycle)")
+            }
+            Reason::NoMeta => f.write_str("no meta found"),
+            Reason::NoDurableMeta => f.write_str(
+                "written without a sync before the last reboot, and no durable meta is left",
+            ),
+            Reason::TxidAtMax => f.write_str("txid at its largest value"),
+            Reason::BreaksGoWriter => f.write_str("a page Go bbolt's writer cannot continue"),
             Reason::Other(text) => f.write_str(text),
         }
     }

@@ -194,10 +194,7 @@ impl From<GoHazard> for CheckError {
                 CheckError::InlinePageId { pgid, index, id }
             }
             // A hazard this version does not know of: say it in words.
-            other => CheckError::Corrupt(Corruption::new(
-                other.pgid(),
-                Reason::Other("a page Go bbolt's writer cannot continue"),
-            )),
+            other => CheckError::Corrupt(Corruption::new(other.pgid(), Reason::BreaksGoWriter)),
         }
     }
 }
@@ -374,7 +371,7 @@ impl Checker {
             }
         };
         if branch.is_empty() {
-            self.corrupt(Corruption::new(pgid, Reason::Other("empty branch page")));
+            self.corrupt(Corruption::new(pgid, Reason::EmptyBranch));
             return false;
         }
         match rbolt_btree::branch_hazard(&branch) {

@@ -305,11 +305,13 @@ impl<'db> ReadTx<'db> {
             if let Some(id) = ids.iter().find(|id| id.0 < 2 || **id >= meta.high_water()) {
                 return Err(Corruption::new(
                     meta.freelist_pgid(),
-                    Reason::Other(if id.0 < 2 {
-                        "the freelist lists a meta page"
-                    } else {
-                        "the freelist lists a page past the high-water mark"
-                    }),
+                    Reason::OutsideTheFile {
+                        what: if id.0 < 2 {
+                            "a freelist entry (a meta page)"
+                        } else {
+                            "a freelist entry (past the high-water mark)"
+                        },
+                    },
                 )
                 .into());
             }

@@ -438,10 +438,7 @@ pub(crate) fn bucket_stats(bucket: &Bucket<'_>) -> Result<BucketStats> {
                     own.key_n += 1;
                     if entry.is_bucket() {
                         let child = edited.bucket(entry.key())?.ok_or_else(|| {
-                            Error::from(Corruption::new(
-                                Pgid(0),
-                                Reason::Other("a bucket entry that does not open"),
-                            ))
+                            Error::from(Corruption::new(Pgid(0), Reason::NotABucket))
                         })?;
                         nested.push((StatsRoot::of(&child), Some(index)));
                     }

@@ -302,26 +302,22 @@ pub(crate) fn pages_of_bucket(
         if pgid.0 < 2 || end.is_none_or(|end| end > high_water.0) {
             return Err(Corruption::new(
                 pgid,
-                Reason::Other("a bucket page lies outside the file"),
+                Reason::OutsideTheFile {
+                    what: "a bucket page",
+                },
             )
             .into());
         }
         for id in pgid.0..pgid.0 + u64::from(overflow) + 1 {
             if core.alloc.freelist.is_freed(Pgid(id)) {
-                return Err(Corruption::new(
-                    Pgid(id),
-                    Reason::Other("a bucket page is already on the freelist"),
-                )
-                .into());
+                return Err(Corruption::new(Pgid(id), Reason::ReachableAndFree).into());
             }
             ids.push(id);
         }
     }
     ids.sort_unstable();
     if let Some(pair) = ids.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(
-            Corruption::new(Pgid(pair[0]), Reason::Other("page is reachable twice")).into(),
-        );
+        return Err(Corruption::new(Pgid(pair[0]), Reason::ReachableTwice).into());
     }
     Ok(freed)
 }

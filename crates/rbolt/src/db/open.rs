@@ -219,7 +219,7 @@ impl FoundMetas {
             let error = self
                 .meta0_error
                 .clone()
-                .unwrap_or_else(|| Corruption::new(Pgid(0), Reason::Other("no meta found")));
+                .unwrap_or_else(|| Corruption::new(Pgid(0), Reason::NoMeta));
             if Meta::read_unchecked(&first).is_none_or(|m| m.magic != MAGIC) {
                 // Not even the magic number: not a bbolt file at all, whatever else is wrong.
                 return Err(Error::Invalid {
@@ -263,13 +263,9 @@ impl FoundMetas {
             .iter()
             .find_map(|state| match state {
                 MetaState::Unsound(_, error) | MetaState::Broken(error) => Some(error.clone()),
-                MetaState::Stale(meta) => Some(Corruption::new(
-                    Pgid(meta.txid % 2),
-                    Reason::Other(
-                        "written without a sync before the last reboot, and no durable meta \
-                         is left",
-                    ),
-                )),
+                MetaState::Stale(meta) => {
+                    Some(Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta))
+                }
                 _ => None,
             })
             .expect("no sound meta means an error was recorded");
@@ -337,7 +333,7 @@ pub(super) fn read_metas(
             page_size: None,
             metas: [
                 MetaState::Broken(meta0_error.clone().expect("meta 0 failed")),
-                MetaState::Broken(Corruption::new(Pgid(1), Reason::Other("not found"))),
+                MetaState::Broken(Corruption::new(Pgid(1), Reason::NoMeta)),
             ],
             durability: [MetaDurability::Durable; 2],
             first: Some(first),
@@ -381,10 +377,7 @@ pub(super) fn read_metas(
             )
         } else if meta.txid >= TXID_MAX {
             // No commit can follow it, and readers count past it.
-            MetaState::Unsound(
-                meta,
-                Corruption::new(pgid, Reason::Other("txid at its largest value")),
-            )
+            MetaState::Unsound(meta, Corruption::new(pgid, Reason::TxidAtMax))
         } else {
             match meta.validate_fields(pgid, file_len) {
                 Ok(()) => MetaState::Valid(meta),

@@ -184,21 +184,13 @@ impl<'a> Walk<'a> {
         let child = match bucket.bucket(entry.key()) {
             Ok(Some(child)) => child,
             Ok(None) => {
-                return Some(Err(Corruption::new(
-                    Pgid(0),
-                    Reason::Other("a bucket entry that does not open as a bucket"),
-                )
-                .into()));
+                return Some(Err(Corruption::new(Pgid(0), Reason::NotABucket).into()));
             }
             Err(error) => return Some(Err(error)),
         };
         let root = child.root();
         if root.0 != 0 && !self.roots.insert(root.0) {
-            return Some(Err(Corruption::new(
-                root,
-                Reason::Other("a bucket's root page is reached twice (the buckets form a cycle)"),
-            )
-            .into()));
+            return Some(Err(Corruption::new(root, Reason::BucketCycle).into()));
         }
         self.path.push(entry.key());
         self.stack.push((child.iter(), child));

@@ -145,9 +145,7 @@ impl From<Damage> for Corruption {
                     high_water: high_water.0,
                 },
             ),
-            Damage::ReachedTwice { pgid, .. } => {
-                Corruption::new(pgid, Reason::Other("page is reachable twice"))
-            }
+            Damage::ReachedTwice { pgid, .. } => Corruption::new(pgid, Reason::ReachableTwice),
             Damage::NotTreePage { pgid, flags } => match PageKind::from_flags(flags) {
                 Some(kind) => Corruption::new(
                     pgid,

@@ -321,10 +321,7 @@ fn each_kind_of_damage_is_typed_and_the_walk_goes_on_past_it() {
     let Err(Error::Corruption(corruption)) = result else {
         panic!("the cycle through the bucket is an error: {result:?}");
     };
-    assert_eq!(
-        corruption,
-        Corruption::new(Pgid(2), Reason::Other("page is reachable twice"))
-    );
+    assert_eq!(corruption, Corruption::new(Pgid(2), Reason::ReachableTwice));
     assert_eq!(pages, 2);
 }
 
