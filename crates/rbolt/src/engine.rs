@@ -69,12 +69,13 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// The writer state of a database just opened at `durable`, `file_len` bytes long.
+    /// The writer state of a database just opened at `durable`, `file_len` bytes long (its
+    /// pages of `durable.page_size` bytes).
     pub(crate) fn new(freelist: Option<AnyFreelist>, file_len: u64, durable: Meta) -> Writer {
         Writer {
             freelist,
             pool: Vec::new(),
-            arena: Arena::new(),
+            arena: Arena::new(durable.page_size as usize),
             file_len,
             readers_scratch: Vec::new(),
             verify: Default::default(),
@@ -119,6 +120,11 @@ impl Engine {
         writer: Writer,
         counters: StatCounters,
     ) -> Engine {
+        debug_assert_eq!(
+            writer.arena.page_size(),
+            page_size,
+            "the writer's arena is for pages of another size"
+        );
         Engine {
             storage,
             options,

@@ -53,7 +53,7 @@ impl WriteTx<'_> {
         }
         let engine = self.engine;
         let page_size = engine.page_size;
-        self.writer.verify.before(|| engine.snapshot(), page_size);
+        self.writer.verify.before(|| engine.snapshot());
         let shared = &mut self.shared;
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
@@ -124,9 +124,7 @@ impl WriteTx<'_> {
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
-        self.writer
-            .verify
-            .after(|| engine.snapshot(), engine.page_size);
+        self.writer.verify.after(|| engine.snapshot());
         Ok(())
     }
 }

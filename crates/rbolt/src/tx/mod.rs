@@ -17,7 +17,7 @@ use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
 pub(crate) use commit::write_durable_meta;
 use context::{Workspace, WriteContext};
-use rbolt_btree::{Pages, Put};
+use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
 mod commit;
@@ -234,11 +234,11 @@ impl<'db> WriteTx<'db> {
             .freelist
             .take()
             .expect("a writable database has its freelist loaded");
-        let mut arena = std::mem::take(&mut writer.arena);
+        let mut arena = std::mem::replace(&mut writer.arena, Arena::new(engine.page_size));
         // The page buffers the last commit wrote become this transaction's nodes; the emptied
         // list keeps its room for the buffers this one writes.
         let mut pool = std::mem::take(&mut writer.pool);
-        arena.recycle(engine.page_size, pool.drain(..));
+        arena.recycle(pool.drain(..));
         let alloc = TxAlloc::new(
             crate::engine::next_txid(meta.txid(), writer.durable.txid()),
             engine.page_size,
@@ -893,7 +893,8 @@ impl<'db> WriteTx<'db> {
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
         self.writer.pool = std::mem::take(&mut alloc.pool);
-        self.writer.arena = std::mem::take(&mut core.arena);
+        let page_size = self.engine.page_size;
+        self.writer.arena = std::mem::replace(&mut core.arena, Arena::new(page_size));
         *self.root.get_mut() = BucketState::new_empty();
     }
 
