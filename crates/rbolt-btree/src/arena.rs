@@ -1,10 +1,13 @@
 //! The memory a write transaction's trees are made of: page-sized buffers, kept for reuse.
 //!
 //! An edited node is a private copy of a page image (see `node.rs`), held in a buffer of a
-//! whole number of pages. At commit the tree hands each node's buffer to the allocator, which
-//! writes it and (in the database) returns single-page buffers through [`Arena::recycle`] for
-//! the next transaction; nodes merged away or undone come straight back here. So a
-//! transaction that edits pages the previous one also edited allocates nothing for them.
+//! whole number of pages. At commit the tree hands each node's buffer to the allocator, with
+//! the arena ([`PageAlloc::write`](crate::PageAlloc::write)), and the allocator gives each one
+//! back once it has written it; nodes merged away or undone come straight back here. In the
+//! database the arena is the writer's one pool of page buffers: the allocator takes the pages
+//! it fills itself (the freelist, the meta) from it too, and the writer keeps it between
+//! transactions. So a transaction that edits pages the previous one also edited allocates
+//! nothing for them.
 //!
 //! An arena belongs to one database, whose pages all have one size: it is made with that
 //! size, and every buffer it hands out is a whole number of such pages.

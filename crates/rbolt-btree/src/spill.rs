@@ -159,7 +159,7 @@ impl Tree {
                 key: start..self.scratch.len(),
             });
             let buf = node.take_buffer(arena);
-            alloc.write(pgid, buf)?;
+            alloc.write(pgid, buf, arena)?;
             self.stats.spill += 1;
         }
         Ok(())

@@ -50,9 +50,11 @@ pub trait PageAlloc {
     fn allocate(&mut self, n_pages: usize) -> Result<Pgid, Self::Error>;
 
     /// Takes the image of the pages allocated at `pgid`: exactly their bytes (a whole number
-    /// of pages), every byte written by the tree. Single-page buffers may come back to the
-    /// tree's [`Arena`] through [`Arena::recycle`] once written.
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Self::Error>;
+    /// of pages), every byte written by the tree. `arena` is the one the tree takes its
+    /// buffers from: an allocator that writes buffers out during this call (the image before
+    /// this one, say) gives them back to it, for the nodes still to come; buffers it keeps
+    /// longer go back to the same arena when it writes them ([`Arena::give`]).
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, arena: &mut Arena) -> Result<(), Self::Error>;
 
     /// Frees page `pgid` and its `overflow` extra pages (pending until no reader sees them).
     fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<(), Self::Error>;

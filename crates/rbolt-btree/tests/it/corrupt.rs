@@ -332,7 +332,7 @@ impl PageAlloc for TestAlloc {
         Ok(pgid)
     }
 
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Corruption> {
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, _arena: &mut Arena) -> Result<(), Corruption> {
         assert!(
             pgid.0 >= self.first && pgid.0 < self.next && buf.len().is_multiple_of(PAGE_SIZE),
             "page {pgid} written without being allocated"
