@@ -81,7 +81,7 @@ impl Fixture {
         );
 
         let mut store = MemStore::new(PAGE_SIZE, false);
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(PAGE_SIZE);
         let mut tree = Tree::new();
         for key in &keys {
             tree.put(store.pages(), &mut arena, key, &value_of(key), 0)
@@ -225,7 +225,7 @@ fn cursor_scan(c: &mut Criterion, fixture: &Fixture) {
 fn cursor_put(c: &mut Criterion, fixture: &Fixture) {
     let pages = fixture.store.pages();
     let mut rng = Rng::new(0x5EED_0002);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(PAGE_SIZE);
     let value = [0x42u8; VALUE_LEN];
 
     // Times `n` puts, starting a fresh transaction every `PUTS_PER_TX`.
@@ -254,7 +254,7 @@ fn cursor_put(c: &mut Criterion, fixture: &Fixture) {
             allocations += counted;
             done += batch;
             // As a rolled-back transaction: the nodes' memory is kept for the next one.
-            tree.recycle(PAGE_SIZE, arena);
+            tree.recycle(arena);
         }
         (elapsed, allocations)
     };
@@ -287,7 +287,7 @@ fn bulk_insert_random_1m(c: &mut Criterion) {
 
     let load = || {
         let mut store = MemStore::new(PAGE_SIZE, false);
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(PAGE_SIZE);
         let mut tree = Tree::new();
         for key in &keys {
             tree.put(store.pages(), &mut arena, key, &value, 0).unwrap();

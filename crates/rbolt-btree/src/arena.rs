@@ -1,10 +1,16 @@
 //! The memory a write transaction's trees are made of: page-sized buffers, kept for reuse.
 //!
 //! An edited node is a private copy of a page image (see `node.rs`), held in a buffer of a
-//! whole number of pages. At commit the tree hands each node's buffer to the allocator, which
-//! writes it and (in the database) returns single-page buffers through [`Arena::recycle`] for
-//! the next transaction; nodes merged away or undone come straight back here. So a
-//! transaction that edits pages the previous one also edited allocates nothing for them.
+//! whole number of pages. At commit the tree hands each node's buffer to the allocator, with
+//! the arena ([`PageAlloc::write`](crate::PageAlloc::write)), and the allocator gives each one
+//! back once it has written it; nodes merged away or undone come straight back here. In the
+//! database the arena is the writer's one pool of page buffers: the allocator takes the pages
+//! it fills itself (the freelist, the meta) from it too, and the writer keeps it between
+//! transactions. So a transaction that edits pages the previous one also edited allocates
+//! nothing for them.
+//!
+//! An arena belongs to one database, whose pages all have one size: it is made with that
+//! size, and every buffer it hands out is a whole number of such pages.
 
 use crate::node::Node;
 
@@ -14,12 +20,13 @@ pub const POOL_BUFFERS_MAX: usize = 8192;
 /// Key-prefix arrays kept at most (one per node, see `node.rs`).
 const POOL_PREFIXES_MAX: usize = 8192;
 
-/// A pool of single-page buffers for nodes.
-#[derive(Debug, Default)]
+/// A pool of single-page buffers for the pages of one database.
+#[derive(Debug)]
 pub struct Arena {
     /// Buffers of `page_size` bytes; their content is whatever they held last.
     pool: Vec<Box<[u8]>>,
-    /// The size of the pooled buffers (0 until the first one comes back).
+    /// The page size of the database: of every pooled buffer, and the unit of every buffer
+    /// handed out.
     page_size: usize,
     /// Emptied key-prefix arrays of nodes, with their capacity.
     prefixes: Vec<Vec<u64>>,
@@ -28,9 +35,22 @@ pub struct Arena {
 }
 
 impl Arena {
-    /// An empty pool; allocates nothing until buffers are asked for.
-    pub fn new() -> Arena {
-        Arena::default()
+    /// An empty pool for pages of `page_size` bytes; allocates nothing until buffers are
+    /// asked for.
+    pub fn new(page_size: usize) -> Arena {
+        assert!(page_size > 0, "a page size of 0");
+        Arena {
+            pool: Vec::new(),
+            page_size,
+            prefixes: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The page size of the database the arena serves.
+    #[inline]
+    pub fn page_size(&self) -> usize {
+        self.page_size
     }
 
     /// Pooled buffers.
@@ -43,23 +63,23 @@ impl Arena {
         self.pool.is_empty()
     }
 
-    /// Keeps the buffers of `buffers` that are one page of `page_size` bytes for reuse (up to
+    /// Keeps the buffers of `buffers` that are one page for reuse (up to
     /// `POOL_BUFFERS_MAX`); others are dropped.
-    pub fn recycle(&mut self, page_size: usize, buffers: impl IntoIterator<Item = Box<[u8]>>) {
+    pub fn recycle(&mut self, buffers: impl IntoIterator<Item = Box<[u8]>>) {
         for buf in buffers {
-            self.give(page_size, buf);
+            self.give(buf);
         }
     }
 
-    /// A buffer of exactly `len` bytes (a whole number of pages of `page_size`), from the
-    /// pool when it is one page; its content is unspecified.
-    pub(crate) fn take(&mut self, page_size: usize, len: usize) -> Box<[u8]> {
+    /// A buffer of exactly `len` bytes (a whole number of pages), from the pool when it is one
+    /// page; its content is unspecified.
+    pub fn take(&mut self, len: usize) -> Box<[u8]> {
+        let page_size = self.page_size;
         debug_assert!(
             len >= page_size && len.is_multiple_of(page_size),
-            "a node buffer of {len} bytes is not a whole number of {page_size}-byte pages"
+            "a page buffer of {len} bytes is not a whole number of {page_size}-byte pages"
         );
         if len == page_size
-            && page_size == self.page_size
             && let Some(buf) = self.pool.pop()
         {
             debug_assert_eq!(buf.len(), page_size, "a pooled buffer of the wrong size");
@@ -98,14 +118,14 @@ impl Arena {
 
     /// A buffer of exactly `len` bytes (as `take`) that starts with `bytes`: from the pool
     /// when it is one page, else allocated and filled without writing it twice.
-    pub(crate) fn take_with(&mut self, page_size: usize, len: usize, bytes: &[u8]) -> Box<[u8]> {
+    pub(crate) fn take_with(&mut self, len: usize, bytes: &[u8]) -> Box<[u8]> {
         debug_assert!(
             bytes.len() <= len,
             "{} bytes in a buffer of {len}",
             bytes.len()
         );
-        if len == page_size && page_size == self.page_size && !self.pool.is_empty() {
-            let mut buf = self.take(page_size, len);
+        if len == self.page_size && !self.pool.is_empty() {
+            let mut buf = self.take(len);
             buf[..bytes.len()].copy_from_slice(bytes);
             return buf;
         }
@@ -116,17 +136,9 @@ impl Arena {
         buf.into_boxed_slice()
     }
 
-    /// Takes `buf` back for reuse if it is one page of `page_size` bytes (and there is room).
-    pub(crate) fn give(&mut self, page_size: usize, buf: Box<[u8]>) {
-        if buf.len() != page_size {
-            return;
-        }
-        if page_size != self.page_size {
-            // Buffers of another database's page size are of no use any more.
-            self.pool.clear();
-            self.page_size = page_size;
-        }
-        if self.pool.len() < POOL_BUFFERS_MAX {
+    /// Takes `buf` back for reuse if it is one page (and there is room); drops it otherwise.
+    pub fn give(&mut self, buf: Box<[u8]>) {
+        if buf.len() == self.page_size && self.pool.len() < POOL_BUFFERS_MAX {
             self.pool.push(buf);
         }
     }
@@ -137,29 +149,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buffers_come_back_and_sizes_do_not_mix() {
-        let mut arena = Arena::new();
-        let first = arena.take(512, 512);
+    fn single_page_buffers_come_back_and_others_do_not() {
+        let mut arena = Arena::new(512);
+        assert_eq!(arena.page_size(), 512);
+        let first = arena.take(512);
         assert_eq!(first.len(), 512);
         let ptr = first.as_ptr();
-        arena.give(512, first);
+        arena.give(first);
         assert_eq!(arena.len(), 1);
-        let again = arena.take(512, 512);
+        let again = arena.take(512);
         assert_eq!(again.as_ptr(), ptr, "a pooled buffer is reused");
         // Multi-page buffers are not pooled.
-        let big = arena.take(512, 1536);
+        let big = arena.take(1536);
         assert_eq!(big.len(), 1536);
-        arena.give(512, big);
+        arena.give(big);
         assert!(arena.is_empty());
-        arena.give(512, again);
+        arena.give(again);
         assert_eq!(arena.len(), 1);
-        // A buffer of another page size is never handed out, and replaces the pool.
-        let other = arena.take(4096, 4096);
-        assert_eq!(other.len(), 4096);
+        // A buffer that is not one of its pages is dropped, and never handed out.
+        arena.recycle([vec![0u8; 4096].into_boxed_slice(), vec![0u8; 256].into()]);
         assert_eq!(arena.len(), 1);
-        arena.recycle(4096, [other]);
-        assert_eq!(arena.len(), 1);
-        assert_eq!(arena.take(4096, 4096).len(), 4096);
+        assert_eq!(arena.take(512).len(), 512);
         assert!(arena.is_empty());
+        // `take_with` starts from the pool too.
+        arena.give(vec![0u8; 512].into());
+        let filled = arena.take_with(512, b"abc");
+        assert!(arena.is_empty());
+        assert_eq!(&filled[..3], b"abc");
+    }
+
+    #[test]
+    fn the_pool_is_capped() {
+        let mut arena = Arena::new(64);
+        arena.recycle((0..POOL_BUFFERS_MAX + 3).map(|_| vec![0u8; 64].into_boxed_slice()));
+        assert_eq!(arena.len(), POOL_BUFFERS_MAX);
     }
 }

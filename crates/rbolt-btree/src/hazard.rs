@@ -373,11 +373,10 @@ impl Tree {
             Root::New | Root::Node(_) => return Ok(0),
         };
         let routes = hazard_routes(pages, root)?;
-        let page_size = pages.page_size();
         for route in &routes {
             let mut undo = self.undo_point();
             if let Err(error) = self.descend_mut(pages, arena, route, &mut undo) {
-                self.undo(undo, page_size, arena);
+                self.undo(undo, arena);
                 return Err(error);
             }
         }

@@ -1,6 +1,7 @@
 //! An in-memory page store: a file image that trees spill into and read back from. For
 //! tests and benchmarks of this crate and its users; the database has its own.
 
+use crate::arena::Arena;
 use crate::pages::Pages;
 use crate::tree::PageAlloc;
 use rbolt_page::{Corruption, Pgid, Reason};
@@ -145,7 +146,9 @@ impl PageAlloc for MemAlloc {
         Ok(pgid)
     }
 
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Corruption> {
+    /// Keeps `buf` until [`MemStore::commit`] copies it into the image (and drops it: the
+    /// store's buffers never go back to an arena).
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, _arena: &mut Arena) -> Result<(), Corruption> {
         let n_pages = self
             .allocated_now
             .iter()

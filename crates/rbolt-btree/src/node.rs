@@ -70,8 +70,8 @@ impl Node {
 
     /// An empty leaf or branch in a buffer of `len` bytes (a whole number of pages) from
     /// `arena`.
-    pub fn empty(arena: &mut Arena, page_size: usize, len: usize, leaf: bool) -> Node {
-        let image = PageMut::empty(arena.take(page_size, len), leaf);
+    pub fn empty(arena: &mut Arena, len: usize, leaf: bool) -> Node {
+        let image = PageMut::empty(arena.take(len), leaf);
         let mut prefixes = arena.take_prefixes();
         // Room for a page of average entries, so that the array does not grow one by one.
         prefixes.reserve(len / PREFIXES_RESERVE_DIVISOR);
@@ -97,37 +97,28 @@ impl Node {
     }
 
     /// Gives the node's memory back to `arena`, leaving it gone.
-    pub fn recycle(&mut self, page_size: usize, arena: &mut Arena) {
+    pub fn recycle(&mut self, arena: &mut Arena) {
         let buf = self.take_buffer(arena);
-        arena.give(page_size, buf);
+        arena.give(buf);
     }
 
     /// A copy of the leaf or branch page `bytes` (a page span, or an inline page), checked
     /// whole first ([`check_tree_page`]). Errors name `owner`. `source` is the page to free
     /// when the node is written (0 for an inline page).
-    pub fn from_page(
-        bytes: &[u8],
-        owner: Pgid,
-        source: Pgid,
-        page_size: usize,
-        arena: &mut Arena,
-    ) -> Result<Node> {
+    pub fn from_page(bytes: &[u8], owner: Pgid, source: Pgid, arena: &mut Arena) -> Result<Node> {
         // Copy first, then check the copy: one sequential read of the mapped page, which the
         // hardware streams, where checking it in place costs a cache miss for every key. Only
         // the bytes up to the end of the data are copied, not the free space after it.
+        let page_size = arena.page_size();
         let len = bytes.len();
         let end = page_data_end(bytes);
-        let mut buf = arena.take_with(
-            page_size,
-            pages_for(len, page_size) * page_size,
-            &bytes[..end],
-        );
+        let mut buf = arena.take_with(pages_for(len, page_size) * page_size, &bytes[..end]);
         let mut prefixes = arena.take_prefixes();
         // Checked as `len` bytes: an element pointing past `end` points past the span too.
         let shape = match check_tree_page(&buf[..len], owner, |prefix| prefixes.push(prefix)) {
             Ok(shape) => shape,
             Err(error) => {
-                arena.give(page_size, buf);
+                arena.give(buf);
                 arena.give_prefixes(prefixes);
                 return Err(error);
             }
@@ -135,9 +126,9 @@ impl Node {
         if !shape.is_packed() {
             // Valid, but not how bbolt lays a page out: lay it out anew.
             let relaid_len = pages_for(shape.packed_len(), page_size) * page_size;
-            let mut relaid = arena.take(page_size, relaid_len);
+            let mut relaid = arena.take(relaid_len);
             repack_into(&buf[..len], &shape, &mut relaid);
-            arena.give(page_size, std::mem::replace(&mut buf, relaid));
+            arena.give(std::mem::replace(&mut buf, relaid));
         }
         let mut image = PageMut::from_checked(buf, &shape);
         image.write_header(source, 0);
@@ -326,18 +317,19 @@ impl Node {
 
     /// Makes the buffer hold at least `len` bytes (a whole number of pages), keeping the
     /// image; the old buffer goes back to `arena`.
-    pub fn reserve(&mut self, len: usize, page_size: usize, arena: &mut Arena) {
+    pub fn reserve(&mut self, len: usize, arena: &mut Arena) {
         if len <= self.image.buffer_len() {
             return;
         }
-        let buf = arena.take(page_size, pages_for(len, page_size) * page_size);
-        arena.give(page_size, self.image.move_to(buf));
+        let page_size = arena.page_size();
+        let buf = arena.take(pages_for(len, page_size) * page_size);
+        arena.give(self.image.move_to(buf));
     }
 
     /// Packs the node, in a buffer of `len` bytes (at least the packed image's, a whole number
     /// of pages) from `arena`; its old buffer goes back. A packed node only moves to a buffer
     /// of `len` bytes if it has another size.
-    pub fn pack(&mut self, len: usize, page_size: usize, arena: &mut Arena) {
+    pub fn pack(&mut self, len: usize, arena: &mut Arena) {
         debug_assert!(
             self.used() <= len,
             "a packed image of {} in {len} bytes",
@@ -346,14 +338,14 @@ impl Node {
         if self.is_packed() && self.image.buffer_len() == len {
             return;
         }
-        let buf = arena.take(page_size, len);
-        arena.give(page_size, self.image.pack_to(buf));
+        let buf = arena.take(len);
+        arena.give(self.image.pack_to(buf));
     }
 
     /// Packs the node if it is in the gap layout (in a buffer of the same size).
-    pub fn ensure_packed(&mut self, page_size: usize, arena: &mut Arena) {
+    pub fn ensure_packed(&mut self, arena: &mut Arena) {
         if !self.is_packed() {
-            self.pack(self.image.buffer_len(), page_size, arena);
+            self.pack(self.image.buffer_len(), arena);
         }
     }
 
@@ -437,8 +429,8 @@ mod tests {
     /// truncate and append, packing; each key is found where the image holds it.
     #[test]
     fn the_search_follows_every_edit() {
-        let mut arena = Arena::new();
-        let mut node = Node::empty(&mut arena, PAGE, PAGE, true);
+        let mut arena = Arena::new(PAGE);
+        let mut node = Node::empty(&mut arena, PAGE, true);
         let mut model = std::collections::BTreeMap::new();
         let mut state = 0x9E37_79B9u32;
         for round in 0..1500u32 {
@@ -475,13 +467,13 @@ mod tests {
                 model.insert(key.to_vec(), value);
             }
             if round.is_multiple_of(97) {
-                node.ensure_packed(PAGE, &mut arena);
-                let mut right = Node::empty(&mut arena, PAGE, PAGE, true);
+                node.ensure_packed(&mut arena);
+                let mut right = Node::empty(&mut arena, PAGE, true);
                 let half = node.count() / 2;
                 right.append_from(&node, half..node.count());
                 node.truncate(half);
                 node.append_from(&right, 0..right.count());
-                right.recycle(PAGE, &mut arena);
+                right.recycle(&mut arena);
             }
             node.check_layout();
             for (index, (key, value)) in model.iter().enumerate() {
@@ -497,40 +489,40 @@ mod tests {
     fn pages_copy_checked_and_packed() {
         // A page written by a builder, and one that is not packed: both copy into the packed
         // image with the prefixes of their keys; a corrupt one gives its buffers back.
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(PAGE);
         let mut buf = vec![0u8; PAGE];
         let mut builder = LeafBuilder::new(&mut buf, Pgid(5), 3, 0);
         for i in 0..3u8 {
             builder.push(0, &[b'a' + i], &[i; 4]);
         }
         builder.finish();
-        let node = Node::from_page(&buf, Pgid(5), Pgid(5), PAGE, &mut arena).unwrap();
+        let node = Node::from_page(&buf, Pgid(5), Pgid(5), &mut arena).unwrap();
         assert_eq!(node.used(), leaf_page_size(3, 15));
         assert_eq!(node.search(b"b"), Ok(1));
         assert_eq!(node.pgid, Pgid(5));
         node.check_layout();
         buf[PAGE - 1] = 0xFF; // outside the data: copied or not, nothing changes
-        let again = Node::from_page(&buf, Pgid(5), Pgid(5), PAGE, &mut arena).unwrap();
+        let again = Node::from_page(&buf, Pgid(5), Pgid(5), &mut arena).unwrap();
         assert_eq!(again.image().image(), node.image().image());
         // A page whose data is not packed (a node's image in the gap layout is one) is laid
         // out anew: the same image as the packed page's.
-        let mut gap = Node::empty(&mut arena, PAGE, PAGE, true);
+        let mut gap = Node::empty(&mut arena, PAGE, true);
         for i in [2u8, 0, 1] {
             put(&mut gap, &[b'a' + i], &[i; 4]);
         }
         put(&mut gap, b"d", b"");
         gap.remove(3);
         assert!(!gap.is_packed());
-        let relaid = Node::from_page(gap.image().image(), Pgid(0), Pgid(0), PAGE, &mut arena);
+        let relaid = Node::from_page(gap.image().image(), Pgid(0), Pgid(0), &mut arena);
         let mut relaid = relaid.unwrap();
         relaid.write_header(Pgid(5), 0);
         assert!(relaid.is_packed());
         assert_eq!(relaid.image().image(), node.image().image());
         relaid.check_layout();
         while !arena.is_empty() {
-            drop(arena.take(PAGE, PAGE));
+            drop(arena.take(PAGE));
         }
-        let corrupt = Node::from_page(&buf[..8], Pgid(5), Pgid(5), PAGE, &mut arena);
+        let corrupt = Node::from_page(&buf[..8], Pgid(5), Pgid(5), &mut arena);
         assert!(corrupt.is_err());
         assert_eq!(arena.len(), 1, "the copy's buffer goes back to the arena");
     }
@@ -539,13 +531,13 @@ mod tests {
     fn node_children_of_a_corrupt_page_are_sanitised() {
         // A branch page whose child field carries the node tag (only a corrupt file can):
         // copied, it points past every file, not at a node.
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(PAGE);
         let mut buf = vec![0u8; PAGE];
         let mut builder = rbolt_page::BranchBuilder::new(&mut buf, Pgid(4), 2, 0);
         builder.push(b"a", Pgid(NODE_TAG | 1));
         builder.push(b"b", Pgid(9));
         builder.finish();
-        let node = Node::from_page(&buf, Pgid(4), Pgid(4), PAGE, &mut arena).unwrap();
+        let node = Node::from_page(&buf, Pgid(4), Pgid(4), &mut arena).unwrap();
         assert_eq!((node.child(0), node.child(1)), (CHILD_SANITISED, 9));
     }
 }

@@ -124,7 +124,7 @@ impl Tree {
                 let (pgid, overflow) = (child_node.pgid, child_node.overflow);
                 child_node.pgid = Pgid(0);
                 child_node.unbalanced = false;
-                child_node.recycle(page_size, arena);
+                child_node.recycle(arena);
                 self.remove_child(id, index);
                 if pgid.0 != 0 {
                     alloc.free(pgid, overflow)?;
@@ -162,7 +162,7 @@ impl Tree {
                 path,
                 None,
             )?;
-            self.merge(id, left, right, right_index, page_size, arena, alloc)?;
+            self.merge(id, left, right, right_index, arena, alloc)?;
             changed += 1;
             // A node merged with an empty sibling can still hold too few entries (a branch
             // one child, which Go's writer cannot rebalance below): it is looked at again,
@@ -202,7 +202,7 @@ impl Tree {
         let (path, leaf) = match self.descend_mut(pages, arena, key, &mut undo) {
             Ok(found) => found,
             Err(error) => {
-                self.undo(undo, page_size, arena);
+                self.undo(undo, arena);
                 return Err(error.into());
             }
         };
@@ -228,7 +228,7 @@ impl Tree {
             {
                 break;
             }
-            self.merge(parent, leaf, right, index + 1, page_size, arena, alloc)?;
+            self.merge(parent, leaf, right, index + 1, arena, alloc)?;
             merged += 1;
         }
         Ok(merged)
@@ -236,14 +236,12 @@ impl Tree {
 
     /// Moves every entry of node `right` (child `right_index` of `parent`) to the end of its
     /// left sibling `left`, and removes `right`.
-    #[expect(clippy::too_many_arguments, reason = "one merge, all of it needed")]
     fn merge<A: PageAlloc>(
         &mut self,
         parent: NodeId,
         left: NodeId,
         right: NodeId,
         right_index: usize,
-        page_size: usize,
         arena: &mut Arena,
         alloc: &mut A,
     ) -> Result<(), A::Error> {
@@ -278,8 +276,8 @@ impl Tree {
                 Corruption::new(parent_pgid, Reason::KeyOrder { index: right_index }).into(),
             );
         }
-        self.nodes[left as usize].ensure_packed(page_size, arena);
-        self.nodes[right as usize].ensure_packed(page_size, arena);
+        self.nodes[left as usize].ensure_packed(arena);
+        self.nodes[right as usize].ensure_packed(arena);
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         if !leaf && self.nodes[right as usize].count() > 0 {
@@ -293,7 +291,7 @@ impl Tree {
         let junction = left_node.count();
         let len =
             element_page_size(left_node.entries_len() + right_node.entries_len()) + scratch.len();
-        left_node.reserve(len, page_size, arena);
+        left_node.reserve(len, arena);
         left_node.append_from(&right_node, 0..right_node.count());
         if !leaf && right_node.count() > 0 && right_node.key(0) != &scratch[..] {
             // Only a file with stale separators (see `junction_key`) gets here.
@@ -308,7 +306,7 @@ impl Tree {
             );
         }
         self.scratch = scratch;
-        right_node.recycle(page_size, arena);
+        right_node.recycle(arena);
         self.remove_child(parent, right_index);
         if right_node.pgid.0 != 0 {
             alloc.free(right_node.pgid, right_node.overflow)?;
@@ -334,7 +332,6 @@ impl Tree {
         alloc: &mut A,
         root: NodeId,
     ) -> Result<(), A::Error> {
-        let page_size = pages.page_size();
         // At most once per level of a valid tree.
         for _ in 0..=DEPTH_MAX {
             let node = &mut self.nodes[root as usize];
@@ -351,7 +348,7 @@ impl Tree {
                     let mut child_node =
                         std::mem::replace(&mut self.nodes[child as usize], Node::gone());
                     self.nodes[root as usize].swap_image(&mut child_node);
-                    child_node.recycle(page_size, arena);
+                    child_node.recycle(arena);
                     if child_node.pgid.0 != 0 {
                         alloc.free(child_node.pgid, child_node.overflow)?;
                     }

@@ -41,7 +41,6 @@ impl Tree {
     ) -> Result<Pgid, A::Error> {
         self.append_hint = None;
         self.verify.spill_begins();
-        let page_size = pages.page_size();
         let root = match self.root {
             Root::Page(pgid) => return Ok(pgid),
             Root::Node(id) => id,
@@ -69,7 +68,7 @@ impl Tree {
             self.write_node(id, stack.is_empty(), pages, arena, alloc, &mut written)?;
             match stack.last_mut() {
                 Some((parent, index)) => {
-                    *index += self.adopt_pieces(*parent, *index, &written, page_size, arena)?;
+                    *index += self.adopt_pieces(*parent, *index, &written, arena)?;
                 }
                 None => {
                     if let [piece] = &written[..] {
@@ -77,14 +76,14 @@ impl Tree {
                     }
                     // The root was cut in pieces: a new root above them, written next.
                     debug_assert!(written.len() > 1, "a root is written, even empty");
-                    let id = self.root_above(&written, page_size, arena);
+                    let id = self.root_above(&written, arena);
                     stack.push((id, 0));
                 }
             }
         };
         for node in &mut self.nodes {
             debug_assert!(node.is_gone(), "a node spill did not reach");
-            node.recycle(page_size, arena);
+            node.recycle(arena);
         }
         arena.give_nodes(std::mem::take(&mut self.nodes));
         self.root = Root::Page(root_pgid);
@@ -129,7 +128,7 @@ impl Tree {
         }
         if node.count() == 0 {
             if !is_root {
-                node.recycle(page_size, arena);
+                node.recycle(arena);
                 return Ok(());
             }
             if !node.is_leaf() {
@@ -139,12 +138,12 @@ impl Tree {
         let mut ids: SmallVec<[NodeId; 4]> = SmallVec::new();
         ids.push(id);
         if !node.fits(0, 0, page_size) {
-            ids.extend(self.split_with(id, None, page_size, arena));
+            ids.extend(self.split_with(id, None, arena));
         }
         for piece in ids {
             let node = &mut self.nodes[piece as usize];
             let n_pages = pages_for(node.used(), page_size);
-            node.pack(n_pages * page_size, page_size, arena);
+            node.pack(n_pages * page_size, arena);
             let pgid = alloc.allocate(n_pages)?;
             node.write_header(pgid, (n_pages - 1) as u32);
             node.zero_tail();
@@ -160,7 +159,7 @@ impl Tree {
                 key: start..self.scratch.len(),
             });
             let buf = node.take_buffer(arena);
-            alloc.write(pgid, buf)?;
+            alloc.write(pgid, buf, arena)?;
             self.stats.spill += 1;
         }
         Ok(())
@@ -175,7 +174,6 @@ impl Tree {
         parent: NodeId,
         index: usize,
         written: &Written,
-        page_size: usize,
         arena: &mut Arena,
     ) -> Result<usize, Corruption> {
         let scratch = std::mem::take(&mut self.scratch);
@@ -184,7 +182,6 @@ impl Tree {
             index,
             written,
             &scratch,
-            page_size,
             arena,
         );
         self.scratch = scratch;
@@ -192,17 +189,13 @@ impl Tree {
     }
 
     /// A new root branch above the pieces of the old root.
-    fn root_above(&mut self, written: &Written, page_size: usize, arena: &mut Arena) -> NodeId {
+    fn root_above(&mut self, written: &Written, arena: &mut Arena) -> NodeId {
+        let page_size = arena.page_size();
         let bytes = branch_page_size(
             written.len(),
             written.iter().map(|piece| piece.key.len()).sum::<usize>(),
         );
-        let mut root = Node::empty(
-            arena,
-            page_size,
-            pages_for(bytes, page_size) * page_size,
-            false,
-        );
+        let mut root = Node::empty(arena, pages_for(bytes, page_size) * page_size, false);
         for (index, piece) in written.iter().enumerate() {
             root.insert(
                 index,
@@ -225,7 +218,6 @@ fn adopt(
     index: usize,
     written: &Written,
     keys: &[u8],
-    page_size: usize,
     arena: &mut Arena,
 ) -> Result<usize, Corruption> {
     let Some(first) = written.first() else {
@@ -254,7 +246,7 @@ fn adopt(
             key: key(first),
             child: first.pgid.0,
         };
-        node.reserve(node.used() + entry.size(), page_size, arena);
+        node.reserve(node.used() + entry.size(), arena);
         node.insert(index, &entry);
     }
     for (offset, piece) in written.iter().enumerate().skip(1) {
@@ -262,7 +254,7 @@ fn adopt(
             key: key(piece),
             child: piece.pgid.0,
         };
-        node.reserve(node.used() + entry.size(), page_size, arena);
+        node.reserve(node.used() + entry.size(), arena);
         node.insert(index + offset, &entry);
     }
     Ok(written.len())

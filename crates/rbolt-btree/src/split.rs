@@ -155,21 +155,20 @@ impl Tree {
         id: NodeId,
         index: usize,
         entry: &NewEntry<'_>,
-        page_size: usize,
         arena: &mut Arena,
     ) -> bool {
         let node = &mut self.nodes[id as usize];
         let count = node.count();
-        if node.fits(entry.size(), 1, page_size) {
+        if node.fits(entry.size(), 1, arena.page_size()) {
             node.insert(index, entry);
             node.appended = index == count;
             return false;
         }
-        let pieces = self.split_with(id, Some((index, entry)), page_size, arena);
+        let pieces = self.split_with(id, Some((index, entry)), arena);
         if pieces.is_empty() {
             return false;
         }
-        self.link_pieces(path, id, pieces, page_size, arena);
+        self.link_pieces(path, id, pieces, arena);
         true
     }
 
@@ -181,13 +180,13 @@ impl Tree {
         &mut self,
         id: NodeId,
         pending: Option<(usize, &NewEntry<'_>)>,
-        page_size: usize,
         arena: &mut Arena,
     ) -> Pieces {
-        if let Some(piece) = self.split_at_append_point(id, pending, page_size, arena) {
+        if let Some(piece) = self.split_at_append_point(id, pending, arena) {
             return piece;
         }
-        self.nodes[id as usize].ensure_packed(page_size, arena);
+        let page_size = arena.page_size();
+        self.nodes[id as usize].ensure_packed(arena);
         let node = &self.nodes[id as usize];
         let leaf = node.is_leaf();
         let old_count = node.count();
@@ -211,7 +210,7 @@ impl Tree {
         if cuts.is_empty() {
             if let Some((index, entry)) = pending {
                 let node = &mut self.nodes[id as usize];
-                node.reserve(node.used() + entry.size(), page_size, arena);
+                node.reserve(node.used() + entry.size(), arena);
                 node.insert(index, entry);
                 node.appended = index == old_count;
             }
@@ -225,7 +224,7 @@ impl Tree {
         let mut built: SmallVec<[Node; 4]> = SmallVec::new();
         for (at, &start) in cuts.iter().enumerate() {
             let end = cuts.get(at + 1).copied().unwrap_or(count);
-            let mut piece = Node::empty(arena, page_size, piece_bytes(start, end), leaf);
+            let mut piece = Node::empty(arena, piece_bytes(start, end), leaf);
             piece.append_from(node, old_before(start)..old_before(end));
             if let Some((index, entry)) = pending
                 && (start..end).contains(&index)
@@ -242,7 +241,7 @@ impl Tree {
         if let Some((index, entry)) = pending
             && index < first_end
         {
-            node.reserve(first_len, page_size, arena);
+            node.reserve(first_len, arena);
             node.insert(index, entry);
             node.appended = index + 1 == first_end;
         }
@@ -261,10 +260,10 @@ impl Tree {
         &mut self,
         id: NodeId,
         pending: Option<(usize, &NewEntry<'_>)>,
-        page_size: usize,
         arena: &mut Arena,
     ) -> Option<Pieces> {
         let (index, entry) = pending?;
+        let page_size = arena.page_size();
         let node = &self.nodes[id as usize];
         let threshold = match self.policy(node.appended, page_size) {
             Policy::Append => page_size,
@@ -280,7 +279,7 @@ impl Tree {
         {
             return None;
         }
-        let mut piece = Node::empty(arena, page_size, page_size, true);
+        let mut piece = Node::empty(arena, page_size, true);
         piece.insert(0, entry);
         piece.appended = true;
         self.nodes[id as usize].appended = false;
@@ -297,13 +296,13 @@ impl Tree {
         path: &[(NodeId, usize)],
         mut id: NodeId,
         mut pieces: Pieces,
-        page_size: usize,
         arena: &mut Arena,
     ) {
+        let page_size = arena.page_size();
         let mut level = path.len();
         loop {
             if level == 0 {
-                self.grow_root(id, pieces, page_size, arena);
+                self.grow_root(id, pieces, arena);
                 return;
             }
             level -= 1;
@@ -319,20 +318,20 @@ impl Tree {
                     node.appended = index + 1 == count;
                     Pieces::new()
                 } else {
-                    self.split_with(parent, Some((index + 1, &entry)), page_size, arena)
+                    self.split_with(parent, Some((index + 1, &entry)), arena)
                 }
             } else {
                 // Several pieces (entries larger than a page): all in, then one split.
                 for (offset, &piece) in pieces.iter().enumerate() {
                     let entry = separator_entry(&mut scratch, &self.nodes, piece);
                     let node = &mut self.nodes[parent as usize];
-                    node.reserve(node.used() + entry.size(), page_size, arena);
+                    node.reserve(node.used() + entry.size(), arena);
                     node.insert(index + 1 + offset, &entry);
                 }
                 if self.nodes[parent as usize].fits(0, 0, page_size) {
                     Pieces::new()
                 } else {
-                    self.split_with(parent, None, page_size, arena)
+                    self.split_with(parent, None, arena)
                 }
             };
             self.scratch = scratch;
@@ -346,13 +345,8 @@ impl Tree {
 
     /// Makes a new root above the old root `id` and the nodes split off it; splits that one
     /// too while it does not fit a page.
-    fn grow_root(
-        &mut self,
-        mut id: NodeId,
-        mut pieces: Pieces,
-        page_size: usize,
-        arena: &mut Arena,
-    ) {
+    fn grow_root(&mut self, mut id: NodeId, mut pieces: Pieces, arena: &mut Arena) {
+        let page_size = arena.page_size();
         debug_assert!(
             matches!(self.root, Root::Node(root) if root == id),
             "not the root"
@@ -367,7 +361,7 @@ impl Tree {
                     .sum::<usize>(),
             );
             let len = pages_for(bytes, page_size) * page_size;
-            let mut root = Node::empty(arena, page_size, len, false);
+            let mut root = Node::empty(arena, len, false);
             for (index, &child) in children.iter().enumerate() {
                 root.insert(
                     index,
@@ -384,7 +378,7 @@ impl Tree {
             pieces = if self.nodes[id as usize].fits(0, 0, page_size) {
                 Pieces::new()
             } else {
-                self.split_with(id, None, page_size, arena)
+                self.split_with(id, None, arena)
             };
             if pieces.is_empty() {
                 return;

@@ -21,11 +21,10 @@ impl Tree {
         depth: usize,
     ) -> rbolt_page::Result<Option<Pgid>> {
         self.append_hint = None;
-        let page_size = pages.page_size();
         let mut undo = self.undo_point();
         let found = self.touch_path(pages, arena, key, depth, &mut undo);
         if found.is_err() {
-            self.undo(undo, page_size, arena);
+            self.undo(undo, arena);
         }
         found
     }

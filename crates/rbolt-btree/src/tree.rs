@@ -50,9 +50,11 @@ pub trait PageAlloc {
     fn allocate(&mut self, n_pages: usize) -> Result<Pgid, Self::Error>;
 
     /// Takes the image of the pages allocated at `pgid`: exactly their bytes (a whole number
-    /// of pages), every byte written by the tree. Single-page buffers may come back to the
-    /// tree's [`Arena`] through [`Arena::recycle`] once written.
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Self::Error>;
+    /// of pages), every byte written by the tree. `arena` is the one the tree takes its
+    /// buffers from: an allocator that writes buffers out during this call (the image before
+    /// this one, say) gives them back to it, for the nodes still to come; buffers it keeps
+    /// longer go back to the same arena when it writes them ([`Arena::give`]).
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, arena: &mut Arena) -> Result<(), Self::Error>;
 
     /// Frees page `pgid` and its `overflow` extra pages (pending until no reader sees them).
     fn free(&mut self, pgid: Pgid, overflow: u32) -> Result<(), Self::Error>;
@@ -269,10 +271,10 @@ impl Tree {
 
     /// Drops the tree and keeps its nodes' memory in `arena` for the next one (a tree dropped
     /// otherwise frees it): for a transaction rolled back.
-    pub fn recycle(mut self, page_size: usize, arena: &mut Arena) {
+    pub fn recycle(mut self, arena: &mut Arena) {
         for node in &mut self.nodes {
             if !node.is_gone() {
-                node.recycle(page_size, arena);
+                node.recycle(arena);
             }
         }
         arena.give_nodes(std::mem::take(&mut self.nodes));
@@ -319,7 +321,7 @@ impl Tree {
         match self.descend_mut(pages, arena, key, &mut undo) {
             Ok(_) => Ok(()),
             Err(error) => {
-                self.undo(undo, pages.page_size(), arena);
+                self.undo(undo, arena);
                 Err(error)
             }
         }
@@ -345,9 +347,9 @@ impl Tree {
     /// Forgets the nodes made since `undo` was taken and restores the link to them, so the
     /// tree is exactly as it was then (nodes edited since are not undone: callers undo only
     /// descents that edited nothing).
-    pub(crate) fn undo(&mut self, undo: Undo, page_size: usize, arena: &mut Arena) {
+    pub(crate) fn undo(&mut self, undo: Undo, arena: &mut Arena) {
         for mut node in self.nodes.drain(undo.nodes_len..) {
-            node.recycle(page_size, arena);
+            node.recycle(arena);
         }
         match undo.link {
             Some(Link::Root(root)) => self.root = root,
@@ -368,16 +370,23 @@ impl Tree {
         arena: &mut Arena,
         undo: Option<&mut Undo>,
     ) -> Result<NodeId> {
-        let page_size = pages.page_size();
+        debug_assert_eq!(
+            pages.page_size(),
+            arena.page_size(),
+            "an arena of another database's pages"
+        );
         if self.nodes.capacity() == 0 {
             self.nodes = arena.take_nodes();
         }
         let node = match &self.root {
             Root::Node(id) => return Ok(*id),
-            Root::New => Node::empty(arena, page_size, page_size, true),
+            Root::New => {
+                let page_size = arena.page_size();
+                Node::empty(arena, page_size, true)
+            }
             Root::Page(pgid) => {
                 let (bytes, header) = pages.page_and_header(Pgid(0), *pgid)?;
-                let mut node = Node::from_page(bytes, *pgid, *pgid, page_size, arena)?;
+                let mut node = Node::from_page(bytes, *pgid, *pgid, arena)?;
                 node.overflow = header.overflow;
                 self.verify.loaded(pages, &node);
                 self.stats.node_count += 1;
@@ -387,11 +396,11 @@ impl Tree {
                 let start = *pos as usize;
                 let bytes = &pages.data()[start..start + *len as usize];
                 self.stats.node_count += 1;
-                Node::from_page(bytes, Pgid(0), Pgid(0), page_size, arena)?
+                Node::from_page(bytes, Pgid(0), Pgid(0), arena)?
             }
             Root::InlineCopy(bytes) => {
                 self.stats.node_count += 1;
-                Node::from_page(bytes, Pgid(0), Pgid(0), page_size, arena)?
+                Node::from_page(bytes, Pgid(0), Pgid(0), arena)?
             }
         };
         let id = self.push_node(node);
@@ -437,12 +446,11 @@ impl Tree {
             // A page that is its own ancestor: a descent would go round until DEPTH_MAX.
             return Err(too_deep());
         }
-        let page_size = pages.page_size();
         let (bytes, header) = pages.page_and_header(owner, pgid)?;
-        let mut node = Node::from_page(bytes, pgid, pgid, page_size, arena)?;
+        let mut node = Node::from_page(bytes, pgid, pgid, arena)?;
         node.overflow = header.overflow;
         if let Err(error) = self.check_range(&node, pgid, low, high) {
-            node.recycle(page_size, arena);
+            node.recycle(arena);
             return Err(error);
         }
         // A page Go's writer cannot continue (an empty leaf, a branch with one child: files of
@@ -579,7 +587,7 @@ impl Tree {
                 node.insert(count, &entry);
                 node.appended = true;
             } else if let Some((path, _)) = self.append_hint.take() {
-                self.insert_entry(&path, leaf, count, &entry, page_size, arena);
+                self.insert_entry(&path, leaf, count, &entry, arena);
             }
             return Ok(Put::Inserted);
         }
@@ -588,7 +596,7 @@ impl Tree {
         let (path, leaf) = match self.descend_mut(pages, arena, key, &mut undo) {
             Ok(found) => found,
             Err(error) => {
-                self.undo(undo, page_size, arena);
+                self.undo(undo, arena);
                 return Err(error);
             }
         };
@@ -598,7 +606,7 @@ impl Tree {
                 let node = &mut self.nodes[leaf as usize];
                 let old_flags = node.flags(index);
                 if (old_flags ^ flags) & LEAF_FLAG_BUCKET != 0 {
-                    self.undo(undo, page_size, arena);
+                    self.undo(undo, arena);
                     return Ok(Put::KindConflict { flags: old_flags });
                 }
                 let old_len = node.value(index).len();
@@ -607,13 +615,13 @@ impl Tree {
                 } else {
                     // A longer value that does not fit: out and in again, splitting if need be.
                     node.remove(index);
-                    self.insert_entry(&path, leaf, index, &entry, page_size, arena);
+                    self.insert_entry(&path, leaf, index, &entry, arena);
                 }
                 Ok(Put::Replaced { flags: old_flags })
             }
             Err(index) => {
                 let at_end = index == self.nodes[leaf as usize].count();
-                let split = self.insert_entry(&path, leaf, index, &entry, page_size, arena);
+                let split = self.insert_entry(&path, leaf, index, &entry, arena);
                 if !split && at_end && self.is_rightmost(&path) {
                     self.append_hint = Some((path, leaf));
                 }
@@ -638,23 +646,22 @@ impl Tree {
         flags: u32,
     ) -> Result<Delete> {
         self.append_hint = None;
-        let page_size = pages.page_size();
         let mut undo = self.undo_point();
         let leaf = match self.descend_mut(pages, arena, key, &mut undo) {
             Ok((_, leaf)) => leaf,
             Err(error) => {
-                self.undo(undo, page_size, arena);
+                self.undo(undo, arena);
                 return Err(error);
             }
         };
         let node = &mut self.nodes[leaf as usize];
         let Ok(index) = node.search(key) else {
-            self.undo(undo, page_size, arena);
+            self.undo(undo, arena);
             return Ok(Delete::NotFound);
         };
         let old_flags = node.flags(index);
         if (old_flags ^ flags) & LEAF_FLAG_BUCKET != 0 {
-            self.undo(undo, page_size, arena);
+            self.undo(undo, arena);
             return Ok(Delete::KindConflict { flags: old_flags });
         }
         node.remove(index);

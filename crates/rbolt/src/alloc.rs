@@ -1,9 +1,11 @@
-//! Pages for a committing transaction: ids from the freelist or the high-water mark, buffers
-//! from a pool, and the writes that put them in the file.
+//! Pages for a committing transaction: ids from the freelist or the high-water mark, and the
+//! writes that put them in the file. The page buffers are the node arena's (the writer's one
+//! pool of them): the tree hands its nodes' images over, the pages filled here (the freelist)
+//! are taken from it, and every single-page buffer goes back to it once written or dropped.
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use rbolt_btree::PageAlloc;
+use rbolt_btree::{Arena, PageAlloc};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{Pgid, Txid};
 use std::sync::Arc;
@@ -11,8 +13,6 @@ use std::sync::Arc;
 /// Dirty pages are written out once they hold this many bytes, so a huge commit needs little
 /// memory for page buffers.
 pub(crate) const DIRTY_FLUSH_BYTES: usize = 8 * 1024 * 1024;
-/// Single-page buffers kept for the next commit: as many as the tree's arena keeps.
-const POOL_PAGES_MAX: usize = rbolt_btree::POOL_BUFFERS_MAX;
 /// Room in the list of dirty pages at the start of a transaction (a few hundred pages is a
 /// small transaction's commit), so that it grows once or not at all.
 const DIRTY_INITIAL: usize = 256;
@@ -33,7 +33,6 @@ pub(crate) struct TxAlloc {
     pub(crate) next: Pgid,
     dirty: Vec<Dirty>,
     dirty_bytes: usize,
-    pub(crate) pool: Vec<Box<[u8]>>,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) file_len: u64,
     pub(crate) max_size: u64,
@@ -80,16 +79,11 @@ pub(crate) fn grown_len(len: u64, alloc_size: u64, page_size: u64, max_size: u64
 }
 
 impl TxAlloc {
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the state one transaction's page allocator starts from, each part distinct"
-    )]
     pub(crate) fn new(
         txid: Txid,
         page_size: usize,
         freelist: AnyFreelist,
         next: Pgid,
-        pool: Vec<Box<[u8]>>,
         storage: Arc<dyn Storage>,
         file_len: u64,
         options: &crate::Options,
@@ -101,7 +95,6 @@ impl TxAlloc {
             next,
             dirty: Vec::with_capacity(DIRTY_INITIAL),
             dirty_bytes: 0,
-            pool,
             storage,
             file_len,
             max_size: options.max_size,
@@ -172,26 +165,21 @@ impl TxAlloc {
         Ok(pgid)
     }
 
-    /// A buffer for `n_pages` pages: pooled for one page, fresh for more.
-    fn buffer(&mut self, n_pages: usize) -> Box<[u8]> {
-        if n_pages == 1
-            && let Some(buf) = self.pool.pop()
-        {
-            return buf;
-        }
-        vec![0u8; n_pages * self.page_size].into_boxed_slice()
-    }
-
     /// Queues `buf` to be written at `pgid`.
     pub(crate) fn push(&mut self, pgid: Pgid, buf: Box<[u8]>) {
         self.dirty_bytes += buf.len();
         self.dirty.push(Dirty { pgid, buf });
     }
 
-    /// Allocates `n_pages` and returns them with a buffer to fill; queue it with `push`.
-    pub(crate) fn allocate_buffer(&mut self, n_pages: usize) -> Result<(Pgid, Box<[u8]>)> {
+    /// Allocates `n_pages` and returns them with a buffer from `arena` to fill (its content
+    /// unspecified: every byte must be written); queue it with `push`.
+    pub(crate) fn allocate_buffer(
+        &mut self,
+        n_pages: usize,
+        arena: &mut Arena,
+    ) -> Result<(Pgid, Box<[u8]>)> {
         let pgid = self.allocate_ids(n_pages)?;
-        Ok((pgid, self.buffer(n_pages)))
+        Ok((pgid, arena.take(n_pages * self.page_size)))
     }
 
     /// Grows the file to hold `len` bytes: to the next power of two while small, then in
@@ -216,8 +204,8 @@ impl TxAlloc {
     }
 
     /// Writes every queued page, in page order, each contiguous run with one vectored write,
-    /// and returns single-page buffers to the pool.
-    pub(crate) fn flush(&mut self) -> Result<()> {
+    /// and gives the buffers back to `arena` (which keeps the single-page ones).
+    pub(crate) fn flush(&mut self, arena: &mut Arena) -> Result<()> {
         if self.dirty.is_empty() {
             return Ok(());
         }
@@ -249,17 +237,14 @@ impl TxAlloc {
             failpoint!("commit::after-first-data-write");
         }
         drop(run);
-        self.recycle();
+        self.recycle(arena);
         Ok(())
     }
 
-    /// Drops queued pages without writing them (rollback), keeping their buffers.
-    pub(crate) fn recycle(&mut self) {
-        for dirty in self.dirty.drain(..) {
-            if dirty.buf.len() == self.page_size && self.pool.len() < POOL_PAGES_MAX {
-                self.pool.push(dirty.buf);
-            }
-        }
+    /// Gives the queued pages' buffers back to `arena`, forgetting the pages (written by
+    /// `flush`, or dropped unwritten by a rollback).
+    pub(crate) fn recycle(&mut self, arena: &mut Arena) {
+        arena.recycle(self.dirty.drain(..).map(|dirty| dirty.buf));
         self.dirty_bytes = 0;
     }
 }
@@ -271,10 +256,11 @@ impl PageAlloc for TxAlloc {
         self.allocate_ids(n_pages)
     }
 
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<()> {
-        // Every buffer queued before this one is complete: write them out when many.
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, arena: &mut Arena) -> Result<()> {
+        // Every buffer queued before this one is complete: write them out when many, and their
+        // buffers serve the nodes still to be written.
         if self.dirty_bytes >= DIRTY_FLUSH_BYTES {
-            self.flush()?;
+            self.flush(arena)?;
         }
         self.push(pgid, buf);
         Ok(())

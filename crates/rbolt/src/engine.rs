@@ -47,7 +47,8 @@ pub(crate) struct Engine {
 pub(crate) struct Writer {
     /// `None` until loaded (a read-only handle loads it only when asked).
     pub(crate) freelist: Option<AnyFreelist>,
-    pub(crate) pool: Vec<Box<[u8]>>,
+    /// The one pool of page buffers: a write transaction takes it for its nodes and pages
+    /// and gives it back, with the buffers its commit wrote, when it ends.
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
@@ -69,12 +70,12 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// The writer state of a database just opened at `durable`, `file_len` bytes long.
+    /// The writer state of a database just opened at `durable`, `file_len` bytes long (its
+    /// pages of `durable.page_size` bytes).
     pub(crate) fn new(freelist: Option<AnyFreelist>, file_len: u64, durable: Meta) -> Writer {
         Writer {
             freelist,
-            pool: Vec::new(),
-            arena: Arena::new(),
+            arena: Arena::new(durable.page_size as usize),
             file_len,
             readers_scratch: Vec::new(),
             verify: Default::default(),
@@ -119,6 +120,11 @@ impl Engine {
         writer: Writer,
         counters: StatCounters,
     ) -> Engine {
+        debug_assert_eq!(
+            writer.arena.page_size(),
+            page_size,
+            "the writer's arena is for pages of another size"
+        );
         Engine {
             storage,
             options,
@@ -190,4 +196,37 @@ pub(crate) fn thread_id() -> u64 {
         static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     ID.with(|id| *id)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, Error};
+
+    /// The writer's pool holds what one transaction uses, not what its transactions have used
+    /// in all: a steady run of durable commits (each writing its leaves, a branch, a freelist
+    /// page and a meta) leaves it the size it was.
+    #[test]
+    fn steady_commits_keep_the_pool_one_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let commit = |round: u32| {
+            db.update(|tx| {
+                let mut b = tx.create_bucket_if_not_exists("b")?;
+                for i in 0..500u32 {
+                    b.put(i.to_be_bytes(), [round as u8; 64])?;
+                }
+                Ok::<_, Error>(())
+            })
+            .unwrap();
+        };
+        for round in 0..4 {
+            commit(round);
+        }
+        let pooled = db.engine.lock_writer().arena.len();
+        assert!(pooled > 10, "the commits' pages are pooled: {pooled}");
+        for round in 4..40 {
+            commit(round);
+        }
+        assert_eq!(db.engine.lock_writer().arena.len(), pooled);
+    }
 }

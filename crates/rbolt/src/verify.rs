@@ -18,36 +18,37 @@ pub(crate) struct Verify {
 
 impl Verify {
     /// Before a commit: checks the snapshot it starts from, once per handle.
-    pub(crate) fn before(&mut self, current: impl FnOnce() -> Snapshot, page_size: usize) {
+    pub(crate) fn before(&mut self, current: impl FnOnce() -> Snapshot) {
         #[cfg(feature = "_verify")]
         if self.clean.is_none() {
-            self.clean = Some(problems(&current(), page_size).is_empty());
+            self.clean = Some(problems(&current()).is_empty());
         }
         #[cfg(not(feature = "_verify"))]
-        let _ = (current, page_size);
+        let _ = current;
     }
 
     /// After a commit is published: checks the new snapshot of a file that was clean.
     ///
     /// # Panics
     /// When the commit left problems in a file that had none.
-    pub(crate) fn after(&mut self, current: impl FnOnce() -> Snapshot, page_size: usize) {
+    pub(crate) fn after(&mut self, current: impl FnOnce() -> Snapshot) {
         #[cfg(feature = "_verify")]
         if self.clean == Some(true) {
-            let problems = problems(&current(), page_size);
+            let problems = problems(&current());
             assert!(
                 problems.is_empty(),
                 "verify: a commit left a sound file with problems: {problems:?}"
             );
         }
         #[cfg(not(feature = "_verify"))]
-        let _ = (current, page_size);
+        let _ = current;
     }
 }
 
-/// The problems `check` finds in the current snapshot.
+/// The problems `check` finds in the current snapshot (of pages of its meta's size).
 #[cfg(feature = "_verify")]
-fn problems(current: &Snapshot, page_size: usize) -> Vec<crate::CheckError> {
+fn problems(current: &Snapshot) -> Vec<crate::CheckError> {
+    let page_size = current.meta.page_size as usize;
     let pages = crate::snapshot::pages_of(&current.map, page_size, current.meta.high_water());
     crate::check::check(pages, &current.meta)
 }

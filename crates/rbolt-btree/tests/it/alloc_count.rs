@@ -21,7 +21,7 @@ fn read_path_allocates_nothing_on_a_16_level_tree() {
     // node reaches the in-transaction limit with more entries and is cut after its fourth,
     // and spill keeps a node of four whole: a fan-out of four.)
     let mut store = MemStore::new(512, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(512);
     let key_of = |i: u32| {
         let mut key = vec![b'k'; 450];
         key[..4].copy_from_slice(&i.to_be_bytes());

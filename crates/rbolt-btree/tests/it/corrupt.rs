@@ -57,7 +57,7 @@ impl Image {
     /// full (fill percent 0.5), so that few entries make deep trees.
     fn build(n: usize, key_len: usize, value_len: usize) -> Image {
         let mut store = MemStore::new(PAGE_SIZE, false);
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(PAGE_SIZE);
         let mut tree = Tree::new();
         tree.set_fill_percent(0.5);
         let entries: Vec<KeyValue> = (0..n)
@@ -332,7 +332,7 @@ impl PageAlloc for TestAlloc {
         Ok(pgid)
     }
 
-    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>) -> Result<(), Corruption> {
+    fn write(&mut self, pgid: Pgid, buf: Box<[u8]>, _arena: &mut Arena) -> Result<(), Corruption> {
         assert!(
             pgid.0 >= self.first && pgid.0 < self.next && buf.len().is_multiple_of(PAGE_SIZE),
             "page {pgid} written without being allocated"
@@ -608,7 +608,7 @@ impl Expect {
 
         // Writes, each on a fresh tree as its own transaction.
         for (i, (key, _)) in image.entries.iter().enumerate() {
-            let mut arena = Arena::new();
+            let mut arena = Arena::new(pages.page_size());
             let mut tree = Tree::from_page(image.root);
             let put = tree.put(pages, &mut arena, key, b"new value", 0);
             match put {
@@ -726,7 +726,7 @@ impl Expect {
         }
         let mut alloc = TestAlloc::new(pages, false);
         let mut tree = Tree::from_page(image.root);
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let _ = tree
             .touch(pages, &mut arena)
             .and_then(|()| tree.rebalance(pages, &mut arena, &mut alloc))
@@ -1084,7 +1084,7 @@ fn mixed_depth_children() {
         expect.check(&image);
         // Deleting most of leaf A makes rebalance merge it with its sibling, a branch.
         let pages = image.pages();
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let mut tree = Tree::from_page(root);
         for (key, _) in &image.entries[1..10] {
             assert_eq!(
@@ -1156,7 +1156,7 @@ fn work_is_bounded_without_the_allocators_double_free_check() {
         craft.branch(&[(b"a".to_vec(), root)]);
         let image = craft.image(root, Vec::new());
         let pages = image.pages();
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let mut tree = Tree::from_page(root);
         tree.touch(pages, &mut arena).unwrap();
         let mut alloc = TestAlloc::new(pages, true);
@@ -1269,7 +1269,7 @@ fn spill_of_a_corrupt_leaf_is_an_error() {
             let mut damaged = image.clone();
             damage(&mut damaged, leaf);
             let pages = damaged.pages();
-            let mut arena = Arena::new();
+            let mut arena = Arena::new(pages.page_size());
             let mut tree = Tree::from_page(damaged.root);
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 let put = tree.put(pages, &mut arena, key, b"x", 0)?;
@@ -1561,7 +1561,7 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
     // Puts (new and existing keys), reads through the edited tree, deletes, commit.
     let mut alloc = TestAlloc::new(pages, false);
     guard("put, read, delete, rebalance, spill", || {
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let mut tree = Tree::from_page(image.root);
         let mut ok = true;
         for (i, probe) in probes.iter().enumerate().step_by(7) {
@@ -1594,7 +1594,7 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
     // Delete most keys: rebalance merges and collapses.
     let mut alloc = TestAlloc::new(pages, false);
     guard("delete most, rebalance, spill", || {
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let mut tree = Tree::from_page(image.root);
         for (i, (key, _)) in image.entries.iter().enumerate() {
             if i % 4 != 1 && tree.delete(pages, &mut arena, key, 0).is_err() {
@@ -1615,7 +1615,7 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
 
     let mut alloc = TestAlloc::new(pages, false);
     guard("touch, rebalance, spill", || {
-        let mut arena = Arena::new();
+        let mut arena = Arena::new(pages.page_size());
         let mut tree = Tree::from_page(image.root);
         let _ = tree
             .touch(pages, &mut arena)

@@ -129,7 +129,7 @@ fn value_for(key: &[u8], len: usize, salt: u64) -> Vec<u8> {
 /// Runs a case: the tree and the model must agree after every step.
 fn run(case: Case) -> TestResult {
     let mut store = MemStore::new(case.page_size, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(case.page_size);
     let new_tree = |root: Option<rbolt_page::Pgid>| {
         let mut tree = root.map_or_else(Tree::new, Tree::from_page);
         if let Some(fill) = case.fill_percent {
@@ -341,7 +341,7 @@ fn random_edits_seeks_and_scans_answer_as_a_btreemap_would() {
 #[test]
 fn deleting_everything_leaves_an_empty_leaf_and_frees_the_rest() {
     let mut store = MemStore::new(512, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(512);
     let mut tree = Tree::new();
     for i in 0..5000u32 {
         tree.put(store.pages(), &mut arena, &i.to_be_bytes(), &[7; 20], 0)
@@ -373,7 +373,7 @@ fn deleting_everything_leaves_an_empty_leaf_and_frees_the_rest() {
 fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
     // Without splitting inside the transaction the root leaf would hold all 200,000 entries.
     let mut store = MemStore::new(4096, false);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::new();
     let mut rng = rbolt_fixtures::rng::Rng::new(1);
     let mut model = BTreeSet::new();
@@ -400,7 +400,7 @@ fn random_bulk_insert_in_one_transaction_keeps_nodes_small() {
 fn load_fill(count: usize, per_tx: usize, fill_percent: Option<f64>, sorted: bool) -> f64 {
     const PAGE: usize = 4096;
     let mut store = MemStore::new(PAGE, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(PAGE);
     let mut root = None;
     let mut rng = rbolt_fixtures::rng::Rng::new(1);
     let mut next = || rng.next_u64();
@@ -472,7 +472,7 @@ fn sorted_load_at_full_fill_writes_full_pages() {
     // times the pages needed).
     const PAGE: usize = 4096;
     let mut store = MemStore::new(PAGE, false);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(PAGE);
     let mut tree = Tree::new();
     tree.set_fill_percent(1.0);
     let count = 100_000u64;
@@ -505,7 +505,7 @@ fn appends_mixed_with_other_edits_match_a_model() {
     // Runs of ascending keys (which take the append path once a put lands at the end of the
     // rightmost leaf) interleaved with puts and deletes elsewhere, splits, and commits.
     let mut store = MemStore::new(512, false);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(512);
     let mut tree = Tree::new();
     tree.set_fill_percent(1.0);
     let mut model = BTreeMap::new();
@@ -587,7 +587,7 @@ fn inline_bucket_value(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
 fn edits_that_change_nothing_leave_the_tree_as_it_was() {
     use rbolt_page::LEAF_FLAG_BUCKET;
     let mut store = MemStore::new(512, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(512);
     let mut tree = Tree::new();
     for i in 0..2000u32 {
         tree.put(store.pages(), &mut arena, &i.to_be_bytes(), &[1; 20], 0)
@@ -652,7 +652,7 @@ fn edits_that_change_nothing_leave_the_tree_as_it_was() {
 fn a_bucket_opened_from_an_edited_node_keeps_its_own_copy() {
     use rbolt_page::LEAF_FLAG_BUCKET;
     let mut store = MemStore::new(4096, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::new();
     let bucket = inline_bucket_value(&[(b"inner", b"value")]);
     tree.put(store.pages(), &mut arena, b"m", &bucket, LEAF_FLAG_BUCKET)
@@ -692,7 +692,7 @@ fn a_bucket_opened_from_an_edited_node_keeps_its_own_copy() {
 #[test]
 fn a_branch_merged_with_an_emptied_sibling_and_left_one_child_is_merged_again() {
     let mut store = MemStore::new(1024, true);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(1024);
     let mut tree = Tree::new();
     tree.set_fill_percent(0.1);
     let long = |prefix: &[u8], len: usize| {

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 /// A committed tree of `n` keys (`k00000`..), values of `value_len` bytes, in `store`.
 fn build(store: &mut MemStore, n: usize, value_len: usize) -> Pgid {
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(store.pages().page_size());
     let mut tree = Tree::new();
     let (pages, alloc) = store.parts();
     for i in 0..n {
@@ -63,7 +63,7 @@ fn check_touch_to(n: usize, value_len: usize, key: &[u8], depth: Option<usize>) 
     }
     let deepest = *path.last().unwrap();
     let path: BTreeSet<Pgid> = path.into_iter().collect();
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(store.pages().page_size());
     let mut tree = Tree::from_page(root);
     let (pages, alloc) = store.parts();
     match depth {
@@ -136,7 +136,7 @@ fn touch_to_depth_rewrites_the_path_down_to_that_depth_and_nothing_below() {
     // Touching again what is a node already reports no page.
     let mut store = MemStore::new(4096, true);
     let root = build(&mut store, 20_000, 100);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::from_page(root);
     let pages = store.pages();
     assert!(
@@ -154,7 +154,7 @@ fn touch_to_depth_rewrites_the_path_down_to_that_depth_and_nothing_below() {
 fn touch_key_on_an_empty_tree_writes_its_root() {
     let mut store = MemStore::new(4096, true);
     let root = build(&mut store, 0, 0);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::from_page(root);
     let (pages, alloc) = store.parts();
     tree.touch_key(pages, &mut arena, b"anything").unwrap();
@@ -170,7 +170,7 @@ fn touch_key_on_an_empty_tree_writes_its_root() {
 /// a fifth to a half full), in `store`.
 fn thinned(store: &mut MemStore) -> Pgid {
     let root = build(store, 2000, 100);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(store.pages().page_size());
     let mut tree = Tree::from_page(root);
     let (pages, alloc) = store.parts();
     for i in (0..2000).filter(|i| i % 5 != 0) {
@@ -188,7 +188,7 @@ fn repack_key_merges_sparse_leaves_into_full_pages() {
     let mut store = MemStore::new(4096, true);
     let root = thinned(&mut store);
     let before = walk(store.pages(), root);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::from_page(root);
     tree.set_fill_percent(1.0);
     let (pages, alloc) = store.parts();
@@ -227,7 +227,7 @@ fn repack_key_merges_sparse_leaves_into_full_pages() {
 fn repack_key_with_a_small_budget_or_a_lone_leaf_merges_little() {
     let mut store = MemStore::new(4096, true);
     let root = thinned(&mut store);
-    let mut arena = Arena::new();
+    let mut arena = Arena::new(4096);
     let mut tree = Tree::from_page(root);
     let (pages, alloc) = store.parts();
     // A budget of one page merges at most what fits one page.

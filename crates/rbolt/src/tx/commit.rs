@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rbolt_btree::{Pages, Put, TreeStats};
+use rbolt_btree::{Arena, Pages, Put, TreeStats};
 use rbolt_freelist::Freelist;
 use rbolt_page::{
     BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST, PageHeader, Pgid, Reason,
@@ -53,7 +53,7 @@ impl WriteTx<'_> {
         }
         let engine = self.engine;
         let page_size = engine.page_size;
-        self.writer.verify.before(|| engine.snapshot(), page_size);
+        self.writer.verify.before(|| engine.snapshot());
         let shared = &mut self.shared;
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
@@ -70,13 +70,14 @@ impl WriteTx<'_> {
             sequence: self.root.get_mut().sequence,
         };
 
-        let alloc = &mut core.alloc;
+        let Workspace { arena, alloc, .. } = core;
         // A commit without syncs writes no freelist page: only a crash of this process can
         // bring its meta back, and the open after it rebuilds the freelist by walking the file
         // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
         // pending id at every such commit.
         let write_page = sync && !engine.options.no_freelist_sync && !self.skip_freelist;
-        meta.freelist = write_freelist(pages, alloc, &self.base, self.shrink, write_page)?.0;
+        let base = &self.base;
+        meta.freelist = write_freelist(pages, alloc, arena, base, self.shrink, write_page)?.0;
         // What a vacuum step's plan meant to move and did not (the freelist page, allocated
         // after the cut is lifted, never counts).
         self.writer.past_cut = alloc.allocated_past_cut;
@@ -92,7 +93,7 @@ impl WriteTx<'_> {
         let new_map = map_for_growth(engine, &shared.map, needed)?;
 
         let write_started = Instant::now();
-        write_data(alloc, needed)?;
+        write_data(alloc, arena, needed)?;
         failpoint!("commit::before-data-sync");
         if sync {
             let length_changed = self.writer.length_unsynced || alloc.grew_without_sync;
@@ -102,7 +103,8 @@ impl WriteTx<'_> {
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let meta = write_meta_page(engine, &meta, sync).map_err(|error| poisoned(engine, error))?;
+        let meta = write_meta_page(engine, arena, &meta, sync);
+        let meta = meta.map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = alloc.writes + 1;
 
@@ -124,9 +126,7 @@ impl WriteTx<'_> {
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
-        self.writer
-            .verify
-            .after(|| engine.snapshot(), engine.page_size);
+        self.writer.verify.after(|| engine.snapshot());
         Ok(())
     }
 }
@@ -261,10 +261,12 @@ fn spill_bucket(
 
 /// Phase 2, the freelist: frees the old freelist page, lowers the high-water mark past free
 /// pages at the end of the file when `shrink` (a vacuum step, or `auto_shrink`), and queues a
-/// new freelist page when `write_page`; returns its id, or [`PGID_NO_FREELIST`].
+/// new freelist page (in a buffer from `arena`) when `write_page`; returns its id, or
+/// [`PGID_NO_FREELIST`].
 fn write_freelist(
     pages: Pages<'_>,
     alloc: &mut TxAlloc,
+    arena: &mut Arena,
     base: &Meta,
     shrink: bool,
     write_page: bool,
@@ -291,7 +293,7 @@ fn write_freelist(
         return Ok(PGID_NO_FREELIST);
     }
     let n_pages = pages_for(alloc.freelist.write_size(), alloc.page_size);
-    let (pgid, mut buf) = alloc.allocate_buffer(n_pages)?;
+    let (pgid, mut buf) = alloc.allocate_buffer(n_pages, arena)?;
     let used = alloc
         .freelist
         .write_into(&mut buf, pgid, (n_pages - 1) as u32);
@@ -325,13 +327,14 @@ fn map_for_growth(engine: &Engine, current: &Mapping, needed: u64) -> Result<Opt
     Ok(Some(Arc::new(map)))
 }
 
-/// Phase 4, the data: grows the file to `needed` bytes and writes every queued page.
-fn write_data(alloc: &mut TxAlloc, needed: u64) -> Result<()> {
+/// Phase 4, the data: grows the file to `needed` bytes and writes every queued page, giving
+/// the buffers back to `arena`.
+fn write_data(alloc: &mut TxAlloc, arena: &mut Arena, needed: u64) -> Result<()> {
     crate::trace::phase!("commit.write_data", needed);
     failpoint!("commit::before-grow");
     alloc.ensure_file_len(needed)?;
     failpoint!("commit::before-write");
-    alloc.flush()
+    alloc.flush(arena)
 }
 
 /// The first sync, of the data: an `fsync` when the file's length changed since the last
@@ -347,12 +350,14 @@ fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
 }
 
 /// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one with this boot's
-/// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns
-/// the meta as written.
-fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
+/// id) to its slot, then, for a durable commit, the second sync: the commit point. The page
+/// is written from a buffer of `arena`. Returns the meta as written.
+fn write_meta_page(engine: &Engine, arena: &mut Arena, meta: &Meta, sync: bool) -> Result<Meta> {
     crate::trace::phase!("commit.write_meta", sync);
     let page_size = engine.page_size;
-    let mut meta_page = vec![0u8; page_size];
+    let mut meta_page = arena.take(page_size);
+    // The rest of the page is zeros (a pooled buffer holds an old page).
+    meta_page.fill(0);
     let meta = if sync {
         write_meta(&mut meta_page, meta)
     } else {
@@ -362,10 +367,9 @@ fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
         write_meta_non_durable(&mut meta_page, meta, &boot_id)
     };
     let meta_offset = (meta.txid % 2) * page_size as u64;
-    engine
-        .storage
-        .write_all_at(&meta_page, meta_offset)
-        .map_err(|e| Error::io(engine.storage.path(), e))?;
+    let written = engine.storage.write_all_at(&meta_page, meta_offset);
+    arena.give(meta_page);
+    written.map_err(|e| Error::io(engine.storage.path(), e))?;
     failpoint!("commit::before-meta-sync", poison engine);
     if sync {
         engine

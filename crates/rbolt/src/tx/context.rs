@@ -31,7 +31,7 @@ impl WriteContext {
     }
 }
 
-/// What every edit of a write transaction works with: the node buffer pool (`arena`), the page
+/// What every edit of a write transaction works with: the page buffer pool (`arena`), the page
 /// allocator, and whether an edit broke halfway.
 #[derive(Debug)]
 pub(crate) struct Workspace {

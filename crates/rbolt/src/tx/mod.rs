@@ -17,7 +17,7 @@ use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
 pub(crate) use commit::write_durable_meta;
 use context::{Workspace, WriteContext};
-use rbolt_btree::{Pages, Put};
+use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
 mod commit;
@@ -234,17 +234,14 @@ impl<'db> WriteTx<'db> {
             .freelist
             .take()
             .expect("a writable database has its freelist loaded");
-        let mut arena = std::mem::take(&mut writer.arena);
-        // The page buffers the last commit wrote become this transaction's nodes; the emptied
-        // list keeps its room for the buffers this one writes.
-        let mut pool = std::mem::take(&mut writer.pool);
-        arena.recycle(engine.page_size, pool.drain(..));
+        // The writer's pool of page buffers, with those the last commit wrote: this
+        // transaction's nodes and pages come from it, and go back to it once written.
+        let arena = std::mem::replace(&mut writer.arena, Arena::new(engine.page_size));
         let alloc = TxAlloc::new(
             crate::engine::next_txid(meta.txid(), writer.durable.txid()),
             engine.page_size,
             freelist,
             meta.high_water(),
-            pool,
             engine.storage.clone(),
             writer.file_len,
             &engine.options,
@@ -879,7 +876,8 @@ impl<'db> WriteTx<'db> {
         }
     }
 
-    /// Returns the freelist, buffers and arena to the writer state.
+    /// Returns the freelist and the arena, with every page buffer still queued, to the writer
+    /// state.
     fn give_back(&mut self) {
         self.ended = true;
         self.engine
@@ -887,13 +885,13 @@ impl<'db> WriteTx<'db> {
             .store(0, std::sync::atomic::Ordering::Release);
         let core = self.shared.core.get_mut();
         let alloc = &mut core.alloc;
-        alloc.recycle();
+        alloc.recycle(&mut core.arena);
         self.engine.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
-        self.writer.pool = std::mem::take(&mut alloc.pool);
-        self.writer.arena = std::mem::take(&mut core.arena);
+        let page_size = self.engine.page_size;
+        self.writer.arena = std::mem::replace(&mut core.arena, Arena::new(page_size));
         *self.root.get_mut() = BucketState::new_empty();
     }
 

@@ -4,6 +4,7 @@ mod api;
 mod api_model;
 mod async_tx;
 mod basics;
+mod buffers;
 mod check;
 mod closures;
 mod commit;

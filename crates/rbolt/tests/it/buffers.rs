@@ -1,0 +1,85 @@
+//! Page buffers once the writer is warm: a steady run of small commits takes every page
+//! buffer it needs (nodes, the freelist page, the meta page) from the writer's pool and gives
+//! it back, so none of them allocates one.
+//!
+//! The pages are 16 KiB, larger than anything else a small commit allocates (its list of
+//! dirty pages is the largest, about 6 KiB), so the largest single allocation a commit makes
+//! says whether it allocated a page buffer.
+
+use rbolt::{Db, Durability, Options};
+use rbolt_testkit::alloc::{CountingAlloc, installed, peak, reset_peak};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+const PAGE_SIZE: usize = 16 * 1024;
+
+/// A database whose bucket `b` spans a branch page and several leaves, opened anew: its
+/// writer has no buffers yet.
+fn loaded_db(dir: &tempfile::TempDir) -> Db {
+    let path = dir.path().join("db");
+    let options = Options::default().page_size(PAGE_SIZE);
+    let db = Db::open_with(&path, options.clone()).unwrap();
+    db.update(|tx| {
+        let mut b = tx.create_bucket("b")?;
+        for i in 0..2000u32 {
+            b.put(i.to_be_bytes(), [7u8; 40])?;
+        }
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    db.close().unwrap();
+    Db::open_with(&path, options).unwrap()
+}
+
+/// Rewrites eight values spread over the leaves: the same pages every round, nothing split.
+fn small_commit(db: &Db, round: u32, durability: Durability) {
+    let tx = db.begin_write().unwrap();
+    tx.set_durability(durability);
+    let mut b = tx.bucket_mut("b").unwrap().unwrap();
+    for i in 0..8u32 {
+        b.put((i * 250).to_be_bytes(), [round as u8; 40]).unwrap();
+    }
+    drop(b);
+    tx.commit().unwrap();
+}
+
+/// The largest single allocation of `rounds` small commits after `warm` of them.
+fn largest_allocation(durability: Durability, warm: u32, rounds: u32) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let db = loaded_db(&dir);
+    for round in 0..warm {
+        small_commit(&db, round, durability);
+    }
+    reset_peak();
+    for round in warm..warm + rounds {
+        small_commit(&db, round, durability);
+    }
+    peak()
+}
+
+#[test]
+fn warm_durable_commits_allocate_no_page_buffer() {
+    assert!(installed(), "the counting allocator must be installed");
+    let largest = largest_allocation(Durability::Immediate, 4, 20);
+    assert!(
+        largest < PAGE_SIZE,
+        "a warm durable commit allocated {largest} bytes at once: a page buffer"
+    );
+}
+
+#[test]
+fn warm_commits_without_syncs_allocate_no_page_buffer() {
+    let largest = largest_allocation(Durability::None, 4, 20);
+    assert!(
+        largest < PAGE_SIZE,
+        "a warm commit without syncs allocated {largest} bytes at once: a page buffer"
+    );
+}
+
+#[test]
+fn a_cold_writer_allocates_page_buffers() {
+    // What the two tests above measure is visible: the first commits of a fresh handle have
+    // no pooled buffers and allocate them.
+    assert!(largest_allocation(Durability::Immediate, 0, 1) >= PAGE_SIZE);
+}
