@@ -35,9 +35,9 @@ pub struct TreeView<'a> {
     pub(crate) root: RootRef<'a>,
 }
 
-/// A frame of a cursor's stack: a page, or a node's image.
+/// A level of a cursor's stack: a page, or a node's image.
 #[derive(Clone, Copy, Debug)]
-enum Frame<'a> {
+enum Level<'a> {
     Leaf(LeafPage<'a>),
     Branch(BranchPage<'a>),
     /// A leaf node: its entries are read as a page's.
@@ -73,7 +73,7 @@ fn node_child_index(page: &BranchPage<'_>, key: &[u8]) -> Result<usize> {
 /// A position on a cursor's path: a page or node, and the index of an element in it.
 #[derive(Clone, Copy, Debug)]
 pub struct ElemRef<'a> {
-    frame: Frame<'a>,
+    level: Level<'a>,
     index: usize,
 }
 
@@ -117,18 +117,18 @@ impl<'a> TreeView<'a> {
         }
     }
 
-    /// Reads committed page `pgid` (a child of `owner`) as a leaf or branch frame.
+    /// Reads committed page `pgid` (a child of `owner`) as a leaf or branch level.
     #[inline]
-    fn load(&self, owner: Pgid, pgid: Pgid) -> Result<Frame<'a>> {
+    fn load(&self, owner: Pgid, pgid: Pgid) -> Result<Level<'a>> {
         let (bytes, header) = self.pages.page_and_header(owner, pgid)?;
         match header.kind() {
-            Some(PageKind::Leaf) => Ok(Frame::Leaf(LeafPage::from_header(bytes, pgid, header)?)),
+            Some(PageKind::Leaf) => Ok(Level::Leaf(LeafPage::from_header(bytes, pgid, header)?)),
             Some(PageKind::Branch) => {
                 let branch = BranchPage::from_header(bytes, pgid, header)?;
                 if branch.is_empty() {
                     return Err(Corruption::new(pgid, Reason::EmptyBranch));
                 }
-                Ok(Frame::Branch(branch))
+                Ok(Level::Branch(branch))
             }
             _ => Err(Corruption::new(
                 pgid,
@@ -139,96 +139,96 @@ impl<'a> TreeView<'a> {
         }
     }
 
-    /// The frame of node `id`: its image read as a page.
+    /// The level of node `id`: its image read as a page.
     #[inline]
-    fn node_frame(&self, id: NodeId) -> Result<Frame<'a>> {
+    fn node_level(&self, id: NodeId) -> Result<Level<'a>> {
         let node = &self.nodes[id as usize];
         if node.is_leaf() {
-            Ok(Frame::NodeLeaf(node.image().leaf(node.pgid)?))
+            Ok(Level::NodeLeaf(node.image().leaf(node.pgid)?))
         } else {
-            Ok(Frame::NodeBranch(node.image().branch(node.pgid)?))
+            Ok(Level::NodeBranch(node.image().branch(node.pgid)?))
         }
     }
 
     #[inline]
-    fn root_frame(&self) -> Result<Frame<'a>> {
+    fn root_level(&self) -> Result<Level<'a>> {
         match self.root {
             RootRef::Page(pgid) => self.load(Pgid(0), pgid),
-            RootRef::Inline(bytes) => Ok(Frame::Leaf(LeafPage::inline(bytes, Pgid(0))?)),
-            RootRef::Node(id) => self.node_frame(id),
+            RootRef::Inline(bytes) => Ok(Level::Leaf(LeafPage::inline(bytes, Pgid(0))?)),
+            RootRef::Node(id) => self.node_level(id),
         }
     }
 
-    /// The child `index` of a branch frame.
+    /// The child `index` of a branch level.
     #[inline]
-    fn child(&self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
-        match frame {
-            Frame::Branch(page) => self.load(page.pgid(), page.child(index)?),
-            Frame::NodeBranch(page) => {
+    fn child(&self, level: Level<'a>, index: usize) -> Result<Level<'a>> {
+        match level {
+            Level::Branch(page) => self.load(page.pgid(), page.child(index)?),
+            Level::NodeBranch(page) => {
                 let child = page.child(index)?;
                 if child.0 & NODE_TAG != 0 {
-                    self.node_frame((child.0 & !NODE_TAG) as NodeId)
+                    self.node_level((child.0 & !NODE_TAG) as NodeId)
                 } else {
                     self.load(page.pgid(), child)
                 }
             }
-            Frame::Leaf(_) | Frame::NodeLeaf(_) => unreachable!("child of a leaf"),
+            Level::Leaf(_) | Level::NodeLeaf(_) => unreachable!("child of a leaf"),
         }
     }
 
-    /// In a branch frame, the child whose subtree would hold `key`.
+    /// In a branch level, the child whose subtree would hold `key`.
     #[inline]
-    fn child_index(&self, frame: Frame<'a>, key: &[u8]) -> Result<usize> {
-        match frame {
-            Frame::Branch(page) => child_index(&page, key),
-            Frame::NodeBranch(page) => node_child_index(&page, key),
-            Frame::Leaf(_) | Frame::NodeLeaf(_) => unreachable!("child index in a leaf"),
+    fn child_index(&self, level: Level<'a>, key: &[u8]) -> Result<usize> {
+        match level {
+            Level::Branch(page) => child_index(&page, key),
+            Level::NodeBranch(page) => node_child_index(&page, key),
+            Level::Leaf(_) | Level::NodeLeaf(_) => unreachable!("child index in a leaf"),
         }
     }
 
     #[inline]
-    fn is_leaf(&self, frame: Frame<'a>) -> bool {
-        matches!(frame, Frame::Leaf(_) | Frame::NodeLeaf(_))
+    fn is_leaf(&self, level: Level<'a>) -> bool {
+        matches!(level, Level::Leaf(_) | Level::NodeLeaf(_))
     }
 
     #[inline]
-    fn count(&self, frame: Frame<'a>) -> usize {
-        match frame {
-            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.len(),
-            Frame::Branch(page) | Frame::NodeBranch(page) => page.len(),
+    fn count(&self, level: Level<'a>) -> usize {
+        match level {
+            Level::Leaf(page) | Level::NodeLeaf(page) => page.len(),
+            Level::Branch(page) | Level::NodeBranch(page) => page.len(),
         }
     }
 
-    /// The entry at `index` of a leaf frame.
+    /// The entry at `index` of a leaf level.
     #[inline]
-    fn entry(&self, frame: Frame<'a>, index: usize) -> Result<Entry<'a>> {
-        match frame {
-            Frame::Leaf(page) | Frame::NodeLeaf(page) => page.entry(index),
-            Frame::Branch(_) | Frame::NodeBranch(_) => unreachable!("entry of a branch"),
+    fn entry(&self, level: Level<'a>, index: usize) -> Result<Entry<'a>> {
+        match level {
+            Level::Leaf(page) | Level::NodeLeaf(page) => page.entry(index),
+            Level::Branch(_) | Level::NodeBranch(_) => unreachable!("entry of a branch"),
         }
     }
 
     /// Looks `key` up: the entry holding exactly `key`, if any. Allocates nothing.
     pub fn get(&self, key: &[u8]) -> Result<Option<Entry<'a>>> {
-        let mut frame = self.root_frame()?;
+        let mut level = self.root_level()?;
         for _ in 0..DEPTH_MAX {
-            match frame {
-                Frame::Leaf(page) | Frame::NodeLeaf(page) => {
+            match level {
+                Level::Leaf(page) | Level::NodeLeaf(page) => {
                     return match page.search(key)? {
                         Ok(index) => page.entry(index).map(Some),
                         Err(_) => Ok(None),
                     };
                 }
-                Frame::Branch(page) => {
+                Level::Branch(page) => {
                     let index = page.child_index(key)?;
-                    frame = self.load(page.pgid(), page.child(index)?)?;
+                    level = self.load(page.pgid(), page.child(index)?)?;
                 }
-                Frame::NodeBranch(page) => {
+                Level::NodeBranch(page) => {
                     if page.is_empty() {
                         return Ok(None);
                     }
                     let index = node_child_index(&page, key)?;
-                    frame = self.child(frame, index)?;
+                    level = self.child(level, index)?;
                 }
             }
         }
@@ -270,7 +270,7 @@ enum State {
 
 /// A position in a tree that moves in key order.
 ///
-/// The path from the root to the current leaf lives in a `SmallVec` of 16 frames: moving
+/// The path from the root to the current leaf lives in a `SmallVec` of 16 levels: moving
 /// allocates nothing for trees up to 16 levels deep. A cursor that ran off either end returns
 /// `None` and stays usable: from past the end, `prev` gives the last entry; from before the
 /// start, `next` gives the first.
@@ -357,12 +357,12 @@ impl<'a> Cursor<'a> {
         self.scan_direction = direction;
     }
 
-    /// Loads child `index` of `frame`, counting it against the move's page budget.
+    /// Loads child `index` of `level`, counting it against the move's page budget.
     #[inline]
-    fn load_child(&mut self, frame: Frame<'a>, index: usize) -> Result<Frame<'a>> {
-        let child = self.view.child(frame, index)?;
+    fn load_child(&mut self, level: Level<'a>, index: usize) -> Result<Level<'a>> {
+        let child = self.view.child(level, index)?;
         // Edited nodes are the transaction's own and sound; only pages from the file count.
-        if matches!(child, Frame::Leaf(_) | Frame::Branch(_)) {
+        if matches!(child, Level::Leaf(_) | Level::Branch(_)) {
             self.loads += 1;
             if self.loads > self.view.pages.high_water().0 + DEPTH_MAX as u64 {
                 return Err(Corruption::new(
@@ -425,9 +425,9 @@ impl<'a> Cursor<'a> {
 
     fn first_inner(&mut self) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
-        let root = self.view.root_frame()?;
+        let root = self.view.root_level()?;
         self.stack.push(ElemRef {
-            frame: root,
+            level: root,
             index: 0,
         });
         self.descend_first()?;
@@ -437,10 +437,10 @@ impl<'a> Cursor<'a> {
     /// Moves to the last entry.
     fn last_inner(&mut self) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
-        let root = self.view.root_frame()?;
+        let root = self.view.root_level()?;
         let count = self.view.count(root);
         self.stack.push(ElemRef {
-            frame: root,
+            level: root,
             index: count.saturating_sub(1),
         });
         self.descend_last()?;
@@ -450,29 +450,29 @@ impl<'a> Cursor<'a> {
     /// Moves to the first entry whose key is not less than `key`.
     fn seek_inner(&mut self, key: &[u8]) -> Result<Option<Entry<'a>>> {
         self.stack.clear();
-        let mut frame = self.view.root_frame()?;
+        let mut level = self.view.root_level()?;
         loop {
             if self.stack.len() >= DEPTH_MAX {
                 return Err(too_deep());
             }
-            if self.view.is_leaf(frame) {
-                let index = match frame {
-                    Frame::Leaf(page) | Frame::NodeLeaf(page) => lower_bound(&page, key)?,
-                    Frame::Branch(_) | Frame::NodeBranch(_) => unreachable!(),
+            if self.view.is_leaf(level) {
+                let index = match level {
+                    Level::Leaf(page) | Level::NodeLeaf(page) => lower_bound(&page, key)?,
+                    Level::Branch(_) | Level::NodeBranch(_) => unreachable!(),
                 };
-                self.stack.push(ElemRef { frame, index });
+                self.stack.push(ElemRef { level, index });
                 break;
             }
-            let index = if self.view.count(frame) == 0 {
+            let index = if self.view.count(level) == 0 {
                 0
             } else {
-                self.view.child_index(frame, key)?
+                self.view.child_index(level, key)?
             };
-            self.stack.push(ElemRef { frame, index });
-            if self.view.count(frame) == 0 {
+            self.stack.push(ElemRef { level, index });
+            if self.view.count(level) == 0 {
                 break;
             }
-            frame = self.load_child(frame, index)?;
+            level = self.load_child(level, index)?;
         }
         self.settle_forward()
     }
@@ -486,7 +486,7 @@ impl<'a> Cursor<'a> {
                 if let Some(top) = self.stack.last_mut() {
                     top.index += 1;
                     // The common step: the next entry of the same leaf page.
-                    if let Frame::Leaf(page) | Frame::NodeLeaf(page) = &top.frame
+                    if let Level::Leaf(page) | Level::NodeLeaf(page) = &top.level
                         && top.index < page.len()
                     {
                         return page.entry(top.index).map(Some);
@@ -505,7 +505,7 @@ impl<'a> Cursor<'a> {
             State::At => {
                 // The common step: the previous entry of the same leaf page.
                 if let Some(top) = self.stack.last_mut()
-                    && let Frame::Leaf(page) | Frame::NodeLeaf(page) = &top.frame
+                    && let Level::Leaf(page) | Level::NodeLeaf(page) = &top.level
                     && top.index > 0
                     && top.index <= page.len()
                 {
@@ -523,7 +523,7 @@ impl<'a> Cursor<'a> {
             return Ok(None);
         }
         let top = self.stack[self.stack.len() - 1];
-        self.view.entry(top.frame, top.index).map(Some)
+        self.view.entry(top.level, top.index).map(Some)
     }
 
     /// The cursor's path from the root, for callers that edit what it points at.
@@ -536,11 +536,11 @@ impl<'a> Cursor<'a> {
     fn settle_forward(&mut self) -> Result<Option<Entry<'a>>> {
         loop {
             let top = self.stack[self.stack.len() - 1];
-            if top.index < self.view.count(top.frame) && self.view.is_leaf(top.frame) {
+            if top.index < self.view.count(top.level) && self.view.is_leaf(top.level) {
                 self.state = State::At;
-                return self.view.entry(top.frame, top.index).map(Some);
+                return self.view.entry(top.level, top.index).map(Some);
             }
-            // Climb to the deepest frame with a next element.
+            // Climb to the deepest level with a next element.
             self.crossed = true;
             loop {
                 self.stack.pop();
@@ -548,7 +548,7 @@ impl<'a> Cursor<'a> {
                     self.state = State::AfterEnd;
                     return Ok(None);
                 };
-                if parent.index + 1 < self.view.count(parent.frame) {
+                if parent.index + 1 < self.view.count(parent.level) {
                     parent.index += 1;
                     break;
                 }
@@ -560,7 +560,7 @@ impl<'a> Cursor<'a> {
     /// From the current element, moves back to the previous real entry, or before the start.
     fn step_back(&mut self) -> Result<Option<Entry<'a>>> {
         loop {
-            // Climb to the deepest frame with a previous element.
+            // Climb to the deepest level with a previous element.
             loop {
                 let Some(top) = self.stack.last_mut() else {
                     self.state = State::BeforeStart;
@@ -591,9 +591,9 @@ impl<'a> Cursor<'a> {
 
     fn settle_backward_once(&mut self) -> Result<Option<Entry<'a>>> {
         let top = self.stack[self.stack.len() - 1];
-        if top.index < self.view.count(top.frame) && self.view.is_leaf(top.frame) {
+        if top.index < self.view.count(top.level) && self.view.is_leaf(top.level) {
             self.state = State::At;
-            return self.view.entry(top.frame, top.index).map(Some);
+            return self.view.entry(top.level, top.index).map(Some);
         }
         // An empty leaf (or empty branch): step back from it.
         if let Some(top) = self.stack.last_mut() {
@@ -603,34 +603,34 @@ impl<'a> Cursor<'a> {
         Ok(None)
     }
 
-    /// Descends from the top frame's current element to the first leaf element below it.
+    /// Descends from the top level's current element to the first leaf element below it.
     fn descend_first(&mut self) -> Result<()> {
         self.descend(End::First)
     }
 
-    /// Descends from the top frame's current element to the last leaf element below it.
+    /// Descends from the top level's current element to the last leaf element below it.
     fn descend_last(&mut self) -> Result<()> {
         self.descend(End::Last)
     }
 
-    /// Descends from the top frame's current element to the leaf element at `end` below it.
+    /// Descends from the top level's current element to the leaf element at `end` below it.
     #[inline]
     fn descend(&mut self, end: End) -> Result<()> {
         loop {
             let top = self.stack[self.stack.len() - 1];
-            if self.view.is_leaf(top.frame) || self.view.count(top.frame) == 0 {
+            if self.view.is_leaf(top.level) || self.view.count(top.level) == 0 {
                 return Ok(());
             }
             if self.stack.len() >= DEPTH_MAX {
                 return Err(too_deep());
             }
-            let child = self.load_child(top.frame, top.index)?;
+            let child = self.load_child(top.level, top.index)?;
             let index = match end {
                 End::First => 0,
                 End::Last => self.view.count(child).saturating_sub(1),
             };
             self.stack.push(ElemRef {
-                frame: child,
+                level: child,
                 index,
             });
         }

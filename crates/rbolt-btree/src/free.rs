@@ -15,7 +15,7 @@ enum Item {
 }
 
 /// A node or page on the stack, freed already, and the next of its children to visit.
-struct Frame {
+struct Freeing {
     item: Item,
     next: usize,
 }
@@ -48,9 +48,9 @@ impl Tree {
         let Some(first) = self.root_item() else {
             return Ok(());
         };
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack: Vec<Freeing> = Vec::new();
         self.free_one(pages, alloc, first, &mut budget)?;
-        stack.push(Frame {
+        stack.push(Freeing {
             item: first,
             next: 0,
         });
@@ -65,7 +65,7 @@ impl Tree {
                 return Err(too_deep().into());
             }
             self.free_one(pages, alloc, child, &mut budget)?;
-            stack.push(Frame {
+            stack.push(Freeing {
                 item: child,
                 next: 0,
             });
@@ -101,7 +101,7 @@ impl Tree {
             Ok(())
         };
         visit(first, &mut budget)?;
-        let mut stack = vec![Frame {
+        let mut stack = vec![Freeing {
             item: first,
             next: 0,
         }];
@@ -115,7 +115,7 @@ impl Tree {
                 return Err(too_deep());
             }
             visit(child, &mut budget)?;
-            stack.push(Frame {
+            stack.push(Freeing {
                 item: child,
                 next: 0,
             });
@@ -123,13 +123,13 @@ impl Tree {
         Ok(())
     }
 
-    /// The next child of `frame` to visit, if any.
-    fn child_item(&self, pages: Pages<'_>, frame: &Frame) -> rbolt_page::Result<Option<Item>> {
-        Ok(match frame.item {
+    /// The next child of `freeing` to visit, if any.
+    fn child_item(&self, pages: Pages<'_>, freeing: &Freeing) -> rbolt_page::Result<Option<Item>> {
+        Ok(match freeing.item {
             Item::Node(id) => {
                 let node = &self.nodes[id as usize];
-                (!node.is_leaf() && frame.next < node.count()).then(|| {
-                    let child = node.child(frame.next);
+                (!node.is_leaf() && freeing.next < node.count()).then(|| {
+                    let child = node.child(freeing.next);
                     if child & NODE_TAG != 0 {
                         Item::Node((child & !NODE_TAG) as NodeId)
                     } else {
@@ -144,10 +144,10 @@ impl Tree {
                 let page = PageRef::new(pages.page(owner, pgid)?, pgid)?;
                 if page.header().kind() == Some(PageKind::Branch) {
                     let branch = page.branch()?;
-                    if frame.next < branch.len() {
+                    if freeing.next < branch.len() {
                         Some(Item::Page {
                             owner: pgid,
-                            pgid: branch.child(frame.next)?,
+                            pgid: branch.child(freeing.next)?,
                         })
                     } else {
                         None

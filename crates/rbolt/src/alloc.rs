@@ -30,7 +30,7 @@ pub(crate) struct TxAlloc {
     pub(crate) page_size: usize,
     pub(crate) freelist: AnyFreelist,
     /// One past the last page allocated: the new high-water mark.
-    pub(crate) next: Pgid,
+    pub(crate) high_water: Pgid,
     dirty: Vec<Dirty>,
     dirty_bytes: usize,
     pub(crate) storage: Arc<dyn Storage>,
@@ -83,7 +83,7 @@ impl TxAlloc {
         txid: Txid,
         page_size: usize,
         freelist: AnyFreelist,
-        next: Pgid,
+        high_water: Pgid,
         storage: Arc<dyn Storage>,
         file_len: u64,
         options: &crate::Options,
@@ -92,7 +92,7 @@ impl TxAlloc {
             txid,
             page_size,
             freelist,
-            next,
+            high_water,
             dirty: Vec::with_capacity(DIRTY_INITIAL),
             dirty_bytes: 0,
             storage,
@@ -152,14 +152,14 @@ impl TxAlloc {
         if let Some(pgid) = self.freelist.allocate(self.txid, n_pages) {
             return Ok(pgid);
         }
-        let pgid = self.next;
+        let pgid = self.high_water;
         let end = pgid.0 + n_pages as u64;
         if self.max_size > 0 && end.saturating_mul(self.page_size as u64) > self.max_size {
             return Err(Error::MaxSizeReached {
                 max_size: self.max_size,
             });
         }
-        self.next = Pgid(end);
+        self.high_water = Pgid(end);
         // Recorded so that, once freed, these pages can be released between long readers.
         self.freelist.record_allocation(self.txid, pgid, n_pages);
         Ok(pgid)

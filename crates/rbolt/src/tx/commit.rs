@@ -81,7 +81,7 @@ impl WriteTx<'_> {
         // What a vacuum step's plan meant to move and did not (the freelist page, allocated
         // after the cut is lifted, never counts).
         self.writer.past_cut = alloc.allocated_past_cut;
-        meta.pgid = alloc.next.0;
+        meta.pgid = alloc.high_water.0;
         if let Some(max) = self.mark_max
             && meta.pgid > max
         {
@@ -287,7 +287,7 @@ fn write_freelist(
     if shrink {
         // Free pages at the end of the file leave the freelist and the file's mapped extent,
         // before the freelist page is sized (see `vacuum`).
-        alloc.next = alloc.freelist.trim_tail(txid, alloc.next);
+        alloc.high_water = alloc.freelist.trim_tail(txid, alloc.high_water);
     }
     if !write_page {
         return Ok(PGID_NO_FREELIST);
