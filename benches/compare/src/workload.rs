@@ -103,11 +103,83 @@ pub fn peak_rss_kib() -> u64 {
 /// Bytes this process has passed to write system calls so far (`wchar` in /proc/self/io):
 /// with the phase deltas, how much each engine writes for the same work.
 pub fn written_bytes() -> u64 {
+    proc_io("wchar:")
+}
+
+/// Write system calls this process has made so far (`syscw` in /proc/self/io): `write`,
+/// `pwrite`, `writev` and `pwritev` each count one, whatever their size.
+pub fn write_calls() -> u64 {
+    proc_io("syscw:")
+}
+
+/// One counter of /proc/self/io (every thread's, the exited ones' included); 0 if unreadable.
+fn proc_io(field: &str) -> u64 {
     let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
     io.lines()
-        .find_map(|line| line.strip_prefix("wchar:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Clock ticks per second of the times in /proc/*/stat: `USER_HZ`, which the kernel fixes at
+/// 100 for that interface on every architecture Linux builds this for (`getconf CLK_TCK`),
+/// whatever its internal tick rate.
+const USER_HZ: f64 = 100.0;
+
+/// User plus system CPU time this process has used so far, every thread's (exited threads'
+/// included), in clock ticks of 1/`USER_HZ` s: `utime` + `stime` of /proc/self/stat.
+///
+/// Resolution: one tick, 10 ms, for each of the two fields, so a phase's delta is good to
+/// about ±20 ms; over the 1,000 transactions of (d) or (e) that is ±20 µs a transaction.
+/// `getrusage(RUSAGE_SELF)` would give microseconds but needs `libc`, which this crate does
+/// not depend on. 0 if unreadable.
+pub fn cpu_ticks() -> u64 {
+    stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+}
+
+/// `utime` + `stime` of a /proc/PID/stat line; 0 if it is not one.
+fn stat_cpu_ticks(stat: &str) -> u64 {
+    // The command name (field 2) is in brackets and may hold spaces or brackets itself, so
+    // the fields are counted from the last `)`: state is field 3, utime 14, stime 15.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |field: usize| {
+        fields
+            .get(field - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    ticks(14) + ticks(15)
+}
+
+/// CPU time the calling thread has spent on a CPU so far, in nanoseconds: the first field of
+/// /proc/thread-self/schedstat, user and system time together. The kernel brings a running
+/// thread's figure up to date at each scheduler tick and switch, so a reading lags by at most
+/// one tick (1 to 10 ms); over a phase of a second that is well under 1%. `None` if the
+/// kernel has no schedstat (`CONFIG_SCHED_INFO` off).
+pub fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// What the process has used so far, read at a phase's edges.
+#[derive(Clone, Copy)]
+struct Usage {
+    written: u64,
+    write_calls: u64,
+    cpu_ticks: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        Usage {
+            written: written_bytes(),
+            write_calls: write_calls(),
+            cpu_ticks: cpu_ticks(),
+        }
+    }
 }
 
 /// (apparent length, allocated bytes) of every file under `dir`.
@@ -136,13 +208,21 @@ struct Phases {
     engine: &'static str,
     dir: PathBuf,
     list: Vec<(&'static str, Value)>,
-    /// `written_bytes()` at the end of the previous phase.
-    written: u64,
+    /// The usage at the end of the previous phase, or wherever [`Phases::restart`] was last
+    /// called: a phase is charged with what happened since.
+    since: Usage,
 }
 
 impl Phases {
-    /// Records a phase that took `secs`, with the store's size after it.
-    fn record(&mut self, name: &'static str, secs: f64, extra: Value) {
+    /// Starts the next phase's counters here, so that what ran since the last phase (setup,
+    /// the sync reference, an untimed commit) is charged to no phase.
+    fn restart(&mut self) {
+        self.since = Usage::now();
+    }
+
+    /// Records a phase that took `secs` and committed `txs` write transactions, with the
+    /// store's size after it and what the process wrote and spent on the CPU during it.
+    fn record(&mut self, name: &'static str, secs: f64, txs: u64, extra: Value) {
         if std::env::var_os("RBOLT_COMPARE_MARKS").is_some() {
             // For `perf record -k CLOCK_MONOTONIC`: the phase's window on the clock `Instant`
             // reads on Linux, so a profile can be cut to one phase (`perf report --time`).
@@ -150,7 +230,7 @@ impl Phases {
             let start = end - Duration::from_secs_f64(secs);
             eprintln!("mark {name} {start:?} {end:?}");
         }
-        let written = written_bytes() - self.written;
+        let end = Usage::now();
         let (file_bytes, disk_bytes) = dir_size(&self.dir);
         eprintln!(
             "[{}] {name}: {secs:.3} s, files {:.1} MiB",
@@ -161,13 +241,18 @@ impl Phases {
             "secs": secs,
             "file_bytes": file_bytes,
             "disk_bytes": disk_bytes,
-            "written_bytes": written,
+            "written_bytes": end.written - self.since.written,
+            "write_calls": end.write_calls - self.since.write_calls,
+            "cpu_secs": (end.cpu_ticks - self.since.cpu_ticks) as f64 / USER_HZ,
+            "txs": txs,
         });
         if let (Value::Object(map), Value::Object(more)) = (&mut value, extra) {
             map.extend(more);
         }
         self.list.push((name, value));
-        self.written = written_bytes();
+        // Measuring the store and printing the progress line (stderr counts in `wchar`) are
+        // the harness's, not the next phase's.
+        self.restart();
     }
 }
 
@@ -196,14 +281,15 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         engine: E::NAME,
         dir: dir.clone(),
         list: Vec::new(),
-        written: 0,
+        since: Usage::now(),
     };
     let mut db = E::create(&dir)?;
-    phases.written = written_bytes();
+    let page_size = db.page_size();
+    phases.restart();
 
     // (a) N random keys in one durable transaction.
     let (secs, ()) = time(|| db.put_tx(&keys, false))?;
-    phases.record("load_random", secs, json!({}));
+    phases.record("load_random", secs, 1, json!({}));
     let load_rss_kib = peak_rss_kib();
 
     // (b) N random point reads in one read transaction, allocations counted.
@@ -218,6 +304,7 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     phases.record(
         "get_random",
         secs,
+        0,
         json!({ "allocs_per_op": allocations as f64 / n as f64 }),
     );
 
@@ -226,14 +313,14 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     if entries != n as u64 || bytes != (n * (KEY_LEN + VALUE_LEN)) as u64 {
         return Err(fail(format!("scan: {entries} entries, {bytes} bytes")));
     }
-    phases.record("scan", secs, json!({}));
+    phases.record("scan", secs, 0, json!({}));
 
     // (d) single-key durable commits, each timed, and what one pwrite + fdatasync costs on
     // this filesystem right now, as a floor.
     let sync_p50_us = sync_reference(&dir)?;
-    phases.written = written_bytes();
     let commit_keys = self::keys(config.seed ^ 0xd, COMMITS);
     let mut latencies = Vec::with_capacity(COMMITS);
+    phases.restart();
     let start = Instant::now();
     for key in &commit_keys {
         let (secs, ()) = time(|| db.put_tx(std::slice::from_ref(key), false))?;
@@ -244,6 +331,8 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     phases.record(
         "commit_durable",
         secs,
+        // One commit a key; a failed one ends the run.
+        commit_keys.len() as u64,
         json!({
             "p50_us": percentile(&latencies, 50),
             "p99_us": percentile(&latencies, 99),
@@ -255,36 +344,43 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     // (e) transactions of random keys with durability off.
     db.set_sync(false)?;
     let batch_keys = self::keys(config.seed ^ 0xe, BATCHES * BATCH_KEYS);
+    let batches = batch_keys.chunks(BATCH_KEYS);
+    let batch_txs = batches.len() as u64;
     // Heap allocations of the whole phase (transactions, commits, writes) per key put.
+    phases.restart();
     start_counting();
     let (secs, ()) = time(|| {
-        batch_keys
-            .chunks(BATCH_KEYS)
+        batches
+            .into_iter()
             .try_for_each(|chunk| db.put_tx(chunk, false))
     })?;
     let allocations = stop_counting();
     phases.record(
         "batch_nosync",
         secs,
+        batch_txs,
         json!({ "allocs_per_op": allocations as f64 / batch_keys.len() as f64 }),
     );
     db.set_sync(true)?;
     // One untimed durable commit (rewriting a key of (e)) makes what (e) left unsynced or
     // deferred durable now, so (f) is not charged for it; its bytes are not (f)'s either.
     db.put_tx(&batch_keys[..1], false)?;
-    phases.written = written_bytes();
 
     // (f) delete half the loaded keys, in random order, durable transactions.
     let doomed: Vec<Key> = delete_order[..n / 2]
         .iter()
         .map(|&i| keys[i as usize])
         .collect();
+    let deletes = doomed.chunks(DELETE_TX_KEYS);
+    // (N/2) / DELETE_TX_KEYS rounded up: the last transaction takes what is left.
+    let delete_txs = deletes.len() as u64;
+    phases.restart();
     let (secs, ()) = time(|| {
-        doomed
-            .chunks(DELETE_TX_KEYS)
+        deletes
+            .into_iter()
             .try_for_each(|chunk| db.delete_tx(chunk))
     })?;
-    phases.record("delete_half", secs, json!({}));
+    phases.record("delete_half", secs, delete_txs, json!({}));
     drop(doomed);
 
     // (g) readers and a writer at once, durability off for the writer.
@@ -293,17 +389,19 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         .iter()
         .map(|&i| keys[i as usize])
         .collect();
-    let (reads, writes, secs) = read_write(&db, &survivors, config)?;
-    phases.record(
-        "read_write",
-        secs,
-        json!({
-            "reads_per_sec": reads as f64 / secs,
-            "writes_per_sec": writes as f64 / secs,
-            "reads": reads,
-            "writes": writes,
-        }),
-    );
+    phases.restart();
+    let rw = read_write(&db, &survivors, config)?;
+    let secs = rw.secs;
+    let mut extra = json!({
+        "reads_per_sec": rw.reads as f64 / secs,
+        "writes_per_sec": rw.writes as f64 / secs,
+        "reads": rw.reads,
+        "writes": rw.writes,
+    });
+    if let Some(writer_cpu_secs) = rw.writer_cpu_secs {
+        extra["writer_cpu_secs"] = json!(writer_cpu_secs);
+    }
+    phases.record("read_write", secs, rw.txs, extra);
     drop(db);
     std::fs::remove_dir_all(&dir)?;
     drop(survivors);
@@ -315,9 +413,9 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     std::fs::create_dir_all(&dir)?;
     phases.dir = dir.clone();
     let db = E::create(&dir)?;
-    phases.written = written_bytes();
+    phases.restart();
     let (secs, ()) = time(|| db.put_tx(&sorted, true))?;
-    phases.record("load_sorted", secs, json!({}));
+    phases.record("load_sorted", secs, 1, json!({}));
     let step = (n / SORTED_CHECKS).max(1);
     let checked = db.get_tx(&sorted, &mut (0..n).step_by(step))?;
     if checked != n.div_ceil(step) as u64 {
@@ -332,6 +430,9 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         "n": n,
         "seed": config.seed,
         "rw_secs": config.rw.as_secs_f64(),
+        // What the report divides bytes written by to count pages; null where the engine has
+        // no fixed page (sled).
+        "page_size": page_size,
         "phases": Value::Object(
             phases.list.into_iter().map(|(name, value)| (name.to_string(), value)).collect()
         ),
@@ -369,14 +470,27 @@ fn sync_reference(dir: &Path) -> Result<f64> {
     Ok(percentile(&latencies, 50))
 }
 
+/// What phase (g) did.
+struct ReadWrite {
+    /// Gets the readers made, all found.
+    reads: u64,
+    /// Keys the writer put.
+    writes: u64,
+    /// Transactions the writer committed.
+    txs: u64,
+    /// CPU time of the writer's thread alone (`thread_cpu_ns`) over its loop, in seconds.
+    writer_cpu_secs: Option<f64>,
+    secs: f64,
+}
+
 /// Phase (g): `READERS` threads doing random gets of surviving keys, in read transactions of
-/// `READ_TX_GETS`, while one writer commits `BATCH_KEYS`-key transactions, for `config.rw`.
-/// Returns (gets, keys written, seconds).
-fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<(u64, u64, f64)> {
+/// `READ_TX_GETS`, while one writer (the calling thread) commits `BATCH_KEYS`-key
+/// transactions, for `config.rw`.
+fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<ReadWrite> {
     let stop = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
     let start = Instant::now();
-    let writes = std::thread::scope(|s| -> Result<u64> {
+    let (txs, writer_cpu_secs) = std::thread::scope(|s| -> Result<(u64, Option<f64>)> {
         let mut readers = Vec::new();
         for reader in 0..READERS {
             let (stop, reads) = (&stop, &reads);
@@ -395,27 +509,64 @@ fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<(
             }));
         }
         let mut rng = Rng::new(config.seed ^ 0x77);
-        let mut written = 0u64;
+        let mut txs = 0u64;
         let mut batch = [[0u8; KEY_LEN]; BATCH_KEYS];
+        let cpu_start = thread_cpu_ns();
         let result = loop {
             if start.elapsed() >= config.rw || stop.load(Ordering::Relaxed) {
-                break Ok(written);
+                break Ok(txs);
             }
             batch.iter_mut().for_each(|key| *key = rng.key());
             if let Err(error) = db.put_tx(&batch, false) {
                 break Err(error);
             }
-            written += BATCH_KEYS as u64;
+            txs += 1;
         };
+        let writer_cpu_secs = cpu_start
+            .zip(thread_cpu_ns())
+            .map(|(start, end)| (end - start) as f64 / 1e9);
         stop.store(true, Ordering::Relaxed);
         for reader in readers {
             reader.join().map_err(|_| fail("reader panicked"))??;
         }
-        result
+        Ok((result?, writer_cpu_secs))
     })?;
-    Ok((
-        reads.load(Ordering::Relaxed),
-        writes,
-        start.elapsed().as_secs_f64(),
-    ))
+    Ok(ReadWrite {
+        reads: reads.load(Ordering::Relaxed),
+        writes: txs * BATCH_KEYS as u64,
+        txs,
+        writer_cpu_secs,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_count_from_the_last_bracket() {
+        // A command name with a space and a `)` of its own; utime 7, stime 5.
+        let line = "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 9 0 0";
+        assert_eq!(stat_cpu_ticks(line), 12);
+        assert_eq!(stat_cpu_ticks(""), 0);
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        // Spin until this thread has run 50 ms on a CPU: at least 4 ticks of 10 ms more for
+        // the process, whatever the machine's load (descheduled time does not count).
+        let (process, thread) = (cpu_ticks(), thread_cpu_ns().expect("schedstat"));
+        let mut x = 0u64;
+        while thread_cpu_ns().expect("schedstat") - thread < 50_000_000 {
+            for i in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        }
+        assert!(
+            cpu_ticks() - process >= 4,
+            "{} ticks",
+            cpu_ticks() - process
+        );
+    }
 }

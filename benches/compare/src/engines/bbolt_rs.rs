@@ -73,6 +73,11 @@ impl Engine for BboltRs {
         Ok(())
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // The OS page size for a new file (4096 here), as in Go bbolt.
+        Some(self.db().info().page_size as u64)
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         let db = self.db();
         let tx = db.begin()?;

@@ -58,6 +58,11 @@ impl Engine for Jammdb {
         Ok(())
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // The OS page size unless opened with another (4096 here).
+        Some(self.db.pagesize())
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         let tx = self.db.tx(false)?;
         let bucket = tx.get_bucket(BUCKET)?;

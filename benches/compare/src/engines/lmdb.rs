@@ -70,6 +70,11 @@ impl Engine for Lmdb {
         Ok(())
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // `mdb_env_stat`: LMDB's pages are the OS page size (4096 here).
+        Some(u64::from(self.env.stat().page_size))
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         let tx = self.env.read_txn()?;
         let mut found = 0;

@@ -59,6 +59,12 @@ pub trait Engine: Sized + Sync {
     /// Reads every entry in key order in one read transaction; returns (entries, bytes of
     /// keys and values).
     fn scan(&self) -> Result<(u64, u64)>;
+
+    /// The size of the pages the engine writes, in bytes, as the open store reports it
+    /// where it can: the report divides bytes written per transaction by it to count pages.
+    /// `None` for an engine without fixed-size pages, whose "pages written" would mean
+    /// nothing beside the others'.
+    fn page_size(&self) -> Option<u64>;
 }
 
 /// Checks a value read back against what was written for `key`.

@@ -67,6 +67,11 @@ impl Engine for Rbolt {
         Ok(())
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // `Options::page_size` 0, the default: 4096 (`PAGE_SIZE_DEFAULT`) for a new file.
+        Some(self.db.page_size() as u64)
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         let tx = self.db.begin_read()?;
         let bucket = tx.bucket(BUCKET)?.ok_or_else(|| fail("no bucket"))?;

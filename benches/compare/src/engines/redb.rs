@@ -68,6 +68,14 @@ impl Engine for Redb {
         Ok(())
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // redb 4.6 has no way to ask: its page size is a constant 4 KiB (`PAGE_SIZE` in
+        // tree_store/page_store/header.rs; `Builder::set_page_size` exists only in its own
+        // tests). Its allocator hands out runs of 2^k such pages, so pages here count 4 KiB
+        // units written, as for the others.
+        Some(4096)
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         let tx = self.db.begin_read()?;
         let table = tx.open_table(TABLE)?;

@@ -58,6 +58,12 @@ impl Engine for Sled {
         self.commit(batch)
     }
 
+    fn page_size(&self) -> Option<u64> {
+        // None: sled is log-structured; it appends variable-length page fragments and
+        // rewrites into 512 KiB segments, so there is no page to count by.
+        None
+    }
+
     fn get_tx(&self, keys: &[Key], order: &mut dyn Iterator<Item = usize>) -> Result<u64> {
         // sled has no read transactions; each get sees the latest state.
         let mut found = 0;
