@@ -409,6 +409,40 @@ mod tests {
     }
 
     #[test]
+    fn load_keeps_what_the_per_transaction_rows_read() {
+        let dir = std::env::temp_dir().join(format!("xtask-load-txs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("compare.json");
+        // A line of a run with `txs`, `cpu_secs` and `page_size`, and one from before them.
+        std::fs::write(
+            &path,
+            r#"{"command":"c","rw_secs":1,"engines":[
+              {"engine":"rbolt","n":100,"page_size":4096,"phases":{"commit_durable":
+                {"secs":0.5,"written_bytes":8192000,"cpu_secs":0.04,"txs":1000}}},
+              {"engine":"lmdb","n":100,"phases":{"commit_durable":
+                {"secs":0.5,"written_bytes":8192000}}}]}"#,
+        )
+        .unwrap();
+        let compare = load(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let row = |short: &str| {
+            let metric = crate::bench::report::METRICS
+                .iter()
+                .find(|m| m.short == short)
+                .expect(short);
+            compare
+                .runs
+                .iter()
+                .map(|run| (metric.get)(run.ok()[0]).map(|v| (v * 1e6).round() / 1e6))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(row("(d) CPU/commit"), [Some(40.0), None]);
+        assert_eq!(row("(d) pages/commit"), [Some(2.0), None]);
+        assert_eq!(row("(d) wall/commit"), [Some(500.0), None]);
+        assert_eq!(row("(d) written/commit"), [Some(8.0), Some(8.0)]);
+    }
+
+    #[test]
     fn versions_from_lock() {
         let dir = std::env::temp_dir().join(format!("xtask-lock-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

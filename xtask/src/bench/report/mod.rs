@@ -12,254 +12,9 @@ use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// One row of the comparison: where its number comes from and which way is better.
-pub struct Metric {
-    /// The chart it belongs to (`<family>.svg`).
-    pub family: &'static str,
-    pub label: &'static str,
-    /// Short title for the chart panel.
-    pub short: &'static str,
-    pub unit: &'static str,
-    pub higher_is_better: bool,
-    /// False for measurements of the machine rather than the engine (no best, no ratio).
-    pub comparable: bool,
-    /// Reads the number from an engine's JSON line.
-    pub get: fn(&Value) -> Option<f64>,
-}
-
-fn phase(v: &Value, name: &str, field: &str) -> Option<f64> {
-    v["phases"][name][field].as_f64()
-}
-
-fn per_key_ns(v: &Value, name: &str) -> Option<f64> {
-    Some(phase(v, name, "secs")? / v["n"].as_f64()? * 1e9)
-}
-
-fn mib(bytes: Option<f64>) -> Option<f64> {
-    bytes.map(|b| b / (1u64 << 20) as f64)
-}
-
-/// The chart families, in report order, with their titles.
-pub const FAMILIES: &[(&str, &str)] = &[
-    ("load", "Bulk loads (one transaction, durable)"),
-    ("read", "Reads"),
-    ("write", "Writes"),
-    ("concurrent", "Readers and a writer at once"),
-    ("footprint", "File size and memory"),
-    ("written", "Bytes written and heap allocations"),
-];
-
-pub const METRICS: &[Metric] = &[
-    Metric {
-        family: "load",
-        label: "(a) load N random keys, 1 tx",
-        short: "(a) random load",
-        unit: "s",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "load_random", "secs"),
-    },
-    Metric {
-        family: "load",
-        label: "(a2) load N sorted keys, append path",
-        short: "(a2) sorted load",
-        unit: "s",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "load_sorted", "secs"),
-    },
-    Metric {
-        family: "read",
-        label: "(b) random get, 1 read tx",
-        short: "(b) random get",
-        unit: "ns/get",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| per_key_ns(v, "get_random"),
-    },
-    Metric {
-        family: "read",
-        label: "(c) full forward scan",
-        short: "(c) full scan",
-        unit: "ns/entry",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| per_key_ns(v, "scan"),
-    },
-    Metric {
-        family: "write",
-        label: "(d) durable 1-key commit, p50",
-        short: "(d) commit p50",
-        unit: "µs",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "commit_durable", "p50_us"),
-    },
-    Metric {
-        family: "write",
-        label: "(d) durable 1-key commit, p99",
-        short: "(d) commit p99",
-        unit: "µs",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "commit_durable", "p99_us"),
-    },
-    Metric {
-        family: "write",
-        label: "(d) durable 1-key commit, max",
-        short: "(d) commit max",
-        unit: "µs",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "commit_durable", "max_us"),
-    },
-    Metric {
-        family: "write",
-        label: "(d) floor: one 4 KiB pwrite + fdatasync, p50",
-        short: "pwrite+fdatasync p50",
-        unit: "µs",
-        higher_is_better: false,
-        comparable: false,
-        get: |v| phase(v, "commit_durable", "sync_p50_us"),
-    },
-    Metric {
-        family: "write",
-        label: "(d) commit p50 over that floor (the disk's speed divided out)",
-        short: "(d) p50 / floor",
-        unit: "× floor",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| {
-            Some(phase(v, "commit_durable", "p50_us")? / phase(v, "commit_durable", "sync_p50_us")?)
-        },
-    },
-    Metric {
-        family: "write",
-        label: "(e) 1,000 tx × 100 random keys, sync off",
-        short: "(e) batches, sync off",
-        unit: "s",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "batch_nosync", "secs"),
-    },
-    Metric {
-        family: "write",
-        label: "(f) delete N/2 keys, tx of 10,000",
-        short: "(f) delete half",
-        unit: "s",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "delete_half", "secs"),
-    },
-    Metric {
-        family: "concurrent",
-        label: "(g) gets/s, 2 readers beside 1 writer",
-        short: "(g) gets/s",
-        unit: "gets/s",
-        higher_is_better: true,
-        comparable: true,
-        get: |v| phase(v, "read_write", "reads_per_sec"),
-    },
-    Metric {
-        family: "concurrent",
-        label: "(g) keys written/s beside 2 readers",
-        short: "(g) keys written/s",
-        unit: "keys/s",
-        higher_is_better: true,
-        comparable: true,
-        get: |v| phase(v, "read_write", "writes_per_sec"),
-    },
-    Metric {
-        family: "footprint",
-        label: "file size after (a)",
-        short: "file after (a)",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| mib(phase(v, "load_random", "file_bytes")),
-    },
-    Metric {
-        family: "footprint",
-        label: "file size after (a2)",
-        short: "file after (a2)",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| mib(phase(v, "load_sorted", "file_bytes")),
-    },
-    Metric {
-        family: "footprint",
-        label: "file size after (g)",
-        short: "file after (g)",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| mib(phase(v, "read_write", "file_bytes")),
-    },
-    Metric {
-        family: "written",
-        label: "(a) bytes written by the load",
-        short: "(a) written",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: false,
-        get: |v| mib(phase(v, "load_random", "written_bytes")),
-    },
-    Metric {
-        family: "written",
-        label: "(d) bytes written per 1-key commit",
-        short: "(d) written/commit",
-        unit: "KiB",
-        higher_is_better: false,
-        comparable: false,
-        get: |v| Some(phase(v, "commit_durable", "written_bytes")? / 1000.0 / 1024.0),
-    },
-    Metric {
-        family: "written",
-        label: "(e) bytes written per 100-key transaction",
-        short: "(e) written/tx",
-        unit: "KiB",
-        higher_is_better: false,
-        comparable: false,
-        get: |v| Some(phase(v, "batch_nosync", "written_bytes")? / 1000.0 / 1024.0),
-    },
-    Metric {
-        family: "footprint",
-        label: "peak RSS up to the end of (a)",
-        short: "RSS after (a)",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| v["rss_kib"]["after_load"].as_f64().map(|k| k / 1024.0),
-    },
-    Metric {
-        family: "footprint",
-        label: "peak RSS, whole run",
-        short: "peak RSS",
-        unit: "MiB",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| v["rss_kib"]["peak"].as_f64().map(|k| k / 1024.0),
-    },
-    Metric {
-        family: "written",
-        label: "heap allocations per get in (b)",
-        short: "allocs/get",
-        unit: "allocs",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "get_random", "allocs_per_op"),
-    },
-    Metric {
-        family: "written",
-        label: "heap allocations per put in (e)",
-        short: "allocs/put (e)",
-        unit: "allocs",
-        higher_is_better: false,
-        comparable: true,
-        get: |v| phase(v, "batch_nosync", "allocs_per_op"),
-    },
-];
+mod metrics;
+pub use metrics::{FAMILIES, METRICS, Metric};
+use metrics::{mib, phase};
 
 /// The runs of one cell summed up: their median and range.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -507,6 +262,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         .filter_map(|v| v["rss_kib"]["baseline"].as_f64())
         .fold(0.0, f64::max)
         / 1024.0;
+    let page_sizes = page_sizes(&engines);
     writeln!(
         md,
         "\n¹ LMDB allocates in C, which the counting allocator does not see.\n\n\
@@ -514,6 +270,17 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
          threads included: an engine that writes through a mapping or defers writes (redb \
          with `Durability::None` writes nothing until a durable commit) shows less, so these \
          rows have no best and no ratio. The floor row measures the disk, not the engine.\n\n\
+         Per transaction means over the write transactions the phase committed: (d) its \
+         1,000 commits, (e) its 1,000 transactions, (f) N/2 keys in transactions of 10,000 \
+         (rounded up), (g) however many the writer committed in the time. Pages written are \
+         bytes written over the engine's page size ({page_sizes}): write calls do not count \
+         pages, so 2.5 pages is 2.5 pages' worth of bytes, and an engine without fixed pages \
+         has none. CPU time is the process's user and system time over the phase, every \
+         thread's (`/proc/self/stat`, in 10 ms ticks: about ±20 µs a transaction over the \
+         1,000 of (d) or (e)); in (g) that includes the readers, so the writer thread's own \
+         time (its schedstat, in ns) is beside it, without any background thread of the \
+         engine's. Wall time beside CPU time shows what the commit spent waiting, mostly on \
+         the disk.\n\n\
          RSS counts the resident pages of a mapped file too (rbolt, LMDB, jammdb and bbolt-rs \
          map theirs); about {baseline_mib:.0} MiB of it is the workload's own key arrays, the \
          same in every process (the peak before the store was opened)."
@@ -617,6 +384,23 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     Ok(())
 }
 
+/// "rbolt 4096, sled none": each engine's page size as its first line gives it; "not
+/// recorded" for lines from before the engines reported one.
+fn page_sizes(engines: &[(&str, Vec<&Value>)]) -> String {
+    engines
+        .iter()
+        .map(|(name, lines)| {
+            let size = match lines.first().and_then(|v| v.get("page_size")) {
+                None => "not recorded".to_string(),
+                Some(Value::Null) => "none".to_string(),
+                Some(size) => size.to_string(),
+            };
+            format!("{name} {size}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn micro_section(md: &mut String, micro: &Micro) -> Result<()> {
     writeln!(md, "\n## Micro benchmarks (criterion medians)\n")?;
     writeln!(
@@ -718,6 +502,7 @@ fn table(md: &mut String, header: &[(&str, Align)], rows: &[Vec<String>]) -> std
 
 #[cfg(test)]
 mod tests {
+    use super::metrics::tests::line_with_txs;
     use super::*;
 
     #[test]
@@ -780,6 +565,56 @@ mod tests {
             md,
             "| name | value |\n|---|---:|\n| a | 1 |\n| b\\|c | — |\n"
         );
+    }
+
+    #[test]
+    fn page_sizes_as_the_lines_give_them() {
+        let rbolt = line_with_txs("rbolt", Value::from(4096));
+        let sled = line_with_txs("sled", Value::Null);
+        let mut old = line_with_txs("lmdb", Value::Null);
+        old.as_object_mut().unwrap().remove("page_size");
+        assert_eq!(
+            page_sizes(&[
+                ("rbolt", vec![&rbolt]),
+                ("sled", vec![&sled]),
+                ("lmdb", vec![&old])
+            ]),
+            "rbolt 4096, sled none, lmdb not recorded"
+        );
+    }
+
+    #[test]
+    fn the_comparison_prints_the_new_rows() {
+        let run = |name: &str, line: Value| EngineRun {
+            name: name.into(),
+            version: String::new(),
+            results: vec![Ok(line)],
+            wall_secs: 1.0,
+        };
+        let mut sled = line_with_txs("sled", Value::Null);
+        sled["phases"]["commit_durable"]["cpu_secs"] = Value::from(0.08);
+        let compare = Compare {
+            command: "cargo xtask bench".into(),
+            n: 100_000,
+            rw_secs: 1.0,
+            repeat: 1,
+            runs: vec![
+                run("rbolt", line_with_txs("rbolt", Value::from(4096))),
+                run("sled", sled),
+            ],
+        };
+        let mut md = String::new();
+        comparison(&mut md, &compare).unwrap();
+        for row in [
+            "| (d) CPU time per durable 1-key commit | µs | **40.0** | 80.0 | 0.50 (better) |",
+            "| (d) pages written per 1-key commit (bytes / page size) | pages | 2.00 | — | — |",
+            "| (f) bytes written per 10,000-key delete transaction | KiB | 400 | 400 | — |",
+            "| (g) the writer thread's own CPU time per transaction | µs | **2000** | **2000** | \
+             1.00 (tie) |",
+        ] {
+            assert!(md.contains(row), "no row {row} in\n{md}");
+        }
+        assert!(md.contains("page size (rbolt 4096, sled none)"), "{md}");
     }
 
     #[test]
