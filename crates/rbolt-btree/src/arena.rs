@@ -13,6 +13,7 @@
 //! size, and every buffer it hands out is a whole number of such pages.
 
 use crate::node::Node;
+use rbolt_page::Pgid;
 
 /// Single-page buffers kept at most (32 MiB of 4 KiB pages): a transaction that edits more
 /// pages than this allocates the rest (LMDB keeps every page buffer it ever dirtied).
@@ -32,6 +33,54 @@ pub struct Arena {
     prefixes: Vec<Vec<u64>>,
     /// An emptied node list of a tree, with its capacity.
     nodes: Vec<Node>,
+    /// The pages known to hold a checked tree page: see [`Arena::mark_checked`].
+    checked: CheckedPages,
+}
+
+/// A set of page ids, one bit each, growing with the highest id put in.
+#[derive(Debug, Default)]
+struct CheckedPages {
+    words: Vec<u64>,
+}
+
+impl CheckedPages {
+    #[inline]
+    fn contains(&self, pgid: Pgid) -> bool {
+        let (word, bit) = Self::at(pgid);
+        self.words.get(word).is_some_and(|w| w & bit != 0)
+    }
+
+    fn insert(&mut self, pgid: Pgid) {
+        let (word, bit) = Self::at(pgid);
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= bit;
+    }
+
+    /// Removes the ids from `first` on, `n` of them (`u64::MAX`: all).
+    fn remove(&mut self, first: Pgid, n: u64) {
+        let end = first.0.saturating_add(n);
+        let mut id = first.0;
+        while id < end {
+            let (word, bit) = Self::at(Pgid(id));
+            let Some(w) = self.words.get_mut(word) else {
+                return;
+            };
+            if bit == 1 && end - id >= 64 {
+                *w = 0;
+                id += 64;
+            } else {
+                *w &= !bit;
+                id += 1;
+            }
+        }
+    }
+
+    #[inline]
+    fn at(pgid: Pgid) -> (usize, u64) {
+        ((pgid.0 / 64) as usize, 1 << (pgid.0 % 64))
+    }
 }
 
 impl Arena {
@@ -44,7 +93,33 @@ impl Arena {
             page_size,
             prefixes: Vec::new(),
             nodes: Vec::new(),
+            checked: CheckedPages::default(),
         }
+    }
+
+    /// Remembers that the single page at `pgid` holds a tree page that passed
+    /// [`check_tree_page`](rbolt_page::check_tree_page) packed (or that the writer wrote
+    /// it from a node): [`Node::from_file_page`] then reads it without the check's costly
+    /// parts, so a page pays for the check once per handle, not once per transaction that
+    /// copies it. The caller keeps the promise that the bytes stay as they were: it calls
+    /// [`Arena::forget_checked`] before it writes over any page, and marks a page it wrote
+    /// only once the write is done. The file's lock keeps other writers out. A truncation
+    /// needs no call: the pages it cuts off lie past the high-water mark, and a page comes
+    /// back below it only by being allocated and written.
+    pub fn mark_checked(&mut self, pgid: Pgid) {
+        self.checked.insert(pgid);
+    }
+
+    /// Whether [`Arena::mark_checked`] holds for `pgid`.
+    #[inline]
+    pub fn is_checked(&self, pgid: Pgid) -> bool {
+        self.checked.contains(pgid)
+    }
+
+    /// Forgets the marks of the `n_pages` pages from `first` on (`u64::MAX`: of every page
+    /// from `first` on): their bytes are about to change, or are gone (a truncation).
+    pub fn forget_checked(&mut self, first: Pgid, n_pages: u64) {
+        self.checked.remove(first, n_pages);
     }
 
     /// The page size of the database the arena serves.

@@ -14,8 +14,8 @@
 
 use crate::arena::Arena;
 use rbolt_page::{
-    NewEntry, PageMut, Pgid, Result, check_tree_page, compare_keys, key_prefix, page_data_end,
-    pages_for, repack_into,
+    NewEntry, PageMut, Pgid, Result, TreePageShape, check_tree_page, compare_keys, key_prefix,
+    page_data_end, pages_for, repack_into, reread_checked_tree_page,
 };
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -106,6 +106,43 @@ impl Node {
     /// whole first ([`check_tree_page`]). Errors name `owner`. `source` is the page to free
     /// when the node is written (0 for an inline page).
     pub fn from_page(bytes: &[u8], owner: Pgid, source: Pgid, arena: &mut Arena) -> Result<Node> {
+        Node::copy_checked(bytes, owner, source, arena).map(|(node, _)| node)
+    }
+
+    /// A copy of the page at `pgid` in the file (its span `bytes`), as [`Node::from_page`]
+    /// makes it, but checked whole only the first time: a single page that passes packed is
+    /// marked in `arena` ([`Arena::mark_checked`]), and a marked page is read again with only
+    /// its bounds checked ([`reread_checked_tree_page`]). A marked page that fails even that
+    /// loses its mark and gets the whole check, whose error it returns.
+    pub fn from_file_page(bytes: &[u8], pgid: Pgid, arena: &mut Arena) -> Result<Node> {
+        let page_size = arena.page_size();
+        if bytes.len() != page_size {
+            return Node::from_page(bytes, pgid, pgid, arena);
+        }
+        if arena.is_checked(pgid) {
+            let buf = arena.take_with(page_size, bytes);
+            let mut prefixes = arena.take_prefixes();
+            if let Some(shape) = reread_checked_tree_page(&buf, |prefix| prefixes.push(prefix)) {
+                return Ok(Node::from_checked(buf, &shape, prefixes, pgid));
+            }
+            arena.give(buf);
+            arena.give_prefixes(prefixes);
+            arena.forget_checked(pgid, 1);
+        }
+        let (node, packed) = Node::copy_checked(bytes, pgid, pgid, arena)?;
+        if packed {
+            arena.mark_checked(pgid);
+        }
+        Ok(node)
+    }
+
+    /// [`Node::from_page`], and whether the page was packed (its copy not laid out anew).
+    fn copy_checked(
+        bytes: &[u8],
+        owner: Pgid,
+        source: Pgid,
+        arena: &mut Arena,
+    ) -> Result<(Node, bool)> {
         // Copy first, then check the copy: one sequential read of the mapped page, which the
         // hardware streams, where checking it in place costs a cache miss for every key. Only
         // the bytes up to the end of the data are copied, not the free space after it.
@@ -123,14 +160,26 @@ impl Node {
                 return Err(error);
             }
         };
-        if !shape.is_packed() {
+        let packed = shape.is_packed();
+        if !packed {
             // Valid, but not how bbolt lays a page out: lay it out anew.
             let relaid_len = pages_for(shape.packed_len(), page_size) * page_size;
             let mut relaid = arena.take(relaid_len);
             repack_into(&buf[..len], &shape, &mut relaid);
             arena.give(std::mem::replace(&mut buf, relaid));
         }
-        let mut image = PageMut::from_checked(buf, &shape);
+        Ok((Node::from_checked(buf, &shape, prefixes, source), packed))
+    }
+
+    /// The node of the checked packed image in `buf` (`shape`, its keys' `prefixes`), to be
+    /// freed as `source` when written.
+    fn from_checked(
+        buf: Box<[u8]>,
+        shape: &TreePageShape,
+        prefixes: Vec<u64>,
+        source: Pgid,
+    ) -> Node {
+        let mut image = PageMut::from_checked(buf, shape);
         image.write_header(source, 0);
         if !shape.is_leaf() {
             for index in 0..shape.len() {
@@ -141,7 +190,7 @@ impl Node {
         }
         let node = Node::with_image(image, prefixes, source);
         node.debug_check();
-        Ok(node)
+        node
     }
 
     // ---- Reading -------------------------------------------------------------------------
@@ -539,5 +588,91 @@ mod tests {
         builder.finish();
         let node = Node::from_page(&buf, Pgid(4), Pgid(4), &mut arena).unwrap();
         assert_eq!((node.child(0), node.child(1)), (CHILD_SANITISED, 9));
+    }
+
+    fn leaf_page(keys: &[&[u8]]) -> Vec<u8> {
+        let mut buf = vec![0u8; PAGE];
+        let mut builder = LeafBuilder::new(&mut buf, Pgid(7), keys.len(), 0);
+        for key in keys {
+            builder.push(0, key, b"value");
+        }
+        builder.finish();
+        buf
+    }
+
+    /// A page read from the file is checked whole once, then marked; a marked page is read
+    /// again without the costly parts of the check, and one whose bytes broke the promise
+    /// still gets the check's error, never a panic.
+    #[test]
+    fn a_file_page_is_checked_once_and_a_broken_promise_is_still_an_error() {
+        let mut arena = Arena::new(PAGE);
+        let good = leaf_page(&[b"a", b"b", b"c"]);
+        assert!(!arena.is_checked(Pgid(7)));
+        let node = Node::from_file_page(&good, Pgid(7), &mut arena).unwrap();
+        assert!(
+            arena.is_checked(Pgid(7)),
+            "a packed page that passed is marked"
+        );
+        let reread = Node::from_file_page(&good, Pgid(7), &mut arena).unwrap();
+        assert_eq!(reread.image().image(), node.image().image());
+        assert_eq!(reread.search(b"b"), Ok(1));
+        assert_eq!(reread.search(b"bb"), Err(2), "the prefixes came with it");
+
+        // Keys out of order: caught by the whole check, which the mark skips (the promise is
+        // the writer's: it forgets a page's mark before writing over it).
+        let mut swapped = leaf_page(&[b"a", b"b", b"c"]);
+        let data = page_data_end(&swapped);
+        // The last entry's key ("c", then "value") becomes "a": out of order.
+        swapped[data - 6] = b'a';
+        assert!(Node::from_page(&swapped, Pgid(7), Pgid(7), &mut arena).is_err());
+        arena.forget_checked(Pgid(7), 1);
+        assert!(Node::from_file_page(&swapped, Pgid(7), &mut arena).is_err());
+        assert!(
+            !arena.is_checked(Pgid(7)),
+            "a page that fails is not marked"
+        );
+
+        // Bytes that break the bounds: the marked page loses its mark and gets the whole
+        // check's error.
+        Node::from_file_page(&good, Pgid(7), &mut arena).unwrap();
+        assert!(arena.is_checked(Pgid(7)));
+        // Offsets in the page: the header's flags (8) and count (10); an element (16 bytes
+        // from 16 on) has its data's position at 4 and its key's length at 8.
+        let damages: [(usize, &[u8]); 4] = [
+            (16 + 4, &[0xff, 0xff, 0xff, 0x7f]),
+            (16 + 2 * 16 + 8, &[0xff, 0xff]),
+            (10, &[0xff]),
+            (8, &[0x10]),
+        ];
+        for (at, bytes) in damages {
+            let mut bad = good.clone();
+            bad[at..at + bytes.len()].copy_from_slice(bytes);
+            arena.mark_checked(Pgid(7));
+            let read = Node::from_file_page(&bad, Pgid(7), &mut arena);
+            assert!(
+                read.is_err(),
+                "damaged page read as {:?}",
+                read.map(|n| n.count())
+            );
+            assert!(!arena.is_checked(Pgid(7)));
+        }
+
+        // Marks are per page: forgetting a span forgets exactly it.
+        for pgid in [3u64, 63, 64, 65, 200] {
+            arena.mark_checked(Pgid(pgid));
+        }
+        arena.forget_checked(Pgid(63), 2);
+        let marked: Vec<u64> = [3u64, 63, 64, 65, 200]
+            .into_iter()
+            .filter(|&p| arena.is_checked(Pgid(p)))
+            .collect();
+        assert_eq!(marked, [3, 65, 200]);
+        arena.forget_checked(Pgid(4), u64::MAX);
+        assert!(arena.is_checked(Pgid(3)) && !arena.is_checked(Pgid(200)));
+        // A span of one page only: a multi-page span is checked every time, never marked.
+        let mut big = vec![0u8; 2 * PAGE];
+        big[..PAGE].copy_from_slice(&good);
+        Node::from_file_page(&big, Pgid(9), &mut arena).unwrap();
+        assert!(!arena.is_checked(Pgid(9)));
     }
 }

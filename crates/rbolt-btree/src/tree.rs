@@ -386,7 +386,7 @@ impl Tree {
             }
             Root::Page(pgid) => {
                 let (bytes, header) = pages.page_and_header(Pgid(0), *pgid)?;
-                let mut node = Node::from_page(bytes, *pgid, *pgid, arena)?;
+                let mut node = Node::from_file_page(bytes, *pgid, arena)?;
                 node.overflow = header.overflow;
                 self.verify.loaded(pages, &node);
                 self.stats.node_count += 1;
@@ -447,7 +447,7 @@ impl Tree {
             return Err(too_deep());
         }
         let (bytes, header) = pages.page_and_header(owner, pgid)?;
-        let mut node = Node::from_page(bytes, pgid, pgid, arena)?;
+        let mut node = Node::from_file_page(bytes, pgid, arena)?;
         node.overflow = header.overflow;
         if let Err(error) = self.check_range(&node, pgid, low, high) {
             node.recycle(arena);

@@ -28,7 +28,9 @@ mod inplace;
 #[cfg(test)]
 mod tests;
 
-pub use check::{TreePageShape, check_tree_page, page_data_end, repack_into};
+pub use check::{
+    TreePageShape, check_tree_page, page_data_end, repack_into, reread_checked_tree_page,
+};
 
 use crate::error::{Corruption, Reason, Result};
 use crate::layout::{BranchElement, LeafElement, PageHeader};

@@ -54,7 +54,7 @@ pub use build::{
 };
 pub use edit::{
     NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, page_data_end,
-    repack_into,
+    repack_into, reread_checked_tree_page,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{

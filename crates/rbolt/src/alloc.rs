@@ -33,13 +33,17 @@ pub(crate) struct TxAlloc {
     pub(crate) high_water: Pgid,
     dirty: Vec<Dirty>,
     dirty_bytes: usize,
+    /// The single-page tree nodes written: marked checked in the arena once the commit is
+    /// done (see `Arena::mark_checked`).
+    pub(crate) written_nodes: Vec<Pgid>,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) file_len: u64,
     pub(crate) max_size: u64,
     pub(crate) alloc_size: u64,
     pub(crate) no_grow_sync: bool,
-    /// A commit without syncs: growth is not synced either (the next durable commit syncs the
-    /// length with everything else); `grew_without_sync` says whether it grew.
+    /// Growth is not synced when it happens but by the commit's first sync (an fsync then;
+    /// for a commit without syncs, the next durable commit's); `grew_without_sync` says
+    /// whether it grew. Set for every commit; `ensure_file_len` syncs at once without it.
     pub(crate) defer_grow_sync: bool,
     pub(crate) grew_without_sync: bool,
     /// Pages allocated and bytes written, for the transaction's stats.
@@ -60,16 +64,22 @@ pub(crate) struct TxAlloc {
 
 /// The smallest file the growth policy makes.
 const FILE_LEN_MIN: u64 = 32 * 1024;
+/// Growth leaves room for this fraction of the file's length (1/32: about 3%) past what it
+/// must hold, at least [`GROWTH_MIN`] and at most `alloc_size`: so a loaded file is at most
+/// a few percent longer than its pages, where bbolt's doubling and fixed 16 MiB steps make a
+/// 19 MiB database a 32 MiB file. Growth stays amortised: a file that grows by a few percent
+/// at a time grows about 30 times per doubling, each a `fallocate` whose sync is the commit's
+/// own (its first sync is an fsync then).
+const GROWTH_DIVISOR: u64 = 32;
+/// The least room growth leaves (a small file grows in steps of at least this).
+const GROWTH_MIN: u64 = 64 * 1024;
 
-/// The length growth gives a file that must hold `len` bytes: the next power of two (at
-/// least [`FILE_LEN_MIN`]) while small, then `len` plus one `alloc_size` step; whole pages,
-/// and never past `max_size` (0: no limit) unless `len` itself is.
+/// The length growth gives a file that must hold `len` bytes: `len` plus a thirty-second of
+/// it (at least [`GROWTH_MIN`], at most `alloc_size`; at least [`FILE_LEN_MIN`] in all);
+/// whole pages, and never past `max_size` (0: no limit) unless `len` itself is.
 pub(crate) fn grown_len(len: u64, alloc_size: u64, page_size: u64, max_size: u64) -> u64 {
-    let target = if len <= alloc_size {
-        len.next_power_of_two().max(FILE_LEN_MIN)
-    } else {
-        len.saturating_add(alloc_size)
-    };
+    let room = (len / GROWTH_DIVISOR).clamp(GROWTH_MIN.min(alloc_size), alloc_size);
+    let target = len.saturating_add(room).max(FILE_LEN_MIN);
     let target = target.div_ceil(page_size).saturating_mul(page_size);
     if max_size > 0 {
         target.min(max_size).max(len)
@@ -95,6 +105,7 @@ impl TxAlloc {
             high_water,
             dirty: Vec::with_capacity(DIRTY_INITIAL),
             dirty_bytes: 0,
+            written_nodes: Vec::new(),
             storage,
             file_len,
             max_size: options.max_size,
@@ -182,8 +193,8 @@ impl TxAlloc {
         Ok((pgid, arena.take(n_pages * self.page_size)))
     }
 
-    /// Grows the file to hold `len` bytes: to the next power of two while small, then in
-    /// `alloc_size` steps; fsyncs after growing unless told not to.
+    /// Grows the file to hold `len` bytes, with room past it (`grown_len`); fsyncs after
+    /// growing unless told not to or to leave it to the commit's sync (`defer_grow_sync`).
     pub(crate) fn ensure_file_len(&mut self, len: u64) -> Result<()> {
         if len <= self.file_len {
             return Ok(());
@@ -211,6 +222,10 @@ impl TxAlloc {
         }
         self.dirty.sort_unstable_by_key(|d| d.pgid);
         let page_size = self.page_size as u64;
+        // Whatever these pages held is no longer a checked page once the writes start.
+        for dirty in &self.dirty {
+            arena.forget_checked(dirty.pgid, dirty.buf.len() as u64 / page_size);
+        }
         let last = self.dirty.last().expect("not empty");
         let end = last.pgid.0 * page_size + last.buf.len() as u64;
         self.ensure_file_len(end)?;
@@ -261,6 +276,9 @@ impl PageAlloc for TxAlloc {
         // buffers serve the nodes still to be written.
         if self.dirty_bytes >= DIRTY_FLUSH_BYTES {
             self.flush(arena)?;
+        }
+        if buf.len() == self.page_size {
+            self.written_nodes.push(pgid);
         }
         self.push(pgid, buf);
         Ok(())

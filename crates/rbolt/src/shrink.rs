@@ -66,15 +66,33 @@ pub(crate) fn after_reader(engine: &Engine) {
 }
 
 /// When the handle closes: a truncation still waiting (its reader ended while a writer was
-/// busy, and nothing committed since) is done now that no reader is left.
+/// busy, and nothing committed since) is done now that no reader is left. Under
+/// `auto_shrink` the file also gives its growth room back: it is cut to the pages the last
+/// commit uses, once that commit is durable (the close made it so, unless it failed).
 pub(crate) fn on_close(engine: &Engine) {
-    if !engine.truncate_wanted.load(Ordering::Acquire) {
+    let give_back = engine.options.auto_shrink
+        && !engine.options.read_only
+        && !engine.poisoned.load(Ordering::Acquire);
+    if !give_back && !engine.truncate_wanted.load(Ordering::Acquire) {
         return;
     }
     let mut writer = engine
         .writer
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if give_back {
+        let meta = engine.snapshot().meta;
+        let needed = meta.pgid.saturating_mul(engine.page_size as u64);
+        if writer.durable.txid == meta.txid
+            && writer.file_len > needed
+            && writer.truncate.is_none_or(|t| t.len > needed)
+        {
+            writer.truncate = Some(Truncate {
+                len: needed,
+                after: meta.txid(),
+            });
+        }
+    }
     let _ = truncate_if_unseen(engine, &mut writer);
 }
 

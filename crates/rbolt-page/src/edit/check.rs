@@ -124,6 +124,62 @@ pub fn check_tree_page(
     }
 }
 
+/// The shape of a leaf or branch page that passed [`check_tree_page`] packed and whose bytes
+/// have not changed since (a writer remembers such pages, see `rbolt_btree::Arena`), read
+/// again without the check's costly parts: the key order, the element flags and the bucket
+/// values are not looked at again. What is looked at again is what keeps the caller from
+/// reading out of bounds: the kind, the element array and each entry's data lying packed
+/// inside `bytes`; `None` when any of that fails (the promise was broken: run the check).
+/// `key_prefixes` receives every key's [`key_prefix`] in order, also for a page it then
+/// refuses.
+#[inline]
+pub fn reread_checked_tree_page(
+    bytes: &[u8],
+    mut key_prefixes: impl FnMut(u64),
+) -> Option<TreePageShape> {
+    let header = PageHeader::read(bytes)?;
+    let leaf = match header.kind()? {
+        PageKind::Leaf => true,
+        PageKind::Branch => false,
+        _ => return None,
+    };
+    let count = usize::from(header.count);
+    let mut data_end = elem_off(count);
+    if data_end > bytes.len() || (!leaf && count == 0) {
+        return None;
+    }
+    for index in 0..count {
+        let at = elem_off(index);
+        let (pos, key_len, value_len) = if leaf {
+            (
+                read_u32(bytes, at + LEAF_POS),
+                read_u32(bytes, at + LEAF_KSIZE),
+                read_u32(bytes, at + LEAF_VSIZE),
+            )
+        } else {
+            (
+                read_u32(bytes, at + BRANCH_POS),
+                read_u32(bytes, at + BRANCH_KSIZE),
+                0,
+            )
+        };
+        // Packed: each entry's data starts where the one before ended.
+        if at + pos as usize != data_end {
+            return None;
+        }
+        let key_end = data_end + key_len as usize;
+        let key = bytes.get(data_end..key_end)?;
+        key_prefixes(key_prefix(key));
+        data_end = key_end + value_len as usize;
+    }
+    (data_end <= bytes.len()).then_some(TreePageShape {
+        leaf,
+        count,
+        packed_len: data_end,
+        packed: true,
+    })
+}
+
 /// What the check learns of a page's keys and their data as it reads them in order: whether
 /// they ascend, and whether the data is packed.
 struct Walk<'a, F> {

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use rbolt_btree::{Arena, Pages, Put, TreeStats};
 use rbolt_freelist::Freelist;
 use rbolt_page::{
-    BucketHeader, Corruption, LEAF_FLAG_BUCKET, Meta, PGID_NO_FREELIST, PageHeader, Pgid, Reason,
-    Txid, inline_bucket_size, pages_for, write_bucket_header, write_meta, write_meta_non_durable,
+    BucketHeader, Corruption, LEAF_FLAG_BUCKET, META_PAGE_READ_LEN, Meta, PGID_NO_FREELIST,
+    PageHeader, Pgid, Reason, Txid, inline_bucket_size, pages_for, write_bucket_header, write_meta,
+    write_meta_non_durable,
 };
 
 use super::WriteTx;
@@ -58,9 +59,10 @@ impl WriteTx<'_> {
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
         let txid = core.alloc.txid;
-        // A commit without syncs does not sync the file's growth either; the next durable one
-        // syncs it with its data (an fsync for its first sync instead of an fdatasync).
-        core.alloc.defer_grow_sync = !sync;
+        // Growth is synced with the data (an fsync for the first sync instead of an
+        // fdatasync), not on its own: one sync fewer each time the file grows. A commit
+        // without syncs leaves it to the next durable one.
+        core.alloc.defer_grow_sync = true;
 
         let root_pgid = spill(pages, core, self.root.get_mut(), &mut self.stats)?;
         let mut meta = self.base;
@@ -103,7 +105,7 @@ impl WriteTx<'_> {
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let meta = write_meta_page(engine, arena, &meta, sync);
+        let meta = write_meta_page(engine, &meta, sync);
         let meta = meta.map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = alloc.writes + 1;
@@ -118,6 +120,11 @@ impl WriteTx<'_> {
             sync,
         );
         self.meta_started = false;
+        // The tree pages this commit wrote are in the file as written: checked pages (the
+        // arena cleared their old marks before writing).
+        for pgid in alloc.written_nodes.drain(..) {
+            arena.mark_checked(pgid);
+        }
         // The writer's reference to the old mapping goes here; readers still holding it keep
         // it mapped until they end.
         failpoint!("commit::unmap", poison engine);
@@ -350,26 +357,20 @@ fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
 }
 
 /// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one with this boot's
-/// id) to its slot, then, for a durable commit, the second sync: the commit point. The page
-/// is written from a buffer of `arena`. Returns the meta as written.
-fn write_meta_page(engine: &Engine, arena: &mut Arena, meta: &Meta, sync: bool) -> Result<Meta> {
+/// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns the
+/// meta as written.
+fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
     crate::trace::phase!("commit.write_meta", sync);
-    let page_size = engine.page_size;
-    let mut meta_page = arena.take(page_size);
-    // The rest of the page is zeros (a pooled buffer holds an old page).
-    meta_page.fill(0);
+    let mut head = [0u8; META_PAGE_READ_LEN];
     let meta = if sync {
-        write_meta(&mut meta_page, meta)
+        write_meta(&mut head, meta)
     } else {
         // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot id,
         // never: such a commit then survives only a clean close.
         let boot_id = engine.storage.boot_id().unwrap_or_default();
-        write_meta_non_durable(&mut meta_page, meta, &boot_id)
+        write_meta_non_durable(&mut head, meta, &boot_id)
     };
-    let meta_offset = (meta.txid % 2) * page_size as u64;
-    let written = engine.storage.write_all_at(&meta_page, meta_offset);
-    arena.give(meta_page);
-    written.map_err(|e| Error::io(engine.storage.path(), e))?;
+    write_meta_head(engine, &head, meta.txid)?;
     failpoint!("commit::before-meta-sync", poison engine);
     if sync {
         engine
@@ -379,6 +380,19 @@ fn write_meta_page(engine: &Engine, arena: &mut Arena, meta: &Meta, sync: bool) 
     }
     failpoint!("commit::after-meta-sync", poison engine);
     Ok(meta)
+}
+
+/// Writes `head`, the start of a meta page for `txid`, to its slot (`txid % 2`). Only these
+/// bytes, which lie in the page's first sector, change from one meta to the next: the rest of
+/// a meta page is zeros from the file's creation on (rbolt's and Go's), and no reader looks
+/// at it. So a commit writes a few dozen bytes for its meta where a whole page would be 4 KiB
+/// more per commit (LMDB writes its meta's fields the same way).
+fn write_meta_head(engine: &Engine, head: &[u8; META_PAGE_READ_LEN], txid: u64) -> Result<()> {
+    let offset = (txid % 2) * engine.page_size as u64;
+    engine
+        .storage
+        .write_all_at(head, offset)
+        .map_err(|e| Error::io(engine.storage.path(), e))
 }
 
 /// Phase 6, publish: the writer's state follows the commit (its durable meta, the file's
@@ -423,13 +437,9 @@ fn publish(
 /// this way). A failure poisons the handle: the slot may hold either meta, or neither (then the
 /// other slot's durable meta opens).
 pub(crate) fn write_durable_meta(engine: &Engine, writer: &mut Writer, meta: &Meta) -> Result<()> {
-    let mut page = vec![0u8; engine.page_size];
-    let written = rbolt_page::write_meta(&mut page, meta);
-    let offset = (meta.txid % 2) * engine.page_size as u64;
-    engine.storage.write_all_at(&page, offset).map_err(|e| {
-        engine.poison();
-        Error::io(engine.path(), e)
-    })?;
+    let mut head = [0u8; META_PAGE_READ_LEN];
+    let written = rbolt_page::write_meta(&mut head, meta);
+    write_meta_head(engine, &head, meta.txid).inspect_err(|_| engine.poison())?;
     engine.sync_or_poison()?;
     writer.durable = written;
     crate::shrink::after_durable(engine, writer);

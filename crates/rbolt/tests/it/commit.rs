@@ -68,13 +68,27 @@ fn no_sync_skips_every_sync() {
 }
 
 #[test]
-fn growth_syncs_the_file_once_unless_told_not_to() {
-    let (sim, db) = sim_db(Options::default());
-    let before = sim.counts();
-    fill(&db, b"b", 0..20_000, 100);
-    let ops = sim.counts().since(before);
-    assert_eq!(ops.sync_data, 2, "{ops:?}");
-    assert!(ops.sync_all >= 1 && ops.sync_all == ops.grow, "{ops:?}");
+fn a_commit_that_grows_the_file_syncs_its_length_with_its_data() {
+    for no_grow_sync in [false, true] {
+        let (sim, db) = sim_db(Options::default().no_grow_sync(no_grow_sync));
+        let before = sim.counts();
+        fill(&db, b"b", 0..20_000, 100);
+        let ops = sim.counts().since(before);
+        assert!(ops.grow >= 1, "the file grew: {ops:?}");
+        // The first sync is an fsync (the data and the new length), the second the meta's
+        // fdatasync: no more syncs than a commit that does not grow.
+        assert_eq!((ops.sync_all, ops.sync_data), (1, 1), "{ops:?}");
+        // The next commit, which does not grow the file, syncs with fdatasync only.
+        let before = sim.counts();
+        db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
+            .unwrap();
+        let ops = sim.counts().since(before);
+        assert_eq!(
+            (ops.grow, ops.sync_all, ops.sync_data),
+            (0, 0, 2),
+            "{ops:?}"
+        );
+    }
 }
 
 #[test]
@@ -227,4 +241,47 @@ fn max_size_stops_growth_with_a_typed_error() {
     // Still usable for what fits.
     fill(&db, b"small", 0..10, 10);
     assert_clean(&db);
+}
+
+/// Bytes of the pages the newest commit uses (its high-water mark).
+fn pages_len(db: &Db) -> u64 {
+    let tx = db.begin_read().unwrap();
+    tx.meta().pgid * db.page_size() as u64
+}
+
+#[test]
+fn growth_leaves_the_file_a_few_percent_longer_than_its_pages_and_auto_shrink_gives_it_back() {
+    for auto_shrink in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let db = Db::open_with(&path, Options::default().auto_shrink(auto_shrink)).unwrap();
+        let mut lens = Vec::new();
+        for round in 0..6u32 {
+            // Bigger commits each round: the file grows from 32 KiB to some MiB.
+            fill(&db, b"b", round * 4000..(round + 1) * 6000, 100);
+            let (used, len) = (pages_len(&db), db.file_len().unwrap());
+            // At most one growth's room past the pages: a 32nd of them, at least 64 KiB, in
+            // whole pages.
+            let room = (used / 32).max(64 * 1024) + db.page_size() as u64;
+            assert!(used <= len && len <= used + room, "{used} {len}");
+            lens.push(len);
+        }
+        assert!(lens.windows(2).all(|w| w[0] <= w[1]), "{lens:?}");
+        let used = pages_len(&db);
+        let len = db.file_len().unwrap();
+        db.close().unwrap();
+        let closed = std::fs::metadata(&path).unwrap().len();
+        if auto_shrink {
+            assert_eq!(closed, used, "the room goes at close under auto_shrink");
+        } else {
+            assert_eq!(closed, len, "the file keeps its room without auto_shrink");
+        }
+        // Either way the file opens with everything in it, and grows again from there.
+        let db = Db::open(&path).unwrap();
+        let count = db
+            .view(|tx| Ok::<_, rbolt::Error>(tx.bucket(b"b")?.unwrap().iter().count()))
+            .unwrap();
+        assert_eq!(count, 36_000);
+        fill(&db, b"b", 100_000..101_000, 100);
+    }
 }
