@@ -35,6 +35,9 @@ pub struct Arena {
     nodes: Vec<Node>,
     /// The pages known to hold a checked tree page: see [`Arena::mark_checked`].
     checked: CheckedPages,
+    /// Pages a commit in progress wrote from nodes, to mark once it is done (see
+    /// [`Arena::stage_checked`]); kept with its capacity between commits.
+    staged: Vec<Pgid>,
 }
 
 /// A set of page ids, one bit each, growing with the highest id put in.
@@ -94,7 +97,27 @@ impl Arena {
             prefixes: Vec::new(),
             nodes: Vec::new(),
             checked: CheckedPages::default(),
+            staged: Vec::new(),
         }
+    }
+
+    /// Notes that a commit in progress writes a node's image, one page, at `pgid`: marked by
+    /// [`Arena::mark_staged`] once the commit is done, forgotten by [`Arena::clear_staged`]
+    /// (which a commit calls first, so that a failed one's pages are never marked).
+    pub fn stage_checked(&mut self, pgid: Pgid) {
+        self.staged.push(pgid);
+    }
+
+    /// Marks every staged page checked (its write is done) and empties the list.
+    pub fn mark_staged(&mut self) {
+        for pgid in self.staged.drain(..) {
+            self.checked.insert(pgid);
+        }
+    }
+
+    /// Empties the list of staged pages without marking them.
+    pub fn clear_staged(&mut self) {
+        self.staged.clear();
     }
 
     /// Remembers that the single page at `pgid` holds a tree page that passed

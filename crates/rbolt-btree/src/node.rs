@@ -17,6 +17,7 @@ use rbolt_page::{
     NewEntry, PageMut, Pgid, Result, TreePageShape, check_tree_page, compare_keys, key_prefix,
     page_data_end, pages_for, repack_into, reread_checked_tree_page,
 };
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::ops::Range;
 
@@ -35,15 +36,52 @@ pub(crate) const CHILD_SANITISED: u64 = u64::MAX >> 1;
 /// a 4 KiB page, about a page of 16-byte keys with 100-byte values).
 const PREFIXES_RESERVE_DIVISOR: usize = 128;
 
+/// A node copied from a page builds its prefix array on its this-many-th search: a node that
+/// a transaction searches once or twice (most of a small transaction's) never pays a pass
+/// over all its keys for it, and one searched often (a bulk load's) soon has it.
+const PREFIXES_AFTER_SEARCHES: u32 = 4;
+
+/// The first eight bytes of every key of a node (`key_prefix`), in element order, once built:
+/// a search compares these and reads a key only on a tie, where reading the keys themselves
+/// costs two dependent loads a probe (the element, then its key), each a cache miss in a
+/// load. Built by the node's [`PREFIXES_AFTER_SEARCHES`]th search (a search takes `&self`,
+/// hence the cells), then kept up by every edit.
+#[derive(Debug, Default)]
+struct Prefixes {
+    list: RefCell<Vec<u64>>,
+    built: Cell<bool>,
+    /// Searches made before the list was built.
+    searches: Cell<u32>,
+}
+
+impl Prefixes {
+    /// `list` (emptied), to be built when a search needs it, or already built.
+    fn new(list: Vec<u64>, built: bool) -> Prefixes {
+        Prefixes {
+            list: RefCell::new(list),
+            built: Cell::new(built),
+            searches: Cell::new(0),
+        }
+    }
+
+    /// The list, if built, to keep up with an edit.
+    #[inline]
+    fn built_mut(&mut self) -> Option<&mut Vec<u64>> {
+        if self.built.get() {
+            Some(self.list.get_mut())
+        } else {
+            None
+        }
+    }
+}
+
 /// An editable node (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct Node {
     /// The image, in a buffer of a whole number of pages (detached for a node that is gone).
     image: PageMut<Box<[u8]>>,
-    /// The first eight bytes of every key (`key_prefix`), in element order: a search compares
-    /// these and reads a key only on a tie, where reading the keys themselves costs two
-    /// dependent loads a probe (the element, then its key), each a cache miss in a load.
-    prefixes: Vec<u64>,
+    /// The keys' prefixes (see [`Prefixes`]).
+    prefixes: Prefixes,
     /// The committed page the node was copied from (0 for a new node): freed when the node
     /// is written elsewhere or removed.
     pub pgid: Pgid,
@@ -57,7 +95,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn with_image(image: PageMut<Box<[u8]>>, prefixes: Vec<u64>, pgid: Pgid) -> Node {
+    fn with_image(image: PageMut<Box<[u8]>>, prefixes: Prefixes, pgid: Pgid) -> Node {
         Node {
             image,
             prefixes,
@@ -75,12 +113,12 @@ impl Node {
         let mut prefixes = arena.take_prefixes();
         // Room for a page of average entries, so that the array does not grow one by one.
         prefixes.reserve(len / PREFIXES_RESERVE_DIVISOR);
-        Node::with_image(image, prefixes, Pgid(0))
+        Node::with_image(image, Prefixes::new(prefixes, true), Pgid(0))
     }
 
     /// A node that was merged away or removed: it has no image.
     pub fn gone() -> Node {
-        Node::with_image(PageMut::detached(), Vec::new(), Pgid(0))
+        Node::with_image(PageMut::detached(), Prefixes::default(), Pgid(0))
     }
 
     /// Whether the node was merged away or removed.
@@ -92,7 +130,7 @@ impl Node {
     /// Takes the node's buffer (leaving it gone), to write; its prefix array goes back to
     /// `arena`.
     pub fn take_buffer(&mut self, arena: &mut Arena) -> Box<[u8]> {
-        arena.give_prefixes(std::mem::take(&mut self.prefixes));
+        arena.give_prefixes(std::mem::take(self.prefixes.list.get_mut()));
         self.image.take_buffer()
     }
 
@@ -110,9 +148,10 @@ impl Node {
     }
 
     /// A copy of the page at `pgid` in the file (its span `bytes`), as [`Node::from_page`]
-    /// makes it, but checked whole only the first time: a single page that passes packed is
-    /// marked in `arena` ([`Arena::mark_checked`]), and a marked page is read again with only
-    /// its bounds checked ([`reread_checked_tree_page`]). A marked page that fails even that
+    /// makes it, but checked whole only the first time: a single page that passes as it is
+    /// (packed, no child to sanitise) is marked in `arena` ([`Arena::mark_checked`]), and a
+    /// marked page is read again with only its bounds checked ([`reread_checked_tree_page`]),
+    /// its key prefixes left to its searches (see `Prefixes`). A marked page that fails even that
     /// loses its mark and gets the whole check, whose error it returns.
     pub fn from_file_page(bytes: &[u8], pgid: Pgid, arena: &mut Arena) -> Result<Node> {
         let page_size = arena.page_size();
@@ -121,22 +160,24 @@ impl Node {
         }
         if arena.is_checked(pgid) {
             let buf = arena.take_with(page_size, bytes);
-            let mut prefixes = arena.take_prefixes();
-            if let Some(shape) = reread_checked_tree_page(&buf, |prefix| prefixes.push(prefix)) {
-                return Ok(Node::from_checked(buf, &shape, prefixes, pgid));
+            // The prefixes wait for the node's searches (see `Prefixes`).
+            if let Some(shape) = reread_checked_tree_page(&buf, |_| {}) {
+                let prefixes = Prefixes::new(arena.take_prefixes(), false);
+                // A marked page has no child to sanitise: none is marked that had one.
+                return Ok(Node::from_checked(buf, &shape, prefixes, pgid, false).0);
             }
             arena.give(buf);
-            arena.give_prefixes(prefixes);
             arena.forget_checked(pgid, 1);
         }
-        let (node, packed) = Node::copy_checked(bytes, pgid, pgid, arena)?;
-        if packed {
+        let (node, as_is) = Node::copy_checked(bytes, pgid, pgid, arena)?;
+        if as_is {
             arena.mark_checked(pgid);
         }
         Ok(node)
     }
 
-    /// [`Node::from_page`], and whether the page was packed (its copy not laid out anew).
+    /// [`Node::from_page`], and whether the copy is the page as it is: packed, not laid out
+    /// anew, and without a child field to sanitise.
     fn copy_checked(
         bytes: &[u8],
         owner: Pgid,
@@ -168,29 +209,39 @@ impl Node {
             repack_into(&buf[..len], &shape, &mut relaid);
             arena.give(std::mem::replace(&mut buf, relaid));
         }
-        Ok((Node::from_checked(buf, &shape, prefixes, source), packed))
+        let prefixes = Prefixes::new(prefixes, true);
+        let (node, sanitised) = Node::from_checked(buf, &shape, prefixes, source, true);
+        Ok((node, packed && !sanitised))
     }
 
     /// The node of the checked packed image in `buf` (`shape`, its keys' `prefixes`), to be
-    /// freed as `source` when written.
+    /// freed as `source` when written, with its children sanitised if `sanitise` (a child
+    /// field with [`NODE_TAG`] becomes [`CHILD_SANITISED`]); and whether one was.
     fn from_checked(
         buf: Box<[u8]>,
         shape: &TreePageShape,
-        prefixes: Vec<u64>,
+        prefixes: Prefixes,
         source: Pgid,
-    ) -> Node {
+        sanitise: bool,
+    ) -> (Node, bool) {
         let mut image = PageMut::from_checked(buf, shape);
         image.write_header(source, 0);
-        if !shape.is_leaf() {
+        let mut sanitised = false;
+        if sanitise && !shape.is_leaf() {
             for index in 0..shape.len() {
                 if image.child(index) & NODE_TAG != 0 {
                     image.set_child(index, CHILD_SANITISED);
+                    sanitised = true;
                 }
             }
         }
+        debug_assert!(
+            shape.is_leaf() || (0..shape.len()).all(|index| image.child(index) & NODE_TAG == 0),
+            "a copied branch points at a node"
+        );
         let node = Node::with_image(image, prefixes, source);
         node.debug_check();
-        node
+        (node, sanitised)
     }
 
     // ---- Reading -------------------------------------------------------------------------
@@ -276,14 +327,23 @@ impl Node {
         self.search_from(0, key)
     }
 
-    /// `search` over the entries from `low` on, by prefixes first.
+    /// `search` over the entries from `low` on, by prefixes first once they are built.
     #[inline]
     fn search_from(&self, mut low: usize, key: &[u8]) -> core::result::Result<usize, usize> {
+        if !self.prefixes.built.get() {
+            let searches = self.prefixes.searches.get() + 1;
+            if searches < PREFIXES_AFTER_SEARCHES {
+                self.prefixes.searches.set(searches);
+                return self.search_keys(low, key);
+            }
+            self.build_prefixes();
+        }
+        let prefixes = self.prefixes.list.borrow();
         let prefix = key_prefix(key);
-        let mut high = self.prefixes.len();
+        let mut high = prefixes.len();
         while low < high {
             let mid = low + (high - low) / 2;
-            let order = self.prefixes[mid]
+            let order = prefixes[mid]
                 .cmp(&prefix)
                 .then_with(|| compare_keys(self.key(mid), key));
             match order {
@@ -293,6 +353,29 @@ impl Node {
             }
         }
         Err(low)
+    }
+
+    /// `search_from` by the keys themselves.
+    fn search_keys(&self, mut low: usize, key: &[u8]) -> core::result::Result<usize, usize> {
+        let mut high = self.count();
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match compare_keys(self.key(mid), key) {
+                Ordering::Less => low = mid + 1,
+                Ordering::Greater => high = mid,
+                Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(low)
+    }
+
+    /// Builds the prefix array from the keys.
+    #[cold]
+    fn build_prefixes(&self) {
+        let mut list = self.prefixes.list.borrow_mut();
+        list.clear();
+        list.extend((0..self.count()).map(|index| key_prefix(self.key(index))));
+        self.prefixes.built.set(true);
     }
 
     /// In a branch, the child whose subtree would hold `key`: the last whose separator is
@@ -310,12 +393,15 @@ impl Node {
     /// Whether `key` sorts after every key of this leaf (false for an empty one).
     #[inline]
     pub fn is_after_last(&self, key: &[u8]) -> bool {
-        let Some(&last) = self.prefixes.last() else {
+        let Some(last) = self.count().checked_sub(1) else {
             return false;
         };
-        last.cmp(&key_prefix(key))
-            .then_with(|| compare_keys(self.key(self.prefixes.len() - 1), key))
-            == Ordering::Less
+        let first_order = if self.prefixes.built.get() {
+            self.prefixes.list.borrow()[last].cmp(&key_prefix(key))
+        } else {
+            Ordering::Equal
+        };
+        first_order.then_with(|| compare_keys(self.key(last), key)) == Ordering::Less
     }
 
     // ---- Editing -------------------------------------------------------------------------
@@ -324,7 +410,9 @@ impl Node {
     #[inline]
     pub fn insert(&mut self, index: usize, entry: &NewEntry<'_>) {
         self.image.insert(index, entry);
-        self.prefixes.insert(index, key_prefix(entry.key()));
+        if let Some(list) = self.prefixes.built_mut() {
+            list.insert(index, key_prefix(entry.key()));
+        }
         self.debug_check();
     }
 
@@ -332,7 +420,9 @@ impl Node {
     #[inline]
     pub fn remove(&mut self, index: usize) {
         self.image.remove(index);
-        self.prefixes.remove(index);
+        if let Some(list) = self.prefixes.built_mut() {
+            list.remove(index);
+        }
         self.debug_check();
     }
 
@@ -352,7 +442,9 @@ impl Node {
     /// Keeps the first `keep` entries (of a packed node).
     pub fn truncate(&mut self, keep: usize) {
         self.image.truncate(keep);
-        self.prefixes.truncate(keep);
+        if let Some(list) = self.prefixes.built_mut() {
+            list.truncate(keep);
+        }
         self.debug_check();
     }
 
@@ -360,7 +452,9 @@ impl Node {
     /// one's) to this packed node, in place: the buffer must have room.
     pub fn append_from(&mut self, source: &Node, range: Range<usize>) {
         self.image.append_from(&source.image, range.clone());
-        self.prefixes.extend_from_slice(&source.prefixes[range]);
+        if let Some(list) = self.prefixes.built_mut() {
+            list.extend(range.map(|index| key_prefix(source.key(index))));
+        }
         self.debug_check();
     }
 
@@ -411,7 +505,8 @@ impl Node {
     /// Turns an empty branch into an empty leaf.
     pub fn make_empty_leaf(&mut self) {
         self.image.make_empty_leaf();
-        self.prefixes.clear();
+        self.prefixes.list.get_mut().clear();
+        self.prefixes.built.set(true);
     }
 
     /// Zeroes the bytes after a packed image, so what is written holds nothing stale.
@@ -443,11 +538,15 @@ impl Node {
     }
 
     fn check_prefixes(&self) {
+        if !self.prefixes.built.get() {
+            return;
+        }
+        let prefixes = self.prefixes.list.borrow();
         let count = self.count();
-        assert_eq!(self.prefixes.len(), count, "one prefix for every key");
+        assert_eq!(prefixes.len(), count, "one prefix for every key");
         for index in 0..count {
             assert_eq!(
-                self.prefixes[index],
+                prefixes[index],
                 key_prefix(self.key(index)),
                 "prefix {index} is not its key's"
             );
@@ -497,6 +596,18 @@ mod tests {
                 (state % 3) as u8,
             ];
             let value = vec![round as u8; (state % 11) as usize];
+            if round % 7 == 3 {
+                // Read back from its page as a marked page is: its prefixes are built only
+                // by its searches, and this round's edit comes before them.
+                node.ensure_packed(&mut arena);
+                node.write_header(Pgid(7), 0);
+                let mut page = node.image().image().to_vec();
+                page.resize(PAGE, 0);
+                node.recycle(&mut arena);
+                arena.mark_checked(Pgid(7));
+                node = Node::from_file_page(&page, Pgid(7), &mut arena).unwrap();
+                assert!(!node.prefixes.built.get() || node.count() == 0);
+            }
             if state.is_multiple_of(5) {
                 if let Ok(index) = node.search(&key) {
                     node.remove(index);
@@ -588,6 +699,13 @@ mod tests {
         builder.finish();
         let node = Node::from_page(&buf, Pgid(4), Pgid(4), &mut arena).unwrap();
         assert_eq!((node.child(0), node.child(1)), (CHILD_SANITISED, 9));
+        // Such a page is never marked checked (a marked page is copied without sanitising),
+        // so every copy of it is sanitised.
+        for _ in 0..2 {
+            let node = Node::from_file_page(&buf, Pgid(4), &mut arena).unwrap();
+            assert_eq!((node.child(0), node.child(1)), (CHILD_SANITISED, 9));
+            assert!(!arena.is_checked(Pgid(4)));
+        }
     }
 
     fn leaf_page(keys: &[&[u8]]) -> Vec<u8> {

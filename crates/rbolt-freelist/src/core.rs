@@ -65,10 +65,15 @@ pub(crate) struct Core<S> {
     /// since it holds a record for most pages of the file (one lookup per page freed), and a
     /// B-tree of 100,000 entries cost four cache misses a lookup where this costs one.
     allocs: PgidMap<Txid>,
-    /// The runs each not-yet-committed transaction allocated, by start. With one writer at a
-    /// time this holds at most one transaction; it makes rollback proportional to what the
-    /// transaction did and lets `free` reject a page the freeing transaction allocated.
-    undo: BTreeMap<Txid, BTreeMap<Pgid, UndoAlloc>>,
+    /// The runs each not-yet-committed transaction allocated, in the order it allocated them.
+    /// With one writer at a time this holds one transaction's; it makes rollback proportional
+    /// to what the transaction did and lets `free` reject a page the freeing transaction
+    /// allocated. A vector kept with its memory between transactions (an ordered map made
+    /// and dropped each transaction was a tenth of a small transaction's allocations).
+    undo: Vec<(Txid, Pgid, UndoAlloc)>,
+    /// The runs of `undo` longer than a page: what `free` looks through for a page inside
+    /// one (the start of every run is in `allocs`).
+    undo_multi: Vec<(Txid, Run)>,
     /// The free runs a not-yet-committed transaction cut off the top of the file
     /// (`trim_tail`), so that rollback makes them free again.
     trims: Vec<(Txid, Run)>,
@@ -90,9 +95,9 @@ impl<S: FreeSet> Core<S> {
     #[inline]
     fn debug_assert_one_writer(&self, txid: Txid) {
         debug_assert!(
-            self.undo.keys().all(|&open| open == txid),
+            self.undo.first().is_none_or(|&(open, _, _)| open == txid),
             "transaction {txid} writes while {:?} neither committed nor rolled back",
-            self.undo.keys().collect::<Vec<_>>()
+            self.undo.first()
         );
     }
 
@@ -155,29 +160,27 @@ impl<S: FreeSet> Core<S> {
         }
         let n_pages = n_pages as u64;
         let start = self.free.allocate(n_pages)?;
-        let replaced = self.allocs.insert(start, txid);
-        self.undo.entry(txid).or_default().insert(
-            start,
-            UndoAlloc {
-                n_pages,
-                from_high_water: false,
-                replaced,
-            },
-        );
+        self.record_undo(txid, start, n_pages, false);
         Some(start)
     }
 
     pub(crate) fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
         self.debug_assert_one_writer(txid);
-        let replaced = self.allocs.insert(pgid, txid);
-        self.undo.entry(txid).or_default().insert(
-            pgid,
-            UndoAlloc {
-                n_pages: n_pages as u64,
-                from_high_water: true,
-                replaced,
-            },
-        );
+        self.record_undo(txid, pgid, n_pages as u64, true);
+    }
+
+    /// Records the allocation of `n_pages` at `start` by `txid`, and its undo.
+    fn record_undo(&mut self, txid: Txid, start: Pgid, n_pages: u64, from_high_water: bool) {
+        let replaced = self.allocs.insert(start, txid);
+        let alloc = UndoAlloc {
+            n_pages,
+            from_high_water,
+            replaced,
+        };
+        self.undo.push((txid, start, alloc));
+        if n_pages > 1 {
+            self.undo_multi.push((txid, Run { start, n_pages }));
+        }
     }
 
     pub(crate) fn free(
@@ -195,15 +198,29 @@ impl<S: FreeSet> Core<S> {
             .checked_add(u64::from(overflow))
             .map(Pgid)
             .ok_or(FreelistError::SpanTooLong { pgid, overflow })?;
-        let allocated_by = self.allocs.get(&pgid).copied();
+        // Taken out at once (one lookup, not two), and put back if the free is refused.
+        let allocated_by = self.allocs.remove(&pgid);
+        let refuse = |core: &mut Self, error| {
+            if let Some(allocated_by) = allocated_by {
+                core.allocs.insert(pgid, allocated_by);
+            }
+            Err(error)
+        };
+        // A run of this transaction's overlaps the span: one starting at `pgid` (`allocs`),
+        // a longer one starting before it, or (for a span of several pages) any inside it.
+        let overlaps = |start: Pgid, n_pages: u64| start <= last && start.0 + n_pages > pgid.0;
         let own = allocated_by == Some(txid)
-            || self.undo.get(&txid).is_some_and(|runs| {
-                runs.range(..=last)
-                    .next_back()
-                    .is_some_and(|(start, alloc)| start.0 + alloc.n_pages > pgid.0)
-            });
+            || self
+                .undo_multi
+                .iter()
+                .any(|&(open, run)| open == txid && overlaps(run.start, run.n_pages))
+            || overflow > 0
+                && self
+                    .undo
+                    .iter()
+                    .any(|&(open, start, alloc)| open == txid && overlaps(start, alloc.n_pages));
         if own {
-            return Err(FreelistError::OwnAllocation { txid, pgid });
+            return refuse(self, FreelistError::OwnAllocation { txid, pgid });
         }
         let taken = [
             self.free.first_in(pgid, last),
@@ -213,10 +230,7 @@ impl<S: FreeSet> Core<S> {
         .flatten()
         .min();
         if let Some(taken) = taken {
-            return Err(FreelistError::AlreadyFreed { pgid: taken });
-        }
-        if allocated_by.is_some() {
-            self.allocs.remove(&pgid);
+            return refuse(self, FreelistError::AlreadyFreed { pgid: taken });
         }
         let run = Run {
             start: pgid,
@@ -235,6 +249,7 @@ impl<S: FreeSet> Core<S> {
         let mut runs = mem::take(&mut self.scratch);
         for tx in released.into_values() {
             runs.extend(tx.spans.iter().map(|span| span.run));
+            self.pending.recycle(tx);
         }
         self.free_pending_runs(runs);
     }
@@ -277,7 +292,9 @@ impl<S: FreeSet> Core<S> {
             }
         }
         for txid in emptied.drain(..) {
-            self.pending.by_tx.remove(&txid);
+            if let Some(tx) = self.pending.by_tx.remove(&txid) {
+                self.pending.recycle(tx);
+            }
         }
         self.emptied = emptied;
         self.free_pending_runs(runs);
@@ -354,9 +371,12 @@ impl<S: FreeSet> Core<S> {
                 }
             }
         }
-        if let Some(allocated) = self.undo.remove(&txid) {
+        if self.undo.iter().any(|&(open, _, _)| open == txid) {
+            let mut allocated = mem::take(&mut self.undo);
+            // Put back in the order allocated, the last first: a start allocated twice (only
+            // after a caller freed part of a run) gets its oldest record back.
             let mut runs = mem::take(&mut self.scratch);
-            for (start, alloc) in allocated {
+            for &(_, start, alloc) in allocated.iter().rev().filter(|(open, _, _)| *open == txid) {
                 let removed = match alloc.replaced {
                     Some(previous) => self.allocs.insert(start, previous),
                     None => self.allocs.remove(&start),
@@ -369,19 +389,31 @@ impl<S: FreeSet> Core<S> {
                     });
                 }
             }
-            // The undo map is ordered by start, so the runs are sorted already.
+            runs.sort_unstable_by_key(|run| run.start);
             self.free.insert_runs(&runs);
             runs.clear();
             self.scratch = runs;
+            allocated.retain(|&(open, _, _)| open != txid);
+            self.undo = allocated;
+            self.undo_multi.retain(|&(open, _)| open != txid);
         }
     }
 
     pub(crate) fn unallocate(&mut self, txid: Txid, pgid: Pgid) -> bool {
-        let Some(alloc) = self.undo.get_mut(&txid).and_then(|runs| runs.remove(&pgid)) else {
+        let Some(index) = self
+            .undo
+            .iter()
+            .rposition(|&(open, start, _)| open == txid && start == pgid)
+        else {
             return false;
         };
-        if self.undo.get(&txid).is_some_and(BTreeMap::is_empty) {
-            self.undo.remove(&txid);
+        let (_, _, alloc) = self.undo.remove(index);
+        if let Some(index) = self
+            .undo_multi
+            .iter()
+            .rposition(|&(open, run)| open == txid && run.start == pgid)
+        {
+            self.undo_multi.remove(index);
         }
         let removed = match alloc.replaced {
             Some(previous) => self.allocs.insert(pgid, previous),
@@ -414,7 +446,8 @@ impl<S: FreeSet> Core<S> {
     }
 
     pub(crate) fn commit(&mut self, txid: Txid) {
-        self.undo.retain(|&open, _| open > txid);
+        self.undo.retain(|&(open, _, _)| open > txid);
+        self.undo_multi.retain(|&(open, _)| open > txid);
         self.trims.retain(|&(open, _)| open > txid);
     }
 
@@ -444,38 +477,46 @@ impl<S: FreeSet> Core<S> {
         for (txid, tx) in &self.pending.by_tx {
             assert!(!tx.spans.is_empty(), "empty pending entry for {txid}");
             for span in &tx.spans {
-                let indexed = self.pending.by_start[&span.run.start];
-                assert_eq!(indexed.n_pages, span.run.n_pages, "pending index length");
-                assert_eq!(indexed.freed_by, *txid, "pending index txid");
+                assert!(span.run.start.0 >= 2, "a pending meta page");
+                for id in span.run.start.0..span.run.end() {
+                    assert!(self.pending.ids.contains(Pgid(id)), "{id} not indexed");
+                }
                 len += span.run.n_pages as usize;
             }
         }
         assert_eq!(len, self.pending.len, "pending count");
-        let spans: usize = self.pending.by_tx.values().map(|tx| tx.spans.len()).sum();
+        // Every span's ids are in the index and the index holds as many: the spans do not
+        // overlap, and the index has nothing else.
         assert_eq!(
-            spans,
-            self.pending.by_start.len(),
-            "pending index has extra spans"
+            self.pending.ids.count(),
+            len,
+            "pending spans overlap, or extra ids"
         );
-        let mut previous_end = 2;
-        for (start, span) in &self.pending.by_start {
-            assert!(start.0 >= previous_end, "pending spans overlap at {start}");
-            previous_end = start.0 + span.n_pages;
-        }
         let mut pending = self.pending.ids().peekable();
         for id in self.free.iter() {
             while pending.next_if(|&pending_id| pending_id < id).is_some() {}
             assert_ne!(pending.peek(), Some(&id), "page {id} both free and pending");
         }
-        assert!(self.undo.len() <= 1, "more than one open writer");
-        for (txid, runs) in &self.undo {
-            for start in runs.keys() {
-                assert_eq!(
-                    self.allocs.get(start),
-                    Some(txid),
-                    "undo run without record"
-                );
-            }
+        assert!(
+            self.undo.windows(2).all(|pair| pair[0].0 == pair[1].0),
+            "more than one open writer"
+        );
+        for (txid, start, alloc) in &self.undo {
+            assert_eq!(
+                self.allocs.get(start),
+                Some(txid),
+                "undo run without record"
+            );
+            let multi = self
+                .undo_multi
+                .iter()
+                .filter(|(open, run)| open == txid && run.start == *start)
+                .count();
+            assert_eq!(
+                multi,
+                usize::from(alloc.n_pages > 1),
+                "multi-page undo index"
+            );
         }
         assert!(self.scratch.is_empty(), "scratch left behind");
         for &(_, run) in &self.trims {

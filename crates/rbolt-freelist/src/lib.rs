@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod array;
+mod bits;
 mod core;
 mod error;
 mod free_runs;

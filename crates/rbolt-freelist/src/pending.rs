@@ -1,6 +1,7 @@
 //! Pages freed by write transactions that readers may still see.
 
-use crate::runs::{Run, RunIds, RunLen};
+use crate::bits::{BitIds, PageBits};
+use crate::runs::Run;
 use rbolt_page::{Pgid, Txid};
 use std::collections::BTreeMap;
 use std::iter::FusedIterator;
@@ -38,29 +39,32 @@ pub(crate) struct TxPending {
     pub(crate) last_release_begin: Option<Txid>,
 }
 
-/// Where a pending span lives in the ordered index: its length and who freed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct IndexedSpan {
-    pub(crate) n_pages: u64,
-    pub(crate) freed_by: Txid,
+/// The pending pages: freed by a write transaction, not reusable until no reader can see
+/// them. Kept twice: per freeing transaction (for release and rollback) and as a bitmap of
+/// ids (for double-free checks and for writing the page in order without sorting or
+/// allocating; a bitmap, not an ordered map, since every page a commit frees goes in and out
+/// of it: a few word operations each, where a map's search and rebalancing was a sixth of a
+/// small transaction's instructions).
+#[derive(Clone, Debug, Default)]
+pub struct Pending {
+    pub(crate) by_tx: BTreeMap<Txid, TxPending>,
+    pub(crate) ids: PageBits,
+    pub(crate) len: usize,
+    /// Emptied span lists of released transactions, kept with their memory for the next
+    /// transactions' (see [`Pending::recycle`]); not part of the value.
+    spare: Vec<Vec<FreedSpan>>,
 }
 
-impl RunLen for IndexedSpan {
-    #[inline]
-    fn n_pages(&self) -> u64 {
-        self.n_pages
+/// Span lists [`Pending`] keeps for reuse at most.
+const SPARE_LISTS_MAX: usize = 16;
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Pending) -> bool {
+        self.by_tx == other.by_tx && self.ids == other.ids && self.len == other.len
     }
 }
 
-/// The pending pages: freed by a write transaction, not reusable until no reader can see
-/// them. Kept twice: per freeing transaction (for release and rollback) and ordered by id
-/// (for double-free checks and for writing the page without sorting or allocating).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Pending {
-    pub(crate) by_tx: BTreeMap<Txid, TxPending>,
-    pub(crate) by_start: BTreeMap<Pgid, IndexedSpan>,
-    pub(crate) len: usize,
-}
+impl Eq for Pending {}
 
 impl Pending {
     /// Number of pending page ids.
@@ -77,7 +81,7 @@ impl Pending {
 
     /// The pending ids, ascending.
     pub fn ids(&self) -> PendingIds<'_> {
-        PendingIds(RunIds::new(self.by_start.iter(), self.len))
+        PendingIds(self.ids.iter(self.len))
     }
 
     /// The transactions that have pending pages, ascending.
@@ -98,55 +102,60 @@ impl Pending {
         })
     }
 
-    /// The transaction that freed `pgid`, when it is pending.
+    /// The transaction that freed `pgid`, when it is pending (a walk of the pending spans).
     pub fn freed_by(&self, pgid: Pgid) -> Option<Txid> {
-        let (start, span) = self.by_start.range(..=pgid).next_back()?;
-        (pgid.0 < start.0 + span.n_pages).then_some(span.freed_by)
+        if !self.ids.contains(pgid) {
+            return None;
+        }
+        self.by_tx.iter().find_map(|(&txid, tx)| {
+            tx.spans
+                .iter()
+                .any(|span| span.run.start <= pgid && pgid.0 < span.run.end())
+                .then_some(txid)
+        })
     }
 
     /// The lowest pending id in `first..=last`.
+    #[inline]
     pub(crate) fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
-        if let Some((start, span)) = self.by_start.range(..=first).next_back()
-            && start.0 + span.n_pages > first.0
-        {
-            return Some(first);
-        }
-        let (&start, _) = self.by_start.range(first..=last).next()?;
-        Some(start)
+        self.ids.first_in(first, last)
     }
 
     /// Adds a span freed by `freed_by`. The caller has checked it overlaps nothing.
     pub(crate) fn insert(&mut self, freed_by: Txid, span: FreedSpan) {
-        let indexed = IndexedSpan {
-            n_pages: span.run.n_pages,
-            freed_by,
-        };
-        let previous = self.by_start.insert(span.run.start, indexed);
-        debug_assert!(
-            previous.is_none(),
-            "pending span at {} twice",
-            span.run.start
-        );
-        self.by_tx.entry(freed_by).or_default().spans.push(span);
+        self.ids.insert_run(span.run.start, span.run.n_pages);
+        let spare = &mut self.spare;
+        self.by_tx
+            .entry(freed_by)
+            .or_insert_with(|| TxPending {
+                spans: spare.pop().unwrap_or_default(),
+                last_release_begin: None,
+            })
+            .spans
+            .push(span);
         self.len += span.run.n_pages as usize;
     }
 
-    /// Removes `run` from the ordered index (the caller removes it from its transaction).
+    /// Keeps the memory of `tx`'s span list (a transaction's, taken out of `by_tx`) for a
+    /// later transaction's.
+    pub(crate) fn recycle(&mut self, tx: TxPending) {
+        let mut spans = tx.spans;
+        if spans.capacity() > 0 && self.spare.len() < SPARE_LISTS_MAX {
+            spans.clear();
+            self.spare.push(spans);
+        }
+    }
+
+    /// Removes `run` from the index of ids (the caller removes it from its transaction).
     pub(crate) fn unindex(&mut self, run: Run) {
-        let removed = self.by_start.remove(&run.start);
-        debug_assert_eq!(
-            removed.map(|span| span.n_pages),
-            Some(run.n_pages),
-            "pending index out of step at {}",
-            run.start
-        );
+        self.ids.remove_run(run.start, run.n_pages);
         self.len -= run.n_pages as usize;
     }
 }
 
 /// The pending ids, ascending. See [`Pending::ids`].
 #[derive(Clone, Debug)]
-pub struct PendingIds<'a>(RunIds<'a, IndexedSpan>);
+pub struct PendingIds<'a>(BitIds<'a>);
 
 impl Iterator for PendingIds<'_> {
     type Item = Pgid;

@@ -33,9 +33,6 @@ pub(crate) struct TxAlloc {
     pub(crate) high_water: Pgid,
     dirty: Vec<Dirty>,
     dirty_bytes: usize,
-    /// The single-page tree nodes written: marked checked in the arena once the commit is
-    /// done (see `Arena::mark_checked`).
-    pub(crate) written_nodes: Vec<Pgid>,
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) file_len: u64,
     pub(crate) max_size: u64,
@@ -105,7 +102,6 @@ impl TxAlloc {
             high_water,
             dirty: Vec::with_capacity(DIRTY_INITIAL),
             dirty_bytes: 0,
-            written_nodes: Vec::new(),
             storage,
             file_len,
             max_size: options.max_size,
@@ -278,7 +274,8 @@ impl PageAlloc for TxAlloc {
             self.flush(arena)?;
         }
         if buf.len() == self.page_size {
-            self.written_nodes.push(pgid);
+            // A node's image: a checked page once the commit is done.
+            arena.stage_checked(pgid);
         }
         self.push(pgid, buf);
         Ok(())

@@ -144,33 +144,33 @@ pub fn reread_checked_tree_page(
         _ => return None,
     };
     let count = usize::from(header.count);
-    let mut data_end = elem_off(count);
-    if data_end > bytes.len() || (!leaf && count == 0) {
+    if !leaf && count == 0 {
         return None;
     }
-    for index in 0..count {
-        let at = elem_off(index);
-        let (pos, key_len, value_len) = if leaf {
-            (
-                read_u32(bytes, at + LEAF_POS),
-                read_u32(bytes, at + LEAF_KSIZE),
-                read_u32(bytes, at + LEAF_VSIZE),
-            )
-        } else {
-            (
-                read_u32(bytes, at + BRANCH_POS),
-                read_u32(bytes, at + BRANCH_KSIZE),
-                0,
-            )
+    let elements = bytes.get(PAGE_HEADER_SIZE..elem_off(count))?;
+    let mut data_end = elem_off(count);
+    let (pos_at, key_len_at) = if leaf {
+        (LEAF_POS, LEAF_KSIZE)
+    } else {
+        (BRANCH_POS, BRANCH_KSIZE)
+    };
+    for (index, element) in elements.chunks_exact(ELEMENT_SIZE).enumerate() {
+        let field = |at: usize| -> usize {
+            let word: [u8; 4] = element[at..at + 4].try_into().expect("4 bytes");
+            u32::from_le_bytes(word) as usize
         };
         // Packed: each entry's data starts where the one before ended.
-        if at + pos as usize != data_end {
+        if elem_off(index) + field(pos_at) != data_end {
             return None;
         }
-        let key_end = data_end + key_len as usize;
+        let key_end = data_end + field(key_len_at);
         let key = bytes.get(data_end..key_end)?;
         key_prefixes(key_prefix(key));
-        data_end = key_end + value_len as usize;
+        data_end = if leaf {
+            key_end + field(LEAF_VSIZE)
+        } else {
+            key_end
+        };
     }
     (data_end <= bytes.len()).then_some(TreePageShape {
         leaf,

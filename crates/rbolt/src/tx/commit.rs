@@ -64,6 +64,8 @@ impl WriteTx<'_> {
         // without syncs leaves it to the next durable one.
         core.alloc.defer_grow_sync = true;
 
+        // Only this commit's node pages may be marked checked when it is done.
+        core.arena.clear_staged();
         let root_pgid = spill(pages, core, self.root.get_mut(), &mut self.stats)?;
         let mut meta = self.base;
         meta.txid = txid.0;
@@ -122,9 +124,7 @@ impl WriteTx<'_> {
         self.meta_started = false;
         // The tree pages this commit wrote are in the file as written: checked pages (the
         // arena cleared their old marks before writing).
-        for pgid in alloc.written_nodes.drain(..) {
-            arena.mark_checked(pgid);
-        }
+        arena.mark_staged();
         // The writer's reference to the old mapping goes here; readers still holding it keep
         // it mapped until they end.
         failpoint!("commit::unmap", poison engine);
