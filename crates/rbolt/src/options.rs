@@ -9,7 +9,8 @@ pub const PAGE_SIZE_DEFAULT: usize = 4096;
 pub const BATCH_SIZE_MAX_DEFAULT: usize = 1000;
 /// ...or once the first call has waited this long.
 pub const BATCH_DELAY_MAX_DEFAULT: Duration = Duration::from_millis(10);
-/// Past this size the file grows in steps of this many bytes (bbolt's `AllocSize`).
+/// The most a growth of the file adds past what it must hold (bbolt's `AllocSize`, which
+/// bbolt adds whole once a file is past it).
 pub const ALLOC_SIZE_DEFAULT: u64 = 16 * 1024 * 1024;
 /// Commits that take this long are reported with the `tracing` feature: a durable one-key
 /// commit takes well under a millisecond on a local disk, a large bulk load seconds.
@@ -130,7 +131,10 @@ pub struct Options {
     pub max_batch_size: usize,
     /// The longest the first call of a batch waits for others.
     pub max_batch_delay: Duration,
-    /// Past this size the file grows in steps of this many bytes.
+    /// The most room a growth of the file leaves past what it must hold. Growth leaves a
+    /// 32nd of the file's length (at least 64 KiB), and never more than this: a loaded file
+    /// is a few percent longer than its pages (bbolt doubles a small file and then adds
+    /// `AllocSize` whole, so a 19 MiB database is a 32 MiB file there).
     pub alloc_size: u64,
     /// When the newest meta is intact but points past the end of the file (the file was
     /// truncated from outside), open the older meta instead of failing with
@@ -144,7 +148,8 @@ pub struct Options {
     /// a file near its size does not shrink and grow by turns). Off by default: bbolt's files
     /// never shrink, and a workload that deletes and re-inserts at the end would pay a
     /// truncation and a regrowth (`fallocate` and an fsync) per cycle. `Db::vacuum` shrinks
-    /// whatever this says.
+    /// whatever this says. With it on, closing the handle also gives the growth room back:
+    /// the file is cut to the pages the last commit uses.
     pub auto_shrink: bool,
     /// With the `tracing` feature, a commit that takes at least this long is reported as a
     /// `WARN` event with its phases' times (`None`: never). Without the feature it does
