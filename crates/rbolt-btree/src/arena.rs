@@ -13,7 +13,7 @@
 //! size, and every buffer it hands out is a whole number of such pages.
 
 use crate::node::Node;
-use rbolt_page::Pgid;
+use rbolt_page::{PageSet, Pgid};
 
 /// Single-page buffers kept at most (32 MiB of 4 KiB pages): a transaction that edits more
 /// pages than this allocates the rest (LMDB keeps every page buffer it ever dirtied).
@@ -34,56 +34,10 @@ pub struct Arena {
     /// An emptied node list of a tree, with its capacity.
     nodes: Vec<Node>,
     /// The pages known to hold a checked tree page: see [`Arena::mark_checked`].
-    checked: CheckedPages,
+    checked: PageSet,
     /// Pages a commit in progress wrote from nodes, to mark once it is done (see
     /// [`Arena::stage_checked`]); kept with its capacity between commits.
     staged: Vec<Pgid>,
-}
-
-/// A set of page ids, one bit each, growing with the highest id put in.
-#[derive(Debug, Default)]
-struct CheckedPages {
-    words: Vec<u64>,
-}
-
-impl CheckedPages {
-    #[inline]
-    fn contains(&self, pgid: Pgid) -> bool {
-        let (word, bit) = Self::at(pgid);
-        self.words.get(word).is_some_and(|w| w & bit != 0)
-    }
-
-    fn insert(&mut self, pgid: Pgid) {
-        let (word, bit) = Self::at(pgid);
-        if word >= self.words.len() {
-            self.words.resize(word + 1, 0);
-        }
-        self.words[word] |= bit;
-    }
-
-    /// Removes the ids from `first` on, `n` of them (`u64::MAX`: all).
-    fn remove(&mut self, first: Pgid, n: u64) {
-        let end = first.0.saturating_add(n);
-        let mut id = first.0;
-        while id < end {
-            let (word, bit) = Self::at(Pgid(id));
-            let Some(w) = self.words.get_mut(word) else {
-                return;
-            };
-            if bit == 1 && end - id >= 64 {
-                *w = 0;
-                id += 64;
-            } else {
-                *w &= !bit;
-                id += 1;
-            }
-        }
-    }
-
-    #[inline]
-    fn at(pgid: Pgid) -> (usize, u64) {
-        ((pgid.0 / 64) as usize, 1 << (pgid.0 % 64))
-    }
 }
 
 impl Arena {
@@ -96,7 +50,7 @@ impl Arena {
             page_size,
             prefixes: Vec::new(),
             nodes: Vec::new(),
-            checked: CheckedPages::default(),
+            checked: PageSet::default(),
             staged: Vec::new(),
         }
     }
@@ -111,7 +65,7 @@ impl Arena {
     /// Marks every staged page checked (its write is done) and empties the list.
     pub fn mark_staged(&mut self) {
         for pgid in self.staged.drain(..) {
-            self.checked.insert(pgid);
+            self.checked.insert_run(pgid, 1);
         }
     }
 
@@ -130,7 +84,7 @@ impl Arena {
     /// needs no call: the pages it cuts off lie past the high-water mark, and a page comes
     /// back below it only by being allocated and written.
     pub fn mark_checked(&mut self, pgid: Pgid) {
-        self.checked.insert(pgid);
+        self.checked.insert_run(pgid, 1);
     }
 
     /// Whether [`Arena::mark_checked`] holds for `pgid`.
@@ -140,9 +94,9 @@ impl Arena {
     }
 
     /// Forgets the marks of the `n_pages` pages from `first` on (`u64::MAX`: of every page
-    /// from `first` on): their bytes are about to change, or are gone (a truncation).
+    /// from `first` on): their bytes are about to change.
     pub fn forget_checked(&mut self, first: Pgid, n_pages: u64) {
-        self.checked.remove(first, n_pages);
+        self.checked.remove_run(first, n_pages);
     }
 
     /// The page size of the database the arena serves.

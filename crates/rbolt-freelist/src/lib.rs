@@ -39,7 +39,6 @@
 #![forbid(unsafe_code)]
 
 mod array;
-mod bits;
 mod core;
 mod error;
 mod free_runs;

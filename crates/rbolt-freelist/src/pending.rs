@@ -1,8 +1,7 @@
 //! Pages freed by write transactions that readers may still see.
 
-use crate::bits::{BitIds, PageBits};
 use crate::runs::Run;
-use rbolt_page::{Pgid, Txid};
+use rbolt_page::{PageSet, PageSetIds, Pgid, Txid};
 use std::collections::BTreeMap;
 use std::iter::FusedIterator;
 
@@ -48,7 +47,7 @@ pub(crate) struct TxPending {
 #[derive(Clone, Debug, Default)]
 pub struct Pending {
     pub(crate) by_tx: BTreeMap<Txid, TxPending>,
-    pub(crate) ids: PageBits,
+    pub(crate) ids: PageSet,
     pub(crate) len: usize,
     /// Emptied span lists of released transactions, kept with their memory for the next
     /// transactions' (see [`Pending::recycle`]); not part of the value.
@@ -123,6 +122,13 @@ impl Pending {
 
     /// Adds a span freed by `freed_by`. The caller has checked it overlaps nothing.
     pub(crate) fn insert(&mut self, freed_by: Txid, span: FreedSpan) {
+        debug_assert!(
+            self.ids
+                .first_in(span.run.start, Pgid(span.run.end() - 1))
+                .is_none(),
+            "pending span at {} overlaps one pending",
+            span.run.start
+        );
         self.ids.insert_run(span.run.start, span.run.n_pages);
         let spare = &mut self.spare;
         self.by_tx
@@ -155,7 +161,7 @@ impl Pending {
 
 /// The pending ids, ascending. See [`Pending::ids`].
 #[derive(Clone, Debug)]
-pub struct PendingIds<'a>(BitIds<'a>);
+pub struct PendingIds<'a>(PageSetIds<'a>);
 
 impl Iterator for PendingIds<'_> {
     type Item = Pgid;

@@ -42,6 +42,7 @@ mod build;
 mod edit;
 mod error;
 mod layout;
+mod page_set;
 mod search;
 mod types;
 mod view;
@@ -61,6 +62,7 @@ pub use layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
     NON_DURABLE_CHECKSUM_MASK, PageHeader, fnv1a64,
 };
+pub use page_set::{PageSet, PageSetIds};
 pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
 pub use view::{

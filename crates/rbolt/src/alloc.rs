@@ -37,18 +37,13 @@ pub(crate) struct TxAlloc {
     pub(crate) file_len: u64,
     pub(crate) max_size: u64,
     pub(crate) alloc_size: u64,
-    pub(crate) no_grow_sync: bool,
-    /// Growth is not synced when it happens but by the commit's first sync (an fsync then;
-    /// for a commit without syncs, the next durable commit's); `grew_without_sync` says
-    /// whether it grew. Set for every commit; `ensure_file_len` syncs at once without it.
-    pub(crate) defer_grow_sync: bool,
+    /// The file grew in this transaction. Growth is not synced when it happens but by the
+    /// commit's first sync, an fsync then (for a commit without syncs, by the next durable
+    /// commit's): one sync per commit that grows instead of two.
     pub(crate) grew_without_sync: bool,
     /// Pages allocated and bytes written, for the transaction's stats.
     pub(crate) pages_allocated: u64,
     pub(crate) writes: u64,
-    /// The fsync after growth failed: the handle must be poisoned (the kernel may have dropped
-    /// pages it could not write).
-    pub(crate) sync_failed: bool,
     /// Runs taken ahead of need (a vacuum step's multi-page pages, see `reserve`): handed out
     /// by size before any other run, so that single pages cannot break them up first.
     reserved: Vec<(usize, Pgid)>,
@@ -65,7 +60,7 @@ const FILE_LEN_MIN: u64 = 32 * 1024;
 /// must hold, at least [`GROWTH_MIN`] and at most `alloc_size`: so a loaded file is at most
 /// a few percent longer than its pages, where bbolt's doubling and fixed 16 MiB steps make a
 /// 19 MiB database a 32 MiB file. Growth stays amortised: a file that grows by a few percent
-/// at a time grows about 30 times per doubling, each a `fallocate` whose sync is the commit's
+/// at a time grows about 22 times per doubling, each a `fallocate` whose sync is the commit's
 /// own (its first sync is an fsync then).
 const GROWTH_DIVISOR: u64 = 32;
 /// The least room growth leaves (a small file grows in steps of at least this).
@@ -106,12 +101,9 @@ impl TxAlloc {
             file_len,
             max_size: options.max_size,
             alloc_size: options.alloc_size.max(page_size as u64),
-            no_grow_sync: options.no_grow_sync,
-            defer_grow_sync: false,
             grew_without_sync: false,
             pages_allocated: 0,
             writes: 0,
-            sync_failed: false,
             reserved: Vec::new(),
             cut: None,
             allocated_past_cut: 0,
@@ -189,8 +181,8 @@ impl TxAlloc {
         Ok((pgid, arena.take(n_pages * self.page_size)))
     }
 
-    /// Grows the file to hold `len` bytes, with room past it (`grown_len`); fsyncs after
-    /// growing unless told not to or to leave it to the commit's sync (`defer_grow_sync`).
+    /// Grows the file to hold `len` bytes, with room past it (`grown_len`), leaving the sync
+    /// to the commit (`grew_without_sync`).
     pub(crate) fn ensure_file_len(&mut self, len: u64) -> Result<()> {
         if len <= self.file_len {
             return Ok(());
@@ -198,14 +190,7 @@ impl TxAlloc {
         let target = grown_len(len, self.alloc_size, self.page_size as u64, self.max_size);
         failpoint!("commit::grow");
         self.storage.grow(target).map_err(|e| self.io(e))?;
-        if self.defer_grow_sync {
-            self.grew_without_sync = true;
-        } else if !self.no_grow_sync
-            && let Err(error) = self.storage.sync_all()
-        {
-            self.sync_failed = true;
-            return Err(self.io(error));
-        }
+        self.grew_without_sync = true;
         self.file_len = target;
         Ok(())
     }

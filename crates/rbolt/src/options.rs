@@ -111,7 +111,9 @@ pub struct Options {
     /// Create the file when it does not exist (read-write opens; the default). With `false`,
     /// opening a missing file is an error, so a mistyped path does not make a new database.
     pub create: bool,
-    /// Skip the fsync after the file grows.
+    /// bbolt's option to skip the fsync after the file grows. rbolt never syncs growth on its
+    /// own: a commit that grew the file syncs its length with its data (its first sync is an
+    /// fsync then), so this changes nothing and is kept for bbolt's option set.
     pub no_grow_sync: bool,
     /// Do not write the freelist at commit; it is rebuilt by scanning the file at open.
     /// Commits write less; opens take longer.

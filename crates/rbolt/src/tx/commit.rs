@@ -59,10 +59,6 @@ impl WriteTx<'_> {
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
         let txid = core.alloc.txid;
-        // Growth is synced with the data (an fsync for the first sync instead of an
-        // fdatasync), not on its own: one sync fewer each time the file grows. A commit
-        // without syncs leaves it to the next durable one.
-        core.alloc.defer_grow_sync = true;
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();

@@ -901,9 +901,8 @@ impl<'db> WriteTx<'db> {
             return;
         }
         let core = self.shared.core.get_mut();
-        if self.meta_started || core.alloc.sync_failed {
-            // The meta write began (the disk may hold this commit) or a sync failed (the
-            // kernel may have dropped pages): what is on disk is unknown.
+        if self.meta_started {
+            // The meta write began: the disk may hold this commit.
             self.engine.poison();
         }
         let txid = core.alloc.txid;

@@ -1,6 +1,7 @@
-//! A set of page ids, one bit each: what the pending pages are indexed by.
+//! A set of page ids, one bit each: the freelist's pending pages and the writer's checked
+//! pages are kept in one.
 
-use rbolt_page::Pgid;
+use crate::types::Pgid;
 use std::collections::{BTreeMap, btree_map};
 use std::iter::FusedIterator;
 
@@ -12,18 +13,18 @@ use std::iter::FusedIterator;
 /// ids costs a search and, now and then, an allocation; listing the ids in order walks the
 /// words.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct PageBits {
+pub struct PageSet {
     dense: Vec<u64>,
     sparse: BTreeMap<u64, u64>,
 }
 
-/// Words the vector of a [`PageBits`] grows to at most: 8 MiB, for the first 2^26 page ids
+/// Words the vector of a [`PageSet`] grows to at most: 8 MiB, for the first 2^26 page ids
 /// (256 GiB of 4 KiB pages).
 const DENSE_WORDS_MAX: u64 = 1 << 20;
 
-impl PartialEq for PageBits {
+impl PartialEq for PageSet {
     /// Equal when they hold the same ids (whatever zero words either vector ends with).
-    fn eq(&self, other: &PageBits) -> bool {
+    fn eq(&self, other: &PageSet) -> bool {
         let (short, long) = if self.dense.len() <= other.dense.len() {
             (&self.dense, &other.dense)
         } else {
@@ -35,7 +36,7 @@ impl PartialEq for PageBits {
     }
 }
 
-impl Eq for PageBits {}
+impl Eq for PageSet {}
 
 /// The words a run of `n` ids from `start` touches, each with the mask of its bits in the run.
 fn word_masks(start: u64, n: u64) -> impl Iterator<Item = (u64, u64)> {
@@ -63,7 +64,7 @@ fn mask_within(word: u64, from: u64, end: u64) -> u64 {
     }
 }
 
-impl PageBits {
+impl PageSet {
     /// The word `word`, for editing (made, as a zero, if not there).
     #[inline]
     fn word_mut(&mut self, word: u64) -> &mut u64 {
@@ -88,38 +89,36 @@ impl PageBits {
         }
     }
 
-    /// Adds the `n` ids from `start` on.
-    pub(crate) fn insert_run(&mut self, start: Pgid, n: u64) {
+    /// Adds the `n` ids from `start` on (those already in stay in).
+    pub fn insert_run(&mut self, start: Pgid, n: u64) {
         for (word, mask) in word_masks(start.0, n) {
-            let bits = self.word_mut(word);
-            debug_assert_eq!(*bits & mask, 0, "a run added twice at {start}");
-            *bits |= mask;
+            *self.word_mut(word) |= mask;
         }
     }
 
-    /// Removes the `n` ids from `start` on.
-    pub(crate) fn remove_run(&mut self, start: Pgid, n: u64) {
-        for (word, mask) in word_masks(start.0, n) {
-            debug_assert_eq!(
-                self.word(word) & mask,
-                mask,
-                "a run removed not all there at {start}"
-            );
-            if word < DENSE_WORDS_MAX {
-                if let Some(bits) = self.dense.get_mut(word as usize) {
-                    *bits &= !mask;
-                }
-            } else if let btree_map::Entry::Occupied(mut entry) = self.sparse.entry(word) {
-                *entry.get_mut() &= !mask;
-                if *entry.get() == 0 {
-                    entry.remove();
-                }
+    /// Removes the `n` ids from `start` on (`u64::MAX`: every id from `start` on); those
+    /// not in are ignored. Touches only the words the set holds.
+    pub fn remove_run(&mut self, start: Pgid, n: u64) {
+        let end = start.0.saturating_add(n);
+        if end <= start.0 {
+            return;
+        }
+        let (first_word, last_word) = (start.0 / 64, (end - 1) / 64);
+        let dense_end = (self.dense.len() as u64).min(last_word + 1);
+        for word in first_word..dense_end {
+            self.dense[word as usize] &= !mask_within(word, start.0, end);
+        }
+        if last_word >= DENSE_WORDS_MAX {
+            let sparse_first = first_word.max(DENSE_WORDS_MAX);
+            for (&word, bits) in self.sparse.range_mut(sparse_first..=last_word) {
+                *bits &= !mask_within(word, start.0, end);
             }
+            self.sparse.retain(|_, bits| *bits != 0);
         }
     }
 
     /// The lowest id in the set within `first..=last`.
-    pub(crate) fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
+    pub fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
         if last < first {
             return None;
         }
@@ -146,20 +145,19 @@ impl PageBits {
 
     /// Whether `pgid` is in the set.
     #[inline]
-    pub(crate) fn contains(&self, pgid: Pgid) -> bool {
+    pub fn contains(&self, pgid: Pgid) -> bool {
         self.word(pgid.0 / 64) & (1 << (pgid.0 % 64)) != 0
     }
 
-    /// How many ids the set holds (tests only: O(size)).
-    #[cfg(test)]
-    pub(crate) fn count(&self) -> usize {
+    /// How many ids the set holds (a walk of its words).
+    pub fn count(&self) -> usize {
         let ones = |w: &u64| w.count_ones() as usize;
         self.dense.iter().map(ones).sum::<usize>() + self.sparse.values().map(ones).sum::<usize>()
     }
 
-    /// The ids, ascending; `len` is how many there are.
-    pub(crate) fn iter(&self, len: usize) -> BitIds<'_> {
-        BitIds {
+    /// The ids, ascending; `len` is how many there are (what the iterator's length says).
+    pub fn iter(&self, len: usize) -> PageSetIds<'_> {
+        PageSetIds {
             dense: self.dense.iter().enumerate(),
             sparse: self.sparse.iter(),
             word: 0,
@@ -169,9 +167,9 @@ impl PageBits {
     }
 }
 
-/// The ids of a [`PageBits`], ascending.
+/// The ids of a [`PageSet`], ascending.
 #[derive(Clone, Debug)]
-pub(crate) struct BitIds<'a> {
+pub struct PageSetIds<'a> {
     dense: std::iter::Enumerate<std::slice::Iter<'a, u64>>,
     sparse: btree_map::Iter<'a, u64, u64>,
     /// The word `bits` is what is left of.
@@ -180,7 +178,7 @@ pub(crate) struct BitIds<'a> {
     remaining: usize,
 }
 
-impl Iterator for BitIds<'_> {
+impl Iterator for PageSetIds<'_> {
     type Item = Pgid;
 
     #[inline]
@@ -206,8 +204,8 @@ impl Iterator for BitIds<'_> {
     }
 }
 
-impl ExactSizeIterator for BitIds<'_> {}
-impl FusedIterator for BitIds<'_> {}
+impl ExactSizeIterator for PageSetIds<'_> {}
+impl FusedIterator for PageSetIds<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -223,7 +221,7 @@ mod tests {
     }
 
     fn random_runs(base: u64) {
-        let mut bits = PageBits::default();
+        let mut bits = PageSet::default();
         let mut model = BTreeSet::new();
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..4000 {
@@ -255,7 +253,7 @@ mod tests {
         assert_eq!(bits.count(), model.len());
         assert_eq!(bits.iter(model.len()).len(), model.len());
         // Equality is of the ids, not of the words.
-        let mut other = PageBits::default();
+        let mut other = PageSet::default();
         for &id in &model {
             other.insert_run(Pgid(id), 1);
         }
@@ -265,9 +263,9 @@ mod tests {
         for &id in &model {
             other.remove_run(Pgid(id), 1);
         }
-        assert_eq!(other, PageBits::default());
+        assert_eq!(other, PageSet::default());
         // Ids far apart take a word each, not the words between.
-        let mut far = PageBits::default();
+        let mut far = PageSet::default();
         far.insert_run(Pgid(u64::MAX - 70), 70);
         far.insert_run(Pgid(3), 1);
         assert_eq!((far.dense.len(), far.sparse.len()), (1, 2));
@@ -276,5 +274,11 @@ mod tests {
             Some(Pgid(u64::MAX - 70))
         );
         assert_eq!(far.iter(71).count(), 71);
+        // Removing every id from one on touches only the words held, and ids not held are
+        // ignored.
+        far.remove_run(Pgid(4), u64::MAX);
+        assert_eq!((far.count(), far.sparse.len()), (1, 0));
+        far.remove_run(Pgid(100), 5);
+        assert!(far.contains(Pgid(3)));
     }
 }
