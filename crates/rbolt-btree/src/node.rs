@@ -15,7 +15,7 @@
 use crate::arena::Arena;
 use rbolt_page::{
     NewEntry, PageMut, Pgid, Result, TreePageShape, check_tree_page, compare_keys, key_prefix,
-    page_data_end, pages_for, repack_into, reread_checked_tree_page,
+    packed_data_end, page_data_end, pages_for, repack_into, reread_checked_tree_page,
 };
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
@@ -159,7 +159,9 @@ impl Node {
             return Node::from_page(bytes, pgid, pgid, arena);
         }
         if arena.is_checked(pgid) {
-            let buf = arena.take_with(page_size, bytes);
+            // Only the data is copied, not the free space after it (the reread refuses a copy
+            // whose entries do not end exactly there).
+            let buf = arena.take_with(page_size, &bytes[..packed_data_end(bytes)]);
             // The prefixes wait for the node's searches (see `Prefixes`).
             if let Some(shape) = reread_checked_tree_page(&buf, |_| {}) {
                 let prefixes = Prefixes::new(arena.take_prefixes(), false);

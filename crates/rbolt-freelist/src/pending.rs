@@ -130,6 +130,16 @@ impl Pending {
             span.run.start
         );
         self.ids.insert_run(span.run.start, span.run.n_pages);
+        self.len += span.run.n_pages as usize;
+        // The freeing transaction is the open one, the newest: its list is the map's last, found
+        // without comparing keys down the map (which holds every transaction since the last
+        // durable commit when commits do not sync).
+        if let Some(mut last) = self.by_tx.last_entry()
+            && *last.key() == freed_by
+        {
+            last.get_mut().spans.push(span);
+            return;
+        }
         let spare = &mut self.spare;
         self.by_tx
             .entry(freed_by)
@@ -139,7 +149,6 @@ impl Pending {
             })
             .spans
             .push(span);
-        self.len += span.run.n_pages as usize;
     }
 
     /// Keeps the memory of `tx`'s span list (a transaction's, taken out of `by_tx`) for a

@@ -29,7 +29,8 @@ mod inplace;
 mod tests;
 
 pub use check::{
-    TreePageShape, check_tree_page, page_data_end, repack_into, reread_checked_tree_page,
+    TreePageShape, check_tree_page, packed_data_end, page_data_end, repack_into,
+    reread_checked_tree_page,
 };
 
 use crate::error::{Corruption, Reason, Result};

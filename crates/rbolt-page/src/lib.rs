@@ -54,8 +54,8 @@ pub use build::{
     write_freelist_header, write_meta, write_meta_non_durable, write_pgid,
 };
 pub use edit::{
-    NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, page_data_end,
-    repack_into, reread_checked_tree_page,
+    NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, packed_data_end,
+    page_data_end, repack_into, reread_checked_tree_page,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{

@@ -87,6 +87,39 @@ pub fn page_data_end(bytes: &[u8]) -> usize {
     end.min(bytes.len())
 }
 
+/// Where the data of a packed leaf or branch page `bytes` ends, read from its last element
+/// alone (within `bytes`; the whole slice when it holds no header or is neither kind): what to
+/// copy of a page that passed [`check_tree_page`] packed, before [`reread_checked_tree_page`]
+/// reads the copy. A page whose promise was broken may have data past this end; the reread
+/// then finds its entries not packed up to it and refuses the copy.
+#[inline]
+pub fn packed_data_end(bytes: &[u8]) -> usize {
+    let Some(header) = PageHeader::read(bytes) else {
+        return bytes.len();
+    };
+    let leaf = match header.kind() {
+        Some(PageKind::Leaf) => true,
+        Some(PageKind::Branch) => false,
+        _ => return bytes.len(),
+    };
+    let count = usize::from(header.count);
+    let Some(last) = count.checked_sub(1) else {
+        return PAGE_HEADER_SIZE.min(bytes.len());
+    };
+    let at = elem_off(last);
+    if at + ELEMENT_SIZE > bytes.len() {
+        return bytes.len();
+    }
+    let end = if leaf {
+        u64::from(read_u32(bytes, at + LEAF_POS))
+            + u64::from(read_u32(bytes, at + LEAF_KSIZE))
+            + u64::from(read_u32(bytes, at + LEAF_VSIZE))
+    } else {
+        u64::from(read_u32(bytes, at + BRANCH_POS)) + u64::from(read_u32(bytes, at + BRANCH_KSIZE))
+    };
+    (at as u64 + end).min(bytes.len() as u64) as usize
+}
+
 /// Checks a leaf or branch page whole, as a page must be before it is edited: every element
 /// inside `bytes`, leaf flags known, keys strictly ascending, bucket values well formed, a
 /// branch with children. `key_prefixes` receives every key's [`key_prefix`] in order (for a

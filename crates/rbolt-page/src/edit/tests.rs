@@ -380,3 +380,47 @@ fn pages_check_whether_packed_or_not_and_repack_to_the_same_image() {
     assert_eq!(relaid.image(), &packed[..packed_shape.packed_len()]);
     assert_eq!(leaf_entries(&relaid), entries);
 }
+
+#[test]
+fn packed_data_end_is_where_a_packed_pages_last_entry_ends() {
+    let page = leaf_page(Pgid(3), &[(0, b"a", b"one"), (0, b"bb", b"two!")]);
+    let (shape, _) = check(&page).unwrap();
+    assert!(shape.is_packed());
+    assert_eq!(packed_data_end(&page), shape.packed_len());
+    assert_eq!(packed_data_end(&page), page_data_end(&page));
+    // An empty leaf ends at its header; a slice too short for a header or for the last
+    // element, or a page of another kind, is copied whole.
+    let empty = leaf_page(Pgid(3), &[]);
+    assert_eq!(packed_data_end(&empty), PAGE_HEADER_SIZE);
+    assert_eq!(packed_data_end(&page[..8]), 8);
+    assert_eq!(packed_data_end(&page[..PAGE_HEADER_SIZE + 4]), PAGE_HEADER_SIZE + 4);
+    let mut meta = page.clone();
+    PageHeader::new(Pgid(3), PageKind::Meta, 2, 0).write(&mut meta);
+    assert_eq!(packed_data_end(&meta), PAGE);
+    // A last element pointing past the slice is clamped to it.
+    let mut broken = page.clone();
+    let at = elem_off(1);
+    broken[at + LEAF_VSIZE..at + LEAF_VSIZE + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(packed_data_end(&broken), PAGE);
+}
+
+#[test]
+fn a_reread_of_a_copy_cut_at_the_packed_end_refuses_data_past_it() {
+    // The copy a marked page gets is its bytes up to `packed_data_end`, in a buffer whose
+    // tail holds whatever it held before. Entries that are not packed up to that end (the
+    // promise broken: the bytes changed) make the reread refuse the copy, whatever the tail.
+    let page = leaf_page(Pgid(3), &[(0, b"a", b"one"), (0, b"bb", b"two!")]);
+    let end = packed_data_end(&page);
+    let mut copy = vec![0xAAu8; PAGE];
+    copy[..end].copy_from_slice(&page[..end]);
+    let shape = reread_checked_tree_page(&copy, |_| {}).expect("a packed page rereads");
+    assert_eq!(shape.packed_len(), end);
+    // The first entry's value grown by one byte: the second no longer starts where it ends.
+    let mut changed = page.clone();
+    let at = elem_off(0);
+    changed[at + LEAF_VSIZE..at + LEAF_VSIZE + 4].copy_from_slice(&4u32.to_le_bytes());
+    let end = packed_data_end(&changed);
+    let mut copy = vec![0xAAu8; PAGE];
+    copy[..end].copy_from_slice(&changed[..end]);
+    assert!(reread_checked_tree_page(&copy, |_| {}).is_none());
+}
