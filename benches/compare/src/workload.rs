@@ -126,32 +126,43 @@ fn proc_io(field: &str) -> u64 {
 /// whatever its internal tick rate.
 const USER_HZ: f64 = 100.0;
 
-/// User plus system CPU time this process has used so far, every thread's (exited threads'
-/// included), in clock ticks of 1/`USER_HZ` s: `utime` + `stime` of /proc/self/stat.
+/// This process's /proc/self/stat line (every thread's figures, exited threads' included);
+/// empty if unreadable.
+fn read_stat() -> String {
+    std::fs::read_to_string("/proc/self/stat").unwrap_or_default()
+}
+
+/// User plus system CPU time, `utime` + `stime` of a /proc/PID/stat line, in clock ticks of
+/// 1/`USER_HZ` s; 0 if it is not one.
 ///
 /// Resolution: one tick, 10 ms, for each of the two fields, so a phase's delta is good to
 /// about ±20 ms; over the 1,000 transactions of (d) or (e) that is ±20 µs a transaction.
 /// `getrusage(RUSAGE_SELF)` would give microseconds but needs `libc`, which this crate does
-/// not depend on. 0 if unreadable.
-pub fn cpu_ticks() -> u64 {
-    stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default())
+/// not depend on.
+fn stat_cpu_ticks(stat: &str) -> u64 {
+    stat_field(stat, 14) + stat_field(stat, 15)
 }
 
-/// `utime` + `stime` of a /proc/PID/stat line; 0 if it is not one.
-fn stat_cpu_ticks(stat: &str) -> u64 {
+/// `stime` of a /proc/PID/stat line, 0 if it is not one: system CPU time alone, what the
+/// kernel spent for the process (for a store mostly its write and sync calls and its page
+/// faults), in the ticks and with the resolution of [`stat_cpu_ticks`].
+fn stat_sys_ticks(stat: &str) -> u64 {
+    stat_field(stat, 15)
+}
+
+/// Field `field` (numbered from 1, as proc(5) does) of a /proc/PID/stat line as a number,
+/// for a field after the command name; 0 if there is none.
+fn stat_field(stat: &str, field: usize) -> u64 {
     // The command name (field 2) is in brackets and may hold spaces or brackets itself, so
     // the fields are counted from the last `)`: state is field 3, utime 14, stime 15.
     let Some((_, rest)) = stat.rsplit_once(')') else {
         return 0;
     };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |field: usize| {
-        fields
-            .get(field - 3)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    ticks(14) + ticks(15)
+    field
+        .checked_sub(3)
+        .and_then(|index| rest.split_whitespace().nth(index))
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(0)
 }
 
 /// CPU time the calling thread has spent on a CPU so far, in nanoseconds: the first field of
@@ -170,14 +181,18 @@ struct Usage {
     written: u64,
     write_calls: u64,
     cpu_ticks: u64,
+    sys_ticks: u64,
 }
 
 impl Usage {
     fn now() -> Usage {
+        // One reading of the stat line for both CPU figures.
+        let stat = read_stat();
         Usage {
             written: written_bytes(),
             write_calls: write_calls(),
-            cpu_ticks: cpu_ticks(),
+            cpu_ticks: stat_cpu_ticks(&stat),
+            sys_ticks: stat_sys_ticks(&stat),
         }
     }
 }
@@ -244,6 +259,7 @@ impl Phases {
             "written_bytes": end.written - self.since.written,
             "write_calls": end.write_calls - self.since.write_calls,
             "cpu_secs": (end.cpu_ticks - self.since.cpu_ticks) as f64 / USER_HZ,
+            "sys_cpu_secs": (end.sys_ticks - self.since.sys_ticks) as f64 / USER_HZ,
             "txs": txs,
         });
         if let (Value::Object(map), Value::Object(more)) = (&mut value, extra) {
@@ -549,14 +565,19 @@ mod tests {
         // A command name with a space and a `)` of its own; utime 7, stime 5.
         let line = "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 9 0 0";
         assert_eq!(stat_cpu_ticks(line), 12);
+        assert_eq!(stat_sys_ticks(line), 5);
         assert_eq!(stat_cpu_ticks(""), 0);
+        assert_eq!(stat_sys_ticks("4242 (x) S"), 0);
     }
 
     #[test]
     fn cpu_time_grows_with_work() {
         // Spin until this thread has run 50 ms on a CPU: at least 4 ticks of 10 ms more for
         // the process, whatever the machine's load (descheduled time does not count).
-        let (process, thread) = (cpu_ticks(), thread_cpu_ns().expect("schedstat"));
+        let (process, thread) = (
+            stat_cpu_ticks(&read_stat()),
+            thread_cpu_ns().expect("schedstat"),
+        );
         let mut x = 0u64;
         while thread_cpu_ns().expect("schedstat") - thread < 50_000_000 {
             for i in 0..10_000 {
@@ -564,9 +585,9 @@ mod tests {
             }
         }
         assert!(
-            cpu_ticks() - process >= 4,
+            stat_cpu_ticks(&read_stat()) - process >= 4,
             "{} ticks",
-            cpu_ticks() - process
+            stat_cpu_ticks(&read_stat()) - process
         );
     }
 }

@@ -393,7 +393,10 @@ fn packed_data_end_is_where_a_packed_pages_last_entry_ends() {
     let empty = leaf_page(Pgid(3), &[]);
     assert_eq!(packed_data_end(&empty), PAGE_HEADER_SIZE);
     assert_eq!(packed_data_end(&page[..8]), 8);
-    assert_eq!(packed_data_end(&page[..PAGE_HEADER_SIZE + 4]), PAGE_HEADER_SIZE + 4);
+    assert_eq!(
+        packed_data_end(&page[..PAGE_HEADER_SIZE + 4]),
+        PAGE_HEADER_SIZE + 4
+    );
     let mut meta = page.clone();
     PageHeader::new(Pgid(3), PageKind::Meta, 2, 0).write(&mut meta);
     assert_eq!(packed_data_end(&meta), PAGE);

@@ -298,6 +298,24 @@ pub const METRICS: &[Metric] = &[
         get: |v| pages_per_tx(v, "read_write"),
     },
     Metric {
+        family: "pertx",
+        label: "(e) write system calls per 100-key transaction",
+        short: "(e) write calls/tx",
+        unit: "calls",
+        higher_is_better: false,
+        comparable: false,
+        get: |v| per_tx(v, "batch_nosync", "write_calls"),
+    },
+    Metric {
+        family: "pertx",
+        label: "(f) write system calls per delete transaction",
+        short: "(f) write calls/tx",
+        unit: "calls",
+        higher_is_better: false,
+        comparable: false,
+        get: |v| per_tx(v, "delete_half", "write_calls"),
+    },
+    Metric {
         family: "cpu",
         label: "(d) wall time per durable 1-key commit (mean)",
         short: "(d) wall/commit",
@@ -335,6 +353,15 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         family: "cpu",
+        label: "(e) of that CPU time, the kernel's (system time: writes, faults)",
+        short: "(e) system CPU/tx",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| us_per_tx(v, "batch_nosync", "sys_cpu_secs"),
+    },
+    Metric {
+        family: "cpu",
         label: "(f) wall time per 10,000-key delete transaction",
         short: "(f) wall/tx",
         unit: "µs",
@@ -350,6 +377,15 @@ pub const METRICS: &[Metric] = &[
         higher_is_better: false,
         comparable: true,
         get: |v| us_per_tx(v, "delete_half", "cpu_secs"),
+    },
+    Metric {
+        family: "cpu",
+        label: "(f) of that CPU time, the kernel's (system time: writes, syncs, faults)",
+        short: "(f) system CPU/tx",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| us_per_tx(v, "delete_half", "sys_cpu_secs"),
     },
     Metric {
         family: "cpu",
@@ -435,11 +471,11 @@ pub(super) mod tests {
                 },
                 "batch_nosync": {
                     "secs": 1.0, "written_bytes": 40_960_000, "write_calls": 1000,
-                    "cpu_secs": 0.8, "txs": 1000,
+                    "cpu_secs": 0.8, "sys_cpu_secs": 0.5, "txs": 1000,
                 },
                 "delete_half": {
                     "secs": 2.0, "written_bytes": 2_048_000, "write_calls": 10,
-                    "cpu_secs": 1.5, "txs": 5,
+                    "cpu_secs": 1.5, "sys_cpu_secs": 1.0, "txs": 5,
                 },
                 "read_write": {
                     "secs": 1.0, "written_bytes": 5_120_000, "write_calls": 250,
@@ -455,7 +491,13 @@ pub(super) mod tests {
         line.as_object_mut().unwrap().remove("page_size");
         for phase in line["phases"].as_object_mut().unwrap().values_mut() {
             let phase = phase.as_object_mut().unwrap();
-            for field in ["txs", "cpu_secs", "writer_cpu_secs", "write_calls"] {
+            for field in [
+                "txs",
+                "cpu_secs",
+                "sys_cpu_secs",
+                "writer_cpu_secs",
+                "write_calls",
+            ] {
                 phase.remove(field);
             }
         }
@@ -484,12 +526,16 @@ pub(super) mod tests {
             ("(e) pages/tx", 10.0),
             ("(f) pages/tx", 100.0),
             ("(g) pages/tx", 5.0),
+            ("(e) write calls/tx", 1.0),
+            ("(f) write calls/tx", 2.0),
             ("(d) wall/commit", 500.0),
             ("(d) CPU/commit", 40.0),
             ("(e) wall/tx", 1000.0),
             ("(e) CPU/tx", 800.0),
+            ("(e) system CPU/tx", 500.0),
             ("(f) wall/tx", 400_000.0),
             ("(f) CPU/tx", 300_000.0),
+            ("(f) system CPU/tx", 200_000.0),
             ("(g) wall/tx", 4000.0),
             ("(g) process CPU/tx", 8000.0),
             ("(g) writer CPU/tx", 2000.0),
@@ -511,6 +557,13 @@ pub(super) mod tests {
         // Bytes are not comparable (mappings and deferred writes hide them), time is.
         for metric in per_tx_rows() {
             assert_eq!(metric.comparable, metric.unit == "µs", "{}", metric.label);
+        }
+        // The kernel's share is part of the CPU time, never more.
+        for (all, system) in [
+            ("(e) CPU/tx", "(e) system CPU/tx"),
+            ("(f) CPU/tx", "(f) system CPU/tx"),
+        ] {
+            assert!(value_of(system, &line) <= value_of(all, &line), "{system}");
         }
         // A phase without write transactions has no per-transaction figures.
         assert_eq!(per_tx(&line, "get_random", "cpu_secs"), None);

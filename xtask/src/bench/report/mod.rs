@@ -279,8 +279,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
          thread's (`/proc/self/stat`, in 10 ms ticks: about ±20 µs a transaction over the \
          1,000 of (d) or (e)); in (g) that includes the readers, so the writer thread's own \
          time (its schedstat, in ns) is beside it, without any background thread of the \
-         engine's. Wall time beside CPU time shows what the commit spent waiting, mostly on \
-         the disk.\n\n\
+         engine's. The system time alone (`stime`, same ticks) is the kernel's share: for \
+         these phases mostly the write system calls, the syncs' writeback and page faults; \
+         write system calls are `syscw` of /proc/self/io, one per `write`, `pwrite` or \
+         `pwritev` whatever its size. Wall time beside CPU time shows what the commit spent \
+         waiting, mostly on the disk.\n\n\
          RSS counts the resident pages of a mapped file too (rbolt, LMDB, jammdb and bbolt-rs \
          map theirs); about {baseline_mib:.0} MiB of it is the workload's own key arrays, the \
          same in every process (the peak before the store was opened)."
