@@ -163,7 +163,7 @@ impl Node {
             // whose entries do not end exactly there).
             let buf = arena.take_with(page_size, &bytes[..packed_data_end(bytes)]);
             // The prefixes wait for the node's searches (see `Prefixes`).
-            if let Some(shape) = reread_checked_tree_page(&buf, |_| {}) {
+            if let Some(shape) = reread_checked_tree_page(&buf) {
                 let prefixes = Prefixes::new(arena.take_prefixes(), false);
                 // A marked page has no child to sanitise: none is marked that had one.
                 return Ok(Node::from_checked(buf, &shape, prefixes, pgid, false).0);

@@ -97,10 +97,8 @@ impl Tree {
         if node.is_leaf() {
             return None;
         }
-        (from..node.count()).find_map(|index| {
-            let child = node.child(index);
-            (child & NODE_TAG != 0).then_some((index, (child & !NODE_TAG) as NodeId))
-        })
+        let (index, child) = node.image().next_child_with(from, NODE_TAG)?;
+        Some((index, (child & !NODE_TAG) as NodeId))
     }
 
     /// Writes node `id` (its children written already) to new pages: frees its old page,

@@ -337,6 +337,30 @@ impl<B: AsRef<[u8]>> PageMut<B> {
         u64::from_le_bytes(self.bytes()[at..at + 8].try_into().expect("8 bytes"))
     }
 
+    /// The first branch entry at index `from` or after whose page-id field has a bit of `mask`
+    /// set, with that field: one pass over the element array (a caller that marks some
+    /// children in the field finds them without reading each entry through [`PageMut::child`]).
+    #[inline]
+    pub fn next_child_with(&self, from: usize, mask: u64) -> Option<(usize, u64)> {
+        debug_assert!(!self.leaf, "children of a leaf");
+        let count = self.count();
+        if from >= count {
+            return None;
+        }
+        let elements = &self.bytes()[elem_off(from)..elem_off(count)];
+        elements
+            .chunks_exact(ELEMENT_SIZE)
+            .enumerate()
+            .find_map(|(offset, element)| {
+                let field = u64::from_le_bytes(
+                    element[BRANCH_PGID..BRANCH_PGID + 8]
+                        .try_into()
+                        .expect("8 bytes"),
+                );
+                (field & mask != 0).then_some((from + offset, field))
+            })
+    }
+
     /// Whether any entry holds a bucket.
     pub fn has_buckets(&self) -> bool {
         self.leaf && (0..self.count()).any(|i| self.flags(i) & LEAF_FLAG_BUCKET != 0)

@@ -91,6 +91,11 @@ impl PageSet {
 
     /// Adds the `n` ids from `start` on (those already in stay in).
     pub fn insert_run(&mut self, start: Pgid, n: u64) {
+        if n == 1 {
+            // The common case, a single page: one bit, no masks.
+            *self.word_mut(start.0 / 64) |= 1 << (start.0 % 64);
+            return;
+        }
         for (word, mask) in word_masks(start.0, n) {
             *self.word_mut(word) |= mask;
         }
@@ -104,6 +109,11 @@ impl PageSet {
             return;
         }
         let (first_word, last_word) = (start.0 / 64, (end - 1) / 64);
+        if n == 1 && first_word < self.dense.len() as u64 {
+            // The common case, a single page of the dense words: one bit, no masks.
+            self.dense[first_word as usize] &= !(1 << (start.0 % 64));
+            return;
+        }
         let dense_end = (self.dense.len() as u64).min(last_word + 1);
         for word in first_word..dense_end {
             self.dense[word as usize] &= !mask_within(word, start.0, end);
@@ -121,6 +131,10 @@ impl PageSet {
     pub fn first_in(&self, first: Pgid, last: Pgid) -> Option<Pgid> {
         if last < first {
             return None;
+        }
+        if last == first {
+            // The common case, a single page: one bit.
+            return self.contains(first).then_some(first);
         }
         let end = last.0.saturating_add(1);
         let (first_word, last_word) = (first.0 / 64, last.0 / 64);

@@ -163,13 +163,10 @@ pub fn check_tree_page(
 /// values are not looked at again. What is looked at again is what keeps the caller from
 /// reading out of bounds: the kind, the element array and each entry's data lying packed
 /// inside `bytes`; `None` when any of that fails (the promise was broken: run the check).
-/// `key_prefixes` receives every key's [`key_prefix`] in order, also for a page it then
-/// refuses.
+/// Unlike the check it reports no key prefixes: a caller that wants them builds them when it
+/// searches.
 #[inline]
-pub fn reread_checked_tree_page(
-    bytes: &[u8],
-    mut key_prefixes: impl FnMut(u64),
-) -> Option<TreePageShape> {
+pub fn reread_checked_tree_page(bytes: &[u8]) -> Option<TreePageShape> {
     let header = PageHeader::read(bytes)?;
     let leaf = match header.kind()? {
         PageKind::Leaf => true,
@@ -181,36 +178,45 @@ pub fn reread_checked_tree_page(
         return None;
     }
     let elements = bytes.get(PAGE_HEADER_SIZE..elem_off(count))?;
-    let mut data_end = elem_off(count);
-    let (pos_at, key_len_at) = if leaf {
-        (LEAF_POS, LEAF_KSIZE)
+    let data_end = if leaf {
+        packed_chain::<true>(elements)?
     } else {
-        (BRANCH_POS, BRANCH_KSIZE)
+        packed_chain::<false>(elements)?
     };
-    for (index, element) in elements.chunks_exact(ELEMENT_SIZE).enumerate() {
-        let field = |at: usize| -> usize {
-            let word: [u8; 4] = element[at..at + 4].try_into().expect("4 bytes");
-            u32::from_le_bytes(word) as usize
-        };
-        // Packed: each entry's data starts where the one before ended.
-        if elem_off(index) + field(pos_at) != data_end {
-            return None;
-        }
-        let key_end = data_end + field(key_len_at);
-        let key = bytes.get(data_end..key_end)?;
-        key_prefixes(key_prefix(key));
-        data_end = if leaf {
-            key_end + field(LEAF_VSIZE)
-        } else {
-            key_end
-        };
-    }
     (data_end <= bytes.len()).then_some(TreePageShape {
         leaf,
         count,
         packed_len: data_end,
         packed: true,
     })
+}
+
+/// Where the data of `elements` (a leaf's or a branch's element array, right after the page
+/// header) ends when each entry's data starts where the one before ended, the first right
+/// after the array; `None` when one does not. The sizes only add, so once the last entry ends
+/// inside the page every key and value lies inside it too.
+#[inline]
+fn packed_chain<const LEAF: bool>(elements: &[u8]) -> Option<usize> {
+    let (pos_at, key_len_at) = if LEAF {
+        (LEAF_POS, LEAF_KSIZE)
+    } else {
+        (BRANCH_POS, BRANCH_KSIZE)
+    };
+    let mut data_end = elements.len() + PAGE_HEADER_SIZE;
+    for (index, element) in elements.chunks_exact(ELEMENT_SIZE).enumerate() {
+        let field = |at: usize| -> usize {
+            let word: [u8; 4] = element[at..at + 4].try_into().expect("4 bytes");
+            u32::from_le_bytes(word) as usize
+        };
+        if elem_off(index) + field(pos_at) != data_end {
+            return None;
+        }
+        data_end += field(key_len_at);
+        if LEAF {
+            data_end += field(LEAF_VSIZE);
+        }
+    }
+    Some(data_end)
 }
 
 /// What the check learns of a page's keys and their data as it reads them in order: whether

@@ -416,7 +416,7 @@ fn a_reread_of_a_copy_cut_at_the_packed_end_refuses_data_past_it() {
     let end = packed_data_end(&page);
     let mut copy = vec![0xAAu8; PAGE];
     copy[..end].copy_from_slice(&page[..end]);
-    let shape = reread_checked_tree_page(&copy, |_| {}).expect("a packed page rereads");
+    let shape = reread_checked_tree_page(&copy).expect("a packed page rereads");
     assert_eq!(shape.packed_len(), end);
     // The first entry's value grown by one byte: the second no longer starts where it ends.
     let mut changed = page.clone();
@@ -425,5 +425,39 @@ fn a_reread_of_a_copy_cut_at_the_packed_end_refuses_data_past_it() {
     let end = packed_data_end(&changed);
     let mut copy = vec![0xAAu8; PAGE];
     copy[..end].copy_from_slice(&changed[..end]);
-    assert!(reread_checked_tree_page(&copy, |_| {}).is_none());
+    assert!(reread_checked_tree_page(&copy).is_none());
+}
+
+#[test]
+fn next_child_with_finds_each_marked_child_in_order() {
+    const MARK: u64 = 1 << 63;
+    let mut branch = PageMut::empty(buffer(PAGE), false);
+    let keys: Vec<[u8; 2]> = (0..20u8).map(|i| [b'k', i]).collect();
+    for (index, key) in keys.iter().enumerate() {
+        branch.insert(
+            index,
+            &NewEntry::Branch {
+                key,
+                child: 100 + index as u64,
+            },
+        );
+    }
+    let marked = [0usize, 1, 9, 19];
+    for &index in &marked {
+        branch.set_child(index, MARK | index as u64);
+    }
+    // Walking as a spill does: from just after the last one found.
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some((index, field)) = branch.next_child_with(from, MARK) {
+        assert_eq!(field, branch.child(index));
+        found.push(index);
+        from = index + 1;
+    }
+    assert_eq!(found, marked);
+    assert_eq!(branch.next_child_with(20, MARK), None);
+    assert_eq!(branch.next_child_with(usize::MAX, MARK), None);
+    // Unmarked fields are the plain page ids.
+    assert_eq!(branch.next_child_with(2, 1 << 62), None);
+    assert_eq!(branch.next_child_with(2, 100 + 2), Some((2, 102)));
 }
