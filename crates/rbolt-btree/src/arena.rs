@@ -33,6 +33,8 @@ pub struct Arena {
     prefixes: Vec<Vec<u64>>,
     /// An emptied node list of a tree, with its capacity.
     nodes: Vec<Node>,
+    /// An emptied key scratch of a tree's spill, with its capacity.
+    scratch: Vec<u8>,
     /// The pages known to hold a checked tree page: see [`Arena::mark_checked`].
     checked: PageSet,
     /// Pages a commit in progress wrote from nodes, to mark once it is done (see
@@ -50,6 +52,7 @@ impl Arena {
             page_size,
             prefixes: Vec::new(),
             nodes: Vec::new(),
+            scratch: Vec::new(),
             checked: PageSet::default(),
             staged: Vec::new(),
         }
@@ -165,6 +168,19 @@ impl Arena {
         nodes.clear();
         if nodes.capacity() > self.nodes.capacity() {
             self.nodes = nodes;
+        }
+    }
+
+    /// An empty key scratch for a spill, with room from an earlier one.
+    pub(crate) fn take_scratch(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.scratch)
+    }
+
+    /// Takes a spill's key scratch back.
+    pub(crate) fn give_scratch(&mut self, mut scratch: Vec<u8>) {
+        scratch.clear();
+        if scratch.capacity() > self.scratch.capacity() {
+            self.scratch = scratch;
         }
     }
 

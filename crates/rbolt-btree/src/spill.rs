@@ -86,6 +86,7 @@ impl Tree {
             node.recycle(arena);
         }
         arena.give_nodes(std::mem::take(&mut self.nodes));
+        arena.give_scratch(std::mem::take(&mut self.scratch));
         self.root = Root::Page(root_pgid);
         Ok(root_pgid)
     }

@@ -378,6 +378,9 @@ impl Tree {
         if self.nodes.capacity() == 0 {
             self.nodes = arena.take_nodes();
         }
+        if self.scratch.capacity() == 0 {
+            self.scratch = arena.take_scratch();
+        }
         let node = match &self.root {
             Root::Node(id) => return Ok(*id),
             Root::New => {

@@ -8,7 +8,7 @@ use crate::merge::merge_pgids;
 use crate::pending::{FreedSpan, Pending, TXID_UNKNOWN};
 use crate::runs::Run;
 use rbolt_page::{FreelistPage, Pgid, Txid, freelist_page_size, write_freelist_header};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem;
 
@@ -87,6 +87,8 @@ pub(crate) struct Core<S> {
     range_cursor: Option<(Txid, Txid)>,
     /// Transactions `release_range` emptied; kept to reuse its memory. Empty between calls.
     emptied: Vec<Txid>,
+    /// `release_pending`'s barriers; kept to reuse its memory. Empty between calls.
+    barriers: Vec<(Txid, Txid)>,
 }
 
 impl<S: FreeSet> Core<S> {
@@ -241,13 +243,14 @@ impl<S: FreeSet> Core<S> {
     }
 
     pub(crate) fn release(&mut self, up_to: Txid) {
-        let kept = match up_to.0.checked_add(1) {
-            Some(next) => self.pending.by_tx.split_off(&Txid(next)),
-            None => BTreeMap::new(),
-        };
-        let released = mem::replace(&mut self.pending.by_tx, kept);
+        // The oldest transactions first, taken off the front one by one: a split of the map
+        // would build a new one for what stays, an allocation every time.
         let mut runs = mem::take(&mut self.scratch);
-        for tx in released.into_values() {
+        while let Some(entry) = self.pending.by_tx.first_entry() {
+            if *entry.key() > up_to {
+                break;
+            }
+            let tx = entry.remove();
             runs.extend(tx.spans.iter().map(|span| span.run));
             self.pending.recycle(tx);
         }
@@ -318,7 +321,8 @@ impl<S: FreeSet> Core<S> {
         // the first and freed at or after the second. A reader at `r` keeps `(r, r)`, one more
         // freeing transaction than it needs (bbolt's rule); the durable meta keeps exactly what
         // it reaches, `(d, d + 1)`.
-        let mut barriers: Vec<(Txid, Txid)> = open_readers.iter().map(|&r| (r, r)).collect();
+        let mut barriers = mem::take(&mut self.barriers);
+        barriers.extend(open_readers.iter().map(|&r| (r, r)));
         if let Some(durable) = durable {
             barriers.push((durable, Txid(durable.0.saturating_add(1))));
         }
@@ -328,6 +332,7 @@ impl<S: FreeSet> Core<S> {
         barriers.dedup();
         let Some(&(_, freed_min)) = barriers.first() else {
             // Nothing can reach a pending page.
+            self.barriers = barriers;
             self.release(Txid(u64::MAX));
             return;
         };
@@ -347,6 +352,8 @@ impl<S: FreeSet> Core<S> {
         if let Some(begin) = allocated_max.0.checked_add(1) {
             self.release_range(Txid(begin), Txid(u64::MAX));
         }
+        barriers.clear();
+        self.barriers = barriers;
     }
 
     pub(crate) fn rollback(&mut self, txid: Txid) {

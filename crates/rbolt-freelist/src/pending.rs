@@ -57,6 +57,11 @@ pub struct Pending {
 /// Span lists [`Pending`] keeps for reuse at most.
 const SPARE_LISTS_MAX: usize = 16;
 
+/// Room in a new span list: what a small transaction frees (its tree path and a few leaves),
+/// so the list grows once or not at all. New lists are made when none is spare: while commits
+/// do not sync, each keeps its list for the pages the last durable commit reaches.
+const SPAN_LIST_INITIAL: usize = 64;
+
 impl PartialEq for Pending {
     fn eq(&self, other: &Pending) -> bool {
         self.by_tx == other.by_tx && self.ids == other.ids && self.len == other.len
@@ -144,7 +149,9 @@ impl Pending {
         self.by_tx
             .entry(freed_by)
             .or_insert_with(|| TxPending {
-                spans: spare.pop().unwrap_or_default(),
+                spans: spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(SPAN_LIST_INITIAL)),
                 last_release_begin: None,
             })
             .spans

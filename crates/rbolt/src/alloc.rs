@@ -8,6 +8,7 @@ use crate::storage::Storage;
 use rbolt_btree::{Arena, PageAlloc};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{Pgid, Txid};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// Dirty pages are written out once they hold this many bytes, so a huge commit needs little
@@ -210,7 +211,8 @@ impl TxAlloc {
         let last = self.dirty.last().expect("not empty");
         let end = last.pgid.0 * page_size + last.buf.len() as u64;
         self.ensure_file_len(end)?;
-        let mut run: Vec<&[u8]> = Vec::new();
+        // Inline for the runs small commits make (a run of more pages spills to the heap).
+        let mut run: SmallVec<[&[u8]; 16]> = SmallVec::new();
         let mut start = 0;
         while start < self.dirty.len() {
             let first = self.dirty[start].pgid;

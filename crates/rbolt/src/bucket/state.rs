@@ -6,6 +6,7 @@ use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
 use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
@@ -84,7 +85,9 @@ impl BucketState {
 
     /// This bucket and every open bucket below it, in no particular order.
     fn each(&self) -> impl Iterator<Item = &BucketState> {
-        let mut stack = vec![self];
+        // Inline for the few buckets a transaction opens, so a commit's walks allocate nothing.
+        let mut stack: SmallVec<[&BucketState; 8]> = SmallVec::new();
+        stack.push(self);
         std::iter::from_fn(move || {
             let state = stack.pop()?;
             stack.extend(state.children.values());

@@ -7,6 +7,7 @@
 //! Before the meta write starts, an error rolls the transaction back and leaves the database
 //! as it was; from then on the disk may hold the new txid, so an error poisons the handle.
 
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -196,7 +197,8 @@ fn spill_buckets(
         rest: std::collections::btree_map::IntoIter<Vec<u8>, BucketState>,
     }
     let mut root_rest = std::mem::take(&mut root.children).into_iter();
-    let mut stack: Vec<Pending> = Vec::new();
+    // Inline for a few levels of nested buckets: a commit's walk allocates nothing.
+    let mut stack: SmallVec<[Pending; 4]> = SmallVec::new();
     loop {
         let next = match stack.last_mut() {
             Some(pending) => pending.rest.next(),
