@@ -757,10 +757,13 @@ mod tests {
         Node::from_file_page(&good, Pgid(7), &mut arena).unwrap();
         assert!(arena.is_checked(Pgid(7)));
         // Offsets in the page: the header's flags (8) and count (10); an element (16 bytes
-        // from 16 on) has its data's position at 4 and its key's length at 8.
-        let damages: [(usize, &[u8]); 4] = [
+        // from 16 on) has its data's position at 4, its key's length at 8 and its value's at
+        // 12. The last element's value reaching past the page moves the end the copy is cut
+        // at (`packed_data_end`) to the page's end: the reread refuses it all the same.
+        let damages: [(usize, &[u8]); 5] = [
             (16 + 4, &[0xff, 0xff, 0xff, 0x7f]),
             (16 + 2 * 16 + 8, &[0xff, 0xff]),
+            (16 + 2 * 16 + 12, &[0xff, 0xff]),
             (10, &[0xff]),
             (8, &[0x10]),
         ];
