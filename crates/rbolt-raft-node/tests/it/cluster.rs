@@ -8,7 +8,7 @@ use std::fs::OpenOptions;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -116,12 +116,46 @@ pub async fn raw(
     }
 }
 
-/// A port on 127.0.0.1 that was free a moment ago.
+/// A port on 127.0.0.1 that was free a moment ago, and that no other socket of this machine
+/// will be given meanwhile.
+///
+/// A port the kernel picks (`bind` to port 0) lies in its ephemeral range, from which it also
+/// picks the local port of every outgoing connection: between this call and the node's bind,
+/// one of the many connections the tests make can take it, and the node then fails with
+/// "Address already in use" (seen in CI). So the ports come from below that range, which the
+/// kernel never hands out by itself: each process counts through them from an offset of its
+/// own (concurrent test processes start apart; the count keeps this one's distinct), skipping
+/// any port something listens on. Where the range cannot be read, the kernel picks.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let Some(ephemeral_start) = ephemeral_port_start() else {
+        return TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+    };
+    // The half below the ephemeral range, above the well-known and registered low ports.
+    let low = (u32::from(ephemeral_start) / 2).max(1024);
+    let span = u32::from(ephemeral_start).saturating_sub(low);
+    assert!(
+        span >= 256,
+        "no room below the ephemeral ports ({ephemeral_start})"
+    );
+    let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (low + (offset + n) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below {ephemeral_start}");
+}
+
+/// The first port of the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range).
+fn ephemeral_port_start() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// One node of a test cluster.
