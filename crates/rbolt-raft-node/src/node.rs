@@ -132,12 +132,11 @@ fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
 }
 
 /// Decides the cluster the directory belongs to, recording it on a first start; warns when
-/// `--peers` differs from the membership the directory was bootstrapped with.
-fn resolve_cluster(
-    dir: &Path,
-    options: &NodeOptions,
-    fresh: bool,
-) -> anyhow::Result<Option<String>> {
+/// `--peers` differs from the membership the directory was bootstrapped with. Also returns
+/// the membership a bootstrap from this directory uses: the one recorded at its first start
+/// when there is one (a node whose log is still empty, killed before the first entry reached
+/// it, must not bootstrap a changed `--peers` into a cluster of its own), else `--peers`.
+fn resolve_cluster(dir: &Path, options: &NodeOptions, fresh: bool) -> anyhow::Result<ClusterOf> {
     let token = options.cluster_token.as_deref();
     let given = peers_text(&options.peers);
     if let Some(recorded) = read_record(dir, CLUSTER_ID_FILE)? {
@@ -159,7 +158,19 @@ fn resolve_cluster(
                 "--peers differs from the membership this directory was bootstrapped with; it is read only at bootstrap: kept are the cluster id and the membership in the log (change it with add-learner, change-members, remove-learner)"
             );
         }
-        return Ok(Some(recorded));
+        let bootstrap = if options.peers.is_empty() || initial.is_empty() {
+            // No `--peers`: no bootstrap, as before. Recorded by an older version, without
+            // the membership: the options', as then.
+            options.peers.clone()
+        } else {
+            parse_peers(&initial).with_context(|| {
+                format!(
+                    "the membership recorded in {}",
+                    dir.join(INITIAL_PEERS_FILE).display()
+                )
+            })?
+        };
+        return Ok((Some(recorded), bootstrap));
     }
     let bootstraps = options.initial_state == InitialState::New && !options.peers.is_empty();
     let cluster = match (bootstraps, token) {
@@ -176,18 +187,18 @@ fn resolve_cluster(
             write_record(dir, INITIAL_PEERS_FILE, &given)?;
         }
     }
-    Ok(cluster)
+    Ok((cluster, options.peers.clone()))
 }
+
+/// The cluster a directory belongs to (if known) and the membership a bootstrap from it uses
+/// (see `resolve_cluster`).
+type ClusterOf = (Option<String>, BTreeMap<u64, String>);
 
 /// The node's storage, checked: the directory's node id, that it was not removed, every log
 /// entry's checksum, and its cluster.
 fn open_storage(
     options: &NodeOptions,
-) -> anyhow::Result<(
-    rbolt_raft::LogStore<KvConfig>,
-    KvStateMachine,
-    Option<String>,
-)> {
+) -> anyhow::Result<(rbolt_raft::LogStore<KvConfig>, KvStateMachine, ClusterOf)> {
     let dir = &options.data_dir;
     let fresh = !dir.join(NODE_ID_FILE).exists();
     let (log, state) = rbolt_raft::open::<KvConfig, _>(dir, KvMachine)?;
@@ -222,13 +233,12 @@ pub async fn run(
         let options = options.clone();
         tokio::task::spawn_blocking(move || open_storage(&options)).await?
     };
-    let (log, state, cluster) =
+    let (log, state, (cluster, peers)) =
         opened.with_context(|| format!("opening {}", options.data_dir.display()))?;
     let NodeOptions {
         id,
         data_dir,
         listen,
-        peers,
         initial_state,
         ..
     } = options.clone();
