@@ -259,12 +259,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "run",
         "one match arm a subcommand of the command line",
     ),
-    (
-        "crates/rbolt-raft-node/src/node.rs",
-        "run",
-        "starts Raft, the HTTP server and the background tasks of a node and stops them in \
-         order; not split yet",
-    ),
 ];
 
 /// Folders never walked: build output, version control, fuzzing's generated data.
