@@ -281,9 +281,11 @@ impl Tree {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         if !leaf && self.nodes[right as usize].count() > 0 {
+            let right_node = &self.nodes[right as usize];
             scratch.extend_from_slice(junction_key(
                 self.nodes[parent as usize].key(right_index),
-                self.nodes[right as usize].key(0),
+                right_node.key(0),
+                (right_node.count() > 1).then(|| right_node.key(1)),
             ));
         }
         let mut right_node = std::mem::replace(&mut self.nodes[right as usize], Node::gone());
@@ -292,18 +294,20 @@ impl Tree {
         let len =
             element_page_size(left_node.entries_len() + right_node.entries_len()) + scratch.len();
         left_node.reserve(len, arena);
-        left_node.append_from(&right_node, 0..right_node.count());
-        if !leaf && right_node.count() > 0 && right_node.key(0) != &scratch[..] {
-            // Only a file with stale separators (see `junction_key`) gets here.
-            let child = left_node.child(junction);
-            left_node.remove(junction);
+        if !leaf && right_node.count() > 0 {
+            // The entries after the first, then the first's child under its key (see
+            // `junction_key`): the branch is ordered at every step, and a stale or damaged
+            // first key never enters it.
+            left_node.append_from(&right_node, 1..right_node.count());
             left_node.insert(
                 junction,
                 &NewEntry::Branch {
                     key: &scratch,
-                    child,
+                    child: right_node.child(0),
                 },
             );
+        } else {
+            left_node.append_from(&right_node, 0..right_node.count());
         }
         self.scratch = scratch;
         right_node.recycle(arena);
@@ -366,9 +370,18 @@ impl Tree {
 /// The parent's separator for `right` is not: it was `right`'s first key when last written,
 /// and rebalancing may have removed that child since. A file written by an older rbolt can
 /// hold a first key below the parent's separator (a stale one); the parent's separator is
-/// then the nearer bound of the child's keys, and keeps the merged branch ordered.
-fn junction_key<'a>(parent_separator: &'a [u8], right_first: &'a [u8]) -> &'a [u8] {
-    if compare_keys(right_first, parent_separator) == Ordering::Less {
+/// then the nearer bound of the child's keys, and keeps the merged branch ordered. So does it
+/// when the first key is not below `right`'s second (`right_second`; a damaged first key, which
+/// routes nothing and which the page check does not order): every key of the merged branch
+/// must ascend.
+fn junction_key<'a>(
+    parent_separator: &'a [u8],
+    right_first: &'a [u8],
+    right_second: Option<&[u8]>,
+) -> &'a [u8] {
+    let below_second =
+        right_second.is_none_or(|second| compare_keys(right_first, second) == Ordering::Less);
+    if compare_keys(right_first, parent_separator) == Ordering::Less || !below_second {
         parent_separator
     } else {
         right_first

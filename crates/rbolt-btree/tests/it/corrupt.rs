@@ -1691,3 +1691,21 @@ fn a_scan_round_a_cycle_whose_keys_rise_where_it_crosses_ends() {
         );
     });
 }
+
+/// A case `random_damage_never_panics_or_hangs` found in CI (quickcheck's shrunk arguments):
+/// one byte of the deepest image set to 1.
+#[test]
+fn a_damaged_byte_found_by_the_random_sweep_is_an_error() {
+    with_deadline(|| {
+        images();
+        let case = Case {
+            image: 3,
+            mutations: vec![Mutation::Byte {
+                offset: 2829333783633451635,
+                value: 1,
+            }],
+        };
+        let result = run_case(case);
+        assert!(!result.is_failure(), "{result:?}");
+    });
+}
