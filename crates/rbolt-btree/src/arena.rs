@@ -164,24 +164,18 @@ impl Arena {
     }
 
     /// Takes a tree's node list back (its nodes' memory given back or handed on already).
-    pub(crate) fn give_nodes(&mut self, mut nodes: Vec<Node>) {
-        nodes.clear();
-        if nodes.capacity() > self.nodes.capacity() {
-            self.nodes = nodes;
-        }
+    pub(crate) fn give_nodes(&mut self, nodes: Vec<Node>) {
+        keep_roomier(&mut self.nodes, nodes);
     }
 
-    /// An empty key scratch for a spill, with room from an earlier one.
+    /// An empty key scratch for a tree that starts editing, with room from an earlier tree.
     pub(crate) fn take_scratch(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.scratch)
     }
 
-    /// Takes a spill's key scratch back.
-    pub(crate) fn give_scratch(&mut self, mut scratch: Vec<u8>) {
-        scratch.clear();
-        if scratch.capacity() > self.scratch.capacity() {
-            self.scratch = scratch;
-        }
+    /// Takes a tree's key scratch back.
+    pub(crate) fn give_scratch(&mut self, scratch: Vec<u8>) {
+        keep_roomier(&mut self.scratch, scratch);
     }
 
     /// A buffer of exactly `len` bytes (as `take`) that starts with `bytes`: from the pool
@@ -209,6 +203,14 @@ impl Arena {
         if buf.len() == self.page_size && self.pool.len() < POOL_BUFFERS_MAX {
             self.pool.push(buf);
         }
+    }
+}
+
+/// Keeps in `kept` whichever of it and `given` has more room, emptied.
+fn keep_roomier<T>(kept: &mut Vec<T>, mut given: Vec<T>) {
+    given.clear();
+    if given.capacity() > kept.capacity() {
+        *kept = given;
     }
 }
 
