@@ -1,7 +1,7 @@
 //! Counters: of the database, of transactions, and of buckets' pages.
 
 use crate::bucket::read::Bucket;
-use crate::bucket::state::BucketState;
+use crate::bucket::state::{BucketName, BucketState};
 use crate::error::{Error, Result};
 use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor};
 use rbolt_btree::Pages;
@@ -277,7 +277,7 @@ fn leaf_used(leaf: &LeafPage<'_>) -> usize {
 }
 
 /// The buckets a write transaction holds open below one bucket, by name.
-type OpenBuckets = BTreeMap<Vec<u8>, BucketState>;
+type OpenBuckets = BTreeMap<BucketName, BucketState>;
 
 /// Where a bucket's tree is, for the stats walk.
 enum StatsRoot<'a> {

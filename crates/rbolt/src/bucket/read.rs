@@ -6,7 +6,7 @@ use rbolt_page::{BucketValue, Pgid};
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
 
-use super::state::{BucketState, prefix_end};
+use super::state::{BucketName, BucketState, prefix_end};
 
 /// A bucket read through a transaction: lookups, cursors and iteration, all borrowing from
 /// the transaction without copying. Values are borrowed for as long as the bucket handle.
@@ -33,7 +33,7 @@ use super::state::{BucketState, prefix_end};
 pub struct Bucket<'a> {
     pub(crate) view: TreeView<'a>,
     pub(crate) sequence: u64,
-    pub(crate) children: Option<&'a BTreeMap<Vec<u8>, BucketState>>,
+    pub(crate) children: Option<&'a BTreeMap<BucketName, BucketState>>,
 }
 
 impl<'a> Bucket<'a> {

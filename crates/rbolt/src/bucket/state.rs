@@ -14,11 +14,15 @@ use std::collections::BTreeMap;
 /// Buckets nest without limit (Go bbolt has none), so nothing here recurses over `children`:
 /// walks keep explicit stacks, and dropping a chain of thousands of nested states unlinks it
 /// level by level.
+/// The name of an open child bucket: inline up to 32 bytes, so opening a bucket by a short
+/// name (nearly every name) does not allocate.
+pub(crate) type BucketName = SmallVec<[u8; 32]>;
+
 #[derive(Default)]
 pub(crate) struct BucketState {
     pub(crate) tree: Tree,
     pub(crate) sequence: u64,
-    pub(crate) children: BTreeMap<Vec<u8>, BucketState>,
+    pub(crate) children: BTreeMap<BucketName, BucketState>,
     /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
     /// cannot be opened, deleted or moved until the handle puts the state back.
     pub(crate) held: bool,
@@ -149,7 +153,7 @@ pub(crate) fn open_child<'s>(
         let Some(child) = load_child(pages, state, name)? else {
             return Ok(None);
         };
-        state.children.insert(name.to_vec(), child);
+        state.children.insert(BucketName::from_slice(name), child);
     }
     Ok(state.children.get_mut(name))
 }
@@ -204,7 +208,7 @@ pub(crate) fn create_child<'s>(
     )?;
     state
         .children
-        .insert(name.to_vec(), BucketState::new_empty());
+        .insert(BucketName::from_slice(name), BucketState::new_empty());
     Ok(state.children.get_mut(name).expect("just inserted"))
 }
 

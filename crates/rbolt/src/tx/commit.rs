@@ -22,7 +22,7 @@ use rbolt_page::{
 use super::WriteTx;
 use super::context::Workspace;
 use crate::alloc::TxAlloc;
-use crate::bucket::state::BucketState;
+use crate::bucket::state::{BucketName, BucketState};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
@@ -192,9 +192,9 @@ fn spill_buckets(
     /// A bucket whose nested buckets are being written: its name in its parent, its state,
     /// and the nested buckets still to write.
     struct Pending {
-        name: Vec<u8>,
+        name: BucketName,
         state: BucketState,
-        rest: std::collections::btree_map::IntoIter<Vec<u8>, BucketState>,
+        rest: std::collections::btree_map::IntoIter<BucketName, BucketState>,
     }
     let mut root_rest = std::mem::take(&mut root.children).into_iter();
     // Inline for a few levels of nested buckets: a commit's walk allocates nothing.

@@ -5,7 +5,8 @@
 use crate::alloc::TxAlloc;
 use crate::bucket::read::Bucket;
 use crate::bucket::state::{
-    BucketState, check_name, check_not_held, create_child, delete_child, open_child, state_at,
+    BucketName, BucketState, check_name, check_not_held, create_child, delete_child, open_child,
+    state_at,
 };
 use crate::bucket::write::BucketMut;
 use crate::engine::{Engine, Writer};
@@ -690,7 +691,9 @@ impl<'db> WriteTx<'db> {
         let from_state = state_at(pages, root, from_parent)?.ok_or(Error::BucketNotFound)?;
         if let Some(state) = from_state.children.remove(*name) {
             let to_state = state_at(pages, root, to_parent)?.ok_or(Error::BucketNotFound)?;
-            to_state.children.insert(new_name.to_vec(), state);
+            to_state
+                .children
+                .insert(BucketName::from_slice(new_name), state);
         }
         Ok(())
     }
