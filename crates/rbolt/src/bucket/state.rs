@@ -9,15 +9,15 @@ use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET,
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
+/// The name of an open child bucket: inline up to 32 bytes, so opening a bucket by a short
+/// name (nearly every name) does not allocate.
+pub(crate) type BucketName = SmallVec<[u8; 32]>;
+
 /// A bucket a write transaction opened: its tree, its sequence, and the buckets opened in it.
 ///
 /// Buckets nest without limit (Go bbolt has none), so nothing here recurses over `children`:
 /// walks keep explicit stacks, and dropping a chain of thousands of nested states unlinks it
 /// level by level.
-/// The name of an open child bucket: inline up to 32 bytes, so opening a bucket by a short
-/// name (nearly every name) does not allocate.
-pub(crate) type BucketName = SmallVec<[u8; 32]>;
-
 #[derive(Default)]
 pub(crate) struct BucketState {
     pub(crate) tree: Tree,
