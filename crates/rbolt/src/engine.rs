@@ -54,7 +54,7 @@ pub(crate) struct Writer {
     pub(crate) readers_scratch: Vec<Txid>,
     /// The last write transaction's list of dirty pages, emptied: the next one fills it.
     pub(crate) dirty_list: Vec<crate::alloc::Dirty>,
-    /// The last write transaction's spare handle state (`bucket::state::SpareState`).
+    /// The last write transaction's spare handle state (`WriteContext::spare_state`).
     pub(crate) spare_state: Option<Box<crate::bucket::state::BucketState>>,
     /// The `_verify` feature's state (nothing without it).
     pub(crate) verify: crate::verify::Verify,

@@ -1,14 +1,12 @@
 //! The state of an open bucket in a write transaction (its tree, sequence and the nested
 //! buckets opened below it), and the operations on it that bucket handles and the transaction
 //! share: opening, creating and deleting a child, checking names and keys.
-
 use crate::error::{Error, Result};
 use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
 use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};
 use smallvec::SmallVec;
-use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// The name of an open child bucket: inline up to 32 bytes, so opening a bucket by a short
@@ -28,31 +26,6 @@ pub(crate) struct BucketState {
     /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
     /// cannot be opened, deleted or moved until the handle puts the state back.
     pub(crate) held: bool,
-}
-
-/// An emptied box for a top-level handle's state (`BucketMut::top`), kept from the last
-/// handle dropped and handed from one write transaction to the next through the writer, so
-/// that opening a top-level bucket does not allocate.
-pub(crate) struct SpareState(Cell<Option<Box<BucketState>>>);
-
-impl SpareState {
-    pub(crate) fn new(spare: Option<Box<BucketState>>) -> SpareState {
-        SpareState(Cell::new(spare))
-    }
-
-    pub(crate) fn take(&self) -> Option<Box<BucketState>> {
-        self.0.take()
-    }
-
-    pub(crate) fn set(&self, spare: Option<Box<BucketState>>) {
-        self.0.set(spare);
-    }
-}
-
-impl std::fmt::Debug for SpareState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SpareState")
-    }
 }
 
 impl std::fmt::Debug for BucketState {

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::ops::RangeBounds;
 
 use super::read::Bucket;
-use super::state::{BucketState, SpareState, check_key, create_child, delete_child, open_child};
+use super::state::{BucketState, check_key, create_child, delete_child, open_child};
 
 /// A bucket of a write transaction, open for reading and writing.
 ///
@@ -49,8 +49,6 @@ enum Held<'a> {
     /// it (empty for the top-level bucket itself).
     Top {
         registry: &'a RefCell<BucketState>,
-        /// Where the box of `state` goes when the handle drops (see [`SpareState`]).
-        spare: &'a SpareState,
         name: SmallVec<[u8; 32]>,
         /// Boxed, so that a handle stays small: nested handles are as large as this enum,
         /// and code that recurses down a deep chain of buckets keeps one per level.
@@ -82,7 +80,6 @@ impl Drop for BucketMut<'_> {
         }
         let Held::Top {
             registry,
-            spare,
             name,
             mut state,
             path,
@@ -105,7 +102,7 @@ impl Drop for BucketMut<'_> {
             None => debug_assert!(false, "a held bucket's placeholder is gone"),
         }
         // The emptied box serves the next top-level handle, in this transaction or the next.
-        spare.set(Some(state));
+        self.tx.spare_state.set(Some(state));
     }
 }
 
@@ -127,7 +124,6 @@ impl<'a> BucketMut<'a> {
     pub(crate) fn top(
         tx: &'a WriteContext,
         registry: &'a RefCell<BucketState>,
-        spare: &'a SpareState,
         name: &[u8],
         state: BucketState,
     ) -> BucketMut<'a> {
@@ -135,9 +131,8 @@ impl<'a> BucketMut<'a> {
             tx,
             held: Held::Top {
                 registry,
-                spare,
                 name: SmallVec::from_slice(name),
-                state: match spare.take() {
+                state: match tx.spare_state.take() {
                     Some(mut spare) => {
                         *spare = state;
                         spare

@@ -5,8 +5,8 @@
 use crate::alloc::TxAlloc;
 use crate::bucket::read::Bucket;
 use crate::bucket::state::{
-    BucketName, BucketState, SpareState, check_name, check_not_held, create_child, delete_child,
-    open_child, state_at,
+    BucketName, BucketState, check_name, check_not_held, create_child, delete_child, open_child,
+    state_at,
 };
 use crate::bucket::write::BucketMut;
 use crate::engine::{Engine, Writer};
@@ -17,7 +17,7 @@ pub(crate) use crate::read_tx::ReadTx;
 use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
 pub(crate) use commit::write_durable_meta;
-use context::{Workspace, WriteContext};
+use context::{SpareState, Workspace, WriteContext};
 use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
@@ -142,8 +142,6 @@ pub struct WriteTx<'db> {
     /// The root bucket, and the registry of open buckets below it: a top-level bucket held
     /// by a handle has a placeholder here.
     root: RefCell<BucketState>,
-    /// See [`SpareState`].
-    spare_state: SpareState,
     on_commit: RefCell<Vec<Box<dyn FnOnce() + 'db>>>,
     stats: TxStats,
     ended: bool,
@@ -264,9 +262,9 @@ impl<'db> WriteTx<'db> {
                     alloc,
                     broken: false,
                 }),
+                spare_state: SpareState::new(spare_state),
             },
             root: RefCell::new(BucketState::from_root(meta.root_pgid(), meta.root.sequence)),
-            spare_state: SpareState::new(spare_state),
             on_commit: RefCell::new(Vec::new()),
             stats: TxStats::default(),
             ended: false,
@@ -378,13 +376,7 @@ impl<'db> WriteTx<'db> {
         };
         let state = std::mem::replace(state, BucketState::placeholder());
         drop(root);
-        Ok(Some(BucketMut::top(
-            &self.shared,
-            &self.root,
-            &self.spare_state,
-            name,
-            state,
-        )))
+        Ok(Some(BucketMut::top(&self.shared, &self.root, name, state)))
     }
 
     /// The top-level bucket `name`, open for reading and writing; `None` if there is none.
@@ -901,7 +893,7 @@ impl<'db> WriteTx<'db> {
         let core = self.shared.core.get_mut();
         let alloc = &mut core.alloc;
         self.writer.dirty_list = alloc.take_dirty_list(&mut core.arena);
-        self.writer.spare_state = self.spare_state.take();
+        self.writer.spare_state = self.shared.spare_state.take();
         self.engine.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
