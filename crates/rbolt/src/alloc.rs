@@ -90,13 +90,18 @@ impl TxAlloc {
         storage: Arc<dyn Storage>,
         file_len: u64,
         options: &crate::Options,
+        mut dirty: Vec<Dirty>,
     ) -> TxAlloc {
+        // The writer's list from the transaction before (empty, its room kept), so a warm
+        // writer's transaction does not allocate one.
+        dirty.clear();
+        dirty.reserve(DIRTY_INITIAL);
         TxAlloc {
             txid,
             page_size,
             freelist,
             high_water,
-            dirty: Vec::new(),
+            dirty,
             dirty_bytes: 0,
             storage,
             file_len,
@@ -246,17 +251,7 @@ impl TxAlloc {
         self.dirty_bytes = 0;
     }
 
-    /// Queues this transaction's dirty pages in `list`, the writer's from the transaction
-    /// before (emptied, its room kept), so that a warm writer's transaction allocates none.
-    pub(crate) fn with_dirty_list(mut self, mut list: Vec<Dirty>) -> TxAlloc {
-        list.clear();
-        list.reserve(DIRTY_INITIAL);
-        self.dirty = list;
-        self
-    }
-
-    /// The emptied list of dirty pages, for the writer's next transaction
-    /// (`with_dirty_list`).
+    /// The emptied list of dirty pages, for the writer's next transaction (see `new`).
     pub(crate) fn take_dirty_list(&mut self, arena: &mut Arena) -> Vec<Dirty> {
         self.recycle(arena);
         std::mem::take(&mut self.dirty)

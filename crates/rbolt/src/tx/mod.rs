@@ -247,8 +247,8 @@ impl<'db> WriteTx<'db> {
             engine.storage.clone(),
             writer.file_len,
             &engine.options,
-        )
-        .with_dirty_list(std::mem::take(&mut writer.dirty_list));
+            std::mem::take(&mut writer.dirty_list),
+        );
         WriteTx {
             engine,
             writer,
