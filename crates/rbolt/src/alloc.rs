@@ -19,7 +19,7 @@ pub(crate) const DIRTY_FLUSH_BYTES: usize = 8 * 1024 * 1024;
 const DIRTY_INITIAL: usize = 256;
 /// A page buffer being filled: its first page and bytes (a whole number of pages).
 #[derive(Debug)]
-pub(crate) struct Dirty {
+struct Dirty {
     pgid: Pgid,
     buf: Box<[u8]>,
 }
@@ -90,18 +90,13 @@ impl TxAlloc {
         storage: Arc<dyn Storage>,
         file_len: u64,
         options: &crate::Options,
-        mut dirty: Vec<Dirty>,
     ) -> TxAlloc {
-        // The writer's list from the transaction before (empty, its room kept), so a warm
-        // writer's transaction does not allocate one.
-        dirty.clear();
-        dirty.reserve(DIRTY_INITIAL);
         TxAlloc {
             txid,
             page_size,
             freelist,
             high_water,
-            dirty,
+            dirty: Vec::with_capacity(DIRTY_INITIAL),
             dirty_bytes: 0,
             storage,
             file_len,
@@ -249,12 +244,6 @@ impl TxAlloc {
     pub(crate) fn recycle(&mut self, arena: &mut Arena) {
         arena.recycle(self.dirty.drain(..).map(|dirty| dirty.buf));
         self.dirty_bytes = 0;
-    }
-
-    /// The emptied list of dirty pages, for the writer's next transaction (see `new`).
-    pub(crate) fn take_dirty_list(&mut self, arena: &mut Arena) -> Vec<Dirty> {
-        self.recycle(arena);
-        std::mem::take(&mut self.dirty)
     }
 }
 

@@ -61,8 +61,6 @@ enum Held<'a> {
     },
     /// A bucket below another handle's, or the root bucket for a copy: borrowed.
     Borrowed(&'a mut BucketState),
-    /// Only while the handle drops: its top-level state went back to the registry.
-    Gone,
 }
 
 impl std::fmt::Debug for BucketMut<'_> {
@@ -75,34 +73,28 @@ impl std::fmt::Debug for BucketMut<'_> {
 
 impl Drop for BucketMut<'_> {
     fn drop(&mut self) {
-        if !matches!(self.held, Held::Top { .. }) {
-            return;
-        }
-        let Held::Top {
+        if let Held::Top {
             registry,
             name,
-            mut state,
+            state,
             path,
-            mut leaf,
-        } = std::mem::replace(&mut self.held, Held::Gone)
-        else {
-            unreachable!("matched just above")
-        };
-        if let Some(leaf) = leaf.take() {
-            *descend_mut(&mut state, &path) = *leaf;
-        }
-        // No method of the transaction keeps the registry borrowed while it drops a handle,
-        // or runs user code while it is borrowed: this borrow cannot fail.
-        let mut registry = registry.borrow_mut();
-        match registry.children.get_mut(name.as_slice()) {
-            Some(slot) => {
-                debug_assert!(slot.held, "a held bucket's placeholder");
-                *slot = std::mem::take(&mut *state);
+            leaf,
+        } = &mut self.held
+        {
+            if let Some(leaf) = leaf.take() {
+                *descend_mut(state, path) = *leaf;
             }
-            None => debug_assert!(false, "a held bucket's placeholder is gone"),
+            // No method of the transaction keeps the registry borrowed while it drops a
+            // handle, or runs user code while it is borrowed: this borrow cannot fail.
+            let mut registry = registry.borrow_mut();
+            match registry.children.get_mut(name.as_slice()) {
+                Some(slot) => {
+                    debug_assert!(slot.held, "a held bucket's placeholder");
+                    *slot = std::mem::take(&mut **state);
+                }
+                None => debug_assert!(false, "a held bucket's placeholder is gone"),
+            }
         }
-        // The emptied box serves the next top-level handle, in this transaction or the next.
-        self.tx.spare_state.set(Some(state));
     }
 }
 
@@ -132,13 +124,7 @@ impl<'a> BucketMut<'a> {
             held: Held::Top {
                 registry,
                 name: SmallVec::from_slice(name),
-                state: match tx.spare_state.take() {
-                    Some(mut spare) => {
-                        *spare = state;
-                        spare
-                    }
-                    None => Box::new(state),
-                },
+                state: Box::new(state),
                 path: Vec::new(),
                 leaf: None,
             },
@@ -206,7 +192,6 @@ impl<'a> BucketMut<'a> {
             } => leaf,
             Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
-            Held::Gone => unreachable!("a handle is not used while it drops"),
         }
     }
 
@@ -218,7 +203,6 @@ impl<'a> BucketMut<'a> {
             } => leaf,
             Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
-            Held::Gone => unreachable!("a handle is not used while it drops"),
         }
     }
 }

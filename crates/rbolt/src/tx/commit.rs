@@ -239,29 +239,24 @@ fn spill_bucket(
     if !child.tree.is_dirty() {
         return Ok(());
     }
-    // A spilled child's value is its 16-byte header, kept on the stack; only an inline one
-    // (its whole tree in the value) needs a buffer.
-    let mut inline_value = Vec::new();
-    let header_value;
-    let value: &[u8] = match child.tree.inline_size(inline_max) {
+    let value = match child.tree.inline_size(inline_max) {
         Some(size) => {
             child.tree.free_all(pages, alloc)?;
-            inline_value.resize(inline_bucket_size(size), 0u8);
+            let mut value = vec![0u8; inline_bucket_size(size)];
             let header = BucketHeader::new(Pgid(0), child.sequence);
             child
                 .tree
-                .write_inline(write_bucket_header(&mut inline_value, header));
-            &inline_value
+                .write_inline(write_bucket_header(&mut value, header));
+            value
         }
         None => {
             let root = child.tree.spill(pages, arena, alloc)?;
-            header_value = BucketHeader::new(root, child.sequence).to_bytes();
-            &header_value
+            BucketHeader::new(root, child.sequence).to_bytes().to_vec()
         }
     };
     let outcome = parent
         .tree
-        .put(pages, arena, name, value, LEAF_FLAG_BUCKET)?;
+        .put(pages, arena, name, &value, LEAF_FLAG_BUCKET)?;
     debug_assert!(
         matches!(outcome, Put::Replaced { .. }),
         "a child bucket's key holds a bucket"

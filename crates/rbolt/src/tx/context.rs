@@ -1,14 +1,13 @@
 //! The context bucket handles of a write transaction share: the snapshot's pages and the
 //! workspace (node arena and page allocator) every edit borrows.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use rbolt_btree::{Arena, Pages};
 use rbolt_page::Pgid;
 
 use crate::alloc::TxAlloc;
-use crate::bucket::state::BucketState;
 use crate::snapshot::pages_of;
 use crate::storage::Mapping;
 
@@ -23,33 +22,6 @@ pub(crate) struct WriteContext {
     /// lies below it.
     pub(crate) high_water: Pgid,
     pub(crate) core: RefCell<Workspace>,
-    /// An emptied box for a top-level handle's state (`BucketMut::top`), kept from the last
-    /// handle dropped and handed from one transaction to the next through the writer, so that
-    /// opening a top-level bucket does not allocate.
-    pub(crate) spare_state: SpareState,
-}
-
-/// See [`WriteContext::spare_state`].
-pub(crate) struct SpareState(Cell<Option<Box<BucketState>>>);
-
-impl SpareState {
-    pub(crate) fn new(spare: Option<Box<BucketState>>) -> SpareState {
-        SpareState(Cell::new(spare))
-    }
-
-    pub(crate) fn take(&self) -> Option<Box<BucketState>> {
-        self.0.take()
-    }
-
-    pub(crate) fn set(&self, spare: Option<Box<BucketState>>) {
-        self.0.set(spare);
-    }
-}
-
-impl std::fmt::Debug for SpareState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SpareState")
-    }
 }
 
 impl WriteContext {

@@ -17,7 +17,7 @@ pub(crate) use crate::read_tx::ReadTx;
 use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
 pub(crate) use commit::write_durable_meta;
-use context::{SpareState, Workspace, WriteContext};
+use context::{Workspace, WriteContext};
 use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
@@ -238,7 +238,6 @@ impl<'db> WriteTx<'db> {
         // The writer's pool of page buffers, with those the last commit wrote: this
         // transaction's nodes and pages come from it, and go back to it once written.
         let arena = std::mem::replace(&mut writer.arena, Arena::new(engine.page_size));
-        let spare_state = writer.spare_state.take();
         let alloc = TxAlloc::new(
             crate::engine::next_txid(meta.txid(), writer.durable.txid()),
             engine.page_size,
@@ -247,7 +246,6 @@ impl<'db> WriteTx<'db> {
             engine.storage.clone(),
             writer.file_len,
             &engine.options,
-            std::mem::take(&mut writer.dirty_list),
         );
         WriteTx {
             engine,
@@ -262,7 +260,6 @@ impl<'db> WriteTx<'db> {
                     alloc,
                     broken: false,
                 }),
-                spare_state: SpareState::new(spare_state),
             },
             root: RefCell::new(BucketState::from_root(meta.root_pgid(), meta.root.sequence)),
             on_commit: RefCell::new(Vec::new()),
@@ -488,7 +485,6 @@ impl<'db> WriteTx<'db> {
             page_size,
             high_water,
             core,
-            ..
         } = &mut self.shared;
         (
             pages_of(map, *page_size, *high_water),
@@ -892,8 +888,7 @@ impl<'db> WriteTx<'db> {
             .store(0, std::sync::atomic::Ordering::Release);
         let core = self.shared.core.get_mut();
         let alloc = &mut core.alloc;
-        self.writer.dirty_list = alloc.take_dirty_list(&mut core.arena);
-        self.writer.spare_state = self.shared.spare_state.take();
+        alloc.recycle(&mut core.arena);
         self.engine.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
