@@ -19,7 +19,7 @@ pub(crate) const DIRTY_FLUSH_BYTES: usize = 8 * 1024 * 1024;
 const DIRTY_INITIAL: usize = 256;
 /// A page buffer being filled: its first page and bytes (a whole number of pages).
 #[derive(Debug)]
-struct Dirty {
+pub(crate) struct Dirty {
     pgid: Pgid,
     buf: Box<[u8]>,
 }
@@ -96,7 +96,7 @@ impl TxAlloc {
             page_size,
             freelist,
             high_water,
-            dirty: Vec::with_capacity(DIRTY_INITIAL),
+            dirty: Vec::new(),
             dirty_bytes: 0,
             storage,
             file_len,
@@ -244,6 +244,22 @@ impl TxAlloc {
     pub(crate) fn recycle(&mut self, arena: &mut Arena) {
         arena.recycle(self.dirty.drain(..).map(|dirty| dirty.buf));
         self.dirty_bytes = 0;
+    }
+
+    /// Queues this transaction's dirty pages in `list`, the writer's from the transaction
+    /// before (emptied, its room kept), so that a warm writer's transaction allocates none.
+    pub(crate) fn with_dirty_list(mut self, mut list: Vec<Dirty>) -> TxAlloc {
+        list.clear();
+        list.reserve(DIRTY_INITIAL);
+        self.dirty = list;
+        self
+    }
+
+    /// The emptied list of dirty pages, for the writer's next transaction
+    /// (`with_dirty_list`).
+    pub(crate) fn take_dirty_list(&mut self, arena: &mut Arena) -> Vec<Dirty> {
+        self.recycle(arena);
+        std::mem::take(&mut self.dirty)
     }
 }
 

@@ -52,6 +52,10 @@ pub(crate) struct Writer {
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
+    /// The last write transaction's list of dirty pages, emptied: the next one fills it.
+    pub(crate) dirty_list: Vec<crate::alloc::Dirty>,
+    /// The last write transaction's spare handle state (`bucket::state::Registry`).
+    pub(crate) spare_state: Option<Box<crate::bucket::state::BucketState>>,
     /// The `_verify` feature's state (nothing without it).
     pub(crate) verify: crate::verify::Verify,
     /// A truncation of the file waiting for older readers to end (`shrink.rs`).
@@ -78,6 +82,8 @@ impl Writer {
             arena: Arena::new(durable.page_size as usize),
             file_len,
             readers_scratch: Vec::new(),
+            dirty_list: Vec::new(),
+            spare_state: None,
             verify: Default::default(),
             truncate: None,
             durable,

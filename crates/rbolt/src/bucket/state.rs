@@ -1,12 +1,14 @@
 //! The state of an open bucket in a write transaction (its tree, sequence and the nested
 //! buckets opened below it), and the operations on it that bucket handles and the transaction
 //! share: opening, creating and deleting a child, checking names and keys.
+
 use crate::error::{Error, Result};
 use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
 use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};
 use smallvec::SmallVec;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 /// The name of an open child bucket: inline up to 32 bytes, so opening a bucket by a short
@@ -26,6 +28,54 @@ pub(crate) struct BucketState {
     /// This is the placeholder of a top-level bucket whose state a [`BucketMut`] holds: it
     /// cannot be opened, deleted or moved until the handle puts the state back.
     pub(crate) held: bool,
+}
+
+/// The root bucket of a write transaction with the registry of open buckets below it (a
+/// top-level bucket held by a [`BucketMut`] has a placeholder there), and an emptied box for
+/// a top-level handle's state: kept from the last handle dropped and handed from one write
+/// transaction to the next through the writer, so that opening a top-level bucket does not
+/// allocate. One reference reaches both, which keeps a handle a few words.
+pub(crate) struct Registry {
+    pub(crate) root: RefCell<BucketState>,
+    spare: Cell<Option<Box<BucketState>>>,
+}
+
+impl Registry {
+    pub(crate) fn new(root: BucketState, spare: Option<Box<BucketState>>) -> Registry {
+        Registry {
+            root: RefCell::new(root),
+            spare: Cell::new(spare),
+        }
+    }
+
+    /// `state` in a box, the spare one when there is one.
+    pub(crate) fn boxed(&self, state: BucketState) -> Box<BucketState> {
+        match self.spare.take() {
+            Some(mut spare) => {
+                *spare = state;
+                spare
+            }
+            None => Box::new(state),
+        }
+    }
+
+    /// Keeps an emptied box for the next [`Registry::boxed`].
+    pub(crate) fn keep_spare(&self, spare: Box<BucketState>) {
+        self.spare.set(Some(spare));
+    }
+
+    /// The spare box, to hand to the next write transaction.
+    pub(crate) fn take_spare(&self) -> Option<Box<BucketState>> {
+        self.spare.take()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for BucketState {

@@ -5,11 +5,10 @@ use crate::tx::context::WriteContext;
 use rbolt_btree::{Delete, Put};
 use rbolt_page::VALUE_SIZE_MAX;
 use smallvec::SmallVec;
-use std::cell::RefCell;
 use std::ops::RangeBounds;
 
 use super::read::Bucket;
-use super::state::{BucketState, check_key, create_child, delete_child, open_child};
+use super::state::{BucketState, Registry, check_key, create_child, delete_child, open_child};
 
 /// A bucket of a write transaction, open for reading and writing.
 ///
@@ -48,7 +47,7 @@ enum Held<'a> {
     /// placeholder under `name`) and put back on drop; the handle is the bucket `path` below
     /// it (empty for the top-level bucket itself).
     Top {
-        registry: &'a RefCell<BucketState>,
+        registry: &'a Registry,
         name: SmallVec<[u8; 32]>,
         /// Boxed, so that a handle stays small: nested handles are as large as this enum,
         /// and code that recurses down a deep chain of buckets keeps one per level.
@@ -61,6 +60,8 @@ enum Held<'a> {
     },
     /// A bucket below another handle's, or the root bucket for a copy: borrowed.
     Borrowed(&'a mut BucketState),
+    /// Only while the handle drops: its top-level state went back to the registry.
+    Gone,
 }
 
 impl std::fmt::Debug for BucketMut<'_> {
@@ -73,28 +74,35 @@ impl std::fmt::Debug for BucketMut<'_> {
 
 impl Drop for BucketMut<'_> {
     fn drop(&mut self) {
-        if let Held::Top {
+        if !matches!(self.held, Held::Top { .. }) {
+            return;
+        }
+        let Held::Top {
             registry,
             name,
-            state,
+            mut state,
             path,
-            leaf,
-        } = &mut self.held
-        {
-            if let Some(leaf) = leaf.take() {
-                *descend_mut(state, path) = *leaf;
-            }
-            // No method of the transaction keeps the registry borrowed while it drops a
-            // handle, or runs user code while it is borrowed: this borrow cannot fail.
-            let mut registry = registry.borrow_mut();
-            match registry.children.get_mut(name.as_slice()) {
-                Some(slot) => {
-                    debug_assert!(slot.held, "a held bucket's placeholder");
-                    *slot = std::mem::take(&mut **state);
-                }
-                None => debug_assert!(false, "a held bucket's placeholder is gone"),
-            }
+            mut leaf,
+        } = std::mem::replace(&mut self.held, Held::Gone)
+        else {
+            unreachable!("matched just above")
+        };
+        if let Some(leaf) = leaf.take() {
+            *descend_mut(&mut state, &path) = *leaf;
         }
+        // No method of the transaction keeps the registry borrowed while it drops a handle,
+        // or runs user code while it is borrowed: this borrow cannot fail.
+        let mut root = registry.root.borrow_mut();
+        match root.children.get_mut(name.as_slice()) {
+            Some(slot) => {
+                debug_assert!(slot.held, "a held bucket's placeholder");
+                *slot = std::mem::take(&mut *state);
+            }
+            None => debug_assert!(false, "a held bucket's placeholder is gone"),
+        }
+        // The emptied box serves the next top-level handle, in this transaction or the next.
+        drop(root);
+        registry.keep_spare(state);
     }
 }
 
@@ -115,7 +123,7 @@ impl<'a> BucketMut<'a> {
     /// `registry` (a placeholder left in its place).
     pub(crate) fn top(
         tx: &'a WriteContext,
-        registry: &'a RefCell<BucketState>,
+        registry: &'a Registry,
         name: &[u8],
         state: BucketState,
     ) -> BucketMut<'a> {
@@ -124,7 +132,7 @@ impl<'a> BucketMut<'a> {
             held: Held::Top {
                 registry,
                 name: SmallVec::from_slice(name),
-                state: Box::new(state),
+                state: registry.boxed(state),
                 path: Vec::new(),
                 leaf: None,
             },
@@ -192,6 +200,7 @@ impl<'a> BucketMut<'a> {
             } => leaf,
             Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
+            Held::Gone => unreachable!("a handle is not used while it drops"),
         }
     }
 
@@ -203,6 +212,7 @@ impl<'a> BucketMut<'a> {
             } => leaf,
             Held::Top { state, .. } => state,
             Held::Borrowed(state) => state,
+            Held::Gone => unreachable!("a handle is not used while it drops"),
         }
     }
 }

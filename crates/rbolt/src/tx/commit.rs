@@ -48,7 +48,10 @@ impl WriteTx<'_> {
         // A durable commit keeps its promise that every commit before it is durable even when
         // it changed nothing: after commits without syncs it is written as one anyway.
         let durable_after_unsynced = sync && self.writer.durable.txid != self.base.txid;
-        if !self.root.get_mut().is_changed() && !self.commit_unchanged && !durable_after_unsynced {
+        if !self.buckets.root.get_mut().is_changed()
+            && !self.commit_unchanged
+            && !durable_after_unsynced
+        {
             // Nothing changed: nothing to write, no txid used.
             self.abort();
             return Ok(());
@@ -63,12 +66,12 @@ impl WriteTx<'_> {
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();
-        let root_pgid = spill(pages, core, self.root.get_mut(), &mut self.stats)?;
+        let root_pgid = spill(pages, core, self.buckets.root.get_mut(), &mut self.stats)?;
         let mut meta = self.base;
         meta.txid = txid.0;
         meta.root = BucketHeader {
             root: root_pgid.0,
-            sequence: self.root.get_mut().sequence,
+            sequence: self.buckets.root.get_mut().sequence,
         };
 
         let Workspace { arena, alloc, .. } = core;
@@ -239,24 +242,29 @@ fn spill_bucket(
     if !child.tree.is_dirty() {
         return Ok(());
     }
-    let value = match child.tree.inline_size(inline_max) {
+    // A spilled child's value is its 16-byte header, kept on the stack; only an inline one
+    // (its whole tree in the value) needs a buffer.
+    let mut inline_value = Vec::new();
+    let header_value;
+    let value: &[u8] = match child.tree.inline_size(inline_max) {
         Some(size) => {
             child.tree.free_all(pages, alloc)?;
-            let mut value = vec![0u8; inline_bucket_size(size)];
+            inline_value.resize(inline_bucket_size(size), 0u8);
             let header = BucketHeader::new(Pgid(0), child.sequence);
             child
                 .tree
-                .write_inline(write_bucket_header(&mut value, header));
-            value
+                .write_inline(write_bucket_header(&mut inline_value, header));
+            &inline_value
         }
         None => {
             let root = child.tree.spill(pages, arena, alloc)?;
-            BucketHeader::new(root, child.sequence).to_bytes().to_vec()
+            header_value = BucketHeader::new(root, child.sequence).to_bytes();
+            &header_value
         }
     };
     let outcome = parent
         .tree
-        .put(pages, arena, name, &value, LEAF_FLAG_BUCKET)?;
+        .put(pages, arena, name, value, LEAF_FLAG_BUCKET)?;
     debug_assert!(
         matches!(outcome, Put::Replaced { .. }),
         "a child bucket's key holds a bucket"

@@ -5,8 +5,8 @@
 use crate::alloc::TxAlloc;
 use crate::bucket::read::Bucket;
 use crate::bucket::state::{
-    BucketName, BucketState, check_name, check_not_held, create_child, delete_child, open_child,
-    state_at,
+    BucketName, BucketState, Registry, check_name, check_not_held, create_child, delete_child,
+    open_child, state_at,
 };
 use crate::bucket::write::BucketMut;
 use crate::engine::{Engine, Writer};
@@ -139,9 +139,8 @@ pub struct WriteTx<'db> {
     writer: MutexGuard<'db, Writer>,
     base: Meta,
     shared: WriteContext,
-    /// The root bucket, and the registry of open buckets below it: a top-level bucket held
-    /// by a handle has a placeholder here.
-    root: RefCell<BucketState>,
+    /// The root bucket and the open buckets below it (see [`Registry`]).
+    buckets: Registry,
     on_commit: RefCell<Vec<Box<dyn FnOnce() + 'db>>>,
     stats: TxStats,
     ended: bool,
@@ -238,6 +237,7 @@ impl<'db> WriteTx<'db> {
         // The writer's pool of page buffers, with those the last commit wrote: this
         // transaction's nodes and pages come from it, and go back to it once written.
         let arena = std::mem::replace(&mut writer.arena, Arena::new(engine.page_size));
+        let spare_state = writer.spare_state.take();
         let alloc = TxAlloc::new(
             crate::engine::next_txid(meta.txid(), writer.durable.txid()),
             engine.page_size,
@@ -246,7 +246,8 @@ impl<'db> WriteTx<'db> {
             engine.storage.clone(),
             writer.file_len,
             &engine.options,
-        );
+        )
+        .with_dirty_list(std::mem::take(&mut writer.dirty_list));
         WriteTx {
             engine,
             writer,
@@ -261,7 +262,10 @@ impl<'db> WriteTx<'db> {
                     broken: false,
                 }),
             },
-            root: RefCell::new(BucketState::from_root(meta.root_pgid(), meta.root.sequence)),
+            buckets: Registry::new(
+                BucketState::from_root(meta.root_pgid(), meta.root.sequence),
+                spare_state,
+            ),
             on_commit: RefCell::new(Vec::new()),
             stats: TxStats::default(),
             ended: false,
@@ -313,7 +317,7 @@ impl<'db> WriteTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn root(&mut self) -> Bucket<'_> {
-        self.root.get_mut().view(self.shared.pages())
+        self.buckets.root.get_mut().view(self.shared.pages())
     }
 
     /// The top-level bucket `name` as a read view, with this transaction's edits. Borrows the
@@ -359,7 +363,7 @@ impl<'db> WriteTx<'db> {
     /// error leaves the registry as it was (a bucket loaded into it on the way is no change).
     fn open_top(&self, name: &[u8], how: Open) -> Result<Option<BucketMut<'_>>> {
         let pages = self.shared.pages();
-        let mut root = self.root.borrow_mut();
+        let mut root = self.buckets.root.borrow_mut();
         let state = match how {
             Open::Existing => match open_child(pages, &mut root, name)? {
                 Some(state) => state,
@@ -373,7 +377,12 @@ impl<'db> WriteTx<'db> {
         };
         let state = std::mem::replace(state, BucketState::placeholder());
         drop(root);
-        Ok(Some(BucketMut::top(&self.shared, &self.root, name, state)))
+        Ok(Some(BucketMut::top(
+            &self.shared,
+            &self.buckets,
+            name,
+            state,
+        )))
     }
 
     /// The top-level bucket `name`, open for reading and writing; `None` if there is none.
@@ -472,7 +481,10 @@ impl<'db> WriteTx<'db> {
     /// whatever a source file holds.
     pub(crate) fn bucket_at(&mut self, path: &[&[u8]]) -> Result<Option<BucketMut<'_>>> {
         if path.is_empty() {
-            return Ok(Some(BucketMut::borrowed(&self.shared, self.root.get_mut())));
+            return Ok(Some(BucketMut::borrowed(
+                &self.shared,
+                self.buckets.root.get_mut(),
+            )));
         }
         self.bucket_path_mut(path)
     }
@@ -485,6 +497,7 @@ impl<'db> WriteTx<'db> {
             page_size,
             high_water,
             core,
+            ..
         } = &mut self.shared;
         (
             pages_of(map, *page_size, *high_water),
@@ -518,7 +531,7 @@ impl<'db> WriteTx<'db> {
 
     /// Sets the root bucket's sequence, which only files of other tools use.
     pub(crate) fn set_root_sequence(&mut self, sequence: u64) {
-        self.root.get_mut().sequence = sequence;
+        self.buckets.root.get_mut().sequence = sequence;
         self.commit_unchanged = true;
     }
 
@@ -583,7 +596,7 @@ impl<'db> WriteTx<'db> {
     /// ```
     pub fn delete_bucket(&self, name: impl AsRef<[u8]>) -> Result<()> {
         let name = name.as_ref();
-        let mut root = self.root.borrow_mut();
+        let mut root = self.buckets.root.borrow_mut();
         let mut core = self.shared.core.borrow_mut();
         delete_child(&self.shared, &mut core, &mut root, name)
     }
@@ -629,7 +642,7 @@ impl<'db> WriteTx<'db> {
         else {
             return Err(Error::BucketNameRequired);
         };
-        let mut root = self.root.borrow_mut();
+        let mut root = self.buckets.root.borrow_mut();
         let root = &mut *root;
         check_not_held(root, from[0])?;
         check_not_held(root, to[0])?;
@@ -802,7 +815,7 @@ impl<'db> WriteTx<'db> {
         stats.page_count = pages_allocated;
         stats.page_alloc = pages_allocated * self.engine.page_size as u64;
         let mut trees = rbolt_btree::TreeStats::default();
-        self.root.get_mut().add_tree_stats(&mut trees);
+        self.buckets.root.get_mut().add_tree_stats(&mut trees);
         stats.node_count += trees.node_count;
         stats.split += trees.split;
         stats.rebalance += trees.rebalance;
@@ -888,14 +901,15 @@ impl<'db> WriteTx<'db> {
             .store(0, std::sync::atomic::Ordering::Release);
         let core = self.shared.core.get_mut();
         let alloc = &mut core.alloc;
-        alloc.recycle(&mut core.arena);
+        self.writer.dirty_list = alloc.take_dirty_list(&mut core.arena);
+        self.writer.spare_state = self.buckets.take_spare();
         self.engine.counters.freelist_changed(&alloc.freelist);
         let kind = alloc.freelist.kind();
         let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
         let page_size = self.engine.page_size;
         self.writer.arena = std::mem::replace(&mut core.arena, Arena::new(page_size));
-        *self.root.get_mut() = BucketState::new_empty();
+        *self.buckets.root.get_mut() = BucketState::new_empty();
     }
 
     /// Undoes this transaction's freelist changes and ends it.
