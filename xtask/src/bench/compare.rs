@@ -19,6 +19,7 @@ pub const MANIFEST: &str = "benches/compare/Cargo.toml";
 const ENGINE_CRATES: &[(&str, &[&str])] = &[
     ("rbolt", &["rbolt"]),
     ("lmdb", &["heed", "lmdb-master-sys"]),
+    ("lmdb-named", &["heed", "lmdb-master-sys"]),
     ("redb", &["redb"]),
     ("sled", &["sled"]),
     ("jammdb", &["jammdb"]),
@@ -232,11 +233,14 @@ pub fn load(path: &Path) -> Result<Compare> {
 /// Builds the comparison binary with the features of the engines asked for.
 fn build(layout: &Layout, engines: &[String]) -> Result<PathBuf> {
     let target = layout.target.join("compare");
-    let peers: Vec<&str> = engines
+    // An engine's feature is its name up to a variant suffix (`lmdb-named` is `lmdb`).
+    let mut peers: Vec<&str> = engines
         .iter()
-        .map(String::as_str)
+        .map(|e| e.strip_suffix("-named").unwrap_or(e))
         .filter(|e| *e != "rbolt")
         .collect();
+    peers.sort_unstable();
+    peers.dedup();
     let mut command = Command::new(cargo());
     command
         .current_dir(&layout.workspace)

@@ -1,4 +1,7 @@
-//! LMDB through heed: the unnamed database, default environment flags.
+//! LMDB through heed, default environment flags: `lmdb` keeps the keys in the unnamed
+//! database; `lmdb-named` in a named one (`mdb_dbi_open` with a name), which is what a
+//! bbolt bucket corresponds to: its record in the main database changes on every commit
+//! that changes it, as a bbolt bucket's header in the root bucket does.
 
 use super::{Engine, Notes, Result, value_ok};
 use crate::workload::{Key, value_of};
@@ -10,13 +13,13 @@ use std::path::Path;
 /// out of map (it does not grow the file to this size; the file grows as pages are written).
 const MAP_SIZE: usize = 64 << 30;
 
-pub struct Lmdb {
+pub struct Lmdb<const NAMED: bool> {
     env: Env,
     db: Database<Bytes, Bytes>,
 }
 
-impl Engine for Lmdb {
-    const NAME: &'static str = "lmdb";
+impl<const NAMED: bool> Engine for Lmdb<NAMED> {
+    const NAME: &'static str = if NAMED { "lmdb-named" } else { "lmdb" };
     const NOTES: Notes = Notes {
         sorted_load: "`put_with_flags(PutFlags::APPEND)` (MDB_APPEND)",
         durable: "default environment flags: commit writes pages, fdatasync, meta, fdatasync",
@@ -24,13 +27,18 @@ impl Engine for Lmdb {
         rust_heap_only: false,
     };
 
-    fn create(dir: &Path) -> Result<Lmdb> {
+    fn create(dir: &Path) -> Result<Lmdb<NAMED>> {
         // SAFETY: heed marks opening unsafe because LMDB memory-maps the file: another
         // process (or a second open in this one) changing it could break Rust's aliasing
         // rules. The directory is a fresh one private to this process, opened once.
-        let env = unsafe { EnvOpenOptions::new().map_size(MAP_SIZE).open(dir)? };
+        let env = unsafe {
+            EnvOpenOptions::new()
+                .map_size(MAP_SIZE)
+                .max_dbs(1)
+                .open(dir)?
+        };
         let mut tx = env.write_txn()?;
-        let db = env.create_database(&mut tx, None)?;
+        let db = env.create_database(&mut tx, NAMED.then_some("bench"))?;
         tx.commit()?;
         Ok(Lmdb { env, db })
     }

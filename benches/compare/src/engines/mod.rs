@@ -78,7 +78,9 @@ pub fn names() -> Vec<&'static str> {
     vec![
         <rbolt::Rbolt as Engine>::NAME,
         #[cfg(feature = "lmdb")]
-        <lmdb::Lmdb as Engine>::NAME,
+        <lmdb::Lmdb<false> as Engine>::NAME,
+        #[cfg(feature = "lmdb")]
+        <lmdb::Lmdb<true> as Engine>::NAME,
         #[cfg(feature = "redb")]
         <redb::Redb as Engine>::NAME,
         #[cfg(feature = "sled")]
@@ -96,7 +98,9 @@ pub fn run(name: &str, config: &crate::workload::Config) -> Option<Result<serde_
     match name {
         "rbolt" => Some(go::<rbolt::Rbolt>(config)),
         #[cfg(feature = "lmdb")]
-        "lmdb" => Some(go::<lmdb::Lmdb>(config)),
+        "lmdb" => Some(go::<lmdb::Lmdb<false>>(config)),
+        #[cfg(feature = "lmdb")]
+        "lmdb-named" => Some(go::<lmdb::Lmdb<true>>(config)),
         #[cfg(feature = "redb")]
         "redb" => Some(go::<redb::Redb>(config)),
         #[cfg(feature = "sled")]
