@@ -74,9 +74,7 @@ impl std::fmt::Debug for BucketMut<'_> {
 
 impl Drop for BucketMut<'_> {
     fn drop(&mut self) {
-        if !matches!(self.held, Held::Top { .. }) {
-            return;
-        }
+        // A borrowed handle has nothing to put back.
         let Held::Top {
             registry,
             name,
@@ -85,7 +83,7 @@ impl Drop for BucketMut<'_> {
             mut leaf,
         } = std::mem::replace(&mut self.held, Held::Gone)
         else {
-            unreachable!("matched just above")
+            return;
         };
         if let Some(leaf) = leaf.take() {
             *descend_mut(&mut state, &path) = *leaf;
@@ -100,8 +98,8 @@ impl Drop for BucketMut<'_> {
             }
             None => debug_assert!(false, "a held bucket's placeholder is gone"),
         }
-        // The emptied box serves the next top-level handle, in this transaction or the next.
         drop(root);
+        // The emptied box serves the next top-level handle, in this transaction or the next.
         registry.keep_spare(state);
     }
 }

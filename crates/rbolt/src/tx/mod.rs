@@ -497,7 +497,6 @@ impl<'db> WriteTx<'db> {
             page_size,
             high_water,
             core,
-            ..
         } = &mut self.shared;
         (
             pages_of(map, *page_size, *high_water),
