@@ -335,12 +335,18 @@ mod tests {
             ],
             "n=1000000 engines=rbolt,lmdb,redb only=Compare rw=5 repeat=3 timeout=1200 baseline=None extra=[]",
         );
+        // An extra engine runs when named, and only then (the default lists above lack it).
+        check(
+            &["--only", "compare", "--engines", "lmdb,lmdb-named"],
+            "n=1000000 engines=rbolt,lmdb,lmdb-named only=Compare rw=5 repeat=1 timeout=1200 baseline=None extra=[]",
+        );
     }
 
     #[test]
     fn rejects() {
         for raw in [
             &["--engines", "rocksdb"][..],
+            &["--engines", "redb-named"],
             &["--only", "all"],
             &["--n", "10"],
             &["--repeat", "0"],
