@@ -165,14 +165,29 @@ fn stat_field(stat: &str, field: usize) -> u64 {
         .unwrap_or(0)
 }
 
-/// CPU time the calling thread has spent on a CPU so far, in nanoseconds: the first field of
-/// /proc/thread-self/schedstat, user and system time together. The kernel brings a running
-/// thread's figure up to date at each scheduler tick and switch, so a reading lags by at most
-/// one tick (1 to 10 ms); over a phase of a second that is well under 1%. `None` if the
-/// kernel has no schedstat (`CONFIG_SCHED_INFO` off).
-pub fn thread_cpu_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
+/// The calling thread's first two schedstat figures, in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sched {
+    /// Time on a CPU, user and system time together. The kernel brings a running thread's
+    /// figure up to date at each scheduler tick and switch, so a reading lags by at most one
+    /// tick (1 to 10 ms); over a phase of a second that is well under 1%.
+    pub cpu_ns: u64,
+    /// Time runnable but waiting for a CPU (the run queue).
+    pub runq_ns: u64,
+}
+
+/// [`Sched`] of the calling thread, from /proc/thread-self/schedstat; `None` if the kernel
+/// has no schedstat (`CONFIG_SCHED_INFO` off).
+pub fn thread_sched() -> Option<Sched> {
+    parse_schedstat(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
+}
+
+fn parse_schedstat(line: &str) -> Option<Sched> {
+    let mut fields = line.split_whitespace().map(str::parse::<u64>);
+    Some(Sched {
+        cpu_ns: fields.next()?.ok()?,
+        runq_ns: fields.next()?.ok()?,
+    })
 }
 
 /// What the process has used so far, read at a phase's edges.
@@ -414,8 +429,10 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         "reads": rw.reads,
         "writes": rw.writes,
     });
-    if let Some(writer_cpu_secs) = rw.writer_cpu_secs {
-        extra["writer_cpu_secs"] = json!(writer_cpu_secs);
+    if let Some(writer) = rw.writer {
+        extra["writer_cpu_secs"] = json!(writer.cpu);
+        extra["writer_runq_secs"] = json!(writer.runq);
+        extra["writer_blocked_secs"] = json!(writer.blocked);
     }
     phases.record("read_write", secs, rw.txs, extra);
     drop(db);
@@ -494,9 +511,33 @@ struct ReadWrite {
     writes: u64,
     /// Transactions the writer committed.
     txs: u64,
-    /// CPU time of the writer's thread alone (`thread_cpu_ns`) over its loop, in seconds.
-    writer_cpu_secs: Option<f64>,
+    /// What the writer's thread did over its loop (`thread_sched`).
+    writer: Option<WriterTime>,
     secs: f64,
+}
+
+/// The writer thread's time over phase (g)'s loop, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct WriterTime {
+    /// On a CPU.
+    cpu: f64,
+    /// Runnable, waiting for a CPU.
+    runq: f64,
+    /// Neither: blocked (on a lock, a sync, a page fault's read), the loop's wall time less
+    /// the other two, or 0 where the three readings' lag makes that negative.
+    blocked: f64,
+}
+
+impl WriterTime {
+    fn between(start: Sched, end: Sched, wall_secs: f64) -> WriterTime {
+        let cpu = end.cpu_ns.saturating_sub(start.cpu_ns) as f64 / 1e9;
+        let runq = end.runq_ns.saturating_sub(start.runq_ns) as f64 / 1e9;
+        WriterTime {
+            cpu,
+            runq,
+            blocked: (wall_secs - cpu - runq).max(0.0),
+        }
+    }
 }
 
 /// Phase (g): `READERS` threads doing random gets of surviving keys, in read transactions of
@@ -506,7 +547,7 @@ fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<R
     let stop = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
     let start = Instant::now();
-    let (txs, writer_cpu_secs) = std::thread::scope(|s| -> Result<(u64, Option<f64>)> {
+    let (txs, writer) = std::thread::scope(|s| -> Result<(u64, Option<WriterTime>)> {
         let mut readers = Vec::new();
         for reader in 0..READERS {
             let (stop, reads) = (&stop, &reads);
@@ -527,7 +568,7 @@ fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<R
         let mut rng = Rng::new(config.seed ^ 0x77);
         let mut txs = 0u64;
         let mut batch = [[0u8; KEY_LEN]; BATCH_KEYS];
-        let cpu_start = thread_cpu_ns();
+        let (sched_start, loop_start) = (thread_sched(), Instant::now());
         let result = loop {
             if start.elapsed() >= config.rw || stop.load(Ordering::Relaxed) {
                 break Ok(txs);
@@ -538,20 +579,21 @@ fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<R
             }
             txs += 1;
         };
-        let writer_cpu_secs = cpu_start
-            .zip(thread_cpu_ns())
-            .map(|(start, end)| (end - start) as f64 / 1e9);
+        let loop_secs = loop_start.elapsed().as_secs_f64();
+        let writer = sched_start
+            .zip(thread_sched())
+            .map(|(start, end)| WriterTime::between(start, end, loop_secs));
         stop.store(true, Ordering::Relaxed);
         for reader in readers {
             reader.join().map_err(|_| fail("reader panicked"))??;
         }
-        Ok((result?, writer_cpu_secs))
+        Ok((result?, writer))
     })?;
     Ok(ReadWrite {
         reads: reads.load(Ordering::Relaxed),
         writes: txs * BATCH_KEYS as u64,
         txs,
-        writer_cpu_secs,
+        writer,
         secs: start.elapsed().as_secs_f64(),
     })
 }
@@ -571,15 +613,41 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_gives_cpu_and_run_queue_time() {
+        assert_eq!(
+            parse_schedstat("123 456 7\n"),
+            Some(Sched {
+                cpu_ns: 123,
+                runq_ns: 456
+            })
+        );
+        assert_eq!(parse_schedstat("123"), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+        let start = Sched {
+            cpu_ns: 1_000_000_000,
+            runq_ns: 500_000_000,
+        };
+        let end = Sched {
+            cpu_ns: 3_000_000_000,
+            runq_ns: 1_500_000_000,
+        };
+        // 2 s on a CPU and 1 s waiting for one of a 4 s loop: blocked for the other second.
+        let time = WriterTime::between(start, end, 4.0);
+        assert_eq!((time.cpu, time.runq, time.blocked), (2.0, 1.0, 1.0));
+        // Readings that lag the wall clock never make a negative blocked time.
+        assert_eq!(WriterTime::between(start, end, 2.5).blocked, 0.0);
+    }
+
+    #[test]
     fn cpu_time_grows_with_work() {
         // Spin until this thread has run 50 ms on a CPU: at least 4 ticks of 10 ms more for
         // the process, whatever the machine's load (descheduled time does not count).
         let (process, thread) = (
             stat_cpu_ticks(&read_stat()),
-            thread_cpu_ns().expect("schedstat"),
+            thread_sched().expect("schedstat").cpu_ns,
         );
         let mut x = 0u64;
-        while thread_cpu_ns().expect("schedstat") - thread < 50_000_000 {
+        while thread_sched().expect("schedstat").cpu_ns - thread < 50_000_000 {
             for i in 0..10_000 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
             }

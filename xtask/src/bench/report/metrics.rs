@@ -415,6 +415,24 @@ pub const METRICS: &[Metric] = &[
         get: |v| us_per_tx(v, "read_write", "writer_cpu_secs"),
     },
     Metric {
+        family: "cpu",
+        label: "(g) the writer thread's wait for a CPU per transaction (runnable, not running)",
+        short: "(g) writer run-queue wait/tx",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| us_per_tx(v, "read_write", "writer_runq_secs"),
+    },
+    Metric {
+        family: "cpu",
+        label: "(g) the writer thread blocked per transaction (neither running nor runnable)",
+        short: "(g) writer blocked/tx",
+        unit: "µs",
+        higher_is_better: false,
+        comparable: true,
+        get: |v| us_per_tx(v, "read_write", "writer_blocked_secs"),
+    },
+    Metric {
         family: "footprint",
         label: "peak RSS up to the end of (a)",
         short: "RSS after (a)",
@@ -479,7 +497,8 @@ pub(super) mod tests {
                 },
                 "read_write": {
                     "secs": 1.0, "written_bytes": 5_120_000, "write_calls": 250,
-                    "cpu_secs": 2.0, "writer_cpu_secs": 0.5, "txs": 250,
+                    "cpu_secs": 2.0, "writer_cpu_secs": 0.5, "writer_runq_secs": 0.25,
+                    "writer_blocked_secs": 0.05, "txs": 250,
                 },
             },
         })
@@ -496,6 +515,8 @@ pub(super) mod tests {
                 "cpu_secs",
                 "sys_cpu_secs",
                 "writer_cpu_secs",
+                "writer_runq_secs",
+                "writer_blocked_secs",
                 "write_calls",
             ] {
                 phase.remove(field);
@@ -539,6 +560,8 @@ pub(super) mod tests {
             ("(g) wall/tx", 4000.0),
             ("(g) process CPU/tx", 8000.0),
             ("(g) writer CPU/tx", 2000.0),
+            ("(g) writer run-queue wait/tx", 1000.0),
+            ("(g) writer blocked/tx", 200.0),
         ];
         assert_eq!(
             expected.len(),
@@ -565,6 +588,19 @@ pub(super) mod tests {
         ] {
             assert!(value_of(system, &line) <= value_of(all, &line), "{system}");
         }
+        // The writer's time on a CPU, waiting for one and blocked fit in the phase's wall time.
+        let writer: f64 = [
+            "(g) writer CPU/tx",
+            "(g) writer run-queue wait/tx",
+            "(g) writer blocked/tx",
+        ]
+        .iter()
+        .map(|short| value_of(short, &line).unwrap())
+        .sum();
+        assert!(
+            writer <= value_of("(g) wall/tx", &line).unwrap(),
+            "{writer}"
+        );
         // A phase without write transactions has no per-transaction figures.
         assert_eq!(per_tx(&line, "get_random", "cpu_secs"), None);
     }

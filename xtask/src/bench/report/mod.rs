@@ -279,7 +279,9 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
          thread's (`/proc/self/stat`, in 10 ms ticks: about ±20 µs a transaction over the \
          1,000 of (d) or (e)); in (g) that includes the readers, so the writer thread's own \
          time (its schedstat, in ns) is beside it, without any background thread of the \
-         engine's. The system time alone (`stime`, same ticks) is the kernel's share: for \
+         engine's, with the time the writer was runnable but waiting for a CPU (schedstat's \
+         run-queue time: three busy threads share two cores here) and the rest of its wall \
+         time, when it was blocked (a lock, a sync, a page fault's read). The system time alone (`stime`, same ticks) is the kernel's share: for \
          these phases mostly the write system calls, the syncs' writeback and page faults; \
          write system calls are `syscw` of /proc/self/io, one per `write`, `pwrite` or \
          `pwritev` whatever its size. Wall time beside CPU time shows what the commit spent \
