@@ -281,11 +281,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
          time (its schedstat, in ns) is beside it, without any background thread of the \
          engine's, with the time the writer was runnable but waiting for a CPU (schedstat's \
          run-queue time: three busy threads share two cores here) and the rest of its wall \
-         time, when it was blocked (a lock, a sync, a page fault's read). The system time alone (`stime`, same ticks) is the kernel's share: for \
-         these phases mostly the write system calls, the syncs' writeback and page faults; \
-         write system calls are `syscw` of /proc/self/io, one per `write`, `pwrite` or \
-         `pwritev` whatever its size. Wall time beside CPU time shows what the commit spent \
-         waiting, mostly on the disk.\n\n\
+         time, when it was blocked (a lock, a sync, a page fault's read). The system time \
+         alone (`stime`, same ticks) is the kernel's share: for these phases mostly the \
+         write system calls, the syncs' writeback and page faults; write system calls are \
+         `syscw` of /proc/self/io, one per `write`, `pwrite` or `pwritev` whatever its size. \
+         Wall time beside CPU time shows what the commit spent waiting, mostly on the disk.\n\n\
          RSS counts the resident pages of a mapped file too (rbolt, LMDB, jammdb and bbolt-rs \
          map theirs); about {baseline_mib:.0} MiB of it is the workload's own key arrays, the \
          same in every process (the peak before the store was opened)."
