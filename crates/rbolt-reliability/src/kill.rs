@@ -14,11 +14,13 @@ use crate::power::variant;
 use crate::summary::{Failures, Max, Summary};
 use crate::verdict::{Failure, Reopens, Verdict, judge};
 use crate::workload::{Workload, commit_step_with};
+use rbolt::storage::{FileOptions, FileStorage};
 use rbolt::{Db, Durability, Options};
 use rbolt_fixtures::rng::Rng;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How big a kill loop is.
@@ -76,6 +78,10 @@ crate::report! {
         pub kills_before_ready: u64,
         /// Pages the children's vacuum steps reported moved (0 without `KillConfig::vacuum`).
         pub vacuum_pages_moved: u64,
+        /// Bytes the children wrote as copies into a writable mapping of the file rather than
+        /// with `pwrite` (`FileStorage::copied_bytes`, as each last acknowledged it): pages
+        /// written again before a sync, on the filesystems that take copies.
+        pub copied_bytes: u64,
         /// The database file's size at the end.
         pub max_file_bytes: Max,
         /// Descriptions of the failures.
@@ -289,6 +295,7 @@ impl Models {
             }
             report.kills += 1;
             report.vacuum_pages_moved += run.vacuum_pages_moved;
+            report.copied_bytes += run.acks.last().map_or(0, |ack| ack.copied_bytes);
             let Some(ready) = run.ready else {
                 report.kills_before_ready += 1;
                 if !run.acks.is_empty() {
@@ -342,11 +349,13 @@ struct ChildRun {
     stderr: String,
 }
 
-/// One acknowledgement: `ack STEP TXID DIGEST`.
+/// One acknowledgement: `ack STEP TXID DIGEST COPIED`.
 struct Ack {
     step: u64,
     txid: u64,
     digest: u64,
+    /// The child's `FileStorage::copied_bytes` so far.
+    copied_bytes: u64,
 }
 
 /// The txid step `step` commits as: a new file's metas hold txids 0 and 1, and every step
@@ -455,17 +464,24 @@ fn kill_children(
         for line in lines {
             let bad = || format!("bad line {line:?}; stderr: {stderr}");
             let mut words = line.split_whitespace();
-            match (words.next(), words.next(), words.next(), words.next()) {
-                (Some("ack"), Some(step), Some(txid), Some(hex)) => {
+            let fields = (words.next(), words.next(), words.next(), words.next());
+            match (fields, words.next()) {
+                ((Some("ack"), Some(step), Some(txid), Some(hex)), Some(copied)) => {
                     let step = step.parse().map_err(|_| bad())?;
                     let txid = txid.parse().map_err(|_| bad())?;
                     let digest = u64::from_str_radix(hex, 16).map_err(|_| bad())?;
-                    acks.push(Ack { step, txid, digest });
+                    let copied_bytes = copied.parse().map_err(|_| bad())?;
+                    acks.push(Ack {
+                        step,
+                        txid,
+                        digest,
+                        copied_bytes,
+                    });
                 }
-                (Some("vacuum"), Some(_step), Some(moved), None) => {
+                ((Some("vacuum"), Some(_step), Some(moved), None), None) => {
                     vacuum_pages_moved += moved.parse::<u64>().map_err(|_| bad())?;
                 }
-                (Some("ready"), Some(step), None, None) => {
+                ((Some("ready"), Some(step), None, None), None) => {
                     ready = Some(step.parse().map_err(|_| bad())?);
                 }
                 _ => return Err(format!("unexpected line {line:?}; stderr: {stderr}")),
@@ -482,21 +498,22 @@ fn kill_children(
     Ok(runs)
 }
 
-/// The child's side: `kill-loop PATH SEED STEP [vacuum]`. Opens the file (creating it if
-/// missing), which must hold step `STEP` (any step for `any`), prints `ready STEP`, and commits
-/// steps after it until killed, printing `ack STEP TXID DIGEST` after each commit returns;
-/// with `vacuum`, each step is followed by an online vacuum step and `vacuum STEP PAGES`; with
+/// The child's side: `kill-loop PATH SEED STEP [vacuum] [unsynced]`. Opens the file (creating
+/// it if missing), which must hold step `STEP` (any step for `any`), prints `ready STEP`, and
+/// commits steps after it until killed, printing `ack STEP TXID DIGEST COPIED` after each
+/// commit returns (`COPIED`: the bytes its file took as copies into the mapping so far); with
+/// `vacuum`, each step is followed by an online vacuum step and `vacuum STEP PAGES`; with
 /// `unsynced`, three steps in four commit without syncs.
 pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
-    let (path, seed, start, mode) = match args {
-        [path, seed, start] => (path, seed, start, None),
-        [path, seed, start, mode] if mode == "vacuum" || mode == "unsynced" => {
-            (path, seed, start, Some(mode.as_str()))
-        }
-        _ => return Err("usage: kill-loop PATH SEED STEP|any [vacuum|unsynced]".into()),
+    let usage = || "usage: kill-loop PATH SEED STEP|any [vacuum] [unsynced]".to_string();
+    let [path, seed, start, modes @ ..] = args else {
+        return Err(usage());
     };
-    let vacuum = mode == Some("vacuum");
-    let unsynced = mode == Some("unsynced");
+    let vacuum = modes.first().is_some_and(|mode| mode == "vacuum");
+    let unsynced = modes.last().is_some_and(|mode| mode == "unsynced");
+    if modes.len() != usize::from(vacuum) + usize::from(unsynced) {
+        return Err(usage());
+    }
     let seed: u64 = seed.parse().map_err(|_| "bad seed")?;
     let start: Option<u64> = match start.as_str() {
         "any" => None,
@@ -504,9 +521,13 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
     };
     let (options, workload) = setup(seed);
     // Two children racing to create a file: the second waits for the first's lock (rbolt's
-    // default is to fail at once).
+    // default is to fail at once). Opened as `Db::open_with` opens it, with the file kept to
+    // read its `copied_bytes`.
     let options = options.lock_timeout(None);
-    let db = Db::open_with(path, options).map_err(|e| format!("open: {e}"))?;
+    let file = FileStorage::open(path, FileOptions::new().lock_timeout(None))
+        .map_err(|e| format!("open: {e}"))?;
+    let file = Arc::new(file);
+    let db = Db::open_storage(file.clone(), options).map_err(|e| format!("open: {e}"))?;
     let mut model = read_db(&db).map_err(|e| format!("read: {e}"))?;
     let found = progress(&model);
     if start.is_some_and(|start| start != found) {
@@ -532,7 +553,9 @@ pub(crate) fn child_main(args: &[String]) -> Result<(), String> {
         let txid = db
             .view(|tx| Ok(tx.id().0))
             .map_err(|e: rbolt::Error| e.to_string())?;
-        writeln!(out, "ack {step} {txid} {:016x}", digest(&model)).map_err(|e| e.to_string())?;
+        let copied = file.copied_bytes();
+        writeln!(out, "ack {step} {txid} {:016x} {copied}", digest(&model))
+            .map_err(|e| e.to_string())?;
         out.flush().map_err(|e| e.to_string())?;
     }
     Ok(())

@@ -158,16 +158,29 @@ fn write_slices(
 }
 
 /// Makes the file at least `len` bytes long, the space allocated where the system can
-/// (`fallocate` on Linux), else a sparse extension with the same length.
-pub(super) fn allocate(file: &File, len: u64) -> io::Result<()> {
-    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
-    if linux::fallocate(file, len)? {
-        return Ok(());
+/// (`fallocate` on Linux), else a sparse extension with the same length. `true` when the
+/// space from offset 0 to `len` is allocated.
+pub(super) fn allocate(file: &File, len: u64) -> io::Result<bool> {
+    if allocate_in_place(file, len)? {
+        return Ok(true);
     }
     // Some filesystems (and tmpfs on old kernels) cannot preallocate, nor can the portable
     // calls; a sparse extension still gives the right length, only without the promise that
     // writes below it cannot fail with ENOSPC.
-    file.set_len(len)
+    file.set_len(len)?;
+    Ok(false)
+}
+
+/// Allocates the file's space from offset 0 to `len` (`fallocate` on Linux), growing it to
+/// `len` if shorter; `false`, changing nothing, where the system or filesystem cannot.
+pub(super) fn allocate_in_place(file: &File, len: u64) -> io::Result<bool> {
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    return linux::fallocate(file, len);
+    #[cfg(not(all(target_os = "linux", not(feature = "portable-fallback"))))]
+    {
+        let _ = (file, len);
+        Ok(false)
+    }
 }
 
 /// A file for a [`SimFile`](crate::SimFile)'s contents that no other handle can reach: an

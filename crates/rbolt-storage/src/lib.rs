@@ -11,7 +11,10 @@
 //! it opens files, maps memory or takes file locks. It knows nothing of pages beyond the boot
 //! id a non-durable meta records, and all of rbolt's `unsafe` (mapping a file) is here.
 //! Writes reach the file in system calls of at most [`WRITE_BYTES_MAX`] bytes, whatever the
-//! caller passes.
+//! caller passes, except that `FileStorage` on Linux (ext4, XFS, tmpfs) makes a write of
+//! pages it has written since the last sync as a copy into a writable mapping of the file:
+//! the same write for the page cache, without the system call
+//! ([`FileStorage::copied_bytes`]).
 //!
 //! # Platforms
 //!
@@ -44,6 +47,7 @@ mod file;
 mod mapping;
 #[cfg(feature = "sim")]
 mod sim;
+mod write_map;
 
 use std::fmt;
 use std::io;
@@ -131,7 +135,10 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// Writes `bufs` back to back from `offset`, as if they were one concatenated buffer.
     ///
     /// This is how a contiguous run of dirty pages is written with `pwritev`: in calls of at
-    /// most [`WRITE_BYTES_MAX`] bytes and [`IOV_MAX`] buffers, short writes continued.
+    /// most [`WRITE_BYTES_MAX`] bytes and [`IOV_MAX`] buffers, short writes continued. (A
+    /// storage may instead copy the bytes into a writable mapping of the file where that is
+    /// the same write and cannot fail, as [`FileStorage`] does for pages written since the
+    /// last sync.)
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()>;
 
     /// Makes the data written so far durable (`fdatasync`), including any length change

@@ -1,14 +1,20 @@
 //! rbolt through its facade: one bucket, `Db::update`-style transactions.
 
 use super::{Engine, Notes, Result, data_file, fail, value_ok};
+use crate::workload::note_mapped_bytes;
 use crate::workload::{Key, value_of};
-use rbolt::{Db, Durability};
+use rbolt::storage::{FileOptions, FileStorage};
+use rbolt::{Db, Durability, Options};
 use std::path::Path;
+use std::sync::Arc;
 
 const BUCKET: &[u8] = b"bench";
 
 pub struct Rbolt {
     db: Db,
+    /// The file, kept to read how many bytes went to it as copies into its mapping rather
+    /// than by write system calls (`FileStorage::copied_bytes`).
+    file: Arc<FileStorage>,
     /// What each write transaction asks for (`WriteTx::set_durability`).
     durability: Durability,
 }
@@ -18,15 +24,18 @@ impl Engine for Rbolt {
     const NOTES: Notes = Notes {
         sorted_load: "fill percent 1.0 on the bucket (`BucketMut::set_fill_percent`)",
         durable: "default options: pwritev, fdatasync, meta write, fdatasync",
-        sync_off: "`WriteTx::set_durability(Durability::None)` per transaction (both fdatasyncs skipped; the first durable commit after them syncs them too)",
+        sync_off: "`WriteTx::set_durability(Durability::None)` per transaction (both fdatasyncs skipped; the first durable commit after them syncs them too); a page written again before a sync is a copy into a writable mapping of the file, not a pwrite (ext4, XFS, tmpfs)",
         rust_heap_only: true,
     };
 
     fn create(dir: &Path) -> Result<Rbolt> {
-        let db = Db::open(data_file(dir))?;
+        // What `Db::open` does, with the file kept.
+        let file = Arc::new(FileStorage::open(data_file(dir), FileOptions::new())?);
+        let db = Db::open_storage(file.clone(), Options::default())?;
         db.update(|tx| tx.create_bucket(BUCKET).map(|_| ()))?;
         Ok(Rbolt {
             db,
+            file,
             durability: Durability::Immediate,
         })
     }
@@ -52,6 +61,7 @@ impl Engine for Rbolt {
             }
             Ok::<_, rbolt::Error>(())
         })?;
+        note_mapped_bytes(self.file.copied_bytes());
         Ok(())
     }
 
@@ -64,6 +74,7 @@ impl Engine for Rbolt {
             }
             Ok::<_, rbolt::Error>(())
         })?;
+        note_mapped_bytes(self.file.copied_bytes());
         Ok(())
     }
 

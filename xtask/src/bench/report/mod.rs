@@ -267,9 +267,11 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         md,
         "\n¹ LMDB allocates in C, which the counting allocator does not see.\n\n\
          Bytes written are what the process passed to write system calls (`wchar`), background \
-         threads included: an engine that writes through a mapping or defers writes (redb \
-         with `Durability::None` writes nothing until a durable commit) shows less, so these \
-         rows have no best and no ratio. The floor row measures the disk, not the engine.\n\n\
+         threads included, plus what rbolt copied into its file through a writable mapping \
+         (its storage counts them: a page written again before a sync is copied, not passed \
+         to `pwrite`). An engine that defers writes (redb with `Durability::None` writes \
+         nothing until a durable commit) shows less, so these rows have no best and no ratio. \
+         The floor row measures the disk, not the engine.\n\n\
          Per transaction means over the write transactions the phase committed: (d) its \
          1,000 commits, (e) its 1,000 transactions, (f) N/2 keys in transactions of 10,000 \
          (rounded up), (g) however many the writer committed in the time. Pages written are \
