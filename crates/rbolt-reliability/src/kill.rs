@@ -455,9 +455,16 @@ fn kill_children(
     }
     let mut runs = Vec::new();
     for mut run in running {
-        run.child.wait().map_err(|e| format!("wait: {e}"))?;
+        let status = run.child.wait().map_err(|e| format!("wait: {e}"))?;
+        // A child that died of something else just before its kill (a SIGBUS, say) was not
+        // killed by the loop: the check of the runs reports it with its stderr.
+        let killed =
+            run.killed && std::os::unix::process::ExitStatusExt::signal(&status) == Some(9);
         let lines = run.reader.join().map_err(|_| "stdout reader panicked")?;
-        let stderr = run.errors.join().map_err(|_| "stderr reader panicked")?;
+        let mut stderr = run.errors.join().map_err(|_| "stderr reader panicked")?;
+        if run.killed && !killed {
+            stderr.push_str(&format!(" [it ended with {status} before its kill]"));
+        }
         let mut ready = None;
         let mut acks = Vec::new();
         let mut vacuum_pages_moved = 0;
@@ -488,7 +495,7 @@ fn kill_children(
             }
         }
         runs.push(ChildRun {
-            killed: run.killed,
+            killed,
             ready,
             acks,
             vacuum_pages_moved,

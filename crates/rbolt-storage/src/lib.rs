@@ -11,7 +11,7 @@
 //! it opens files, maps memory or takes file locks. It knows nothing of pages beyond the boot
 //! id a non-durable meta records, and all of rbolt's `unsafe` (mapping a file) is here.
 //! Writes reach the file in system calls of at most [`WRITE_BYTES_MAX`] bytes, whatever the
-//! caller passes, except that `FileStorage` on Linux (ext4, XFS, tmpfs) makes a write of
+//! caller passes, except that `FileStorage` on 64-bit Linux (ext4, tmpfs) makes a write of
 //! pages it has written since the last sync as a copy into a writable mapping of the file:
 //! the same write for the page cache, without the system call
 //! ([`FileStorage::copied_bytes`]).

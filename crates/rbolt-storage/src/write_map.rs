@@ -1,4 +1,4 @@
-//! [`WriteMap`]: rewrites of pages the page cache already holds, made as copies into a shared
+//! [`WriteMap`]: rewrites of pages the page cache holds dirty, made as copies into a shared
 //! writable mapping of the file instead of one `pwrite` each.
 //!
 //! A commit without a sync writes a few hundred scattered pages, one system call each, and the
@@ -8,31 +8,43 @@
 //! takes a write fault first, which costs about what the call does (the same figure with a
 //! sync after every transaction: 8.7 µs against 9.0 µs).
 //!
-//! For the page cache, a copy into a `MAP_SHARED` mapping and a `pwrite` are the same thing:
-//! both dirty the same cached page, which every mapping of the file shows at once and which
-//! `fdatasync` writes back (Linux has one page cache for both), so what a crash of the process
-//! or of the machine can leave behind does not change. What does change is how a failure
-//! shows: a `pwrite` returns an error, while a copy that the kernel cannot back kills the
-//! process with `SIGBUS`. So a copy is made only where nothing can fail:
-//! - on Linux, whose `fdatasync` covers writes through mappings, built without
-//!   `portable-fallback`;
-//! - on filesystems that rewrite a block in place (ext4, XFS, tmpfs), so that rewriting an
-//!   allocated block never needs new space (a copy-on-write filesystem such as btrfs needs
-//!   space for every rewrite, and a full disk would be a `SIGBUS`);
-//! - below the length up to which the file's blocks are known to be allocated: `fallocate`
-//!   from offset 0 made them so (the file's growth does that; a file with holes, as Go's
-//!   `ftruncate` growth leaves, is allocated once before its first copy);
-//! - on pages this handle has written since the last sync: they are in the page cache, so the
-//!   write fault does not read them from the disk (a `pwrite` of a whole page never reads
-//!   one), and they are still dirty, so after the first copy the next ones take no fault at
-//!   all. A sync cleans them (and write-protects the mapping's pages again), so a commit that
-//!   syncs writes each page once with a `pwrite`, as before, and pays no write fault on top.
+//! What a copy changes, against a `pwrite` of the same bytes:
+//! - Nothing in the page cache: both dirty the same cached page, which every mapping of the
+//!   file shows at once, and Linux's `fdatasync` writes back pages dirtied through a mapping
+//!   as it does the others. So a power loss can leave nothing that it could not before.
+//! - A kill of the process can stop a copy at any byte, where a `pwrite` of one page lands
+//!   whole or not at all. The database writes its meta last, with a checksum, and only a
+//!   commit that skips its syncs writes it as a copy: a meta torn by a kill fails its checksum
+//!   and the file opens at the commit before, which that commit's caller never saw return.
+//! - How a failure shows: a `pwrite` returns an error, while a copy that the kernel cannot
+//!   back kills the process with `SIGBUS`. Nothing committed is lost by that (a durable commit
+//!   has synced; an unsynced one is in the page cache), but the process ends instead of
+//!   seeing an error. So copies go only where the common failures cannot happen:
+//!   - on Linux, 64-bit, with 4 KiB pages, built without `portable-fallback`;
+//!   - on ext4 and tmpfs, which rewrite an allocated block in place, so a rewrite never needs
+//!     new space (a copy-on-write filesystem such as btrfs needs space for every rewrite, and
+//!     so does XFS for a file whose blocks a reflinked copy shares);
+//!   - below the length up to which `fallocate` from offset 0 has allocated the file's blocks
+//!     (the file's growth does that; a file with holes, as Go's `ftruncate` growth leaves, is
+//!     allocated once before its first copy), and never past a shrink;
+//!   - on pages this handle has written in the last few seconds and not synced since: they
+//!     are dirty, so they are in the page cache and the copy reads nothing from the disk (a
+//!     `pwrite` of a whole page never reads one), and after the first copy the next ones take
+//!     no fault at all. A sync cleans them (and write-protects the mapping's pages), so a
+//!     commit that syncs writes each page once with a `pwrite`, as before. The set is also
+//!     forgotten every [`DIRTY_EPOCH`], well inside the kernel's 30 s before it writes dirty
+//!     pages back, after which they could be evicted and a copy would read them back.
 //!
-//! Every other write, and every write when the filesystem does not qualify, is a `pwrite` as
-//! before.
+//!   What is left is the filesystem failing under the process (an ext4 journal abort, a
+//!   shutdown): a copy then raises `SIGBUS` where a `pwrite` would fail with `EIO` or `EROFS`.
+//!   A read through the readers' mapping of a page the disk cannot read does the same already.
+//!
+//! Every other write is a `pwrite` as before, and so is every write when the mapping cannot
+//! be made.
 
 use std::fs::File;
 use std::io;
+use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -43,6 +55,10 @@ const GRAIN: u64 = 4096;
 
 /// The smallest writable mapping made; it doubles from there as the file grows.
 const MAP_MIN: u64 = 1 << 24;
+
+/// How long pages written count as dirty without a sync: the kernel writes a dirty page back
+/// after 30 s by default (`dirty_expire_centisecs`), after which it is clean and may be evicted.
+const DIRTY_EPOCH: Duration = Duration::from_secs(5);
 
 /// The state behind [`FileStorage`](crate::FileStorage)'s writes through a mapping (see the
 /// module documentation). Lives behind a mutex: the writer copies, `grow`, `shrink` and
@@ -59,9 +75,11 @@ pub(crate) struct WriteMap {
     allocated: u64,
     /// The file's length when allocating its holes last failed (0: never).
     unallocatable: u64,
-    /// One bit per [`GRAIN`] bytes: written by this handle since its last sync, so cached and
-    /// dirty.
+    /// One bit per [`GRAIN`] bytes: written by this handle since its last sync and since
+    /// `epoch`, so cached and dirty.
     dirty: Vec<u64>,
+    /// When `dirty` was last emptied.
+    epoch: Instant,
     /// Writes made as copies.
     copies: u64,
     /// Bytes written as copies.
@@ -77,6 +95,7 @@ impl WriteMap {
             allocated: 0,
             unallocatable: 0,
             dirty: Vec::new(),
+            epoch: Instant::now(),
             copies: 0,
             copied_bytes: 0,
         }
@@ -93,28 +112,33 @@ impl WriteMap {
         write: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
         let len: u64 = bufs.iter().map(|buf| buf.len() as u64).sum();
-        if len == 0 {
-            return write();
-        }
-        let Some(end) = offset.checked_add(len) else {
-            return write();
+        let end = match offset.checked_add(len) {
+            Some(end) if self.enabled && len > 0 => end,
+            _ => return write(),
         };
-        if self.enabled && self.dirty(offset, end) && self.ensure_allocated(file, end)? {
-            let map = self.ensure_mapped(file, end)?;
-            let mut at = offset as usize;
+        if self.epoch.elapsed() >= DIRTY_EPOCH {
+            self.synced();
+        }
+        if self.dirty(offset, end)
+            && self.ensure_allocated(file, end)
+            && let Some(map) = self.ensure_mapped(file, end)
+        {
+            let mut at = offset as usize; // below `end`, which the mapping's length exceeds
             for buf in bufs {
                 // SAFETY: the destination, [at, at + buf.len()), lies within the mapping
-                // (`ensure_mapped` made it at least `end` bytes long) and within the file's
-                // allocated blocks (`ensure_allocated`: below `allocated`, which never exceeds
-                // the file's length and comes down before any shrink, under the same lock), so
-                // the copy cannot fault past the end of the file, and rewriting an allocated
-                // block on a filesystem that rewrites in place needs no new space: no SIGBUS.
-                // The pages were written since the last sync, so they are cached and dirty and
-                // a fault reads nothing. The bytes are file pages the database writes through
-                // this storage anyway, which no reader reads while they are being written
-                // (the contract of `Storage::map`), so the copy races no read. The source is
-                // the caller's slice; it lies in the same file bytes only if the caller writes
-                // bytes of a page back onto the page itself, which leaves them unchanged.
+                // (`ensure_mapped` made it at least `end` bytes long, and it is replaced only
+                // under the same `&mut self`) and below `allocated`, which never exceeds the
+                // file's length and comes down before any shrink, under the same lock: the
+                // copy touches no page past the end of the file. Those blocks are allocated on
+                // a filesystem that rewrites in place, and the pages were written in the last
+                // few seconds without a sync since, so they are dirty in the page cache: the
+                // fault of a first copy needs no new space and reads nothing from the disk
+                // (what can still fail is the filesystem itself; see the module
+                // documentation). The bytes are file pages the database writes through this
+                // storage in any case, which no reader reads while they are being written (the
+                // contract of `Storage::map`), so the copy races no read, and no Rust
+                // reference covers this mapping. The source is the caller's slice: every
+                // caller passes its own buffers, never the bytes of this file.
                 unsafe {
                     std::ptr::copy_nonoverlapping(buf.as_ptr(), map.add(at), buf.len());
                 }
@@ -125,7 +149,11 @@ impl WriteMap {
             return Ok(());
         }
         write()?;
-        self.mark_dirty(offset, end);
+        // Bounded, so that a write far past the allocated length (a sparse file's) cannot make
+        // the set huge; such pages are copied into once the file's growth has allocated them.
+        if end <= self.allocated.max(MAP_MIN).saturating_mul(2) {
+            self.mark_dirty(offset, end);
+        }
         Ok(())
     }
 
@@ -150,6 +178,7 @@ impl WriteMap {
     /// The file was synced: its pages are clean now.
     pub(crate) fn synced(&mut self) {
         self.dirty.fill(0);
+        self.epoch = Instant::now();
     }
 
     /// How many writes were made as copies into the mapping.
@@ -179,9 +208,6 @@ impl WriteMap {
 
     /// Marks every grain of [offset, end) as written since the last sync.
     fn mark_dirty(&mut self, offset: u64, end: u64) {
-        if !self.enabled {
-            return;
-        }
         let last = end.div_ceil(GRAIN);
         let words = last.div_ceil(64) as usize;
         if self.dirty.len() < words {
@@ -193,71 +219,87 @@ impl WriteMap {
     }
 
     /// Whether [0, end) is allocated and within the file, allocating the file's holes first
-    /// if it can: `false` when it cannot (the write is then a system call, as it would have
-    /// been without this). A failed allocation is not retried until the file's length changes.
-    fn ensure_allocated(&mut self, file: &File, end: u64) -> io::Result<bool> {
+    /// if it can: `false` when it cannot, and then the write is a system call, as it would
+    /// have been without this. A failed allocation is not retried until the file's length
+    /// changes.
+    fn ensure_allocated(&mut self, file: &File, end: u64) -> bool {
         if end <= self.allocated {
-            return Ok(true);
+            return true;
         }
-        let len = crate::fdio::len(file)?;
+        let Ok(len) = crate::fdio::len(file) else {
+            return false;
+        };
         if end > len || len == self.unallocatable {
-            return Ok(false);
+            return false;
         }
         match crate::fdio::allocate_in_place(file, len) {
             Ok(true) => {
                 self.allocated = len;
-                Ok(true)
+                true
             }
             // The filesystem cannot allocate ahead: never copy into this file.
             Ok(false) => {
                 self.enabled = false;
-                Ok(false)
+                false
             }
             // No space for the holes, say: the write goes on as a system call.
             Err(_) => {
                 self.unallocatable = len;
-                Ok(false)
+                false
             }
         }
     }
 
-    /// The mapping's start, the mapping made or remade first to reach at least `end`.
-    fn ensure_mapped(&mut self, file: &File, end: u64) -> io::Result<*mut u8> {
+    /// The mapping's start, the mapping made or remade first to reach at least `end`; `None`
+    /// when it cannot be (address space, `vm.max_map_count`): the write is then a system call.
+    fn ensure_mapped(&mut self, file: &File, end: u64) -> Option<*mut u8> {
         let old = match &self.map {
-            Some(map) if map.len() as u64 >= end => return Ok(map.as_mut_ptr()),
+            Some(map) if map.len() as u64 >= end => return Some(map.as_mut_ptr()),
             Some(map) => map.len() as u64,
             None => 0,
         };
-        let len = end.max(old * 2).max(MAP_MIN).next_multiple_of(GRAIN);
-        let len = usize::try_from(len)
-            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "mapping too long"))?;
+        let len = end
+            .max(old.saturating_mul(2))
+            .max(MAP_MIN)
+            .next_multiple_of(GRAIN);
+        let len = usize::try_from(len).ok()?;
         // Past the file's end it is only address space, which nothing touches (copies stay
         // below `allocated`). The old mapping is unmapped when replaced; the pages it dirtied
         // stay dirty in the page cache.
-        let map = self.map.insert(MmapOptions::new().len(len).map_raw(file)?);
-        Ok(map.as_mut_ptr())
+        let map = MmapOptions::new().len(len).map_raw(file).ok()?;
+        Some(self.map.insert(map).as_mut_ptr())
     }
 }
 
-/// Whether `file` lies on a filesystem that rewrites an allocated block in place, on a build
-/// whose syncs cover writes through a mapping (Linux, without `portable-fallback`).
-#[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+/// Whether `file` lies on a filesystem that rewrites an allocated block in place, on a system
+/// and build where copies are made at all (see the module documentation).
+#[cfg(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    not(feature = "portable-fallback")
+))]
 fn rewrites_in_place(file: &File) -> bool {
     const EXT4: u64 = 0xEF53; // ext2, ext3 and ext4 share it
-    const XFS: u64 = 0x5846_5342;
     const TMPFS: u64 = 0x0102_1994;
+    if rustix::param::page_size() as u64 != GRAIN {
+        return false;
+    }
     match rustix::fs::fstatfs(file) {
         #[allow(
             clippy::unnecessary_cast,
             reason = "the field's type differs between architectures (u64 on some, i64 on x86-64); \
                       the magic numbers fit in 32 bits"
         )]
-        Ok(stat) => matches!(stat.f_type as u64, EXT4 | XFS | TMPFS),
+        Ok(stat) => matches!(stat.f_type as u64, EXT4 | TMPFS),
         Err(_) => false,
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(feature = "portable-fallback"))))]
+#[cfg(not(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    not(feature = "portable-fallback")
+)))]
 fn rewrites_in_place(_file: &File) -> bool {
     false
 }

@@ -24,7 +24,7 @@ impl Engine for Rbolt {
     const NOTES: Notes = Notes {
         sorted_load: "fill percent 1.0 on the bucket (`BucketMut::set_fill_percent`)",
         durable: "default options: pwritev, fdatasync, meta write, fdatasync",
-        sync_off: "`WriteTx::set_durability(Durability::None)` per transaction (both fdatasyncs skipped; the first durable commit after them syncs them too); a page written again before a sync is a copy into a writable mapping of the file, not a pwrite (ext4, XFS, tmpfs)",
+        sync_off: "`WriteTx::set_durability(Durability::None)` per transaction (both fdatasyncs skipped; the first durable commit after them syncs them too); a page written again before a sync is a copy into a writable mapping of the file, not a pwrite (64-bit Linux: ext4, tmpfs)",
         rust_heap_only: true,
     };
 
