@@ -51,6 +51,10 @@ struct Coverage {
     nesting_max: usize,
     value_len_max: usize,
     page_sizes: std::collections::BTreeSet<usize>,
+    /// Bytes rbolt's rounds wrote as copies into the file's writable mapping (rewrites by
+    /// commits without a sync), and whether the files' filesystem takes such copies.
+    copied_bytes: u64,
+    copies_expected: bool,
 }
 
 impl Summary {
@@ -90,6 +94,9 @@ impl Summary {
         }
         if c.page_sizes.len() < 8 {
             missing.push(format!("page sizes {:?} only", c.page_sizes));
+        }
+        if c.copies_expected && c.copied_bytes == 0 {
+            missing.push("no rewrite before a sync made as a copy into the mapping".into());
         }
         missing
     }
@@ -133,8 +140,16 @@ fn rbolt_and_go_bbolt_write_the_same_files_in_turns() {
         go.version
     ));
     let mut summary = Summary::default();
+    let files = work.join("files");
+    let probe = rbolt::storage::FileStorage::open(
+        files.join("copies-probe"),
+        rbolt::storage::FileOptions::new(),
+    )
+    .expect("a probe file");
+    summary.coverage.copies_expected = probe.copies_rewrites();
+    drop(probe);
     for case in matrix::cases() {
-        run_case(&go, &case, &work.join("files"), &mut summary);
+        run_case(&go, &case, &files, &mut summary);
     }
     for failure in &summary.failures {
         loud(&format!("go-interop FAILURE: {failure}"));
@@ -143,8 +158,15 @@ fn rbolt_and_go_bbolt_write_the_same_files_in_turns() {
     let c = &summary.coverage;
     loud(&format!(
         "go-interop coverage: page sizes {:?}, freelist pages of {} ids (by rbolt) and {} (by \
-         Go), buckets nested {} deep, values of up to {} bytes",
-        c.page_sizes, c.freelist_ids_max[0], c.freelist_ids_max[1], c.nesting_max, c.value_len_max
+         Go), buckets nested {} deep, values of up to {} bytes, {} bytes copied into the \
+         mapping by rbolt (copies expected: {})",
+        c.page_sizes,
+        c.freelist_ids_max[0],
+        c.freelist_ids_max[1],
+        c.nesting_max,
+        c.value_len_max,
+        c.copied_bytes,
+        c.copies_expected
     ));
     assert!(!summary.failed(), "{}", summary.line());
     let uncovered = summary.uncovered();
@@ -202,7 +224,7 @@ fn rbolt_round(
         rbolt_side::write_round(file, case, round, model)
     }));
     match written {
-        Ok(Ok(())) => {}
+        Ok(Ok(copied)) => summary.coverage.copied_bytes += copied,
         Ok(Err(error)) => return fail(summary, Count::RboltWrite, label, &error.to_string()),
         Err(_) => {
             return fail(

@@ -2,11 +2,13 @@
 //! program's), the file's content in the manifest format, and its check.
 
 use crate::matrix::Case;
+use rbolt::storage::{FileOptions, FileStorage};
 use rbolt::{Db, Durability, Options, VacuumOptions, WalkStep, WriteTx};
 use rbolt_fixtures::rng::Rng;
 use rbolt_fixtures::{Bucket, Item};
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A bucket path of the model.
 type Path_ = Vec<Vec<u8>>;
@@ -97,20 +99,28 @@ fn new_name(bucket: &Bucket, rng: &mut Rng) -> Vec<u8> {
 
 /// One rbolt round on `path`: open with the case's options, run its transactions on the
 /// file and `model`, mixing durable and non-durable commits, a `Db::sync`, vacuum steps
-/// (and, in some cases, a whole vacuum), then close.
+/// (and, in some cases, a whole vacuum), then close. Returns the bytes the file took as
+/// copies into its writable mapping (`FileStorage::copied_bytes`): pages that a commit without
+/// a sync rewrote, which Go must then read and write on like any others.
 pub fn write_round(
     path: &Path,
     case: &Case,
     round: usize,
     model: &mut Bucket,
-) -> rbolt::Result<()> {
+) -> rbolt::Result<u64> {
     let mut rng = Rng::derive(case.seed, round as u64);
     let options = Options::default()
         .page_size(case.page_size)
         .freelist(case.rbolt_freelist)
         .no_freelist_sync(case.rbolt_no_freelist_sync)
         .auto_shrink(case.auto_shrink);
-    let db = Db::open_with(path, options)?;
+    // As `Db::open_with` opens it, with the file kept to read its `copied_bytes`.
+    let file = FileStorage::open(path, FileOptions::new()).map_err(|error| rbolt::Error::Io {
+        path: Some(path.to_owned()),
+        source: error.into(),
+    })?;
+    let file = Arc::new(file);
+    let db = Db::open_storage(file.clone(), options)?;
     for t in 0..case.txs {
         let tx = db.begin_write()?;
         // Every other commit is not durable; the next durable one (or the sync) makes
@@ -143,7 +153,8 @@ pub fn write_round(
     if case.wipe || (case.whole_vacuum && round % 4 == 2) {
         db.vacuum(VacuumOptions::default(), |_| ControlFlow::Continue(()))?;
     }
-    db.close()
+    db.close()?;
+    Ok(file.copied_bytes())
 }
 
 fn transaction(
