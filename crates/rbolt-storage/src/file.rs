@@ -445,12 +445,13 @@ impl FileStorage {
     /// The bytes this handle has written as copies into a writable mapping of the file
     /// rather than with write system calls, since it opened.
     ///
-    /// On 64-bit Linux, on ext4 and tmpfs, a write of pages already written since the last sync
-    /// (a commit without a sync rewriting the pages an earlier one wrote) is made as a copy:
-    /// for the page cache, and so for what a power loss can leave behind, it is the same as a
-    /// `pwrite`, at a third of its cost (the module `write_map` of this crate's source says
-    /// what else differs: a kill may tear a copy, and a failing filesystem raises `SIGBUS`). Tools that count a process's written bytes from its
-    /// system calls (`wchar` in `/proc/PID/io`) do not see these bytes; this count adds them.
+    /// On 64-bit Linux, on ext4 and tmpfs, a write of pages already written since the last
+    /// sync (a commit without a sync rewriting the pages an earlier one wrote) is made as a
+    /// copy: for the page cache, and so for what a power loss can leave behind, it is the same
+    /// as a `pwrite`, at a third of its cost (the module `write_map` of this crate's source
+    /// says what else differs: a kill may tear a copy, and a failing filesystem raises
+    /// `SIGBUS`). Tools that count a process's written bytes from its system calls (`wchar`
+    /// in `/proc/PID/io`) do not see these bytes; this count adds them.
     ///
     /// ```
     /// use rbolt_storage::{FileOptions, FileStorage, Storage};
@@ -829,12 +830,10 @@ mod tests {
                 }
             }
             assert_eq!(copies(&storage), 16 * expect);
-            // Cut to 8 pages: a write of page 12 must not be a copy into the page cut off (a
-            // SIGBUS would end this test); it extends the file again.
+            // Cut to 8 pages. A partial write of page 12 extends the file into it and makes it
+            // dirty again; the whole page must still not be a copy (most of it lies past the
+            // end, where a copy would be lost or raise SIGBUS): the write extends the file.
             storage.shrink(8 * PAGE as u64).unwrap();
-            // A partial write of page 12 extends the file into it and makes it dirty again;
-            // the whole page must still not be a copy (most of it lies past the end, where a
-            // copy would be lost or raise SIGBUS): the write extends the file.
             storage.write_all_at(&[9; 100], 12 * PAGE as u64).unwrap();
             assert_eq!(storage.len().unwrap(), 12 * PAGE as u64 + 100);
             storage.write_all_at(&[9; PAGE], 12 * PAGE as u64).unwrap();

@@ -48,9 +48,9 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-/// The granularity at which written pages are remembered: the smallest page any supported
-/// system has. Remembering at a finer grain than the system's page is safe: a write into part
-/// of a page brings the whole page into the cache.
+/// The granularity at which written pages are remembered: the system's page, which copies
+/// require to be 4 KiB (`rewrites_in_place`), so that every page a copy touches is one whose
+/// blocks the bound and the dirty set speak for.
 const GRAIN: u64 = 4096;
 
 /// The smallest writable mapping made; it doubles from there as the file grows.

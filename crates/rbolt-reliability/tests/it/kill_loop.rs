@@ -111,8 +111,10 @@ fn kill_loop_without_syncs() {
                 })
             })
             .collect();
-        let reports: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        reports
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
     });
     for (report, &(dir, vacuum)) in reports.iter().zip(&loops) {
         report.summary().secs_since(started).print();
