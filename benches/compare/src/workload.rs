@@ -23,6 +23,11 @@ pub const DELETE_TX_KEYS: usize = 10_000;
 pub const READ_TX_GETS: usize = 1_000;
 /// Reader threads of phase (g).
 pub const READERS: usize = 2;
+/// Transactions a second of the writer in phase (g0), held to this pace for every engine:
+/// below what each engine's writer makes unthrottled in (g) at N = 1M (jammdb's, durable
+/// whatever it is asked, excepted). The report's labels (xtask) and docs/BENCHMARKS.md name
+/// this pace; the phase records it as `txs_per_sec_target`.
+pub const PACED_TXS_PER_SEC: u32 = 200;
 /// Writes of the fdatasync reference measured before phase (d).
 const SYNC_REFERENCE_WRITES: usize = 200;
 /// Keys of the sorted load checked by lookups afterwards (not timed).
@@ -430,14 +435,31 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     phases.record("delete_half", secs, delete_txs, json!({}));
     drop(doomed);
 
-    // (g) readers and a writer at once, durability off for the writer.
+    // (g0) readers beside a writer held to one pace for every engine, rewriting surviving
+    // keys (the same values): every engine's store holds the same keys throughout, so the
+    // readers' rate compares read paths beside equal writer work. Durability off.
     db.set_sync(false)?;
     let survivors: Vec<Key> = delete_order[n / 2..]
         .iter()
         .map(|&i| keys[i as usize])
         .collect();
     phases.restart();
-    let rw = read_write(&db, &survivors, config)?;
+    let rw = read_write(&db, &survivors, config, WriterLoad::PacedRewrites)?;
+    let secs = rw.secs;
+    phases.record(
+        "read_write_paced",
+        secs,
+        rw.txs,
+        json!({
+            "reads_per_sec": rw.reads as f64 / secs,
+            "writes_per_sec": rw.writes as f64 / secs,
+            "txs_per_sec_target": PACED_TXS_PER_SEC,
+        }),
+    );
+
+    // (g) readers and a writer at once, durability off for the writer.
+    phases.restart();
+    let rw = read_write(&db, &survivors, config, WriterLoad::Unthrottled)?;
     let secs = rw.secs;
     let mut extra = json!({
         "reads_per_sec": rw.reads as f64 / secs,
@@ -556,10 +578,25 @@ impl WriterTime {
     }
 }
 
-/// Phase (g): `READERS` threads doing random gets of surviving keys, in read transactions of
-/// `READ_TX_GETS`, while one writer (the calling thread) commits `BATCH_KEYS`-key
-/// transactions, for `config.rw`.
-fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<ReadWrite> {
+/// What the writer of phases (g0) and (g) commits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WriterLoad {
+    /// (g): new random keys, as fast as the engine takes them.
+    Unthrottled,
+    /// (g0): surviving keys again, at `PACED_TXS_PER_SEC` (or slower, where the engine cannot
+    /// keep up: the rate written is in the report).
+    PacedRewrites,
+}
+
+/// Phases (g0) and (g): `READERS` threads doing random gets of surviving keys, in read
+/// transactions of `READ_TX_GETS`, while one writer (the calling thread) commits
+/// `BATCH_KEYS`-key transactions of `load`, for `config.rw`.
+fn read_write<E: Engine>(
+    db: &E,
+    survivors: &[Key],
+    config: &Config,
+    load: WriterLoad,
+) -> Result<ReadWrite> {
     let stop = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
     let start = Instant::now();
@@ -589,7 +626,18 @@ fn read_write<E: Engine>(db: &E, survivors: &[Key], config: &Config) -> Result<R
             if start.elapsed() >= config.rw || stop.load(Ordering::Relaxed) {
                 break Ok(txs);
             }
-            batch.iter_mut().for_each(|key| *key = rng.key());
+            match load {
+                WriterLoad::Unthrottled => batch.iter_mut().for_each(|key| *key = rng.key()),
+                WriterLoad::PacedRewrites => {
+                    let due = Duration::from_secs_f64(txs as f64 / f64::from(PACED_TXS_PER_SEC));
+                    if let Some(wait) = due.checked_sub(loop_start.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                    batch
+                        .iter_mut()
+                        .for_each(|key| *key = survivors[rng.below(survivors.len())]);
+                }
+            }
             if let Err(error) = db.put_tx(&batch, false) {
                 break Err(error);
             }
