@@ -28,12 +28,15 @@
 //!     (the file's growth does that; a file with holes, as Go's `ftruncate` growth leaves, is
 //!     allocated once before its first copy), and never past a shrink;
 //!   - on pages this handle has written in the last few seconds and not synced since: they
-//!     are dirty, so they are in the page cache and the copy reads nothing from the disk (a
-//!     `pwrite` of a whole page never reads one), and after the first copy the next ones take
-//!     no fault at all. A sync cleans them (and write-protects the mapping's pages), so a
-//!     commit that syncs writes each page once with a `pwrite`, as before. The set is also
+//!     are normally still dirty, so they are in the page cache and the copy reads nothing from
+//!     the disk (a `pwrite` of a whole page never reads one), and after the first copy the next
+//!     ones take no fault at all. A sync cleans them (and write-protects the mapping's pages),
+//!     so a commit that syncs writes each page once with a `pwrite`, as before. The set is also
 //!     forgotten every [`DIRTY_EPOCH`], well inside the kernel's 30 s before it writes dirty
-//!     pages back, after which they could be evicted and a copy would read them back.
+//!     pages back, after which they could be evicted and a copy would read them back. Writeback
+//!     can still come sooner (another process's `sync`, dirty memory past the kernel's
+//!     background threshold); a page cleaned so and then evicted is read back by the copy's
+//!     fault, which fails only where a read of it through the readers' mapping fails too.
 //!
 //!   What is left is the filesystem failing under the process (an ext4 journal abort, a
 //!   shutdown): a copy then raises `SIGBUS` where a `pwrite` would fail with `EIO` or `EROFS`.
@@ -131,10 +134,11 @@ impl WriteMap {
                 // file's length and comes down before any shrink, under the same lock: the
                 // copy touches no page past the end of the file. Those blocks are allocated on
                 // a filesystem that rewrites in place, and the pages were written in the last
-                // few seconds without a sync since, so they are dirty in the page cache: the
-                // fault of a first copy needs no new space and reads nothing from the disk
-                // (what can still fail is the filesystem itself; see the module
-                // documentation). The bytes are file pages the database writes through this
+                // few seconds without a sync since, so they are normally dirty in the page
+                // cache: the fault of a first copy needs no new space and reads nothing from
+                // the disk (a page written back early and evicted is read back; what can fail
+                // then, or otherwise, is the disk or the filesystem itself, see the module
+                // documentation: a `SIGBUS`, never a write outside the file). The bytes are file pages the database writes through this
                 // storage in any case, which no reader reads while they are being written (the
                 // contract of `Storage::map`), so the copy races no read, and no Rust
                 // reference covers this mapping. The source is the caller's slice: every
