@@ -90,6 +90,23 @@ impl FreeSet for ArrayIds {
         Some(start)
     }
 
+    fn take_run(&mut self, start: Pgid, n_pages: u64) -> bool {
+        debug_assert!(n_pages > 0, "take of no pages");
+        let (Ok(n), Some(last)) = (usize::try_from(n_pages), start.0.checked_add(n_pages - 1))
+        else {
+            return false;
+        };
+        // Descending and distinct: the run is the n ids from where `last` stands exactly when
+        // that window runs from `last` down to `start`.
+        let at = self.ids.partition_point(|&id| id.0 > last);
+        let whole =
+            at + n <= self.ids.len() && self.ids[at].0 == last && self.ids[at + n - 1] == start;
+        if whole {
+            self.ids.drain(at..at + n);
+        }
+        whole
+    }
+
     fn take_tail(&mut self, end: Pgid) -> Option<Run> {
         // Descending: the tail run is a prefix of the array whose ids count down from end - 1.
         let n = self

@@ -166,6 +166,73 @@ impl<S: FreeSet> Core<S> {
         Some(start)
     }
 
+    pub(crate) fn allocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+        self.debug_assert_one_writer(txid);
+        if n_pages == 0 || start.0 < 2 || !self.free.take_run(start, n_pages as u64) {
+            return false;
+        }
+        for page in start.0..start.0 + n_pages as u64 {
+            self.record_undo(txid, Pgid(page), 1, false);
+        }
+        true
+    }
+
+    /// Whether `pgid` is a page transaction `txid` took from the free set by itself (a
+    /// one-page allocation, as `allocate_pages` makes them): where its newest record is.
+    fn own_page(&self, txid: Txid, pgid: Pgid) -> Option<usize> {
+        let index = self
+            .undo
+            .iter()
+            .rposition(|&(open, start, _)| open == txid && start == pgid)?;
+        let alloc = self.undo[index].2;
+        (alloc.n_pages == 1 && !alloc.from_high_water).then_some(index)
+    }
+
+    pub(crate) fn unallocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+        let n = n_pages as u64;
+        if n == 0 || start.0.checked_add(n).is_none() {
+            return false;
+        }
+        let Some(first) = self.own_page(txid, start) else {
+            return false;
+        };
+        // `allocate_pages` records a run's pages one after the other: then they go at once.
+        let block = self.undo.get(first..first + n_pages).is_some_and(|block| {
+            block
+                .iter()
+                .zip(start.0..)
+                .all(|(&(open, pgid, alloc), page)| {
+                    open == txid && pgid.0 == page && alloc.n_pages == 1 && !alloc.from_high_water
+                })
+        });
+        let in_order = block || (1..n).all(|i| self.own_page(txid, Pgid(start.0 + i)).is_some());
+        if !in_order {
+            return false;
+        }
+        for page in (start.0..start.0 + n).rev() {
+            let index = if block {
+                first + (page - start.0) as usize
+            } else {
+                self.own_page(txid, Pgid(page)).expect("checked")
+            };
+            let (_, pgid, alloc) = if block {
+                self.undo[index]
+            } else {
+                self.undo.remove(index)
+            };
+            let removed = match alloc.replaced {
+                Some(previous) => self.allocs.insert(pgid, previous),
+                None => self.allocs.remove(&pgid),
+            };
+            debug_assert_eq!(removed, Some(txid), "allocation record of {pgid} lost");
+        }
+        if block {
+            self.undo.drain(first..first + n_pages);
+        }
+        self.free.insert_runs(&[Run { start, n_pages: n }]);
+        true
+    }
+
     pub(crate) fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
         self.debug_assert_one_writer(txid);
         self.record_undo(txid, pgid, n_pages as u64, true);

@@ -33,6 +33,10 @@ pub(crate) trait FreeSet: Clone + Default + fmt::Debug + PartialEq + Eq {
     /// Removes and returns the start of the lowest run of at least `n_pages` (>= 1) free ids.
     fn allocate(&mut self, n_pages: u64) -> Option<Pgid>;
 
+    /// Removes the `n_pages` (>= 1) ids from `start` on when every one of them is free;
+    /// returns whether it did (nothing changes when not).
+    fn take_run(&mut self, start: Pgid, n_pages: u64) -> bool;
+
     /// Removes and returns the run of free ids that ends just below `end` (its last id is
     /// `end - 1`), as long as it goes: what lies at the top of the file when `end` is the
     /// high-water mark. `None` when `end - 1` is not free.

@@ -110,6 +110,20 @@ pub trait Freelist {
     /// from the high-water mark). `n_pages == 0` gives `None`.
     fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid>;
 
+    /// Takes the `n_pages` free pages from `start` on for transaction `txid`, each as a
+    /// one-page allocation of its own (as `n_pages` calls of `allocate(txid, 1)` that
+    /// happened to get them), for a caller that picks where its pages go rather than taking
+    /// the lowest. Returns whether every one was free; nothing changes when one was not (or
+    /// when `n_pages == 0` or `start` is a meta page).
+    fn allocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool;
+
+    /// Gives back `n_pages` pages from `start` on that transaction `txid` took one by one
+    /// (with `allocate_pages`, or `allocate(txid, 1)`) and did not use, as rollback would
+    /// give each back. Returns whether every one was such a page; nothing changes when one was
+    /// not. Costs a look through the transaction's allocations when the pages were taken by
+    /// one `allocate_pages`, one per page otherwise.
+    fn unallocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool;
+
     /// Records that transaction `txid` took `n_pages` pages at `pgid` from past the
     /// high-water mark (not from the free set), so that once freed they can be released
     /// between long readers like any other allocation (`release_range`). Rollback forgets the
@@ -234,6 +248,12 @@ macro_rules! forward_to_core {
             #[inline]
             fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
                 self.0.allocate(txid, n_pages)
+            }
+            fn allocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+                self.0.allocate_pages(txid, start, n_pages)
+            }
+            fn unallocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+                self.0.unallocate_pages(txid, start, n_pages)
             }
             #[inline]
             fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {
@@ -371,6 +391,12 @@ impl Freelist for AnyFreelist {
     #[inline]
     fn allocate(&mut self, txid: Txid, n_pages: usize) -> Option<Pgid> {
         dispatch!(self, f => f.allocate(txid, n_pages))
+    }
+    fn allocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+        dispatch!(self, f => f.allocate_pages(txid, start, n_pages))
+    }
+    fn unallocate_pages(&mut self, txid: Txid, start: Pgid, n_pages: usize) -> bool {
+        dispatch!(self, f => f.unallocate_pages(txid, start, n_pages))
     }
     #[inline]
     fn record_allocation(&mut self, txid: Txid, pgid: Pgid, n_pages: usize) {

@@ -180,6 +180,37 @@ impl FreeSet for SpanIds {
         Some(run.start)
     }
 
+    fn take_run(&mut self, start: Pgid, n_pages: u64) -> bool {
+        debug_assert!(n_pages > 0, "take of no pages");
+        let Some((&run_start, &run_len)) = self.by_start.range(..=start).next_back() else {
+            return false;
+        };
+        let run = Run {
+            start: run_start,
+            n_pages: run_len,
+        };
+        let Some(end) = start.0.checked_add(n_pages) else {
+            return false;
+        };
+        if end > run.end() {
+            return false;
+        }
+        self.remove(run);
+        if run_start < start {
+            self.add(Run {
+                start: run_start,
+                n_pages: start.0 - run_start.0,
+            });
+        }
+        if end < run.end() {
+            self.add(Run {
+                start: Pgid(end),
+                n_pages: run.end() - end,
+            });
+        }
+        true
+    }
+
     fn take_tail(&mut self, end: Pgid) -> Option<Run> {
         // Runs are maximal, so the last run is the whole tail run when it ends at `end`.
         let (&start, &n_pages) = self.by_start.iter().next_back()?;

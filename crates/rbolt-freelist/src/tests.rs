@@ -225,6 +225,43 @@ impl Model {
         true
     }
 
+    /// Takes `start..start + n_pages` when all of it is free, each page an allocation of
+    /// its own.
+    fn allocate_pages(&mut self, txid: u64, start: u64, n_pages: u64) -> bool {
+        let Some(end) = start.checked_add(n_pages) else {
+            return false;
+        };
+        if n_pages == 0 || start < 2 || !(start..end).all(|id| self.free.contains(&id)) {
+            return false;
+        }
+        for id in start..end {
+            self.free.remove(&id);
+            let replaced = self.allocs.insert(id, txid);
+            self.undo.entry(txid).or_default().insert(id, (1, replaced));
+        }
+        true
+    }
+
+    /// Gives back `start..start + n_pages` when each is a one-page allocation of `txid`.
+    fn unallocate_pages(&mut self, txid: u64, start: u64, n_pages: u64) -> bool {
+        let Some(end) = start.checked_add(n_pages) else {
+            return false;
+        };
+        let own = |id| {
+            self.undo
+                .get(&txid)
+                .and_then(|runs| runs.get(&id))
+                .is_some_and(|&(n, _)| n == 1)
+        };
+        if n_pages == 0 || !(start..end).all(own) {
+            return false;
+        }
+        for id in start..end {
+            assert!(self.unallocate(txid, id));
+        }
+        true
+    }
+
     fn commit(&mut self, txid: u64) {
         self.undo.retain(|&open, _| open > txid);
         self.trims.retain(|&open, _| open > txid);
@@ -285,12 +322,16 @@ enum Op {
     TrimTail,
     /// The current writer gives back one of the runs it allocated (or a page it never did).
     Unallocate(u16),
+    /// The current writer takes pages it picks: from a free id (or any id), this many.
+    AllocatePages(u16, u8),
+    /// The current writer gives back pages it took one by one: from one of them, this many.
+    UnallocatePages(u16, u8),
 }
 
 impl Arbitrary for Op {
     fn arbitrary(g: &mut Gen) -> Op {
         let small = |g: &mut Gen| *g.choose(&[0u8, 1, 2, 3, 4, 5, 6, 7]).unwrap();
-        match u8::arbitrary(g) % 29 {
+        match u8::arbitrary(g) % 32 {
             0..=5 => Op::Allocate(*g.choose(&[1u8, 1, 1, 2, 2, 3, 4, 6]).unwrap()),
             6..=10 => Op::Free(u16::arbitrary(g)),
             11 => {
@@ -313,6 +354,8 @@ impl Arbitrary for Op {
             23 => Op::Rebuild,
             24..=25 => Op::ReleasePendingDurable(small(g)),
             26 => Op::Unallocate(u16::arbitrary(g)),
+            27..=28 => Op::AllocatePages(u16::arbitrary(g), *g.choose(&[1u8, 1, 2, 3, 5]).unwrap()),
+            29 => Op::UnallocatePages(u16::arbitrary(g), *g.choose(&[1u8, 1, 2, 3]).unwrap()),
             _ => Op::TrimTail,
         }
     }
@@ -539,6 +582,64 @@ impl World {
                     "a page in use lies past the trimmed mark"
                 );
                 self.high_water = expected;
+            }
+            Op::AllocatePages(pick, n) => {
+                let free: Vec<u64> = self.model.free.iter().copied().collect();
+                let start = match free.get(usize::from(pick) % free.len().max(1)) {
+                    Some(&id) if pick % 5 != 0 => id,
+                    // Any id, free or not, in the file or past it: mostly refused.
+                    _ => u64::from(pick) % (self.high_water + 2),
+                };
+                let n = u64::from(n);
+                let before = (self.array.clone(), self.span.clone());
+                let expected = self.model.allocate_pages(self.txid, start, n);
+                let pgid = Pgid(start);
+                assert_eq!(self.array.allocate_pages(txid, pgid, n as usize), expected);
+                assert_eq!(self.span.allocate_pages(txid, pgid, n as usize), expected);
+                if expected {
+                    self.in_use.extend((start..start + n).map(|id| (id, 0)));
+                } else {
+                    assert_eq!(
+                        before,
+                        (self.array.clone(), self.span.clone()),
+                        "refused take"
+                    );
+                }
+            }
+            Op::UnallocatePages(pick, n) => {
+                let own: Vec<u64> = self
+                    .model
+                    .undo
+                    .get(&self.txid)
+                    .map(|runs| {
+                        runs.iter()
+                            .filter(|(_, (n_pages, _))| *n_pages == 1)
+                            .map(|(&start, _)| start)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let Some(&start) = own.get(usize::from(pick) % own.len().max(1)) else {
+                    return;
+                };
+                let n = u64::from(n);
+                let before = (self.array.clone(), self.span.clone());
+                let expected = self.model.unallocate_pages(self.txid, start, n);
+                let pgid = Pgid(start);
+                assert_eq!(
+                    self.array.unallocate_pages(txid, pgid, n as usize),
+                    expected
+                );
+                assert_eq!(self.span.unallocate_pages(txid, pgid, n as usize), expected);
+                if expected {
+                    self.in_use
+                        .retain(|&(id, _)| !(start..start + n).contains(&id));
+                } else {
+                    assert_eq!(
+                        before,
+                        (self.array.clone(), self.span.clone()),
+                        "refused give-back"
+                    );
+                }
             }
             Op::WriteReload => self.write_reload(),
             Op::Rebuild => {
