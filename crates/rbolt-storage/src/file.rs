@@ -342,6 +342,18 @@ impl Drop for Registered {
     }
 }
 
+impl Drop for FileStorage {
+    /// Releases the lock before the descriptor closes. Closing alone is not enough: a process
+    /// that another thread of ours forked holds a copy of every descriptor until it execs (or
+    /// for good, without exec), and an `flock` lock lasts until its last copy closes, so the
+    /// file would still look locked to the next open, here or in another process. An unlock
+    /// through any copy releases the lock for all of them.
+    fn drop(&mut self) {
+        // Nothing to do on failure: the close that follows releases it as it always could.
+        let _ = self.file.unlock();
+    }
+}
+
 impl FileStorage {
     /// Opens (creating if asked) and locks the file at `path`.
     ///
