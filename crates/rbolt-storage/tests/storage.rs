@@ -372,52 +372,6 @@ fn file_storage_lock_released_on_drop_wakes_a_waiter() {
     releaser.join().unwrap();
 }
 
-/// A process forked by another thread holds copies of our descriptors until it execs: the
-/// lock of a storage that was closed meanwhile must not live on in them, or a reopen right
-/// after a close fails for no process that has the file open.
-#[test]
-fn file_storage_lock_ends_at_drop_though_a_forked_process_holds_a_copy() {
-    use std::os::unix::process::CommandExt;
-    let (dir, path) = temp_path();
-    let storage = open(&path, FileOptions::new());
-    let forked = dir.path().join("forked");
-    let marker = std::ffi::CString::new(forked.as_os_str().as_encoded_bytes()).unwrap();
-    let spawner = thread::spawn(move || {
-        let mut command = std::process::Command::new("true");
-        // SAFETY: between fork and exec the closure only makes two system calls, open and
-        // nanosleep, which are async-signal-safe, on memory prepared before the fork; it
-        // allocates nothing and takes no lock.
-        unsafe {
-            command.pre_exec(move || {
-                let flags = rustix::fs::OFlags::CREATE | rustix::fs::OFlags::WRONLY;
-                rustix::fs::open(marker.as_c_str(), flags, rustix::fs::Mode::RUSR)?;
-                thread::sleep(Duration::from_millis(500));
-                Ok(())
-            });
-        }
-        command.status()
-    });
-    // Once the marker exists, the child holds a copy of the locked descriptor and keeps it
-    // until its exec, half a second later.
-    let start = Instant::now();
-    while !forked.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the child never forked"
-        );
-        thread::sleep(Duration::from_millis(1));
-    }
-    drop(storage);
-    let reopened = FileStorage::open(&path, FileOptions::new().lock_timeout(Some(Duration::ZERO)));
-    assert!(
-        reopened.is_ok(),
-        "the closed storage's lock lived on in the forked child: {:?}",
-        reopened.err()
-    );
-    let status = spawner.join().unwrap().unwrap();
-    assert!(status.success(), "{status}");
-}
-
 #[test]
 fn storages_are_object_safe_and_shareable() {
     fn send_sync<T: Send + Sync>() {}
