@@ -1,6 +1,7 @@
 //! A seeded workload of write transactions: puts and deletes of small and multi-page values,
-//! nested buckets created, deleted and moved, sequences, bulk inserts that grow the file and
-//! mass deletes that make the tree rebalance.
+//! nested buckets created, deleted and moved, sequences, bulk inserts that grow the file,
+//! mass deletes that make the tree rebalance, and rewrites of a whole bucket (a durable commit
+//! of many pages, which takes its pages in runs: `alloc::Runs` in the facade).
 //!
 //! Step `k` (from 1) is generated from the seed and the state after step `k - 1`, so any
 //! process that knows the state can generate the next step: the kill loop's child reads it
@@ -69,7 +70,8 @@ pub struct Workload {
     pub value_max: usize,
     /// Normal steps have `1..=ops_max` operations.
     pub ops_max: u64,
-    /// One step in `special_every` is a bulk insert, one a mass delete.
+    /// One step in `special_every` is a bulk insert, one a mass delete, one a rewrite of the
+    /// bulk bucket.
     pub special_every: u64,
     /// Values a bulk insert puts.
     pub bulk_size: u64,
@@ -84,7 +86,7 @@ impl Workload {
             value_max: 3 * page_size + 100,
             ops_max: 12,
             special_every: 12,
-            bulk_size: 150,
+            bulk_size: 600,
         }
     }
 
@@ -108,6 +110,7 @@ impl Workload {
         match rng.below(self.special_every) {
             0 => self.bulk_insert(step, &mut rng, &mut out),
             1 => mass_delete(&mut rng, &mut out),
+            2 => rewrite_bulk(&mut rng, &mut out),
             _ => {
                 for _ in 0..rng.range(1, self.ops_max + 1) {
                     self.normal_op(&mut rng, &mut out);
@@ -242,6 +245,24 @@ impl Workload {
 }
 
 /// Deletes about half of the values of one bucket, so that pages merge.
+/// New values for every key of the bulk bucket, of about the same sizes: every leaf of it is
+/// written again in one commit, on a file whose free pages earlier steps scattered.
+fn rewrite_bulk(rng: &mut Rng, out: &mut Gen<'_>) {
+    let bulk = vec![BULK_BUCKET.to_vec()];
+    let Some(tree) = bucket_at(out.model, &bulk) else {
+        return;
+    };
+    let keys: Vec<Vec<u8>> = tree.entries.keys().cloned().collect();
+    for key in keys {
+        let len = rng.range(16, 160) as usize;
+        out.push(Op::Put {
+            bucket: bulk.clone(),
+            key,
+            value: rng.bytes(len),
+        });
+    }
+}
+
 fn mass_delete(rng: &mut Rng, out: &mut Gen<'_>) {
     let mut buckets = user_buckets(out.model);
     buckets.push(vec![BULK_BUCKET.to_vec()]);

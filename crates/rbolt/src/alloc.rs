@@ -53,7 +53,42 @@ pub(crate) struct TxAlloc {
     /// `allocated_past_cut`.
     pub(crate) cut: Option<Pgid>,
     pub(crate) allocated_past_cut: u64,
+    /// Single pages come from free runs of two or more and then the high-water mark, leaving
+    /// isolated free pages free (see [`Runs`]): set by a durable commit that may grow the file.
+    pub(crate) prefer_runs: bool,
+    runs: Runs,
 }
+
+/// A durable commit's single pages once it has taken [`RUNS_AFTER_PAGES`]: each contiguous
+/// run of page ids is one write call, and a big commit of pages taken lowest first from a
+/// fragmented free set writes almost as many runs as pages (an isolated free page between two
+/// others ends a run, and each transaction that deletes at random frees thousands such: see
+/// `docs/BENCHMARKS.md`, issue 26, row (f)). So such a commit skips the isolated free pages:
+/// it hands out the free runs of two or more pages, lowest first, each page after the one
+/// before, and then pages from the high-water mark — while the isolated free pages are under
+/// [`RUNS_FREE_DIVISOR`]th of the file, so the file grows by at most that fraction for the
+/// pages left free, and first fit takes them again once there are more.
+#[derive(Debug, Default)]
+enum Runs {
+    /// Not looked at yet in this transaction.
+    #[default]
+    Unknown,
+    /// Isolated free pages are plenty, or the commit is done with runs: lowest first.
+    Off,
+    /// Handing out `next..end`, then the runs from `runs[index]` on.
+    On {
+        runs: Vec<(Pgid, u64)>,
+        index: usize,
+        next: u64,
+        end: u64,
+    },
+}
+
+/// A commit takes its first pages lowest first: a small one writes few runs whatever it
+/// takes, and growing the file for it would leave a free page behind at every commit.
+const RUNS_AFTER_PAGES: u64 = 64;
+/// Runs are preferred while the isolated free pages are fewer than the file's pages over this.
+const RUNS_FREE_DIVISOR: u64 = 8;
 
 /// The smallest file the growth policy makes.
 const FILE_LEN_MIN: u64 = 32 * 1024;
@@ -108,7 +143,70 @@ impl TxAlloc {
             reserved: Vec::new(),
             cut: None,
             allocated_past_cut: 0,
+            prefer_runs: false,
+            runs: Runs::Unknown,
         }
+    }
+
+    /// The next page of a free run of two or more (see [`Runs`]), or `None` when there is no
+    /// run left or runs are not preferred.
+    fn run_page(&mut self) -> Option<Pgid> {
+        if matches!(self.runs, Runs::Unknown) {
+            let runs = free_runs(&self.freelist);
+            let in_runs: u64 = runs.iter().map(|&(_, n_pages)| n_pages).sum();
+            let isolated = self.freelist.free_count() as u64 - in_runs;
+            self.runs = if isolated.saturating_mul(RUNS_FREE_DIVISOR) < self.high_water.0 {
+                Runs::On {
+                    runs,
+                    index: 0,
+                    next: 0,
+                    end: 0,
+                }
+            } else {
+                Runs::Off
+            };
+        }
+        let Runs::On {
+            runs,
+            index,
+            next,
+            end,
+        } = &mut self.runs
+        else {
+            return None;
+        };
+        loop {
+            if *next < *end {
+                *next += 1;
+                return Some(Pgid(*next - 1));
+            }
+            let &(start, n_pages) = runs.get(*index)?;
+            *index += 1;
+            // Taken whole now, as pages of their own, so that what the commit does not use
+            // goes back in one piece (`return_runs`). A multi-page allocation may have taken
+            // part of it since the runs were listed: then it is skipped.
+            if self
+                .freelist
+                .allocate_pages(self.txid, start, n_pages as usize)
+            {
+                (*next, *end) = (start.0, start.0 + n_pages);
+            }
+        }
+    }
+
+    /// Gives back what the commit took of its last free run and did not use, and ends the
+    /// preference for runs: the pages allocated after it (the freelist page) are lowest first.
+    pub(crate) fn return_runs(&mut self) {
+        if let Runs::On { next, end, .. } = self.runs
+            && next < end
+        {
+            let given_back =
+                self.freelist
+                    .unallocate_pages(self.txid, Pgid(next), (end - next) as usize);
+            debug_assert!(given_back, "the run at {next} was not this transaction's");
+        }
+        self.runs = Runs::Off;
+        self.prefer_runs = false;
     }
 
     /// Takes the lowest free run of `n_pages` now, to be handed out by the next allocation of
@@ -149,20 +247,36 @@ impl TxAlloc {
         if let Some(index) = self.reserved.iter().position(|&(n, _)| n == n_pages) {
             return Ok(self.reserved.swap_remove(index).1);
         }
+        if n_pages == 1 && self.prefer_runs && self.pages_allocated > RUNS_AFTER_PAGES {
+            if let Some(pgid) = self.run_page() {
+                return Ok(pgid);
+            }
+            // No run left: the high-water mark (`prefer_runs` is for files without a size
+            // limit).
+            if matches!(self.runs, Runs::On { .. }) {
+                return Ok(self.take_high_water(1));
+            }
+        }
         if let Some(pgid) = self.freelist.allocate(self.txid, n_pages) {
             return Ok(pgid);
         }
-        let pgid = self.high_water;
-        let end = pgid.0 + n_pages as u64;
+        let end = self.high_water.0 + n_pages as u64;
         if self.max_size > 0 && end.saturating_mul(self.page_size as u64) > self.max_size {
             return Err(Error::MaxSizeReached {
                 max_size: self.max_size,
             });
         }
+        Ok(self.take_high_water(n_pages))
+    }
+
+    /// Takes `n_pages` at the high-water mark.
+    fn take_high_water(&mut self, n_pages: usize) -> Pgid {
+        let pgid = self.high_water;
+        let end = pgid.0 + n_pages as u64;
         self.high_water = Pgid(end);
         // Recorded so that, once freed, these pages can be released between long readers.
         self.freelist.record_allocation(self.txid, pgid, n_pages);
-        Ok(pgid)
+        pgid
     }
 
     /// Queues `buf` to be written at `pgid`.
@@ -289,4 +403,25 @@ impl PageAlloc for TxAlloc {
             .free(self.txid, pgid, overflow)
             .map_err(Error::from)
     }
+}
+
+/// The free runs of two or more pages, ascending: start and length.
+fn free_runs(freelist: &AnyFreelist) -> Vec<(Pgid, u64)> {
+    let mut runs = Vec::new();
+    let mut ids = freelist.free_ids();
+    let Some(first) = ids.next() else {
+        return runs;
+    };
+    let (mut start, mut n_pages) = (first.0, 1u64);
+    for id in ids.chain(std::iter::once(Pgid(u64::MAX))) {
+        if id.0 == start + n_pages {
+            n_pages += 1;
+            continue;
+        }
+        if n_pages >= 2 {
+            runs.push((Pgid(start), n_pages));
+        }
+        (start, n_pages) = (id.0, 1);
+    }
+    runs
 }

@@ -66,6 +66,15 @@ impl WriteTx<'_> {
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();
+        // A durable commit that may grow the file writes its pages in long runs (see
+        // `alloc::Runs`); a shrinking one, a vacuum step, a commit without syncs (whose
+        // rewrites of cached pages are copies, where runs do not count) and one on a file with
+        // a size limit (whose room is for pages that need a run) take pages lowest first.
+        core.alloc.prefer_runs = sync
+            && !self.shrink
+            && self.mark_max.is_none()
+            && core.alloc.cut.is_none()
+            && engine.options.max_size == 0;
         let root_pgid = spill(pages, core, self.buckets.root.get_mut(), &mut self.stats)?;
         let mut meta = self.base;
         meta.txid = txid.0;
@@ -290,6 +299,7 @@ fn write_freelist(
     // What a vacuum step reserved and no page took goes back; the freelist page may land
     // anywhere the step's cut allows (it is the last page written).
     alloc.return_reserved();
+    alloc.return_runs();
     alloc.cut = None;
     if base.freelist != PGID_NO_FREELIST.0 {
         let old = base.freelist_pgid();

@@ -285,3 +285,175 @@ fn growth_leaves_the_file_a_few_percent_longer_than_its_pages_and_auto_shrink_gi
         fill(&db, b"b", 100_000..101_000, 100);
     }
 }
+
+/// Rewrites one key in every `stride`th from `offset` on in bucket `b` (of `n` keys), one
+/// transaction, and keeps `model` alike: each rewrite is a leaf of its own, so the leaves'
+/// old pages become free pages with taken pages between them.
+fn rewrite_every(
+    db: &Db,
+    model: &mut std::collections::BTreeMap<u32, Vec<u8>>,
+    (offset, stride, n): (u32, usize, u32),
+    byte: u8,
+) -> rbolt::Result<()> {
+    db.update(|tx| {
+        let mut b = tx.bucket_mut(b"b")?.unwrap();
+        for i in (offset..n).step_by(stride) {
+            b.put(i.to_be_bytes(), vec![byte; 100])?;
+        }
+        Ok::<_, rbolt::Error>(())
+    })?;
+    for i in (offset..n).step_by(stride) {
+        model.insert(i, vec![byte; 100]);
+    }
+    Ok(())
+}
+
+fn assert_content(db: &Db, model: &std::collections::BTreeMap<u32, Vec<u8>>) {
+    db.view(|tx| {
+        let b = tx.bucket(b"b")?.unwrap();
+        let mut expected = model.iter();
+        for entry in b.iter() {
+            let entry = entry?;
+            let (key, value) = expected.next().expect("no more keys in the model");
+            assert_eq!(entry.key(), key.to_be_bytes());
+            assert_eq!(entry.value(), Some(&value[..]), "key {key}");
+        }
+        assert!(expected.next().is_none(), "keys missing from the file");
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    assert_clean(db);
+}
+
+/// A file whose few free pages lie one by one between taken ones (what updates and deletes
+/// at random leave): a bucket of `N` keys, then a transaction that rewrites a leaf in
+/// every 300th key, each freeing about 1,400 pages apart from one another.
+const N: u32 = 400_000;
+/// Keys apart of the rewrites of one transaction.
+const STRIDE: usize = 300;
+
+/// Free pages (with those pending, which the next write transaction frees) and the pages in
+/// use up to the high-water mark.
+fn free_and_pages(db: &Db) -> (u64, u64) {
+    let stats = db.stats();
+    let pages = db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap() / 4096;
+    ((stats.free_page_n + stats.pending_page_n) as u64, pages)
+}
+
+fn fragmented(options: Options) -> (SimFile, Db, std::collections::BTreeMap<u32, Vec<u8>>) {
+    let (sim, db) = sim_db(options);
+    fill(&db, b"b", 0..N, 100);
+    let mut model = (0..N).map(|i| (i, vec![i as u8; 100])).collect();
+    rewrite_every(&db, &mut model, (0, STRIDE, N), 1).unwrap();
+    // The state the allocation is about: free pages are few (under an eighth of the file),
+    // but more than a big commit's first pages, and mostly alone.
+    let (free, pages) = free_and_pages(&db);
+    assert!(
+        free > 200 && free * 8 < pages,
+        "free {free} of {pages} pages"
+    );
+    (sim, db, model)
+}
+
+/// A big durable commit on such a file writes its pages in long runs, not one write call per
+/// isolated free page, and everything reads back and checks clean after a reopen.
+#[test]
+fn a_big_durable_commit_on_scattered_free_pages_writes_long_runs() {
+    let (sim, db, mut model) = fragmented(Options::default());
+    let leaves = (N as usize).div_ceil(STRIDE) as u64;
+    let before = sim.counts();
+    rewrite_every(&db, &mut model, (75, STRIDE, N), 3).unwrap();
+    let ops = sim.counts().since(before);
+    // First fit put most of the ~1,330 leaves on a free page of their own (a write call each).
+    assert!(
+        ops.write_vectored * 4 < leaves,
+        "{} write calls for {leaves} leaves: {ops:?}",
+        ops.write_vectored
+    );
+    let (_, pages_before) = free_and_pages(&db);
+    assert_content(&db, &model);
+    // The pages left free are taken again once they are many: more such commits grow the
+    // file by an eighth at most.
+    for round in 0..12u8 {
+        let offset = (round as u32 * 37) % STRIDE as u32;
+        rewrite_every(&db, &mut model, (offset, STRIDE, N), 4 + round).unwrap();
+    }
+    let (free, pages) = free_and_pages(&db);
+    assert!(
+        pages <= pages_before + pages_before / 8,
+        "{pages} pages after, {pages_before} before ({free} free)"
+    );
+    drop(db);
+    let db = Db::open_storage(Arc::new(sim.clone()), Options::default()).unwrap();
+    assert_content(&db, &model);
+}
+
+/// When `max_size` leaves little room to grow, the same commit takes the isolated free pages
+/// and leaves the room for what needs contiguous pages (its freelist page): a limit is
+/// reached only when the free pages are used up too.
+#[test]
+fn a_big_durable_commit_at_max_size_takes_the_isolated_free_pages() {
+    use rbolt::storage::Storage;
+    let (sim, db, mut model) = fragmented(Options::default());
+    drop(db);
+    let limit = sim.len().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), Options::default().max_size(limit)).unwrap();
+    let size_before = db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap();
+    rewrite_every(&db, &mut model, (75, STRIDE, N), 3).unwrap();
+    assert!(sim.len().unwrap() <= limit);
+    assert!(db.view(|tx| Ok::<_, rbolt::Error>(tx.size())).unwrap() <= limit);
+    assert!(size_before <= limit);
+    assert_content(&db, &model);
+    // A commit far bigger than the free pages still fails, and changes nothing.
+    let failed = db.update(|tx| {
+        let mut b = tx.bucket_mut(b"b")?.unwrap();
+        for i in 0..N {
+            b.put(i.to_be_bytes(), vec![9; 400])?;
+        }
+        Ok::<_, rbolt::Error>(())
+    });
+    assert!(
+        matches!(failed, Err(Error::MaxSizeReached { .. })),
+        "{failed:?}"
+    );
+    assert_content(&db, &model);
+}
+
+/// Such a commit failing at any of its storage calls before the meta (a data write, the file's
+/// growth, the first sync) leaves the free pages and the content exactly as before, and the
+/// same commit then succeeds.
+#[test]
+fn a_big_durable_commit_that_fails_changes_nothing() {
+    let (sim, db, mut model) = fragmented(Options::default());
+    // An empty write transaction releases what no reader sees, as the failing one will.
+    db.begin_write().unwrap().rollback();
+    let before = sim.counts();
+    let probe = {
+        let mut probe = model.clone();
+        let image = SimFile::from_image(sim.live_image().unwrap()).unwrap();
+        let copy = Db::open_storage(Arc::new(image.clone()), Options::default()).unwrap();
+        let start = image.op_count();
+        rewrite_every(&copy, &mut probe, (75, STRIDE, N), 3).unwrap();
+        image.op_count() - start
+    };
+    assert_eq!(sim.counts(), before);
+    let stats = db.stats();
+    // Every call but the meta write and the last sync (after which the commit is durable).
+    for n in (0..probe.saturating_sub(2)).step_by(7) {
+        fail_next_commit_at(&sim, n, FaultError::Io);
+        let failed = rewrite_every(&db, &mut model.clone(), (75, STRIDE, N), 3);
+        assert!(
+            failed.is_err(),
+            "the fault at call {n} of {probe} did not fail"
+        );
+        let after = db.stats();
+        assert_eq!(
+            (after.free_page_n, after.pending_page_n),
+            (stats.free_page_n, stats.pending_page_n),
+            "call {n}"
+        );
+        assert_content(&db, &model);
+    }
+    rewrite_every(&db, &mut model, (75, STRIDE, N), 3).unwrap();
+    assert_content(&db, &model);
+}
