@@ -106,6 +106,28 @@ impl Pending {
         })
     }
 
+    /// The spans that `txid` freed, in the order it freed them: each `free` call's first page
+    /// and its number of pages (the page and its overflow).
+    ///
+    /// ```
+    /// use rbolt_freelist::{AnyFreelist, Freelist, FreelistKind};
+    /// use rbolt_page::{Pgid, Txid};
+    /// let mut freelist = AnyFreelist::new(FreelistKind::Array);
+    /// freelist.free(Txid(3), Pgid(12), 1).unwrap(); // pages 12 and 13
+    /// freelist.free(Txid(3), Pgid(9), 0).unwrap();
+    /// freelist.free(Txid(4), Pgid(20), 0).unwrap();
+    /// let spans: Vec<_> = freelist.pending().spans_freed_by(Txid(3)).collect();
+    /// assert_eq!(spans, [(Pgid(12), 2), (Pgid(9), 1)]);
+    /// assert_eq!(freelist.pending().spans_freed_by(Txid(5)).count(), 0);
+    /// ```
+    pub fn spans_freed_by(&self, txid: Txid) -> impl Iterator<Item = (Pgid, u64)> + '_ {
+        self.by_tx.get(&txid).into_iter().flat_map(|tx| {
+            tx.spans
+                .iter()
+                .map(|span| (span.run.start, span.run.n_pages))
+        })
+    }
+
     /// The transaction that freed `pgid`, when it is pending (a walk of the pending spans).
     pub fn freed_by(&self, pgid: Pgid) -> Option<Txid> {
         if !self.ids.contains(pgid) {

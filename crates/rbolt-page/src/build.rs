@@ -285,20 +285,29 @@ pub fn write_meta(buf: &mut [u8], meta: &Meta) -> Meta {
 
 /// Writes a non-durable meta page for `meta` into `buf` (at least [`META_PAGE_READ_LEN`]
 /// bytes): as [`write_meta`], but with the checksum of [`Meta::compute_non_durable_checksum`]
-/// and `boot_id` right after the record, in the page's first sector with it, so that a torn
-/// write cannot keep one without the other. Returns the meta as written.
+/// and `boot_id` and `digest` (of the pages written since the last durable meta, see
+/// [`PagesDigest`](crate::PagesDigest)) right after the record, in the page's first sector
+/// with it, so that a torn write cannot keep one without the other. Returns the meta as
+/// written.
 ///
 /// Such a meta is rbolt's own: a commit that skipped its syncs writes it, so that a process
 /// that crashes keeps the commit (the page cache survives it), while a power loss, which may
 /// have dropped its data pages, cannot bring it back: after a reboot the boot id differs and
 /// rbolt opens the durable meta in the other slot. Go bbolt sees a bad checksum and does too.
-pub fn write_meta_non_durable(buf: &mut [u8], meta: &Meta, boot_id: &BootId) -> Meta {
+pub fn write_meta_non_durable(
+    buf: &mut [u8],
+    meta: &Meta,
+    boot_id: &BootId,
+    digest: &crate::PagesDigest,
+) -> Meta {
     let mut meta = *meta;
-    meta.checksum = meta.compute_non_durable_checksum(boot_id);
+    meta.checksum = meta.compute_non_durable_checksum(boot_id, digest);
     PageHeader::new(Pgid(meta.txid % 2), PageKind::Meta, 0, 0).write(buf);
     buf[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + crate::META_SIZE]
         .copy_from_slice(bytemuck::bytes_of(&meta));
-    buf[META_PAGE_LEN..META_PAGE_READ_LEN].copy_from_slice(boot_id);
+    let digest_at = META_PAGE_LEN + crate::BOOT_ID_SIZE;
+    buf[META_PAGE_LEN..digest_at].copy_from_slice(boot_id);
+    buf[digest_at..META_PAGE_READ_LEN].copy_from_slice(digest);
     meta
 }
 

@@ -223,12 +223,15 @@ impl Meta {
     /// [`NON_DURABLE_CHECKSUM_MASK`]. The two checksums of the same fields differ (short of a
     /// 2^-64 coincidence), so Go bbolt, which knows only the plain one, takes such a meta for a
     /// torn one and opens the other, durable meta.
-    pub fn compute_non_durable_checksum(&self, boot_id: &BootId) -> u64 {
+    ///
+    /// The checksum covers `digest` too, the [`PagesDigest`] the meta carries after the boot id.
+    pub fn compute_non_durable_checksum(&self, boot_id: &BootId, digest: &PagesDigest) -> u64 {
         let mut hash = fnv1a64_continue(
             FNV_OFFSET_BASIS,
             &bytemuck::bytes_of(self)[..META_CHECKSUM_OFFSET],
         );
         hash = fnv1a64_continue(hash, boot_id);
+        hash = fnv1a64_continue(hash, digest);
         hash ^ NON_DURABLE_CHECKSUM_MASK
     }
 
@@ -279,6 +282,32 @@ pub type BootId = [u8; BOOT_ID_SIZE];
 
 /// Bytes of a [`BootId`].
 pub const BOOT_ID_SIZE: usize = 16;
+
+/// What a non-durable meta says of the pages its commits wrote: the sum, modulo 2^128, of
+/// [`page_digest`] over every page extent that the meta's tree reaches and the last durable
+/// meta's does not (the pages written since that durable meta), little-endian. At open, rbolt
+/// trusts the meta only when the file's pages give the same sum: so pages that changed after
+/// the commits wrote them — another writer reusing them (Go bbolt, which takes the durable
+/// meta's free pages), or pages a failed sync let the kernel drop — are seen, and the open
+/// falls back to the durable meta.
+pub type PagesDigest = [u8; PAGES_DIGEST_SIZE];
+
+/// Bytes of a [`PagesDigest`].
+pub const PAGES_DIGEST_SIZE: usize = 16;
+
+/// The digest of one page extent: XXH3-128 of its bytes (the page and its overflow pages, as
+/// written), seeded with its page id, so that the same bytes at another id count differently.
+///
+/// ```
+/// use rbolt_page::{Pgid, page_digest};
+/// let page = [7u8; 4096];
+/// assert_eq!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &page));
+/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(4), &page));
+/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &[7u8; 4095]));
+/// ```
+pub fn page_digest(pgid: crate::Pgid, bytes: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128_with_seed(bytes, pgid.0)
+}
 
 /// What a non-durable meta's checksum is XORed with (the bytes of "nodurabl"), so that it never
 /// passes as a durable meta.

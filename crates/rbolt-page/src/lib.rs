@@ -60,7 +60,7 @@ pub use edit::{
 pub use error::{Corruption, Reason, Result};
 pub use layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
-    NON_DURABLE_CHECKSUM_MASK, PageHeader, fnv1a64,
+    NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64, page_digest,
 };
 pub use page_set::{PageSet, PageSetIds};
 pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};

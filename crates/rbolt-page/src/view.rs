@@ -645,8 +645,9 @@ impl Meta {
 pub const META_PAGE_LEN: usize = PAGE_HEADER_SIZE + META_SIZE;
 
 /// Bytes of a meta page that hold everything a meta of either durability has: the page header,
-/// the record and, for a non-durable meta, the boot id that wrote it.
-pub const META_PAGE_READ_LEN: usize = META_PAGE_LEN + BOOT_ID_SIZE;
+/// the record and, for a non-durable meta, the boot id that wrote it and the digest of the
+/// pages written since the last durable meta.
+pub const META_PAGE_READ_LEN: usize = META_PAGE_LEN + BOOT_ID_SIZE + crate::PAGES_DIGEST_SIZE;
 
 /// Whether a meta was written by a commit that synced (every meta Go bbolt writes) or by one that
 /// did not, in the boot it names (see [`write_meta_non_durable`](crate::write_meta_non_durable)).
@@ -654,8 +655,12 @@ pub const META_PAGE_READ_LEN: usize = META_PAGE_LEN + BOOT_ID_SIZE;
 pub enum MetaDurability {
     /// Written after the data it points at was synced: whole after any crash.
     Durable,
-    /// Written without syncs, in the boot with this id: whole only while that boot lasts.
-    NonDurable(BootId),
+    /// Written without syncs, in the boot `boot_id`: whole only while that boot lasts, and
+    /// only while the pages written since the last durable meta still sum to `digest`.
+    NonDurable {
+        boot_id: BootId,
+        digest: crate::PagesDigest,
+    },
 }
 
 /// Reads the meta page at the start of `bytes` (page `pgid`) of either durability: as
@@ -670,18 +675,17 @@ pub fn read_meta_page(bytes: &[u8], pgid: Pgid) -> Result<(Meta, MetaDurability)
     if !matches!(error.reason, Reason::BadChecksum { .. }) {
         return Err(error);
     }
-    let (Some(meta), Some(boot_id)) = (
-        Meta::read_unchecked(bytes),
-        bytes
-            .get(META_PAGE_LEN..)
-            .and_then(|rest| rest.first_chunk::<BOOT_ID_SIZE>()),
-    ) else {
+    let tail = bytes.get(META_PAGE_LEN..META_PAGE_READ_LEN);
+    let (Some(meta), Some(tail)) = (Meta::read_unchecked(bytes), tail) else {
         return Err(error);
     };
-    if meta.checksum != meta.compute_non_durable_checksum(boot_id) {
+    let (boot_id, digest) = tail.split_at(BOOT_ID_SIZE);
+    let boot_id: BootId = boot_id.try_into().expect("16 bytes");
+    let digest: crate::PagesDigest = digest.try_into().expect("16 bytes");
+    if meta.checksum != meta.compute_non_durable_checksum(&boot_id, &digest) {
         return Err(error);
     }
-    Ok((meta, MetaDurability::NonDurable(*boot_id)))
+    Ok((meta, MetaDurability::NonDurable { boot_id, digest }))
 }
 
 /// Bytes read per step while scanning for meta 1.

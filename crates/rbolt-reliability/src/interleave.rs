@@ -359,6 +359,9 @@ impl Storage for Gated {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.around("write", |sim| sim.write_all_at(buf, offset))
     }
+    fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.around("write", |sim| sim.write_whole_at(buf, offset))
+    }
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
         self.around("writev", |sim| sim.write_vectored_at(bufs, offset))
     }

@@ -132,6 +132,16 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// on short writes; extends the file if the write ends past its end.
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
 
+    /// Writes all of `buf` at `offset` so that a crash of the process leaves it whole or not at
+    /// all: with one `pwrite`, never as a copy into a mapping, which a kill can stop at any
+    /// byte. The kernel copies a `pwrite` into the page cache a memory page at a time and acts
+    /// on a kill only between pages, so this holds for a `buf` within one 4 KiB block of the
+    /// file. The database writes its metas, its commit points, with it.
+    ///
+    /// (A power loss can still tear it at the device's sectors: that is what the meta's
+    /// checksum is for.)
+    fn write_whole_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
     /// Writes `bufs` back to back from `offset`, as if they were one concatenated buffer.
     ///
     /// This is how a contiguous run of dirty pages is written with `pwritev`: in calls of at

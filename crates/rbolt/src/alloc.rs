@@ -53,10 +53,19 @@ pub(crate) struct TxAlloc {
     /// `allocated_past_cut`.
     pub(crate) cut: Option<Pgid>,
     pub(crate) allocated_past_cut: u64,
+    /// The high-water mark the commit may not pass (a vacuum step's): an allocation past it
+    /// fails at once, before any page of the commit is written.
+    pub(crate) high_water_max: Option<Pgid>,
     /// Single pages come from free runs of two or more and then the high-water mark, leaving
     /// isolated free pages free (see [`Runs`]): set by a durable commit that may grow the file.
     pub(crate) prefer_runs: bool,
     runs: Runs,
+    /// Set for a commit without syncs: every page extent written is listed in `written` with
+    /// its digest, for the meta's [`rbolt_page::PagesDigest`].
+    pub(crate) digest_writes: bool,
+    /// The extents written and their digests (when `digest_writes`); the list's memory is the
+    /// writer's, from one transaction to the next.
+    pub(crate) written: Vec<(Pgid, u128)>,
 }
 
 /// A durable commit's single pages once it has taken [`RUNS_AFTER_PAGES`]: each contiguous
@@ -143,8 +152,11 @@ impl TxAlloc {
             reserved: Vec::new(),
             cut: None,
             allocated_past_cut: 0,
+            high_water_max: None,
             prefer_runs: false,
             runs: Runs::Unknown,
+            digest_writes: false,
+            written: Vec::new(),
         }
     }
 
@@ -266,7 +278,41 @@ impl TxAlloc {
                 max_size: self.max_size,
             });
         }
+        if let Some(max) = self.high_water_max
+            && end > max.0
+        {
+            return Err(Error::MaxSizeReached {
+                max_size: max.0.saturating_mul(self.page_size as u64),
+            });
+        }
         Ok(self.take_high_water(n_pages))
+    }
+
+    /// Fails with [`Error::MaxSizeReached`] when a durable point after this commit (`Db::sync`,
+    /// a durable commit, the close) could not place its freelist page: no free run of the
+    /// pages it needs and no room for them below `max_size`. A commit without syncs checks it
+    /// before it writes anything, so that the file can always be made durable: refused, it
+    /// changes nothing, where the durable point's failure would leave the commits before it
+    /// to the next open of this boot.
+    pub(crate) fn ensure_room_for_freelist(&mut self) -> Result<()> {
+        if self.max_size == 0 {
+            return Ok(());
+        }
+        // What the durable point's page holds: every free and pending id then, which are the
+        // ones now (it frees no page of its own: a commit without syncs has no freelist page).
+        let n_pages = rbolt_page::pages_for(self.freelist.write_size(), self.page_size);
+        let end = self.high_water.0 + n_pages as u64;
+        if end.saturating_mul(self.page_size as u64) <= self.max_size {
+            return Ok(());
+        }
+        if let Some(pgid) = self.freelist.allocate(self.txid, n_pages) {
+            let given_back = self.freelist.unallocate(self.txid, pgid);
+            debug_assert!(given_back, "the run at {pgid} was just taken");
+            return Ok(());
+        }
+        Err(Error::MaxSizeReached {
+            max_size: self.max_size,
+        })
     }
 
     /// Takes `n_pages` at the high-water mark.
@@ -321,6 +367,13 @@ impl TxAlloc {
         // Whatever these pages held is no longer a checked page once the writes start.
         for dirty in &self.dirty {
             arena.forget_checked(dirty.pgid, dirty.buf.len() as u64 / page_size);
+        }
+        if self.digest_writes {
+            let digests = self.dirty.iter().map(|dirty| {
+                let digest = rbolt_page::page_digest(dirty.pgid, &dirty.buf);
+                (dirty.pgid, digest)
+            });
+            self.written.extend(digests);
         }
         let last = self.dirty.last().expect("not empty");
         let end = last.pgid.0 * page_size + last.buf.len() as u64;

@@ -12,8 +12,8 @@ use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
 use crate::trace;
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
-use open::{init, interrupted_creation, read_metas};
-use rbolt_page::MetaDurability;
+use open::{init, interrupted_creation, read_metas, unsynced_pages_intact};
+use rbolt_page::{Corruption, MetaDurability, Pgid, Reason};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -144,7 +144,8 @@ impl Db {
             file_len = storage.len().map_err(io)?;
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
-        let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
+        let (page_size, mut meta, mut durability) =
+            found.choose(path.as_deref(), file_len, &options)?;
         if let Some(why) = found.fallback(&meta) {
             trace::recovered_older_meta(path.as_deref(), meta.txid, why);
         }
@@ -161,6 +162,32 @@ impl Db {
         if options.mlock {
             map.lock(file_len as usize).map_err(io)?;
         }
+        // A non-durable meta is opened only when the pages its commits wrote are still theirs.
+        let mut reachable = None;
+        if let MetaDurability::NonDurable { digest, .. } = durability {
+            let durable = found.durable_beside(&meta);
+            let intact = durable.and_then(|durable| {
+                unsynced_pages_intact(&map, page_size, &meta, &durable, &digest, &options)
+            });
+            match (intact, durable) {
+                (Some(pages), _) => reachable = Some(pages),
+                (None, Some(durable)) => {
+                    trace::recovered_older_meta(
+                        path.as_deref(),
+                        durable.txid,
+                        "pages the newest commits made without syncs wrote have changed since \
+                         (another writer, or a failed sync)",
+                    );
+                    (meta, durability) = (durable, MetaDurability::Durable);
+                }
+                (None, None) => {
+                    return Err(Error::from_meta(
+                        path.as_deref(),
+                        Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta),
+                    ));
+                }
+            }
+        }
         let snapshot = Snapshot { meta, map };
         let freelist = if options.read_only {
             None
@@ -168,7 +195,7 @@ impl Db {
             if !meta.has_freelist() {
                 trace::freelist_rebuilt(path.as_deref(), meta.txid);
             }
-            Some(load_freelist(&snapshot, page_size, &options)?)
+            Some(load_freelist(&snapshot, page_size, &options, reachable)?)
         };
         let counters = StatCounters::default();
         if let Some(freelist) = &freelist {

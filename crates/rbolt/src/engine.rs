@@ -14,7 +14,8 @@ use crate::storage::Storage;
 use crate::trace;
 use rbolt_btree::Arena;
 use rbolt_freelist::AnyFreelist;
-use rbolt_page::{Meta, Txid};
+use rbolt_page::{META_PAGE_READ_LEN, Meta, Txid};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -71,6 +72,14 @@ pub(crate) struct Writer {
     pub(crate) past_cut: u64,
     /// A commit without syncs grew the file: the next durable commit fsyncs its length.
     pub(crate) length_unsynced: bool,
+    /// The page extents commits without syncs wrote since `durable` that the newest commit
+    /// still reaches, by first page, each with its [`rbolt_page::page_digest`]; and their sum
+    /// (modulo 2^128), the [`rbolt_page::PagesDigest`] such a commit's meta carries, which the
+    /// open checks before it trusts the meta (`db::open::unsynced_pages_intact`).
+    pub(crate) unsynced_pages: HashMap<u64, u128>,
+    pub(crate) unsynced_digest: u128,
+    /// The last write transaction's list of written extents' digests, emptied (`TxAlloc`).
+    pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
 }
 
 impl Writer {
@@ -89,7 +98,18 @@ impl Writer {
             durable,
             past_cut: 0,
             length_unsynced: false,
+            unsynced_pages: HashMap::new(),
+            unsynced_digest: 0,
+            written_scratch: Vec::new(),
         }
+    }
+
+    /// `meta` is durable on disk now: what commits without syncs wrote before it is part of
+    /// it.
+    pub(crate) fn became_durable(&mut self, meta: Meta) {
+        self.durable = meta;
+        self.unsynced_pages.clear();
+        self.unsynced_digest = 0;
     }
 }
 
@@ -114,6 +134,26 @@ pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
     } else {
         Txid(next)
     }
+}
+
+/// Whether the commit `txid` may skip its syncs on a file of `page_size`-byte pages, writing a
+/// non-durable meta (`META_PAGE_READ_LEN` bytes) to slot `txid % 2`; when not, it is made a
+/// durable commit. It may when:
+/// - the meta fits its page and lies within one 4 KiB block of the file, so that its one
+///   `pwrite` is whole after a kill (see `Storage::write_whole_at`);
+/// - the pages are 4096 bytes or the slot is 1. Go bbolt 1.3 (Debian's, and etcd 3.5's) takes
+///   the page size from meta 0 alone and, when meta 0 fails its checksum (as a non-durable
+///   meta does, on purpose), tries the system's page size (4096) instead: a non-durable meta
+///   in slot 0 of a file of other pages would make Go 1.3 refuse the file after a crash. So
+///   on such files slot 0 holds only durable metas; a commit without syncs that would land
+///   there (the first after a durable one in slot 1) syncs instead, and those after it land in
+///   slot 1.
+pub(crate) fn may_skip_syncs(page_size: usize, txid: Txid) -> bool {
+    let slot = txid.0 % 2;
+    let offset = slot * page_size as u64;
+    page_size >= META_PAGE_READ_LEN
+        && offset % 4096 + META_PAGE_READ_LEN as u64 <= 4096
+        && (slot == 1 || page_size == 4096)
 }
 
 impl Engine {

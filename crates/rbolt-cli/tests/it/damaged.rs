@@ -239,7 +239,7 @@ fn rewrite_meta(
     edit(&mut meta);
     match boot_id {
         None => rbolt_page::write_meta(page, &meta),
-        Some(boot) => rbolt_page::write_meta_non_durable(page, &meta, &boot),
+        Some(boot) => rbolt_page::write_meta_non_durable(page, &meta, &boot, &[0; 16]),
     };
 }
 

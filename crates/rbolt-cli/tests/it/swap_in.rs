@@ -156,6 +156,37 @@ fn assert_synced_then_published(calls: &[Call], dest: &Path, what: &str) {
     );
 }
 
+/// Issue 46, finding 7: a database file the library creates has its directory entry synced
+/// before its first commit is acknowledged as durable, so a power loss cannot lose the whole
+/// file after durable commits. Read from the system calls of a real process (`bench`, which
+/// creates its database with `Db::open`): the directory's fsync comes before the file's first
+/// sync, which makes the empty database durable.
+#[test]
+fn a_new_database_file_has_its_directory_synced_before_its_first_sync() {
+    if !strace_works() {
+        return;
+    }
+    let dir = Dir::new();
+    let db = dir.path("new.db");
+    let (run, calls) = traced(
+        &dir,
+        &["bench", "--count", "100", "--work", "--path", arg(&db)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let db = arg(&db);
+    let parent = arg(Path::new(db).parent().unwrap());
+    let first_sync = calls
+        .iter()
+        .position(|c| SYNCS.contains(&c.name.as_str()) && c.ok && on_file(c, db))
+        .unwrap_or_else(|| panic!("{db} was never synced"));
+    assert!(
+        calls[..first_sync]
+            .iter()
+            .any(|c| SYNCS.contains(&c.name.as_str()) && c.ok && on_file(c, parent)),
+        "the directory {parent} was not synced before {db}'s first sync"
+    );
+}
+
 #[test]
 fn every_file_a_command_makes_is_synced_before_it_is_put_in_place() {
     if !strace_works() {

@@ -443,6 +443,9 @@ fn base_meta() -> Meta {
     new_meta(4096, 1)
 }
 
+/// A digest of pages, as a non-durable meta carries one.
+const DIGEST: &[u8; 16] = b"digest-of-pages!";
+
 #[test]
 fn non_durable_metas_read_back_with_their_boot_and_fail_as_go_reads_them() {
     /// Writes the base meta as non-durable in `boot`, damages the bytes with `damage`, and
@@ -451,7 +454,7 @@ fn non_durable_metas_read_back_with_their_boot_and_fail_as_go_reads_them() {
     fn check(damage: fn(&mut Vec<u8>), expected: Option<MetaDurability>) {
         let boot: BootId = *b"boot-id-16-bytes";
         let mut page = vec![0u8; 512];
-        let written = write_meta_non_durable(&mut page, &base_meta(), &boot);
+        let written = write_meta_non_durable(&mut page, &base_meta(), &boot, DIGEST);
         damage(&mut page);
         let found = read_meta_page(&page, Pgid(1));
         assert_eq!(found.as_ref().ok().map(|&(_, d)| d), expected);
@@ -464,10 +467,16 @@ fn non_durable_metas_read_back_with_their_boot_and_fail_as_go_reads_them() {
             Err(Reason::BadChecksum { .. })
         ));
     }
-    let boot = Some(MetaDurability::NonDurable(*b"boot-id-16-bytes"));
+    let boot = Some(MetaDurability::NonDurable {
+        boot_id: *b"boot-id-16-bytes",
+        digest: *DIGEST,
+    });
     check(|_| {}, boot);
-    // The boot id is covered by the checksum: another boot's bytes, or a torn id, fail.
+    // The boot id and the digest are covered by the checksum: another boot's bytes, a torn id
+    // or another digest fail.
     check(|p| p[META_PAGE_LEN] ^= 1, None);
+    check(|p| p[META_PAGE_LEN + BOOT_ID_SIZE - 1] ^= 0x80, None);
+    check(|p| p[META_PAGE_LEN + BOOT_ID_SIZE] ^= 1, None);
     check(|p| p[META_PAGE_READ_LEN - 1] ^= 0x80, None);
     // So is every field.
     check(|p| p[48 + 5] ^= 1, None);
@@ -480,7 +489,12 @@ fn non_durable_metas_read_back_with_their_boot_and_fail_as_go_reads_them() {
         read_meta_page(&durable, Pgid(1)).map(|(_, d)| d),
         Ok(MetaDurability::Durable)
     );
-    let other = write_meta_non_durable(&mut vec![0u8; 512], &base_meta(), &[0; BOOT_ID_SIZE]);
+    let other = write_meta_non_durable(
+        &mut vec![0u8; 512],
+        &base_meta(),
+        &[0; BOOT_ID_SIZE],
+        DIGEST,
+    );
     assert_ne!(plain.checksum, other.checksum);
 }
 

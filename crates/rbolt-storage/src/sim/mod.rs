@@ -24,6 +24,10 @@ pub use ops::{FaultError, FaultPlan, OpCounts, OpKind};
 /// an unsynced write as a whole. Sectors are aligned to file offsets, not to the write.
 pub const SECTOR_SIZE: u64 = 512;
 
+/// The grain at which [`FileStorage`](crate::FileStorage) decides whether a write is a copy
+/// into its mapping (the system's 4 KiB page).
+const COPY_GRAIN: u64 = 4096;
+
 /// A simulated database file, for tests. **Not for production use.**
 ///
 /// It behaves like a real file for the database: contents live in an anonymous file (a
@@ -88,6 +92,13 @@ struct State {
     plan: FaultPlan,
     /// The operation that crashed the file, if one did.
     crashed_at: Option<u64>,
+    /// One bit per [`COPY_GRAIN`] bytes of the file: written since the last sync. A write of
+    /// only such bytes is one [`FileStorage`](crate::FileStorage) may make as a copy into a
+    /// mapping (where its filesystem allows), which a kill can cut short.
+    written: Vec<u64>,
+    /// The write the crash stopped, when it is one that may have been such a copy: a crash
+    /// of the process can leave any prefix of it ([`SimFile::after_process_crash_torn`]).
+    torn: Option<(u64, Vec<u8>)>,
 }
 
 #[derive(Clone)]
@@ -158,6 +169,125 @@ impl SimFile {
         SimFile::with_contents(&live, durable, pending, self.shared.boot_id)
     }
 
+    /// The length of the write the crash stopped, when it was one that
+    /// [`FileStorage`](crate::FileStorage) may make as a copy into a writable mapping of the
+    /// file: a write (not [`Storage::write_whole_at`]) of bytes all written since the last
+    /// sync, counted in 4 KiB blocks. A kill can stop such a copy after any of its bytes;
+    /// `None` when the crash stopped no such write.
+    ///
+    /// ```
+    /// use rbolt_storage::{FaultPlan, SimFile, Storage};
+    /// let sim = SimFile::new().unwrap();
+    /// sim.write_all_at(&[1; 64], 0).unwrap(); // op 0: a first write, a system call
+    /// sim.set_fault_plan(FaultPlan::new().crash_at(1));
+    /// assert!(sim.write_all_at(&[2; 64], 0).is_err()); // op 1: a rewrite, maybe a copy
+    /// assert_eq!(sim.torn_copy_len(), Some(64));
+    /// let next = sim.after_process_crash_torn(24).unwrap();
+    /// let live = next.live_image().unwrap();
+    /// assert_eq!((&live[..24], &live[24..]), (&[2; 24][..], &[1; 40][..]));
+    /// ```
+    pub fn torn_copy_len(&self) -> Option<usize> {
+        self.state().torn.as_ref().map(|(_, bytes)| bytes.len())
+    }
+
+    /// As [`after_process_crash`](SimFile::after_process_crash), with the copy the crash
+    /// stopped ([`torn_copy_len`](SimFile::torn_copy_len)) cut after its first `cut` bytes,
+    /// rounded down to a multiple of 8 (a copy moves at least aligned words): those bytes are
+    /// in the file, unsynced, and the rest as before. Without such a copy, the same as
+    /// `after_process_crash`.
+    pub fn after_process_crash_torn(&self, cut: usize) -> io::Result<SimFile> {
+        let mut live = self.live_image()?;
+        let state = self.state();
+        let mut pending = state.pending.clone();
+        let durable = state.durable.clone();
+        if let Some((offset, bytes)) = &state.torn {
+            let cut = (cut.min(bytes.len()) / 8) * 8;
+            if cut > 0 {
+                apply_write(&mut live, *offset, &bytes[..cut]);
+                pending.push(Pending::Write {
+                    offset: *offset,
+                    bytes: bytes[..cut].to_vec(),
+                });
+            }
+        }
+        drop(state);
+        SimFile::with_contents(&live, durable, pending, self.shared.boot_id)
+    }
+
+    /// The file as this boot sees it after a sync failed (`EIO`): the kernel may have dropped
+    /// any page written since the last good sync, which then reads back as its old content
+    /// (the durable image's, zeros past its end) or, on some filesystems, as zeros. Each 4 KiB
+    /// page that a pending write touched is kept, dropped or zeroed, as a generator seeded with
+    /// `seed` decides; the length is the live one. The machine has not rebooted (same
+    /// [`Storage::boot_id`]): a reopen in the same boot sees this.
+    ///
+    /// ```
+    /// use rbolt_storage::{SimFile, Storage};
+    /// let sim = SimFile::new().unwrap();
+    /// sim.write_all_at(&[1; 8192], 0).unwrap();
+    /// sim.sync_data().unwrap();
+    /// sim.write_all_at(&[2; 8192], 0).unwrap();
+    /// let seen: std::collections::HashSet<u8> = (0..16)
+    ///     .map(|seed| sim.after_failed_sync(seed).unwrap().live_image().unwrap())
+    ///     .flat_map(|image| [image[0], image[4096]])
+    ///     .collect();
+    /// assert_eq!(seen, [0, 1, 2].into()); // zeroed, dropped or kept, page by page
+    /// ```
+    pub fn after_failed_sync(&self, seed: u64) -> io::Result<SimFile> {
+        let live = self.live_image()?;
+        let state = self.state();
+        let durable = state.durable.clone();
+        let mut touched = Vec::new();
+        for op in &state.pending {
+            if let Pending::Write { offset, bytes } = op
+                && !bytes.is_empty()
+            {
+                let end = offset + bytes.len() as u64;
+                touched.extend(offset / COPY_GRAIN..end.div_ceil(COPY_GRAIN));
+            }
+        }
+        drop(state);
+        touched.sort_unstable();
+        touched.dedup();
+        let mut rng = SplitMix64::new(seed);
+        let mut image = live.clone();
+        let mut pending = Vec::new();
+        for page in touched {
+            let start = (page * COPY_GRAIN) as usize;
+            let end = (start + COPY_GRAIN as usize).min(image.len());
+            if start >= end {
+                continue;
+            }
+            match rng.below(3) {
+                0 => pending.push(Pending::Write {
+                    offset: start as u64,
+                    bytes: live[start..end].to_vec(),
+                }),
+                1 => {
+                    for (at, byte) in image[start..end].iter_mut().enumerate() {
+                        *byte = durable.get(start + at).copied().unwrap_or(0);
+                    }
+                }
+                _ => {
+                    image[start..end].fill(0);
+                    pending.push(Pending::Write {
+                        offset: start as u64,
+                        bytes: vec![0; end - start],
+                    });
+                }
+            }
+        }
+        if image.len() != durable.len() {
+            pending.insert(
+                0,
+                Pending::Grow {
+                    len: image.len() as u64,
+                },
+            );
+        }
+        SimFile::with_contents(&image, durable, pending, self.shared.boot_id)
+    }
+
     fn with_contents(
         live: &[u8],
         durable: Vec<u8>,
@@ -173,6 +303,8 @@ impl SimFile {
             counts: OpCounts::default(),
             plan: FaultPlan::new(),
             crashed_at: None,
+            written: Vec::new(),
+            torn: None,
         };
         Ok(SimFile {
             shared: Arc::new(Shared {
@@ -427,10 +559,35 @@ impl SimFile {
         }
     }
 
+    /// Numbers a write of `bytes` at `offset` (see `begin`); when the crash stops it and
+    /// `may_copy` (not a whole write) and every byte it covers was written since the last sync,
+    /// remembers it as the copy a kill may have cut short.
+    fn begin_write(
+        &self,
+        state: &mut State,
+        kind: OpKind,
+        bytes: &[u8],
+        offset: u64,
+        may_copy: bool,
+    ) -> io::Result<Option<(usize, FaultError)>> {
+        let op = state.log.len() as u64;
+        let began = self.begin(state, kind);
+        if began.is_err()
+            && state.crashed_at == Some(op)
+            && may_copy
+            && !bytes.is_empty()
+            && all_written(&state.written, offset, offset + bytes.len() as u64)
+        {
+            state.torn = Some((offset, bytes.to_vec()));
+        }
+        began
+    }
+
     /// Writes `bytes` at `offset` to the live file and records it as pending.
     fn write(&self, state: &mut State, bytes: &[u8], offset: u64) -> io::Result<()> {
         fdio::write_all_at(&self.shared.file, bytes, offset)?;
         if !bytes.is_empty() {
+            mark_written(&mut state.written, offset, offset + bytes.len() as u64);
             state.pending.push(Pending::Write {
                 offset,
                 bytes: bytes.to_vec(),
@@ -442,6 +599,7 @@ impl SimFile {
     fn sync(&self, kind: OpKind) -> io::Result<()> {
         let mut state = self.state();
         self.begin(&mut state, kind)?;
+        state.written.clear();
         let State {
             durable, pending, ..
         } = &mut *state;
@@ -476,7 +634,18 @@ impl Storage for SimFile {
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut state = self.state();
-        match self.begin(&mut state, OpKind::Write)? {
+        match self.begin_write(&mut state, OpKind::Write, buf, offset, true)? {
+            None => self.write(&mut state, buf, offset),
+            Some((len, error)) => {
+                self.write(&mut state, &buf[..len.min(buf.len())], offset)?;
+                Err(error.into())
+            }
+        }
+    }
+
+    fn write_whole_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut state = self.state();
+        match self.begin_write(&mut state, OpKind::Write, buf, offset, false)? {
             None => self.write(&mut state, buf, offset),
             Some((len, error)) => {
                 self.write(&mut state, &buf[..len.min(buf.len())], offset)?;
@@ -487,14 +656,15 @@ impl Storage for SimFile {
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         let mut state = self.state();
-        let short = self.begin(&mut state, OpKind::WriteVectored)?;
         // Recorded as one pending write: it is one call, and a crash tears it by sector anyway.
         let bytes = bufs.concat();
+        let short = self.begin_write(&mut state, OpKind::WriteVectored, &bytes, offset, true)?;
         match short {
             None => {
                 // The live file takes the same pwritev path as FileStorage.
                 fdio::write_vectored_at(&self.shared.file, bufs, offset)?;
                 if !bytes.is_empty() {
+                    mark_written(&mut state.written, offset, offset + bytes.len() as u64);
                     state.pending.push(Pending::Write { offset, bytes });
                 }
                 Ok(())
@@ -531,6 +701,14 @@ impl Storage for SimFile {
         let fd = &self.shared.file;
         if fdio::len(fd)? > len {
             fd.set_len(len)?;
+            // What lies past the cut is gone from the page cache: no copy goes there.
+            let kept = len.div_ceil(COPY_GRAIN);
+            state.written.truncate(kept.div_ceil(64) as usize);
+            if let Some(last) = state.written.last_mut()
+                && !kept.is_multiple_of(64)
+            {
+                *last &= (1 << (kept % 64)) - 1;
+            }
             state.pending.push(Pending::Shrink { len });
         }
         Ok(())
@@ -603,6 +781,27 @@ fn extend(image: &mut Vec<u8>, len: u64) {
     let len = len as usize;
     if image.len() < len {
         image.resize(len, 0);
+    }
+}
+
+/// Whether every [`COPY_GRAIN`] of `[offset, end)` is marked in `written`.
+fn all_written(written: &[u64], offset: u64, end: u64) -> bool {
+    (offset / COPY_GRAIN..end.div_ceil(COPY_GRAIN)).all(|grain| {
+        written
+            .get((grain / 64) as usize)
+            .is_some_and(|word| word & (1 << (grain % 64)) != 0)
+    })
+}
+
+/// Marks every [`COPY_GRAIN`] of `[offset, end)` in `written`.
+fn mark_written(written: &mut Vec<u64>, offset: u64, end: u64) {
+    let last = end.div_ceil(COPY_GRAIN);
+    let words = last.div_ceil(64) as usize;
+    if written.len() < words {
+        written.resize(words, 0);
+    }
+    for grain in offset / COPY_GRAIN..last {
+        written[(grain / 64) as usize] |= 1 << (grain % 64);
     }
 }
 

@@ -7,15 +7,17 @@ use crate::engine::TXID_MAX;
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::snapshot::Snapshot;
-use crate::storage::Storage;
+use crate::storage::{Mapping, Storage};
+use crate::walk::PageSet;
 use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
     BootId, Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, META_PAGE_READ_LEN,
-    Meta, MetaDurability, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, Pgid, Reason, empty_db_prefixes,
-    find_meta1, read_meta_page, write_empty_db,
+    Meta, MetaDurability, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, PagesDigest, Pgid, Reason,
+    empty_db_prefixes, find_meta1, page_digest, read_meta_page, write_empty_db,
 };
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Writes a new database: both metas, an empty freelist (page 2) and an empty root leaf
 /// (page 3) in one write, then syncs.
@@ -180,6 +182,18 @@ impl FoundMetas {
         self.metas
             .iter()
             .all(|meta| matches!(meta, MetaState::Valid(_)))
+    }
+
+    /// The durable meta in the other slot than `chosen`'s, when it holds a sound one: what a
+    /// non-durable `chosen` builds on (commits without syncs never write its slot).
+    pub(super) fn durable_beside(&self, chosen: &Meta) -> Option<Meta> {
+        let other = (1 - chosen.txid % 2) as usize;
+        match (&self.metas[other], self.durability[other]) {
+            (MetaState::Valid(meta), MetaDurability::Durable) if meta.txid < chosen.txid => {
+                Some(*meta)
+            }
+            _ => None,
+        }
     }
 
     /// Why the open of `chosen` falls back from the other meta, if it does (for the recovery
@@ -357,7 +371,7 @@ pub(super) fn read_metas(
         };
         let meta = match read_meta_page(&buf, pgid) {
             Ok((meta, MetaDurability::Durable)) => meta,
-            Ok((meta, written @ MetaDurability::NonDurable(boot))) => {
+            Ok((meta, written @ MetaDurability::NonDurable { boot_id: boot, .. })) => {
                 if boot_id != Some(boot) {
                     metas.push(MetaState::Stale(meta));
                     continue;
@@ -400,11 +414,13 @@ pub(super) fn read_metas(
 }
 
 /// Loads the freelist of `snapshot`: from its page, or by scanning for unreachable pages when
-/// the file keeps none.
+/// the file keeps none (`reachable`, when given, is the set of pages its meta reaches, walked
+/// already).
 pub(crate) fn load_freelist(
     snapshot: &Snapshot,
     page_size: usize,
     options: &Options,
+    reachable: Option<PageSet>,
 ) -> Result<AnyFreelist> {
     let meta = &snapshot.meta;
     let pages = Pages::new(&snapshot.map, page_size, meta.high_water())?;
@@ -414,7 +430,10 @@ pub(crate) fn load_freelist(
         let page = FreelistPage::new(span, meta.freelist_pgid())?;
         freelist.read(&page, meta.high_water())?;
     } else {
-        let reachable = crate::walk::reachable_pages(pages, meta)?;
+        let reachable = match reachable {
+            Some(reachable) => reachable,
+            None => crate::walk::reachable_pages(pages, meta)?,
+        };
         let free: Vec<Pgid> = (2..meta.pgid)
             .map(Pgid)
             .filter(|pgid| !reachable.contains(pgid.0))
@@ -422,4 +441,46 @@ pub(crate) fn load_freelist(
         freelist.rebuild(&free)?;
     }
     Ok(freelist)
+}
+
+/// Whether the non-durable meta `newest` may be opened: the page extents it reaches and the
+/// durable meta `durable` (in the other slot) does not — those the commits since `durable`
+/// wrote — must still sum to the `digest` it carries (see [`rbolt_page::PagesDigest`]).
+/// Returns the set of pages `newest` reaches when they do; `None` when they do not, or when
+/// `newest`'s tree or `durable`'s freelist cannot be read: the open falls back to `durable`.
+///
+/// What it catches: pages changed after those commits wrote them. Go bbolt, which opens
+/// `durable` (the non-durable meta fails its checksum) and reuses exactly the pages it
+/// holds free, may write them and die before its meta; a sync that failed may have let the
+/// kernel drop them, so they read back old or zeroed. Either way the meta points at pages
+/// that are not what it committed, however sound each one looks.
+pub(super) fn unsynced_pages_intact(
+    map: &Arc<Mapping>,
+    page_size: usize,
+    newest: &Meta,
+    durable: &Meta,
+    digest: &PagesDigest,
+    options: &Options,
+) -> Option<PageSet> {
+    let before = Snapshot {
+        meta: *durable,
+        map: map.clone(),
+    };
+    // Free in `durable`: free or pending then, or past its high-water mark.
+    let free_before = load_freelist(&before, page_size, options, None).ok()?;
+    let pages = Pages::new(map, page_size, newest.high_water()).ok()?;
+    let reachable = crate::walk::reachable_pages(pages, newest).ok()?;
+    let mut sum = 0u128;
+    // The first page past the last extent summed: its overflow pages are not extents.
+    let mut next = 0u64;
+    for pgid in reachable.ids() {
+        let written_since = pgid.0 >= durable.pgid || free_before.is_freed(pgid);
+        if pgid.0 < next || !written_since {
+            continue;
+        }
+        let span = pages.page(Pgid(0), pgid).ok()?;
+        sum = sum.wrapping_add(page_digest(pgid, span));
+        next = pgid.0 + (span.len() / page_size) as u64;
+    }
+    (sum.to_le_bytes() == *digest).then_some(reachable)
 }

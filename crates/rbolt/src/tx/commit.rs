@@ -44,7 +44,11 @@ impl WriteTx<'_> {
                 ),
             )));
         }
-        let sync = self.durability.get() == Durability::Immediate;
+        let engine = self.engine;
+        let txid = self.shared.core.get_mut().alloc.txid;
+        // Some commits cannot skip their syncs whatever they ask for (`may_skip_syncs`).
+        let sync = self.durability.get() == Durability::Immediate
+            || !crate::engine::may_skip_syncs(engine.page_size, txid);
         // A durable commit keeps its promise that every commit before it is durable even when
         // it changed nothing: after commits without syncs it is written as one anyway.
         let durable_after_unsynced = sync && self.writer.durable.txid != self.base.txid;
@@ -56,13 +60,16 @@ impl WriteTx<'_> {
             self.abort();
             return Ok(());
         }
-        let engine = self.engine;
         let page_size = engine.page_size;
         self.writer.verify.before(|| engine.snapshot());
         let shared = &mut self.shared;
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
-        let txid = core.alloc.txid;
+        // A commit without syncs lists what it writes for its meta's digest.
+        core.alloc.digest_writes = !sync;
+        // A vacuum step that would pass its mark is refused at the allocation that would,
+        // before its first write (a big one writes pages out while it spills).
+        core.alloc.high_water_max = self.mark_max.map(Pgid);
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();
@@ -91,6 +98,10 @@ impl WriteTx<'_> {
         let write_page = sync && !engine.options.no_freelist_sync && !self.skip_freelist;
         let base = &self.base;
         meta.freelist = write_freelist(pages, alloc, arena, base, self.shrink, write_page)?.0;
+        if !sync {
+            // The durable point that must follow has room for its freelist page.
+            alloc.ensure_room_for_freelist()?;
+        }
         // What a vacuum step's plan meant to move and did not (the freelist page, allocated
         // after the cut is lifted, never counts).
         self.writer.past_cut = alloc.allocated_past_cut;
@@ -116,7 +127,8 @@ impl WriteTx<'_> {
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let meta = write_meta_page(engine, &meta, sync);
+        let digest = (!sync).then(|| unsynced_digest(&mut self.writer, alloc));
+        let meta = write_meta_page(engine, &meta, digest);
         let meta = meta.map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = alloc.writes + 1;
@@ -372,19 +384,47 @@ fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
     synced.map_err(|e| Error::io(engine.storage.path(), e))
 }
 
-/// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one with this boot's
-/// id) to its slot, then, for a durable commit, the second sync: the commit point. Returns the
-/// meta as written.
-fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
+/// The digest a commit without syncs writes in its meta: of the page extents written since the
+/// last durable meta that this commit's tree reaches (see [`rbolt_page::PagesDigest`]). The
+/// writer's list of them follows the commit: the extents it freed leave, those it wrote come
+/// in. Called once the meta write has begun (an error from there on poisons the handle, so
+/// the list never holds a commit that did not happen).
+fn unsynced_digest(writer: &mut Writer, alloc: &mut TxAlloc) -> rbolt_page::PagesDigest {
+    let mut sum = writer.unsynced_digest;
+    for (pgid, _) in alloc.freelist.pending().spans_freed_by(alloc.txid) {
+        if let Some(digest) = writer.unsynced_pages.remove(&pgid.0) {
+            sum = sum.wrapping_sub(digest);
+        }
+    }
+    for (pgid, digest) in alloc.written.drain(..) {
+        if let Some(old) = writer.unsynced_pages.insert(pgid.0, digest) {
+            sum = sum.wrapping_sub(old);
+        }
+        sum = sum.wrapping_add(digest);
+    }
+    writer.unsynced_digest = sum;
+    sum.to_le_bytes()
+}
+
+/// Phase 5, the meta: writes `meta` (with its checksum; a non-durable one, the commit of a
+/// transaction without syncs, with this boot's id and `digest`) to its slot, then, for a
+/// durable commit, the second sync: the commit point. Returns the meta as written.
+fn write_meta_page(
+    engine: &Engine,
+    meta: &Meta,
+    digest: Option<rbolt_page::PagesDigest>,
+) -> Result<Meta> {
+    let sync = digest.is_none();
     crate::trace::phase!("commit.write_meta", sync);
     let mut head = [0u8; META_PAGE_READ_LEN];
-    let meta = if sync {
-        write_meta(&mut head, meta)
-    } else {
-        // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot id,
-        // never: such a commit then survives only a clean close.
-        let boot_id = engine.storage.boot_id().unwrap_or_default();
-        write_meta_non_durable(&mut head, meta, &boot_id)
+    let meta = match digest {
+        None => write_meta(&mut head, meta),
+        Some(digest) => {
+            // Trusted after a crash only in this boot (see `Storage::boot_id`); without a boot
+            // id, never: such a commit then survives only a clean close.
+            let boot_id = engine.storage.boot_id().unwrap_or_default();
+            write_meta_non_durable(&mut head, meta, &boot_id, &digest)
+        }
     };
     write_meta_head(engine, &head, meta.txid)?;
     failpoint!("commit::before-meta-sync", poison engine);
@@ -403,11 +443,15 @@ fn write_meta_page(engine: &Engine, meta: &Meta, sync: bool) -> Result<Meta> {
 /// a meta page is zeros from the file's creation on (rbolt's and Go's), and no reader looks
 /// at it. So a commit writes a few dozen bytes for its meta where a whole page would be 4 KiB
 /// more per commit (LMDB writes its meta's fields the same way).
+///
+/// With one `pwrite`, never a copy into a mapping: every commit without syncs since the last
+/// durable one writes this same slot, so a meta a kill cut short would lose all of them, not
+/// only the commit in flight.
 fn write_meta_head(engine: &Engine, head: &[u8; META_PAGE_READ_LEN], txid: u64) -> Result<()> {
     let offset = (txid % 2) * engine.page_size as u64;
     engine
         .storage
-        .write_all_at(head, offset)
+        .write_whole_at(head, offset)
         .map_err(|e| Error::io(engine.storage.path(), e))
 }
 
@@ -427,7 +471,7 @@ fn publish(
 ) -> Snapshot {
     crate::trace::phase!("commit.publish");
     if synced {
-        writer.durable = meta;
+        writer.became_durable(meta);
         writer.length_unsynced = false;
     } else {
         writer.length_unsynced |= alloc.grew_without_sync;
@@ -457,7 +501,40 @@ pub(crate) fn write_durable_meta(engine: &Engine, writer: &mut Writer, meta: &Me
     let written = rbolt_page::write_meta(&mut head, meta);
     write_meta_head(engine, &head, meta.txid).inspect_err(|_| engine.poison())?;
     engine.sync_or_poison()?;
-    writer.durable = written;
+    writer.became_durable(written);
     crate::shrink::after_durable(engine, writer);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::storage::{SimFile, Storage};
+    use crate::{Db, Error, Options};
+    use std::sync::Arc;
+
+    /// Issue 46, finding 8: a vacuum step may not pass its high-water mark (`mark_max`), and
+    /// one that would was refused only after its spill, which writes its pages out once they
+    /// reach 8 MiB (and grows the file for them). Now the allocation that would pass the mark
+    /// fails, before anything is written.
+    #[test]
+    fn a_commit_held_below_a_mark_is_refused_before_it_writes() {
+        let sim = SimFile::new().unwrap();
+        let db = Db::open_storage(Arc::new(sim.clone()), Options::default()).unwrap();
+        db.update(|tx| tx.create_bucket("b")?.put("k", "v"))
+            .unwrap();
+        let (writes, len) = (sim.counts().writes(), sim.len().unwrap());
+        let mut tx = db.begin_write().unwrap();
+        tx.mark_max = Some(tx.base.pgid);
+        let value = vec![7u8; 4000];
+        let mut b = tx.bucket_mut("b").unwrap().unwrap();
+        for i in 0..4000u32 {
+            b.put(i.to_be_bytes(), &value).unwrap();
+        }
+        drop(b);
+        assert!(matches!(tx.commit(), Err(Error::MaxSizeReached { .. })));
+        assert_eq!(sim.counts().writes(), writes, "the refused commit wrote");
+        assert_eq!(sim.len().unwrap(), len, "the refused commit grew the file");
+        let keys = db.view(|tx| Ok::<_, Error>(tx.bucket("b")?.unwrap().iter().count()));
+        assert_eq!(keys.unwrap(), 1);
+    }
 }

@@ -27,9 +27,40 @@ impl PageSet {
         new
     }
 
+    /// The ids in the set, ascending.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = Pgid> + '_ {
+        self.bits.iter().enumerate().flat_map(|(index, &word)| {
+            let base = index as u64 * 64;
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = u64::from(rest.trailing_zeros());
+                    rest &= rest - 1;
+                    Pgid(base + bit)
+                })
+            })
+        })
+    }
+
     pub(crate) fn contains(&self, pgid: u64) -> bool {
         self.bits
             .get((pgid / 64) as usize)
             .is_some_and(|word| word & (1u64 << (pgid % 64)) != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_the_members_ascending() {
+        let mut set = PageSet::new(Pgid(300));
+        for id in [299, 0, 64, 63, 65, 128, 7] {
+            set.insert(id);
+        }
+        set.insert(320); // past the words for the mark: ignored
+        let ids: Vec<u64> = set.ids().map(|pgid| pgid.0).collect();
+        assert_eq!(ids, [0, 7, 63, 64, 65, 128, 299]);
     }
 }

@@ -10,6 +10,7 @@ mod closures;
 mod commit;
 mod concurrency;
 mod durability;
+mod faults;
 mod fixtures;
 mod go_writer;
 mod histories;

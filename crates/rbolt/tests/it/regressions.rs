@@ -792,6 +792,9 @@ impl rbolt::storage::Storage for PanicOnSync {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.inner.write_all_at(buf, offset)
     }
+    fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_whole_at(buf, offset)
+    }
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
         self.inner.write_vectored_at(bufs, offset)
     }
