@@ -85,6 +85,9 @@ crate::report! {
         pub images: u64,
         /// Files a crash of the process would leave, judged.
         pub process_images: u64,
+        /// Of those, files where the crash stopped a write that may be a copy into the mapping
+        /// part-way (a kill can stop a copy anywhere).
+        pub torn_copy_images: u64,
         /// Images that held an acknowledged state older than the last (commits without syncs
         /// lost to the power loss, as `Durability::None` allows).
         pub at_unsynced: u64,
@@ -214,6 +217,8 @@ struct Progress {
     durable: usize,
     /// The images taken so far, with what each may hold.
     images: Vec<Image>,
+    /// Of those, the images with a copy cut short.
+    torn_copy_images: u64,
 }
 
 /// A file a crash could leave, and the prefixes of the commit log it may hold.
@@ -235,6 +240,8 @@ struct Gate {
     /// The file, for the images.
     sim: SimFile,
     progress: Mutex<Progress>,
+    /// The write a scripted thread is about to make, while it passes the point before it.
+    upcoming: Mutex<Option<(u64, Vec<u8>)>>,
 }
 
 #[derive(Default)]
@@ -323,6 +330,30 @@ impl Gate {
                 what: format!("{what}: crash of the process"),
             });
         }
+        // A write about to run that may be a copy into the mapping: a kill can stop it after
+        // any 8 bytes. Its first 8 bytes and its first half, as the file keeps them.
+        let upcoming = self.upcoming.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((offset, bytes)) = upcoming.as_ref()
+            && self.sim.would_copy(*offset, bytes.len())
+        {
+            for cut in [8, bytes.len() / 16 * 8] {
+                let cut = cut.min(bytes.len());
+                let Ok(sim) = self.sim.after_process_crash() else {
+                    continue;
+                };
+                if sim.write_all_at(&bytes[..cut], *offset).is_ok() {
+                    images.push(Image {
+                        sim,
+                        min: acked,
+                        max: logged,
+                        acked,
+                        what: format!("{what}: crash of the process, a copy cut at {cut}"),
+                    });
+                    progress.torn_copy_images += 1;
+                }
+            }
+        }
+        drop(upcoming);
         progress.images.extend(images);
     }
 }
@@ -347,6 +378,31 @@ impl Gated {
         self.gate.point(what);
         result
     }
+
+    /// As `around`, for a write of `bytes` at `offset` that may be a copy into the mapping:
+    /// the images taken at the point before it include ones with the copy cut short.
+    fn around_copy(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+        offset: u64,
+        call: impl FnOnce(&SimFile) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        *self
+            .gate
+            .upcoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((offset, bytes));
+        self.gate.point(what);
+        *self
+            .gate
+            .upcoming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        let result = call(&self.sim);
+        self.gate.point(what);
+        result
+    }
 }
 
 impl Storage for Gated {
@@ -357,13 +413,17 @@ impl Storage for Gated {
         self.sim.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.around("write", |sim| sim.write_all_at(buf, offset))
+        self.around_copy("write", buf.to_vec(), offset, |sim| {
+            sim.write_all_at(buf, offset)
+        })
     }
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.around("write", |sim| sim.write_whole_at(buf, offset))
     }
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
-        self.around("writev", |sim| sim.write_vectored_at(bufs, offset))
+        self.around_copy("writev", bufs.concat(), offset, |sim| {
+            sim.write_vectored_at(bufs, offset)
+        })
     }
     fn sync_data(&self) -> std::io::Result<()> {
         self.around("fdatasync", SimFile::sync_data)
@@ -439,6 +499,7 @@ fn run_schedule(
         changed: Condvar::new(),
         sim: sim.clone(),
         progress: Mutex::new(Progress::default()),
+        upcoming: Mutex::new(None),
     });
     let storage = Gated {
         sim: sim.clone(),
@@ -606,6 +667,7 @@ fn judge(
         apply(&mut next, thread, number, action);
         states.push(next);
     }
+    report.torn_copy_images += progress.torn_copy_images;
     for image in &progress.images {
         if image.what.contains("crash of the process") {
             report.process_images += 1;

@@ -4,13 +4,17 @@
 //! the handle usable with its freelist as before, and the file — as the process sees it, and as
 //! a power loss right after would leave it — must reopen, check clean and hold the last
 //! acknowledged state (or the one in flight, when the failure came at or after its meta write).
+//! Odd seeds commit two steps in three without syncs; after a failed sync the kernel may have
+//! dropped any page written since the last good one (it reads back old, or zeros), and the
+//! file is reopened so in the same boot and after a reboot: it must hold an acknowledged state
+//! at or after the last durable one, whole.
 
 use crate::model::{Tree, describe_difference, progress, read_db};
 use crate::parallel::{Report, run_units};
 use crate::power::{panic_message, variant};
 use crate::summary::{Failures, Summary};
 use crate::verdict::{Acked, Failure, Reopens, Verdict};
-use crate::workload::{Op, Workload, all_ops, commit_step, models};
+use crate::workload::{Op, Workload, all_ops, commit_step_with, models};
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile};
 use rbolt::{Db, Error, Options};
 use rbolt_fixtures::rng::Rng;
@@ -49,6 +53,12 @@ crate::report! {
         pub rolled_back: u64,
         /// Rollbacks after which the freelist counts or the content differ from before.
         pub rollback_mismatches: u64,
+        /// Images of a failed sync whose pages the kernel dropped (kept, old or zeros), in the
+        /// same boot and after a reboot, reopened.
+        pub failed_sync_images: u64,
+        /// Images that lost commits made without syncs since the last durable one (a power
+        /// loss, or pages a failed sync dropped), as `Durability::None` allows.
+        pub unsynced_lost: u64,
         /// Reopens (in the middle of the workload, and of the file as the process sees it and
         /// as a power loss would leave it) that did not show what was acknowledged.
         pub reopens: Reopens,
@@ -125,6 +135,20 @@ struct Seed {
     phase_steps: u64,
     ops: Vec<Vec<Op>>,
     models: Vec<Tree>,
+    /// Two steps in three commit without syncs (odd seeds): a failed sync then finds commits
+    /// whose pages the kernel may drop.
+    unsynced: bool,
+}
+
+impl Seed {
+    /// How step `step` commits.
+    fn durability(&self, step: u64) -> rbolt::Durability {
+        if self.unsynced && !step.is_multiple_of(3) {
+            rbolt::Durability::None
+        } else {
+            rbolt::Durability::Immediate
+        }
+    }
 }
 
 /// Runs every fault at every operation of seed `seed`'s workload.
@@ -139,6 +163,7 @@ pub fn run_seed(seed: u64, config: &IoConfig) -> IoReport {
         phase_steps: config.steps_per_phase,
         ops: all_ops(&workload, steps),
         models: models(&workload, steps),
+        unsynced: seed % 2 == 1,
     };
     // The reference run: its operation log says which operation is which.
     let sim = SimFile::new().expect("memfd");
@@ -175,10 +200,14 @@ pub fn run_seed(seed: u64, config: &IoConfig) -> IoReport {
                 let sim = SimFile::new().expect("memfd");
                 sim.set_fault_plan(fault.plan(op));
                 let acked = workload_run(&setup, &sim, Some((op, fault)), &mut one, &what);
-                if sim.op_count() > op {
+                let fired = sim.op_count() > op;
+                if fired {
                     one.faults_fired += 1;
                 }
-                verify_images(&setup, &sim, acked, &what, &mut one);
+                let failed_sync = fired
+                    && !matches!(fault, Fault::Short(_))
+                    && matches!(kind, OpKind::SyncData | OpKind::SyncAll);
+                verify_images(&setup, &sim, acked, failed_sync, &what, &mut one);
                 one
             }));
             match result {
@@ -247,6 +276,13 @@ fn workload_run(
         let db = db.expect("checked");
         if acked.step.is_none() {
             acked = Acked::new(Some(0), None);
+            if setup.unsynced {
+                acked.durable = Some(0);
+            }
+        }
+        if phase == 1 && setup.unsynced {
+            // The open made the newest commit durable (or failed, above).
+            acked.durable = acked.step;
         }
         if phase == 1 {
             // What the reopen shows must be what was acknowledged.
@@ -279,7 +315,9 @@ fn workload_run(
             let step = next_step;
             let counts_before = freelist_counts(&db);
             let before = sim.op_count();
-            let result = commit_step(&db, &setup.ops[step as usize - 1]);
+            let durability = setup.durability(step);
+            let ops = &setup.ops[step as usize - 1];
+            let result = commit_step_with(&db, ops, Some(durability));
             if !call(
                 report,
                 before,
@@ -287,6 +325,9 @@ fn workload_run(
                 &format!("commit of step {step}"),
             ) {
                 acked.step = Some(step);
+                if setup.unsynced && durability == rbolt::Durability::Immediate {
+                    acked.durable = Some(step);
+                }
                 next_step += 1;
                 continue;
             }
@@ -347,28 +388,71 @@ fn workload_run(
             }
             // A fault that fired once: the retry must work (the loop runs the step again).
         }
-        drop(db);
+        // The close is a durable point after commits without syncs: its failure must reach
+        // the caller too (the reopen below then finds what the process left).
+        let before = sim.op_count();
+        let closed = db.close();
+        let failed = call(
+            report,
+            before,
+            closed.as_ref().err(),
+            &format!("close (phase {phase})"),
+        );
+        if failed && matches!(fault, Some((_, Fault::From(_)))) {
+            // Every later operation fails too: the reopen cannot get further.
+            return acked;
+        }
     }
     acked
 }
 
-/// Reopens the file as the process sees it and as a power loss now would leave it.
-fn verify_images(setup: &Seed, sim: &SimFile, acked: Acked, what: &str, report: &mut IoReport) {
-    let live = sim.live_image().expect("live image");
-    let durable = sim.crash_image(CrashProfile::DropAll, 0);
-    for (image, which) in [(live, "live"), (durable, "durable")] {
-        let copy = SimFile::from_image(image).expect("memfd");
+/// Reopens the file as the next process of this boot sees it (every acknowledged commit
+/// there), as a power loss now would leave it (the durable image, in a new boot), and, after a
+/// failed sync, as this boot and the next see it when the kernel dropped pages the sync could
+/// not write (each page written since the last good sync kept, old or zeros): those may lose
+/// the commits made without syncs since the last durable one, never more, never a mix.
+fn verify_images(
+    setup: &Seed,
+    sim: &SimFile,
+    acked: Acked,
+    failed_sync: bool,
+    what: &str,
+    report: &mut IoReport,
+) {
+    let strict = Acked {
+        durable: None,
+        ..acked
+    };
+    let mut images = vec![
+        (sim.after_process_crash().expect("memfd"), "process", strict),
+        (
+            SimFile::from_image(sim.crash_image(CrashProfile::DropAll, 0)).expect("memfd"),
+            "durable",
+            acked,
+        ),
+    ];
+    if failed_sync {
+        for seed in 0..FAILED_SYNC_IMAGES {
+            let dropped = sim.after_failed_sync(seed).expect("memfd");
+            let reboot = dropped.crash_image(CrashProfile::KeepAll, 0);
+            images.push((dropped, "after the failed sync, same boot", acked));
+            let rebooted = SimFile::from_image(reboot).expect("memfd");
+            images.push((rebooted, "after the failed sync, rebooted", acked));
+        }
+    }
+    for (copy, which, acked) in images {
+        report.failed_sync_images += u64::from(which.starts_with("after the failed sync"));
         let db = Db::open_storage(Arc::new(copy), setup.options.clone());
         let what = format!("{what}, {which} image");
         match acked.judge(&setup.models, db.as_ref()) {
             Verdict::Acked | Verdict::InFlight => {}
-            // `judge` never says this (only the power-loss suite tells garbage apart): an I/O
-            // error leaves none, so a file whose creation failed must open.
-            Verdict::Unsynced(_) => {
-                unreachable!("the I/O-error suite acknowledges durable commits only")
-            }
+            // Commits without syncs lost to a power loss or dropped pages, as allowed.
+            Verdict::Unsynced(_) => report.unsynced_lost += 1,
             Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
             Verdict::Failed(failure) => report.reopens.record(failure, &what, &mut report.failures),
         }
     }
 }
+
+/// Images per failed sync of each kind (same boot, rebooted), each from another seed.
+const FAILED_SYNC_IMAGES: u64 = 3;

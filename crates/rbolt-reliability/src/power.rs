@@ -1,7 +1,8 @@
 //! Power loss: crash a [`SimFile`] at every write, sync and truncation of a seeded workload,
 //! take the images a power failure could leave there (every sector of every unsynced write
 //! kept, dropped, torn or garbled) and the file a crash of the process leaves (every write
-//! there, same boot), reopen each, and demand a clean check and the content of one committed
+//! there, same boot; a write it stopped that may have been a copy into the mapping cut at
+//! 8-byte boundaries), reopen each, and demand a clean check and the content of one committed
 //! state: after a power loss, the last durable one or a later acknowledged one, or the one in
 //! flight; after a crash of the process, the last acknowledged one or the one in flight. Some
 //! recoveries crash again during their next commit and are reopened once more.
@@ -202,6 +203,9 @@ crate::report! {
         /// Files a crash of the process left (same boot, every write there), reopened; each must
         /// hold the last acknowledged state or the one in flight.
         pub process_images: u64,
+        /// Of those, files whose crash stopped a write that may have been a copy into the
+        /// mapping, cut at an 8-byte boundary (a kill can stop a copy anywhere).
+        pub torn_copy_images: u64,
         /// Images from a crash during the commit after a recovery.
         pub compound_images: u64,
         /// Images that reopened at the acknowledged state.
@@ -392,21 +396,36 @@ pub fn run_seed(seed: u64, config: &PowerConfig) -> PowerReport {
             check_image(&reference, image, acked, compound, &what, &mut report);
         }
         // The process crashed instead: the page cache keeps every write, and every
-        // acknowledged commit must be there, those without syncs too.
-        match sim.after_process_crash() {
-            Ok(next) => {
-                let what = format!(
-                    "seed {seed} ({}) crash of the process at op {op} ({kind:?})",
-                    reference.name
-                );
-                report.process_images += 1;
-                let all = Acked {
-                    durable: None,
-                    ..acked
-                };
-                check_sim(&reference, next, true, all, None, &what, &mut report);
+        // acknowledged commit must be there, those without syncs too. A write the crash
+        // stopped that may have been a copy into the mapping is cut at 8-byte boundaries too:
+        // a kill can stop a copy anywhere.
+        let all = Acked {
+            durable: None,
+            ..acked
+        };
+        let torn_cuts = sim.torn_copy_len().map_or(Vec::new(), |len| {
+            let random = 8 * (1 + rng.below((len / 8).max(1) as u64) as usize);
+            vec![8, len / 16 * 8, len.saturating_sub(8), random]
+        });
+        let cuts = std::iter::once(None).chain(torn_cuts.into_iter().map(Some));
+        for cut in cuts {
+            let next = match cut {
+                None => sim.after_process_crash(),
+                Some(cut) => sim.after_process_crash_torn(cut),
+            };
+            match next {
+                Ok(next) => {
+                    let what = format!(
+                        "seed {seed} ({}) crash of the process at op {op} ({kind:?}), the copy \
+                         it stopped cut at {cut:?}",
+                        reference.name
+                    );
+                    report.process_images += 1;
+                    report.torn_copy_images += u64::from(cut.is_some());
+                    check_sim(&reference, next, true, all, None, &what, &mut report);
+                }
+                Err(error) => report.failures.push(format!("seed {seed}: {error}")),
             }
-            Err(error) => report.failures.push(format!("seed {seed}: {error}")),
         }
     }
     report

@@ -190,6 +190,25 @@ impl SimFile {
         self.state().torn.as_ref().map(|(_, bytes)| bytes.len())
     }
 
+    /// Whether a write of `len` bytes at `offset` now (with [`Storage::write_all_at`] or
+    /// [`Storage::write_vectored_at`]) is one [`FileStorage`](crate::FileStorage) may make as a
+    /// copy into its mapping, which a kill can cut short: every 4 KiB block it touches was
+    /// written since the last sync. Not an operation: never fails and is not counted.
+    ///
+    /// ```
+    /// use rbolt_storage::{SimFile, Storage};
+    /// let sim = SimFile::new().unwrap();
+    /// assert!(!sim.would_copy(0, 100));
+    /// sim.write_all_at(&[1; 100], 0).unwrap();
+    /// assert!(sim.would_copy(0, 100));
+    /// assert!(!sim.would_copy(4000, 200)); // reaches into a block not written
+    /// sim.sync_data().unwrap();
+    /// assert!(!sim.would_copy(0, 100));
+    /// ```
+    pub fn would_copy(&self, offset: u64, len: usize) -> bool {
+        len > 0 && all_written(&self.state().written, offset, offset + len as u64)
+    }
+
     /// As [`after_process_crash`](SimFile::after_process_crash), with the copy the crash
     /// stopped ([`torn_copy_len`](SimFile::torn_copy_len)) cut after its first `cut` bytes,
     /// rounded down to a multiple of 8 (a copy moves at least aligned words): those bytes are
@@ -215,23 +234,26 @@ impl SimFile {
     }
 
     /// The file as this boot sees it after a sync failed (`EIO`): the kernel may have dropped
-    /// any page written since the last good sync, which then reads back as its old content
-    /// (the durable image's, zeros past its end) or, on some filesystems, as zeros. Each 4 KiB
-    /// page that a pending write touched is kept, dropped or zeroed, as a generator seeded with
-    /// `seed` decides; the length is the live one. The machine has not rebooted (same
-    /// [`Storage::boot_id`]): a reopen in the same boot sees this.
+    /// any page written since the last good sync, and a dropped page reads back from the disk:
+    /// as its old content (the durable image's), or as zeros where it had none (past the
+    /// durable end, as a block never written reads). Each 4 KiB page that a pending write
+    /// touched is kept or dropped, as a generator seeded with `seed` decides; the length is the
+    /// live one. The machine has not rebooted (same [`Storage::boot_id`]): a reopen in the
+    /// same boot sees this.
     ///
     /// ```
     /// use rbolt_storage::{SimFile, Storage};
     /// let sim = SimFile::new().unwrap();
     /// sim.write_all_at(&[1; 8192], 0).unwrap();
     /// sim.sync_data().unwrap();
-    /// sim.write_all_at(&[2; 8192], 0).unwrap();
-    /// let seen: std::collections::HashSet<u8> = (0..16)
+    /// sim.write_all_at(&[2; 12288], 0).unwrap(); // the third page is new
+    /// let images: Vec<Vec<u8>> = (0..16)
     ///     .map(|seed| sim.after_failed_sync(seed).unwrap().live_image().unwrap())
-    ///     .flat_map(|image| [image[0], image[4096]])
     ///     .collect();
-    /// assert_eq!(seen, [0, 1, 2].into()); // zeroed, dropped or kept, page by page
+    /// let seen = |at: usize| images.iter().map(|i| i[at]).collect::<std::collections::HashSet<_>>();
+    /// assert_eq!(seen(0), [1, 2].into()); // dropped (old) or kept, page by page
+    /// assert_eq!(seen(4096), [1, 2].into());
+    /// assert_eq!(seen(8192), [0, 2].into()); // a page the disk never had reads as zeros
     /// ```
     pub fn after_failed_sync(&self, seed: u64) -> io::Result<SimFile> {
         let live = self.live_image()?;
@@ -258,22 +280,14 @@ impl SimFile {
             if start >= end {
                 continue;
             }
-            match rng.below(3) {
-                0 => pending.push(Pending::Write {
+            if rng.coin() {
+                pending.push(Pending::Write {
                     offset: start as u64,
                     bytes: live[start..end].to_vec(),
-                }),
-                1 => {
-                    for (at, byte) in image[start..end].iter_mut().enumerate() {
-                        *byte = durable.get(start + at).copied().unwrap_or(0);
-                    }
-                }
-                _ => {
-                    image[start..end].fill(0);
-                    pending.push(Pending::Write {
-                        offset: start as u64,
-                        bytes: vec![0; end - start],
-                    });
+                });
+            } else {
+                for (at, byte) in image[start..end].iter_mut().enumerate() {
+                    *byte = durable.get(start + at).copied().unwrap_or(0);
                 }
             }
         }
@@ -647,10 +661,10 @@ impl Storage for SimFile {
         let mut state = self.state();
         match self.begin_write(&mut state, OpKind::Write, buf, offset, false)? {
             None => self.write(&mut state, buf, offset),
-            Some((len, error)) => {
-                self.write(&mut state, &buf[..len.min(buf.len())], offset)?;
-                Err(error.into())
-            }
+            // One `pwrite` within a 4 KiB block of the file cannot stop part-way: the kernel
+            // copies it into one cached page, and fails it (ENOSPC, EIO) before the copy or
+            // not at all. A short write there fails whole.
+            Some((_, error)) => Err(error.into()),
         }
     }
 

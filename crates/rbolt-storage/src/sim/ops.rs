@@ -324,7 +324,8 @@ impl FaultPlan {
 
     /// If operation `op` is a write, it writes only its first `len` bytes (at most all of
     /// them), which become pending like any write, and then fails with `error`. Any other
-    /// operation fails as with [`fail_at`](FaultPlan::fail_at).
+    /// operation fails as with [`fail_at`](FaultPlan::fail_at), and so does a
+    /// [`write_whole_at`](crate::Storage::write_whole_at), which cannot stop part-way.
     ///
     /// ```
     /// use rbolt_storage::{FaultError, FaultPlan, SimFile, Storage};

@@ -30,6 +30,8 @@ pub fn open(sim: &SimFile, options: Options) -> rbolt::Result<Db> {
 const BATCH_BUCKET: &[u8] = b"batch";
 /// The top-level bucket of the value that passes `max_size`.
 const BIG_BUCKET: &[u8] = b"big";
+/// The top-level bucket filled to `max_size` by commits without syncs.
+const FILL_BUCKET: &[u8] = b"fill";
 
 /// The payload of a deliberate panic inside an `update` closure; thrown with
 /// `resume_unwind`, so no panic message is printed.
@@ -518,6 +520,59 @@ impl World {
         if let Err(e) = verify(&db, &self.committed) {
             cx.fail(format_args!("after a commit refused for max_size: {e}"));
         }
+        self.fill_to_the_limit(db, len, cx);
+    }
+
+    /// Commits without syncs until the file at its `max_size` (`len`) holds no more, each
+    /// accepted whole or refused with nothing changed; then every durable point at the limit
+    /// succeeds: `Db::sync`, the close, and the close after a reopen at the limit (issue 46:
+    /// a durable point found no page for its freelist there).
+    fn fill_to_the_limit(&mut self, db: Db, len: u64, cx: &mut Cx<'_>) {
+        let value = vec![0xf1; self.page_size];
+        let mut refused = false;
+        for round in 0..(len / self.page_size as u64 + 8) as u32 {
+            let tx = db.begin_write().expect("begin_write at the limit");
+            tx.set_durability(rbolt::Durability::None);
+            let key = round.to_be_bytes();
+            let put = tx
+                .create_bucket_if_not_exists(FILL_BUCKET)
+                .and_then(|mut b| b.put(key, &value))
+                .and_then(|()| tx.commit());
+            match put {
+                Ok(()) => {
+                    let fill = self
+                        .committed
+                        .entries
+                        .entry(FILL_BUCKET.to_vec())
+                        .or_insert_with(|| Item::Bucket(Model::default()));
+                    if let Item::Bucket(fill) = fill {
+                        fill.entries
+                            .insert(key.to_vec(), Item::Value(value.clone()));
+                    }
+                    self.history.push(self.committed.clone());
+                }
+                Err(rbolt::Error::MaxSizeReached { .. }) => {
+                    refused = true;
+                    break;
+                }
+                Err(e) => cx.fail(format_args!("a commit without syncs at the limit: {e}")),
+            }
+            if let Err(e) = verify(&db, &self.committed) {
+                cx.fail(format_args!("filling to the limit: {e}"));
+            }
+        }
+        if refused {
+            cx.tally.event("filled-to-max-size");
+        }
+        cx.same("Db::sync at the limit", &res(db.sync()), &Ok(()));
+        self.history = vec![self.committed.clone()];
+        cx.same("the close at the limit", &res(db.close()), &Ok(()));
+        let db = self.open(self.options.clone().max_size(len));
+        cx.same(
+            "a close after a reopen at the limit",
+            &res(db.close()),
+            &Ok(()),
+        );
     }
 
     /// A read-only handle: it reads what was committed, refuses to write, copies, and leaves
