@@ -449,9 +449,12 @@ fn write_meta_page(
 /// only the commit in flight.
 fn write_meta_head(engine: &Engine, head: &[u8; META_PAGE_READ_LEN], txid: u64) -> Result<()> {
     let offset = (txid % 2) * engine.page_size as u64;
+    // Never into the next page: on pages smaller than the head (a durable meta needs only its
+    // first `META_PAGE_LEN` bytes; non-durable ones are not written there, `may_skip_syncs`).
+    let len = head.len().min(engine.page_size);
     engine
         .storage
-        .write_whole_at(head, offset)
+        .write_whole_at(&head[..len], offset)
         .map_err(|e| Error::io(engine.storage.path(), e))
 }
 
