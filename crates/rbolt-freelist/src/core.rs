@@ -15,7 +15,7 @@ use std::mem;
 /// Hashes a page id with one multiply (Fx-style). Page ids are distinct numbers that no
 /// attacker picks, so a keyed hash (std's SipHash) buys nothing here and costs a few times more.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PgidHasher(u64);
+pub struct PgidHasher(u64);
 
 impl Hasher for PgidHasher {
     #[inline]
@@ -36,8 +36,8 @@ impl Hasher for PgidHasher {
     }
 }
 
-/// A map keyed by page id.
-type PgidMap<V> = HashMap<Pgid, V, BuildHasherDefault<PgidHasher>>;
+/// A map keyed by page id, hashed with [`PgidHasher`].
+pub type PgidMap<V> = HashMap<Pgid, V, BuildHasherDefault<PgidHasher>>;
 
 /// A run a transaction allocated, remembered until it commits so that rollback can give it
 /// back.

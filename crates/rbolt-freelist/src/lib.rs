@@ -51,6 +51,7 @@ mod span;
 #[cfg(test)]
 mod tests;
 
+pub use crate::core::{PgidHasher, PgidMap};
 pub use error::FreelistError;
 pub use free_runs::FreeRuns;
 pub use free_set::FreeIds;

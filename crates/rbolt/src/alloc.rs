@@ -60,8 +60,8 @@ pub(crate) struct TxAlloc {
     /// isolated free pages free (see [`Runs`]): set by a durable commit that may grow the file.
     pub(crate) prefer_runs: bool,
     runs: Runs,
-    /// Set for a commit without syncs: every page extent written is listed in `written` with
-    /// its digest, for the meta's [`rbolt_page::PagesDigest`].
+    /// Set for a commit without syncs: every page extent the tree writes is listed in
+    /// `written` with its digest, for the meta's [`rbolt_page::PagesDigest`].
     pub(crate) digest_writes: bool,
     /// The extents written and their digests (when `digest_writes`); the list's memory is the
     /// writer's, from one transaction to the next.
@@ -368,13 +368,7 @@ impl TxAlloc {
         for dirty in &self.dirty {
             arena.forget_checked(dirty.pgid, dirty.buf.len() as u64 / page_size);
         }
-        if self.digest_writes {
-            let digests = self.dirty.iter().map(|dirty| {
-                let digest = rbolt_page::page_digest(dirty.pgid, &dirty.buf);
-                (dirty.pgid, digest)
-            });
-            self.written.extend(digests);
-        }
+
         let last = self.dirty.last().expect("not empty");
         let end = last.pgid.0 * page_size + last.buf.len() as u64;
         self.ensure_file_len(end)?;
@@ -446,6 +440,11 @@ impl PageAlloc for TxAlloc {
         if buf.len() == self.page_size {
             // A node's image: a checked page once the commit is done.
             arena.stage_checked(pgid);
+        }
+        if self.digest_writes {
+            // Now, while the node's image is in the cache it was just written in.
+            let digest = rbolt_page::page_digest(pgid, &buf);
+            self.written.push((pgid, digest));
         }
         self.push(pgid, buf);
         Ok(())

@@ -13,9 +13,8 @@ use crate::stats::StatCounters;
 use crate::storage::Storage;
 use crate::trace;
 use rbolt_btree::Arena;
-use rbolt_freelist::AnyFreelist;
+use rbolt_freelist::{AnyFreelist, PgidMap};
 use rbolt_page::{META_PAGE_READ_LEN, Meta, Txid};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -76,7 +75,7 @@ pub(crate) struct Writer {
     /// still reaches, by first page, each with its [`rbolt_page::page_digest`]; and their sum
     /// (modulo 2^128), the [`rbolt_page::PagesDigest`] such a commit's meta carries, which the
     /// open checks before it trusts the meta (`db::open::unsynced_pages_intact`).
-    pub(crate) unsynced_pages: HashMap<u64, u128>,
+    pub(crate) unsynced_pages: PgidMap<u128>,
     pub(crate) unsynced_digest: u128,
     /// The last write transaction's list of written extents' digests, emptied (`TxAlloc`).
     pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
@@ -98,7 +97,7 @@ impl Writer {
             durable,
             past_cut: 0,
             length_unsynced: false,
-            unsynced_pages: HashMap::new(),
+            unsynced_pages: PgidMap::default(),
             unsynced_digest: 0,
             written_scratch: Vec::new(),
         }

@@ -392,12 +392,12 @@ fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
 fn unsynced_digest(writer: &mut Writer, alloc: &mut TxAlloc) -> rbolt_page::PagesDigest {
     let mut sum = writer.unsynced_digest;
     for (pgid, _) in alloc.freelist.pending().spans_freed_by(alloc.txid) {
-        if let Some(digest) = writer.unsynced_pages.remove(&pgid.0) {
+        if let Some(digest) = writer.unsynced_pages.remove(&pgid) {
             sum = sum.wrapping_sub(digest);
         }
     }
     for (pgid, digest) in alloc.written.drain(..) {
-        if let Some(old) = writer.unsynced_pages.insert(pgid.0, digest) {
+        if let Some(old) = writer.unsynced_pages.insert(pgid, digest) {
             sum = sum.wrapping_sub(old);
         }
         sum = sum.wrapping_add(digest);
