@@ -7,13 +7,27 @@
 //	go-interop check FILE                       tx.Check; each error on its own line
 //	go-interop dump FILE                        the manifest of FILE on stdout
 //	go-interop write FILE --seed N [options]    the workload, then a check and a dump
+//	go-interop die-writing FILE --seed N --bytes N [--limit N] [--small]
+//	                                            a transaction that dies after its pages
 //
 // write opens (or creates) FILE with the given options and StrictMode (bbolt checks the
 // whole file before every meta write and panics on a problem), reads its content into a
 // model, runs --txs transactions of --ops random operations on the file and the model, then
 // checks the file and compares its dump with the model, and writes the model as a manifest
 // to --model-out. Exit status: 0 done, 1 bad arguments or the file would not open, 2 check
-// errors, 3 the dump differs from the model, 4 a write failed or panicked.
+// errors, 3 the dump differs from the model, 4 a write failed or panicked. --read-only opens
+// FILE read-only (check and dump).
+//
+// die-writing is a Go writer that dies mid-commit after a crash of rbolt's: it opens FILE
+// read-write under a file size limit (RLIMIT_FSIZE) of --limit bytes (0: FILE's size) and
+// runs one transaction that puts about --bytes bytes into a new bucket "go-uncommitted"
+// (--small: values of up to an eighth of a page, else a quarter to three quarters of one).
+// bbolt writes a commit's pages in page order, the reused free pages first, and its meta
+// last; the first page at or past the limit fails with EFBIG, and the transaction ends
+// there, its pages below the limit written and its meta not. (NoGrowSync: else bbolt's
+// ftruncate would fail first, before any page is written.) It prints "died: ERROR" and
+// exits 0 without closing the file; a transaction that committed, or failed otherwise,
+// exits 4.
 //
 // Build (Debian's golang-go and golang-github-coreos-bbolt-dev, bbolt 1.3.6 in GOPATH layout):
 //
@@ -24,13 +38,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand"
 	"os"
+	"os/signal"
 	"sort"
 	"strconv"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 
@@ -62,6 +79,10 @@ func main() {
 	deep := flags.Int("deep", 0, "nest a chain of buckets this deep")
 	bigFreelist := flags.Bool("big-freelist", false, "free more than 65,535 pages at once")
 	modelOut := flags.String("model-out", "", "where to write the model's manifest")
+	readOnly := flags.Bool("read-only", false, "open the file read-only")
+	total := flags.Int("bytes", 0, "die-writing: the bytes of values to put")
+	limit := flags.Int64("limit", 0, "die-writing: the file size limit (0: the file's size)")
+	small := flags.Bool("small", false, "die-writing: values of up to an eighth of a page")
 	if err := flags.Parse(os.Args[3:]); err != nil {
 		os.Exit(exitUsage)
 	}
@@ -69,6 +90,7 @@ func main() {
 		PageSize:       *pageSize,
 		NoFreelistSync: *noFreelistSync,
 		FreelistType:   bolt.FreelistArrayType,
+		ReadOnly:       *readOnly,
 	}
 	if *freelist == "map" {
 		options.FreelistType = bolt.FreelistMapType
@@ -88,6 +110,8 @@ func main() {
 			bigFreelist: *bigFreelist,
 		}
 		os.Exit(w.run(path, options, *modelOut))
+	case "die-writing":
+		os.Exit(dieWriting(path, options, dying{seed: *seed, total: *total, limit: *limit, small: *small}))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n", command)
 		os.Exit(exitUsage)
@@ -145,6 +169,75 @@ func dump(path string, options *bolt.Options) int {
 		fmt.Fprintf(os.Stderr, "dump %s: %v\n", path, err)
 		return exitUsage
 	}
+	return exitOK
+}
+
+// dying is what die-writing does: the seed of its keys and values, the bytes of values it
+// puts, its file size limit (0: the file's size), and whether its values are small (up to an
+// eighth of a page: full leaves, few branches) or not (a quarter to three quarters of a page).
+type dying struct {
+	seed  int64
+	total int
+	limit int64
+	small bool
+}
+
+func dieWriting(path string, options *bolt.Options, d dying) int {
+	limit := d.limit
+	if limit == 0 {
+		info, err := os.Stat(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "stat %s: %v\n", path, err)
+			return exitUsage
+		}
+		limit = info.Size()
+	}
+	// A write past the limit raises SIGXFSZ, whose default action ends the process before
+	// the write returns EFBIG.
+	signal.Ignore(syscall.SIGXFSZ)
+	rlimit := syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &rlimit); err != nil {
+		fmt.Fprintf(os.Stderr, "setrlimit: %v\n", err)
+		return exitUsage
+	}
+	options.NoGrowSync = true
+	db, err := bolt.Open(path, 0o600, options)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "open %s: %v\n", path, err)
+		return exitUsage
+	}
+	rng := rand.New(rand.NewSource(d.seed))
+	pageSize := db.Info().PageSize
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("go-uncommitted"))
+		if err != nil {
+			return err
+		}
+		for put := 0; put < d.total; {
+			key := []byte(fmt.Sprintf("go%08x", rng.Uint32()))
+			value := make([]byte, pageSize/4+rng.Intn(pageSize/2))
+			if d.small {
+				value = make([]byte, rng.Intn(pageSize/8))
+			}
+			rng.Read(value)
+			if err := b.Put(key, value); err != nil {
+				return err
+			}
+			put += len(value)
+		}
+		return nil
+	})
+	if err == nil {
+		fmt.Fprintln(os.Stderr, "the transaction committed: the file size limit did not stop it")
+		return exitWrite
+	}
+	if !errors.Is(err, syscall.EFBIG) {
+		fmt.Fprintf(os.Stderr, "the transaction failed otherwise than on the size limit: %v\n", err)
+		return exitWrite
+	}
+	fmt.Printf("died: %v\n", err)
+	// Dead: no Close (which would write nothing more anyway).
+	os.Exit(exitOK)
 	return exitOK
 }
 

@@ -6,11 +6,17 @@
 //! round. Go writes with `StrictMode` (its check before every meta write) and checks and
 //! dumps its own work too.
 //!
+//! Then the crash rounds (`crash.rs`): Go opens every state a killed rbolt process leaves,
+//! with and without commits made without syncs, and writes on it or dies mid-transaction on
+//! it; rbolt's next open must hold what was acknowledged.
+//!
 //! Prints one line, `go-interop: seeds=.. rounds=.. files=.. go_check_failures=..
-//! go_write_failures=.. dump_mismatches=..` (then rbolt's own counts), and fails on any
-//! failure. Without Go (Debian's `golang-go` and `golang-github-coreos-bbolt-dev`) it says it
-//! skipped and passes, unless `RBOLT_GO_INTEROP=require` (what `.ci/run` sets).
+//! go_write_failures=.. dump_mismatches=..` (then rbolt's own counts, then `crash:` and each
+//! crash round's outcomes and failures), and fails on any failure. Without Go (Debian's
+//! `golang-go` and `golang-github-coreos-bbolt-dev`) it says it skipped and passes, unless
+//! `RBOLT_GO_INTEROP=require` (what `.ci/run` sets).
 
+mod crash;
 mod go;
 mod matrix;
 mod rbolt_side;
@@ -38,6 +44,7 @@ struct Summary {
     /// after every round.
     separator_violations: usize,
     failures: Vec<String>,
+    crash: crash::Counts,
     /// What the files held at their most: a suite that no longer makes what it claims to
     /// test fails.
     coverage: Coverage,
@@ -62,7 +69,7 @@ impl Summary {
         format!(
             "go-interop: seeds={} rounds={} files={} go_check_failures={} go_write_failures={} \
              dump_mismatches={} rbolt_write_failures={} rbolt_check_failures={} \
-             separator_violations={} (over {} rbolt checks)",
+             separator_violations={} (over {} rbolt checks) | {}",
             self.seeds,
             self.rounds,
             self.files,
@@ -72,7 +79,8 @@ impl Summary {
             self.rbolt_write_failures,
             self.rbolt_check_failures,
             self.separator_violations,
-            self.rbolt_checks
+            self.rbolt_checks,
+            self.crash.line()
         )
     }
 
@@ -98,6 +106,7 @@ impl Summary {
         if c.copies_expected && c.copied_bytes == 0 {
             missing.push("no rewrite before a sync made as a copy into the mapping".into());
         }
+        missing.extend(self.crash.uncovered());
         missing
     }
 
@@ -109,6 +118,7 @@ impl Summary {
             + self.rbolt_check_failures
             + self.separator_violations
             > 0
+            || self.crash.failed()
     }
 }
 
@@ -151,6 +161,7 @@ fn rbolt_and_go_bbolt_write_the_same_files_in_turns() {
     for case in matrix::cases() {
         run_case(&go, &case, &files, &mut summary);
     }
+    crash::run(&go, &files, &mut summary.crash, &mut summary.failures);
     for failure in &summary.failures {
         loud(&format!("go-interop FAILURE: {failure}"));
     }
