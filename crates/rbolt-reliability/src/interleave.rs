@@ -417,6 +417,9 @@ impl Storage for Gated {
             sim.write_all_at(buf, offset)
         })
     }
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+        self.sim.read_durable(buf, offset)
+    }
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.around("write", |sim| sim.write_whole_at(buf, offset))
     }

@@ -441,16 +441,35 @@ fn verify_images(
         }
     }
     for (copy, which, acked) in images {
-        report.failed_sync_images += u64::from(which.starts_with("after the failed sync"));
-        let db = Db::open_storage(Arc::new(copy), setup.options.clone());
+        let failed_sync = which.starts_with("after the failed sync");
+        report.failed_sync_images += u64::from(failed_sync);
+        let db = Db::open_storage(Arc::new(copy.clone()), setup.options.clone());
         let what = format!("{what}, {which} image");
-        match acked.judge(&setup.models, db.as_ref()) {
-            Verdict::Acked | Verdict::InFlight => {}
-            // Commits without syncs lost to a power loss or dropped pages, as allowed.
-            Verdict::Unsynced(_) => report.unsynced_lost += 1,
-            Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
-            Verdict::Failed(failure) => report.reopens.record(failure, &what, &mut report.failures),
+        let verdict = acked.judge(&setup.models, db.as_ref());
+        let recovered = acked.recovered(&verdict);
+        judged(verdict, &what, report);
+        // What the recovery made durable must be on disk: a power loss right after it (the
+        // pages the failed sync left clean in the cache are then gone) keeps exactly the state
+        // the reopen showed.
+        if failed_sync && let (Ok(db), Some(recovered)) = (db, recovered) {
+            drop(db);
+            let after = SimFile::from_image(copy.crash_image(CrashProfile::DropAll, 0));
+            let db = Db::open_storage(Arc::new(after.expect("memfd")), setup.options.clone());
+            let then = Acked::new(Some(recovered), None);
+            let what = format!("{what}, reopened, then a power loss");
+            judged(then.judge(&setup.models, db.as_ref()), &what, report);
         }
+    }
+}
+
+/// Counts a reopen's verdict.
+fn judged(verdict: Verdict, what: &str, report: &mut IoReport) {
+    match verdict {
+        Verdict::Acked | Verdict::InFlight => {}
+        // Commits without syncs lost to a power loss or dropped pages, as allowed.
+        Verdict::Unsynced(_) => report.unsynced_lost += 1,
+        Verdict::InitGarbage => unreachable!("only the power-loss suite classifies garbage"),
+        Verdict::Failed(failure) => report.reopens.record(failure, what, &mut report.failures),
     }
 }
 

@@ -253,11 +253,73 @@ mod linux {
         }
     }
 
+    /// Reads what the device holds for the 4 KiB block of `path` at `block` (a multiple of
+    /// 4096) into `buf` (4096 bytes, 4096-aligned), bypassing the page cache (`O_DIRECT`).
+    /// `Ok(None)` where the filesystem does not take `O_DIRECT` (tmpfs: no device behind it);
+    /// `Ok(Some(n))`: `n` bytes read (fewer at the end of the file).
+    pub(super) fn read_direct(
+        path: &std::path::Path,
+        buf: &mut [u8],
+        block: u64,
+    ) -> io::Result<Option<usize>> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(path, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::INVAL) => return Ok(None),
+            Err(errno) => return Err(errno.into()),
+        };
+        loop {
+            match rustix::io::pread(&fd, &mut *buf, block) {
+                Ok(n) => return Ok(Some(n)),
+                Err(Errno::INTR) => {}
+                Err(Errno::INVAL) => return Ok(None),
+                Err(errno) => return Err(errno.into()),
+            }
+        }
+    }
+
     /// An anonymous in-memory file, closed on exec.
     #[cfg(feature = "sim")]
     pub(super) fn memfd() -> io::Result<File> {
         let fd = rustix::fs::memfd_create("rbolt-simfile", rustix::fs::MemfdFlags::CLOEXEC)?;
         Ok(File::from(fd))
+    }
+}
+
+/// What the device holds at `[offset, offset + buf.len())` of the file at `path`, bypassing
+/// the page cache, into `buf` (within one 4 KiB block): `false` where that cannot be read
+/// (no `O_DIRECT`: another system, the portable build, tmpfs).
+pub(super) fn read_durable(
+    path: &std::path::Path,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<bool> {
+    const BLOCK: u64 = 4096;
+    let block = offset / BLOCK * BLOCK;
+    let within = (offset - block) as usize;
+    if within + buf.len() > BLOCK as usize {
+        return Ok(false);
+    }
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    {
+        // An aligned block inside a buffer twice its size: `O_DIRECT` wants the memory, the
+        // offset and the length aligned to the device's block.
+        let mut space = vec![0u8; 2 * BLOCK as usize];
+        let start = space.as_ptr().align_offset(BLOCK as usize);
+        let aligned = &mut space[start..start + BLOCK as usize];
+        let Some(n) = linux::read_direct(path, aligned, block)? else {
+            return Ok(false);
+        };
+        // Past the end of the file the device holds nothing: zeros.
+        aligned[n.min(BLOCK as usize)..].fill(0);
+        buf.copy_from_slice(&aligned[within..within + buf.len()]);
+        Ok(true)
+    }
+    #[cfg(not(all(target_os = "linux", not(feature = "portable-fallback"))))]
+    {
+        let _ = (path, buf, within);
+        Ok(false)
     }
 }
 

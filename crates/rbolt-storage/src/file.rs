@@ -603,6 +603,10 @@ impl Storage for FileStorage {
         })
     }
 
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        fdio::read_durable(&self.path, buf, offset)
+    }
+
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_writable("write")?;
         // Never through the write map: a copy can be cut short by a kill.
@@ -780,29 +784,6 @@ mod tests {
             dirs.push(dir);
         }
         dirs
-    }
-
-    /// A meta is the commit point: a kill must leave it whole or not written, so it is never a
-    /// copy (a kill can cut a copy at any byte), even where a rewrite of the same bytes with
-    /// `write_all_at` is one.
-    #[test]
-    fn whole_writes_are_never_copies() {
-        for dir in dirs() {
-            let expect = copies_expected(dir.path());
-            let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
-            storage.grow(16 * PAGE as u64).unwrap();
-            let map = storage.map(1 << 20).unwrap();
-            storage.write_all_at(&[1; 112], 0).unwrap();
-            storage.write_whole_at(&[2; 112], 0).unwrap();
-            storage.write_whole_at(&[3; 112], 0).unwrap();
-            assert_eq!(copies(&storage), 0, "{dir:?}");
-            assert_eq!(&map[..112], &[3; 112][..]);
-            // The same rewrite through `write_all_at` is a copy where copies are made: the
-            // test above can see one.
-            storage.write_all_at(&[4; 112], 0).unwrap();
-            assert_eq!(copies(&storage), u64::from(expect), "{dir:?}");
-            assert_eq!(&map[..112], &[4; 112][..]);
-        }
     }
 
     #[test]

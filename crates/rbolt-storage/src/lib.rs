@@ -73,6 +73,17 @@ pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE
 /// ```
 pub const LINUX_CALLS: bool = fdio::LINUX_CALLS;
 
+/// The running system's memory page size (`os.Getpagesize()` in Go: 4096 on x86-64, 16 KiB or
+/// 64 KiB on many arm64 kernels). Go bbolt 1.3 falls back to it for a file whose meta 0 it
+/// cannot read.
+///
+/// ```
+/// assert!(rbolt_storage::system_page_size().is_power_of_two());
+/// ```
+pub fn system_page_size() -> usize {
+    rustix::param::page_size()
+}
+
 /// The most buffers one `pwritev` takes on Linux (`UIO_MAXIOV`);
 /// [`Storage::write_vectored_at`] splits longer lists into several calls.
 pub const IOV_MAX: usize = 1024;
@@ -150,6 +161,17 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// the same write and cannot fail, as [`FileStorage`] does for pages written since the
     /// last sync.)
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()>;
+
+    /// Fills `buf` (within one 4 KiB block of the file) with what the device holds at
+    /// `offset`, bypassing the page cache; `Ok(false)` when the storage cannot tell (the
+    /// default). After a sync that failed, Linux may keep a page it could not write in the
+    /// cache, marked clean: reads show the new bytes, no later sync writes them, and the disk
+    /// keeps the old ones. The database asks this of the meta it is about to take as durable
+    /// at open, and writes it again where the device does not hold it.
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        let _ = (buf, offset);
+        Ok(false)
+    }
 
     /// Makes the data written so far durable (`fdatasync`), including any length change
     /// needed to read it back.

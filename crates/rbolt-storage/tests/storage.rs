@@ -897,3 +897,67 @@ fn sim_counts_every_call_by_kind() {
     assert_eq!(log[0], OpKind::Len);
     assert_eq!(log[log.len() - ALL_KINDS.len()..], ALL_KINDS);
 }
+
+/// The filesystems the tests run on: the temporary directory's, and tmpfs where there is one;
+/// with whether it is tmpfs.
+fn dirs_and_tmpfs() -> Vec<(tempfile::TempDir, bool)> {
+    let mut dirs = vec![(tempfile::tempdir().unwrap(), false)];
+    if Path::new("/dev/shm").is_dir()
+        && let Ok(dir) = tempfile::tempdir_in("/dev/shm")
+    {
+        dirs.push((dir, true));
+    }
+    dirs
+}
+
+/// `read_durable` reads the device past the page cache (`O_DIRECT`) where there is one: on the
+/// disk the tests run on it sees what was written and synced.
+#[test]
+fn read_durable_reads_the_device() {
+    for (dir, tmpfs) in dirs_and_tmpfs() {
+        let storage = open(&dir.path().join("file"), FileOptions::new());
+        storage.write_all_at(&[9; 8192], 0).unwrap();
+        storage.sync_data().unwrap();
+        let mut buf = [0u8; 100];
+        // Across a 4 KiB boundary: never told.
+        assert!(!storage.read_durable(&mut buf, 4090).unwrap(), "{dir:?}");
+        let told = storage.read_durable(&mut buf, 4096 + 100).unwrap();
+        let linux = cfg!(target_os = "linux") && rbolt_storage::LINUX_CALLS;
+        // tmpfs, which has no device, takes `O_DIRECT` since Linux 6.6 (its memory is what it
+        // holds) and refuses it before.
+        if linux && !tmpfs {
+            assert!(told, "{dir:?}");
+        } else if !linux {
+            assert!(!told, "{dir:?}");
+        }
+        if told {
+            assert_eq!(buf, [9; 100], "{dir:?}");
+            // Past the end of the file the device holds nothing: zeros.
+            assert!(storage.read_durable(&mut buf, 3 * 4096).unwrap());
+            assert_eq!(buf, [0; 100], "{dir:?}");
+        }
+    }
+}
+
+/// A meta is the commit point: a kill must leave it whole or not written, so it is never a
+/// copy into the mapping (a kill can cut a copy at any byte), even where a rewrite of the same
+/// bytes with `write_all_at` is one.
+#[test]
+fn whole_writes_are_never_copies() {
+    for (dir, _) in dirs_and_tmpfs() {
+        let storage = open(&dir.path().join("file"), FileOptions::new());
+        storage.grow(16 * 4096).unwrap();
+        let map = storage.map(1 << 20).unwrap();
+        storage.write_all_at(&[1; 112], 0).unwrap();
+        storage.write_whole_at(&[2; 112], 0).unwrap();
+        storage.write_whole_at(&[3; 112], 0).unwrap();
+        assert_eq!(storage.copied_bytes(), 0, "{dir:?}");
+        assert_eq!(&map[..112], &[3; 112][..]);
+        // The same rewrite through `write_all_at` is a copy where copies are made: the test
+        // above can see one.
+        storage.write_all_at(&[4; 112], 0).unwrap();
+        let expected = if storage.copies_rewrites() { 112 } else { 0 };
+        assert_eq!(storage.copied_bytes(), expected, "{dir:?}");
+        assert_eq!(&map[..112], &[4; 112][..]);
+    }
+}

@@ -12,11 +12,9 @@ use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
 use crate::trace;
 use crate::tx::{ReadTx, WriteTx};
 pub(crate) use open::load_freelist;
-use open::{init, interrupted_creation, read_metas, unsynced_pages_intact};
-use rbolt_page::{Corruption, MetaDurability, Pgid, Reason};
+use open::{init, interrupted_creation, make_durable_at_open, read_metas};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// An open database.
@@ -123,6 +121,8 @@ impl Db {
         let mut file_len = storage.len().map_err(io)?;
         let boot_id = storage.boot_id();
         let mut found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
+        // Whether this open wrote the file anew (and synced it).
+        let mut created = false;
         if let Some(page_size) = interrupted_creation(storage.as_ref(), file_len, &found, &options)?
         {
             if options.read_only {
@@ -141,11 +141,11 @@ impl Db {
                 trace::recovered_interrupted_creation(path.as_deref(), file_len);
             }
             init(storage.as_ref(), page_size).map_err(io)?;
+            created = true;
             file_len = storage.len().map_err(io)?;
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
-        let (page_size, mut meta, mut durability) =
-            found.choose(path.as_deref(), file_len, &options)?;
+        let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
         if let Some(why) = found.fallback(&meta) {
             trace::recovered_older_meta(path.as_deref(), meta.txid, why);
         }
@@ -163,31 +163,16 @@ impl Db {
             map.lock(file_len as usize).map_err(io)?;
         }
         // A non-durable meta is opened only when the pages its commits wrote are still theirs.
-        let mut reachable = None;
-        if let MetaDurability::NonDurable { digest, .. } = durability {
-            let durable = found.durable_beside(&meta);
-            let intact = durable.and_then(|durable| {
-                unsynced_pages_intact(&map, page_size, &meta, &durable, &digest, &options)
-            });
-            match (intact, durable) {
-                (Some(pages), _) => reachable = Some(pages),
-                (None, Some(durable)) => {
-                    trace::recovered_older_meta(
-                        path.as_deref(),
-                        durable.txid,
-                        "pages the newest commits made without syncs wrote have changed since \
-                         (another writer, or a failed sync)",
-                    );
-                    (meta, durability) = (durable, MetaDurability::Durable);
-                }
-                (None, None) => {
-                    return Err(Error::from_meta(
-                        path.as_deref(),
-                        Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta),
-                    ));
-                }
-            }
-        }
+        let (meta, durability, unsynced) = open::trust_unsynced(
+            path.as_deref(),
+            &found,
+            &map,
+            page_size,
+            meta,
+            durability,
+            &options,
+        )?;
+        let (reachable, extents) = unsynced.unzip();
         let snapshot = Snapshot { meta, map };
         let freelist = if options.read_only {
             None
@@ -208,18 +193,8 @@ impl Db {
             _claim: claim,
         };
         let engine = &db.engine;
-        if durability != MetaDurability::Durable && !engine.options.read_only {
-            // The newest commit was made without syncs by a process of this boot that did not
-            // close the file (it crashed): its pages are all in the page cache, so it is whole.
-            // Made durable now, before anything builds on it; a power loss from here keeps it.
-            trace::recovered_unsynced(engine.path(), meta.txid);
-            let mut writer = engine.lock_writer();
-            // An fsync: commits without syncs may have grown the file without syncing it.
-            engine.storage.sync_all().map_err(|e| {
-                engine.poison();
-                Error::io(engine.path(), e)
-            })?;
-            crate::tx::write_durable_meta(engine, &mut writer, &meta)?;
+        if !engine.options.read_only && !created {
+            make_durable_at_open(engine, &meta, durability, &extents.unwrap_or_default())?;
         }
         // A file written without a freelist, opened by a writer that keeps one: write it now,
         // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
@@ -492,7 +467,8 @@ impl Db {
     }
 
     /// Closes the database: makes commits made without syncs durable (as [`Db::sync`] does),
-    /// then releases the file lock and the mapping, and returns what the sync returned. Every
+    /// then releases the file lock and the mapping, and returns what the sync returned
+    /// ([`Error::Poisoned`] when an earlier failure poisoned the handle). Every
     /// transaction has ended (they borrow the handle). Dropping the handle does the same and
     /// ignores a failed sync (the next open then finds the last durable commit).
     ///
@@ -516,12 +492,16 @@ impl Db {
 
     /// Makes commits made without syncs durable as the handle goes, so that closing keeps
     /// them (the next open, in any boot, finds them). Nothing to do when the handle is
-    /// read-only or poisoned (what is on disk is then for the next open's metas to decide).
+    /// read-only; `Error::Poisoned` when it is poisoned (what is on disk is then for the next
+    /// open's metas to decide).
     fn make_durable_at_close(&self) -> Result<()> {
         let engine = &self.engine;
-        if engine.options.read_only || engine.poisoned.load(Ordering::Acquire) {
+        if engine.options.read_only {
             return Ok(());
         }
+        // A poisoned handle cannot make anything durable: the close says so (issue 46: it
+        // returned `Ok` after a failed `Db::sync`, and the commits before were then lost).
+        engine.check_poisoned()?;
         engine.begin_write()?.make_durable(false)
     }
 

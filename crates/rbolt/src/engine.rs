@@ -138,21 +138,22 @@ pub(crate) fn next_txid(newest: Txid, durable: Txid) -> Txid {
 /// Whether the commit `txid` may skip its syncs on a file of `page_size`-byte pages, writing a
 /// non-durable meta (`META_PAGE_READ_LEN` bytes) to slot `txid % 2`; when not, it is made a
 /// durable commit. It may when:
+/// - the slot is 1, or the pages are the system's page size. Go bbolt 1.3 (Debian's, and
+///   etcd 3.5's) takes the page size from meta 0 alone and, when meta 0 fails its checksum (as
+///   a non-durable meta does, on purpose), tries the system's page size instead
+///   (`os.Getpagesize()`: 4096 on x86-64, 16 KiB or 64 KiB on many arm64 kernels). So on a
+///   file whose pages are another size, slot 0 holds only durable metas: a commit without
+///   syncs that would land there (the first after a durable one in slot 1) syncs instead, and
+///   those after it land in slot 1. (A file left so by a crash and moved to a system of
+///   another page size before rbolt opens it again is the one case Go 1.3 then refuses.)
 /// - the meta fits its page and lies within one 4 KiB block of the file, so that its one
-///   `pwrite` is whole after a kill (see `Storage::write_whole_at`);
-/// - the pages are 4096 bytes or the slot is 1. Go bbolt 1.3 (Debian's, and etcd 3.5's) takes
-///   the page size from meta 0 alone and, when meta 0 fails its checksum (as a non-durable
-///   meta does, on purpose), tries the system's page size (4096) instead: a non-durable meta
-///   in slot 0 of a file of other pages would make Go 1.3 refuse the file after a crash. So
-///   on such files slot 0 holds only durable metas; a commit without syncs that would land
-///   there (the first after a durable one in slot 1) syncs instead, and those after it land in
-///   slot 1.
+///   `pwrite` is whole after a kill (see `Storage::write_whole_at`).
 pub(crate) fn may_skip_syncs(page_size: usize, txid: Txid) -> bool {
     let slot = txid.0 % 2;
     let offset = slot * page_size as u64;
-    page_size >= META_PAGE_READ_LEN
+    (slot == 1 || page_size == rbolt_storage::system_page_size())
+        && page_size >= META_PAGE_READ_LEN
         && offset % 4096 + META_PAGE_READ_LEN as u64 <= 4096
-        && (slot == 1 || page_size == 4096)
 }
 
 impl Engine {

@@ -56,6 +56,19 @@ pub enum Durability {
     /// them grows the file by at most about the pages its newest state uses: at most about
     /// double. For loads that can be redone.
     ///
+    /// Such a commit is made durable instead (two syncs) where its meta could not be trusted
+    /// after a crash: on a file whose pages are not the system's page size, when it would go to
+    /// meta slot 0 (the first commit after a durable one in slot 1, as a new file's is: Go
+    /// bbolt 1.3 reads the page size from meta 0 alone, or else takes the system's, so meta 0
+    /// must stay a meta Go can read), and where the meta would not fit its page within one
+    /// 4 KiB block (pages under 112 bytes, odd page sizes). So on such files a run of such
+    /// commits has at most one durable commit at its start.
+    ///
+    /// After a crash of the process, the next open trusts such a commit only when the pages
+    /// written since the last durable one are still as written (its meta carries their digest):
+    /// if another writer (Go bbolt) reused them, or a sync failed and the kernel dropped them,
+    /// the open falls back to the last durable commit.
+    ///
     /// [`Db::sync`]: crate::Db::sync
     None,
 }

@@ -233,12 +233,14 @@ impl SimFile {
         SimFile::with_contents(&live, durable, pending, self.shared.boot_id)
     }
 
-    /// The file as this boot sees it after a sync failed (`EIO`): the kernel may have dropped
-    /// any page written since the last good sync, and a dropped page reads back from the disk:
-    /// as its old content (the durable image's), or as zeros where it had none (past the
-    /// durable end, as a block never written reads). Each 4 KiB page that a pending write
-    /// touched is kept or dropped, as a generator seeded with `seed` decides; the length is the
-    /// live one. The machine has not rebooted (same [`Storage::boot_id`]): a reopen in the
+    /// The file as this boot sees it after a sync failed (`EIO`): Linux marks the pages it
+    /// could not write clean, and may drop them. A dropped page reads back from the disk: as
+    /// its old content (the durable image's), or as zeros where it had none (past the durable
+    /// end, as a block never written reads). A kept one reads as written, but it is clean: no
+    /// later sync writes it unless it is written again, so the durable image keeps the old
+    /// bytes (a power loss, or an eviction, shows them). Each 4 KiB page that a pending write
+    /// touched is kept or dropped, as a generator seeded with `seed` decides; the length is
+    /// the live one. The machine has not rebooted (same [`Storage::boot_id`]): a reopen in the
     /// same boot sees this.
     ///
     /// ```
@@ -254,6 +256,10 @@ impl SimFile {
     /// assert_eq!(seen(0), [1, 2].into()); // dropped (old) or kept, page by page
     /// assert_eq!(seen(4096), [1, 2].into());
     /// assert_eq!(seen(8192), [0, 2].into()); // a page the disk never had reads as zeros
+    /// // A kept page is clean: a sync does not write it, the disk keeps the old bytes.
+    /// let after = sim.after_failed_sync(0).unwrap();
+    /// after.sync_data().unwrap();
+    /// assert_eq!(after.durable_image()[..8192], [1; 8192][..]);
     /// ```
     pub fn after_failed_sync(&self, seed: u64) -> io::Result<SimFile> {
         let live = self.live_image()?;
@@ -272,7 +278,7 @@ impl SimFile {
         touched.sort_unstable();
         touched.dedup();
         let mut rng = SplitMix64::new(seed);
-        let mut image = live.clone();
+        let mut image = live;
         let mut pending = Vec::new();
         for page in touched {
             let start = (page * COPY_GRAIN) as usize;
@@ -281,10 +287,7 @@ impl SimFile {
                 continue;
             }
             if rng.coin() {
-                pending.push(Pending::Write {
-                    offset: start as u64,
-                    bytes: live[start..end].to_vec(),
-                });
+                // Kept, and clean: in the live image only.
             } else {
                 for (at, byte) in image[start..end].iter_mut().enumerate() {
                     *byte = durable.get(start + at).copied().unwrap_or(0);
@@ -655,6 +658,20 @@ impl Storage for SimFile {
                 Err(error.into())
             }
         }
+    }
+
+    /// The durable image's bytes: what the simulated device holds. Not counted as an
+    /// operation (it is not one of the database's storage calls that a fault plan numbers).
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        let state = self.state();
+        for (at, byte) in buf.iter_mut().enumerate() {
+            *byte = state
+                .durable
+                .get(offset as usize + at)
+                .copied()
+                .unwrap_or(0);
+        }
+        Ok(true)
     }
 
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {

@@ -3,7 +3,7 @@
 //! (a torn one falls back, one past the end of the file is refused, a non-durable one is
 //! trusted only in the boot that wrote it), writing a new file, and loading the freelist.
 
-use crate::engine::TXID_MAX;
+use crate::engine::{Engine, TXID_MAX};
 use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::snapshot::Snapshot;
@@ -446,8 +446,9 @@ pub(crate) fn load_freelist(
 /// Whether the non-durable meta `newest` may be opened: the page extents it reaches and the
 /// durable meta `durable` (in the other slot) does not — those the commits since `durable`
 /// wrote — must still sum to the `digest` it carries (see [`rbolt_page::PagesDigest`]).
-/// Returns the set of pages `newest` reaches when they do; `None` when they do not, or when
-/// `newest`'s tree or `durable`'s freelist cannot be read: the open falls back to `durable`.
+/// Returns the set of pages `newest` reaches and the first pages of the extents summed when
+/// they do; `None` when they do not, or when `newest`'s tree or `durable`'s freelist cannot be
+/// read: the open falls back to `durable`.
 ///
 /// What it catches: pages changed after those commits wrote them. Go bbolt, which opens
 /// `durable` (the non-durable meta fails its checksum) and reuses exactly the pages it
@@ -461,7 +462,7 @@ pub(super) fn unsynced_pages_intact(
     durable: &Meta,
     digest: &PagesDigest,
     options: &Options,
-) -> Option<PageSet> {
+) -> Option<UnsyncedPages> {
     let before = Snapshot {
         meta: *durable,
         map: map.clone(),
@@ -471,6 +472,7 @@ pub(super) fn unsynced_pages_intact(
     let pages = Pages::new(map, page_size, newest.high_water()).ok()?;
     let reachable = crate::walk::reachable_pages(pages, newest).ok()?;
     let mut sum = 0u128;
+    let mut extents = Vec::new();
     // The first page past the last extent summed: its overflow pages are not extents.
     let mut next = 0u64;
     for pgid in reachable.ids() {
@@ -481,6 +483,135 @@ pub(super) fn unsynced_pages_intact(
         let span = pages.page(Pgid(0), pgid).ok()?;
         sum = sum.wrapping_add(page_digest(pgid, span));
         next = pgid.0 + (span.len() / page_size) as u64;
+        extents.push(pgid);
     }
-    (sum.to_le_bytes() == *digest).then_some(reachable)
+    (sum.to_le_bytes() == *digest).then_some((reachable, extents))
+}
+
+/// Writes the meta of `txid` (its head, as the page cache holds it) again where the device
+/// does not hold the same bytes (`Storage::read_durable`), so that the sync after writes it: a
+/// meta whose sync failed may be in the cache, clean, and not on the disk. Where the device
+/// holds it, nothing is written (an in-place rewrite of a durable meta that a power loss then
+/// garbles would lose it); where the storage cannot tell, only the sync follows.
+pub(super) fn meta_on_disk(storage: &dyn Storage, page_size: usize, txid: u64) -> Result<()> {
+    let io = |e| Error::io(storage.path(), e);
+    let len = META_PAGE_READ_LEN.min(page_size);
+    let offset = (txid % 2) * page_size as u64;
+    let mut cached = [0u8; META_PAGE_READ_LEN];
+    storage
+        .read_exact_at(&mut cached[..len], offset)
+        .map_err(io)?;
+    let mut on_disk = [0u8; META_PAGE_READ_LEN];
+    let differs = match storage.read_durable(&mut on_disk[..len], offset) {
+        Ok(told) => told && on_disk[..len] != cached[..len],
+        // The device could not be read: write it again.
+        Err(_) => true,
+    };
+    if differs {
+        storage.write_whole_at(&cached[..len], offset).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Writes the page extents at `extents` (what [`unsynced_pages_intact`] summed) again, as the
+/// page cache holds them, before recovery syncs the file and makes their meta durable. After a
+/// sync that failed, Linux may keep a page it could not write in the cache, marked clean: the
+/// digest matches, a later sync succeeds without writing it, and the disk keeps the old bytes
+/// under what would become a durable meta. Written again, each is dirty, and the sync writes
+/// it (or fails, and the open with it).
+pub(super) fn rewrite_extents(
+    storage: &dyn Storage,
+    map: &Mapping,
+    page_size: usize,
+    high_water: Pgid,
+    extents: &[Pgid],
+) -> Result<()> {
+    let pages = Pages::new(map, page_size, high_water)?;
+    let mut copy = Vec::new();
+    for &pgid in extents {
+        let span = pages.page(Pgid(0), pgid)?;
+        // From a copy: the source must not be the page the write goes to.
+        copy.clear();
+        copy.extend_from_slice(span);
+        storage
+            .write_all_at(&copy, pgid.0 * page_size as u64)
+            .map_err(|e| Error::io(storage.path(), e))?;
+    }
+    Ok(())
+}
+
+/// What a trusted non-durable meta reaches: every page, and the first pages of the extents its
+/// digest covered (the pages written since the durable meta).
+pub(super) type UnsyncedPages = (PageSet, Vec<Pgid>);
+
+/// The meta to open and how it was written, with, for a non-durable `meta` it trusts, the pages
+/// it reaches and the extents its digest covered: `meta` itself when it is durable, or when it
+/// is non-durable and the pages its commits wrote still give its digest
+/// ([`unsynced_pages_intact`]); else the durable meta in the other slot.
+pub(super) fn trust_unsynced(
+    path: Option<&Path>,
+    found: &FoundMetas,
+    map: &Arc<Mapping>,
+    page_size: usize,
+    meta: Meta,
+    durability: MetaDurability,
+    options: &Options,
+) -> Result<(Meta, MetaDurability, Option<UnsyncedPages>)> {
+    let MetaDurability::NonDurable { digest, .. } = durability else {
+        return Ok((meta, durability, None));
+    };
+    let durable = found.durable_beside(&meta);
+    let intact = durable.and_then(|durable| {
+        unsynced_pages_intact(map, page_size, &meta, &durable, &digest, options)
+    });
+    match (intact, durable) {
+        (Some(pages), _) => Ok((meta, durability, Some(pages))),
+        (None, Some(durable)) => {
+            crate::trace::recovered_older_meta(
+                path,
+                durable.txid,
+                "pages the newest commits made without syncs wrote have changed since \
+                 (another writer, or a failed sync)",
+            );
+            Ok((durable, MetaDurability::Durable, None))
+        }
+        (None, None) => Err(Error::from_meta(
+            path,
+            Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta),
+        )),
+    }
+}
+
+/// What a read-write open does before anything builds on `meta`, which it takes as durable:
+/// - a non-durable `meta` (a process of this boot crashed after commits without syncs, and the
+///   digest showed their pages whole) is made durable: its `extents` written again, an fsync
+///   (those commits may have grown the file without syncing it), and the same meta written
+///   durably;
+/// - a durable-form `meta` may still be in the page cache only (the process that wrote it died
+///   before its sync, or its sync failed and left it clean there): written again where the
+///   device does not hold it, and synced.
+pub(crate) fn make_durable_at_open(
+    engine: &Engine,
+    meta: &Meta,
+    durability: MetaDurability,
+    extents: &[Pgid],
+) -> Result<()> {
+    let storage = engine.storage.as_ref();
+    let sync_all = || {
+        storage.sync_all().map_err(|e| {
+            engine.poison();
+            Error::io(engine.path(), e)
+        })
+    };
+    if durability == MetaDurability::Durable {
+        meta_on_disk(storage, engine.page_size, meta.txid).inspect_err(|_| engine.poison())?;
+        return sync_all();
+    }
+    crate::trace::recovered_unsynced(engine.path(), meta.txid);
+    let mut writer = engine.lock_writer();
+    let map = engine.snapshot().map;
+    rewrite_extents(storage, &map, engine.page_size, meta.high_water(), extents)
+        .inspect_err(|_| engine.poison())?;
+    sync_all()?;
+    crate::tx::write_durable_meta(engine, &mut writer, meta)
 }

@@ -156,6 +156,9 @@ impl Storage for PauseAfterSync {
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.inner.write_all_at(buf, offset)
     }
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+        self.inner.read_durable(buf, offset)
+    }
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.inner.write_whole_at(buf, offset)
     }

@@ -593,6 +593,9 @@ fn a_failed_db_sync_poisons_the_handle() {
     let sim = SimFile::new().unwrap();
     let db = Db::open_storage(Arc::new(sim.clone()), Options::default().no_sync(true)).unwrap();
     db.update(|tx| tx.create_bucket(b"b").map(drop)).unwrap();
+    // (The first commit synced all the same, see `Durability::None`; this one does not.)
+    db.update(|tx| tx.bucket_mut(b"b")?.unwrap().put(b"k", b"v"))
+        .unwrap();
     sim.set_fault_plan(FaultPlan::new().fail_at(sim.op_count(), FaultError::Io));
     assert!(matches!(db.sync(), Err(Error::Io { .. })));
     db.sync().unwrap();
@@ -791,6 +794,9 @@ impl rbolt::storage::Storage for PanicOnSync {
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.inner.write_all_at(buf, offset)
+    }
+    fn read_durable(&self, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+        self.inner.read_durable(buf, offset)
     }
     fn write_whole_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
         self.inner.write_whole_at(buf, offset)
