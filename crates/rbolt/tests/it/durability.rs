@@ -5,7 +5,7 @@
 //! mark, and a vacuum made of unsynced steps. Each judges every crash image by its content,
 //! not only by `check`: it must be one committed state, at or after the last durable one.
 
-use crate::support::{read_db, within};
+use crate::support::{content_of_sim, read_db, within};
 use rbolt::storage::{Claim, CrashProfile, FaultPlan, Mapping, SimFile, Storage};
 use rbolt::{Db, Durability, Options};
 use rbolt_fixtures::Bucket as Model;
@@ -43,14 +43,7 @@ fn with_values(state: &Model, tag: &[u8]) -> Model {
 /// Opens `image` and returns its content if it opens and checks clean.
 fn content_of(image: Vec<u8>, options: &Options) -> Result<Model, String> {
     let sim = SimFile::from_image(image).map_err(|e| e.to_string())?;
-    let db = Db::open_storage(Arc::new(sim), options.clone()).map_err(|e| e.to_string())?;
-    let errors = db
-        .view(|tx| Ok(tx.check()))
-        .map_err(|e: rbolt::Error| e.to_string())?;
-    if !errors.is_empty() {
-        return Err(format!("check: {errors:?}"));
-    }
-    read_db(&db).map_err(|e| e.to_string())
+    content_of_sim(sim, options)
 }
 
 /// Judges `images` crash images of every profile: each must open, check clean and hold one of

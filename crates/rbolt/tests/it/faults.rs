@@ -5,7 +5,7 @@
 //! `max_size`, and `WriteTx::id` after commits without syncs. Each judges by content: a reopen
 //! must hold exactly one acknowledged state, at or after the last durable one.
 
-use crate::support::read_db;
+use crate::support::{content_of_sim, read_db};
 use rbolt::storage::{CrashProfile, FaultError, FaultPlan, OpKind, SimFile, Storage};
 use rbolt::{Db, Durability, Options};
 use rbolt_fixtures::Bucket as Model;
@@ -25,18 +25,6 @@ fn overwrite(db: &Db, tag: &str, durability: Durability) -> rbolt::Result<()> {
     }
     drop(b);
     tx.commit()
-}
-
-/// Opens `sim` and returns its content, failing on an open error or on anything `check` finds.
-fn content_of(sim: SimFile, options: &Options) -> Result<Model, String> {
-    let db = Db::open_storage(Arc::new(sim), options.clone()).map_err(|e| e.to_string())?;
-    let errors = db
-        .view(|tx| Ok(tx.check()))
-        .map_err(|e: rbolt::Error| e.to_string())?;
-    if !errors.is_empty() {
-        return Err(format!("check: {errors:?}"));
-    }
-    read_db(&db).map_err(|e| e.to_string())
 }
 
 /// The run every test below starts with: a durable commit "A", then commits without syncs "B"
@@ -85,7 +73,7 @@ fn a_kill_inside_any_copy_keeps_every_acknowledged_commit() {
         torn_copies += 1;
         for cut in (8..len.min(512)).step_by(8) {
             let next = sim.after_process_crash_torn(cut).unwrap();
-            match content_of(next, &options) {
+            match content_of_sim(next, &options) {
                 Ok(state) => assert!(
                     state == c || state == d,
                     "op {op} cut at {cut}: a state never committed"
@@ -159,7 +147,7 @@ fn a_go_transaction_that_died_after_its_pages_never_opens() {
             "Go found no page to take (stealthy: {stealthy})"
         );
         // No meta: Go's transaction died. rbolt opens in the same boot.
-        match content_of(go, &options) {
+        match content_of_sim(go, &options) {
             Ok(state) => assert!(state == a, "stealthy {stealthy}: not the durable state"),
             Err(error) => panic!("stealthy {stealthy}: {error}"),
         }
@@ -192,7 +180,7 @@ fn a_failed_sync_never_opens_dropped_pages() {
         ));
         let after = sim.after_failed_sync(seed).unwrap();
         drop(db);
-        match content_of(after, &options) {
+        match content_of_sim(after, &options) {
             Ok(state) if state == a => fell_back += 1,
             Ok(state) => assert!(state == c, "seed {seed}: a state never committed"),
             Err(error) => panic!("seed {seed}: {error}"),
@@ -237,7 +225,7 @@ fn go_13_opens_every_crash_state_at_every_page_size() {
             let crashed = sim.after_process_crash().unwrap();
             let image = crashed.live_image().unwrap();
             assert!(go13_opens(&image), "page size {page_size}, round {round}");
-            let state = content_of(crashed, &options).unwrap();
+            let state = content_of_sim(crashed, &options).unwrap();
             assert!(state == acked, "page size {page_size}, round {round}: lost");
         }
     }
@@ -351,7 +339,7 @@ fn small_and_odd_pages_keep_both_metas() {
             }
             // Whatever the durability asked for, a crash of the process keeps it.
             let acked = read_db(&db).unwrap();
-            let state = content_of(sim.after_process_crash().unwrap(), &options).unwrap();
+            let state = content_of_sim(sim.after_process_crash().unwrap(), &options).unwrap();
             assert!(state == acked, "page {page_size} round {round}");
         }
     }
@@ -391,7 +379,7 @@ fn a_meta_the_open_takes_as_durable_is_on_disk() {
     for profile in CrashProfile::ALL {
         for seed in 0..24 {
             let image = SimFile::from_image(this_boot.crash_image(profile, seed)).unwrap();
-            match content_of(image, &options) {
+            match content_of_sim(image, &options) {
                 Ok(state) => assert!(
                     state == c || state == e,
                     "{profile:?} {seed}: a state the reopen never showed"
@@ -432,7 +420,7 @@ fn what_a_reopen_after_a_failed_sync_shows_survives_a_power_loss() {
         let shown = read_db(&db).unwrap();
         db.close().unwrap();
         let image = SimFile::from_image(after.crash_image(CrashProfile::DropAll, 0)).unwrap();
-        match content_of(image, &options) {
+        match content_of_sim(image, &options) {
             Ok(state) => assert!(state == shown, "seed {seed}: not what the reopen showed"),
             Err(error) => panic!("seed {seed}: {error}"),
         }

@@ -34,3 +34,20 @@ pub fn within<T: Send + 'static>(
 ) -> T {
     rbolt_testkit::deadline::within(limit, "the call", f)
 }
+
+/// Opens the simulated file `sim` and returns its content, failing (with the reason) on an
+/// open error or on anything `check` finds: how the crash tests judge a file a crash left.
+pub fn content_of_sim(
+    sim: rbolt::storage::SimFile,
+    options: &rbolt::Options,
+) -> std::result::Result<Model, String> {
+    let storage = std::sync::Arc::new(sim);
+    let db = Db::open_storage(storage, options.clone()).map_err(|e| e.to_string())?;
+    let errors = db
+        .view(|tx| Ok(tx.check()))
+        .map_err(|e: rbolt::Error| e.to_string())?;
+    if !errors.is_empty() {
+        return Err(format!("check: {errors:?}"));
+    }
+    read_db(&db).map_err(|e| e.to_string())
+}
