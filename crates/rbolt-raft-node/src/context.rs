@@ -135,9 +135,13 @@ impl Ctx {
     }
 
     /// A peer reports that its committed membership, of log index `their_index`, leaves this
-    /// node out. If that membership is newer than the one this node has, this node was
-    /// removed: it records that, stops Raft (no more campaigns) and answers everything with
-    /// `410 Gone` from now on.
+    /// node out: it answered this node's vote request `410` naming this node. If that
+    /// membership is newer than the one this node has, this node was removed: it records that,
+    /// stops Raft (no more campaigns) and answers everything with `410 Gone` from now on.
+    ///
+    /// Only a `410` that names this node is such a report: a removed peer answers every
+    /// message `410` naming itself, and a voter that missed the peer's removal must not stop
+    /// on it (issue 47).
     pub fn peer_says_removed(&self, their_index: u64, peer: u64) {
         let Some(raft) = self.raft.get() else { return };
         let ours = raft

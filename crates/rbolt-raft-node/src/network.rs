@@ -4,14 +4,15 @@
 //! vote, meta and cluster in headers.
 //!
 //! A peer's refusals are answered here: a peer of another cluster (`409`), a peer that says
-//! this node was removed (`410`, see [`Ctx::peer_says_removed`]), a peer whose limit is
+//! this node was removed (`410` naming this node, see [`Ctx::peer_says_removed`]; a `410`
+//! naming another node, the peer itself, is only logged), a peer whose limit is
 //! below this node's entries (`413`); each is logged, at most every [`WARN_EVERY`] per peer.
 //!
 //! [`WARN_EVERY`]: crate::context::WARN_EVERY
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, PATH_APPEND,
-    PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_REMOVED_NODE, HEADER_SNAPSHOT,
+    PATH_APPEND, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
 use crate::context::Ctx;
 use crate::http::{self, Body, HttpClient, SendError};
@@ -147,13 +148,26 @@ impl Peer {
                 return Err(refused(format!("node {} refuses: {text}", self.target)));
             }
             StatusCode::GONE => {
-                let index = answer
-                    .headers
-                    .get(HEADER_MEMBERSHIP_INDEX)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-                if let Some(index) = index {
-                    self.ctx.peer_says_removed(index, self.target);
+                let number = |name: &str| {
+                    answer
+                        .headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                let (index, removed) =
+                    (number(HEADER_MEMBERSHIP_INDEX), number(HEADER_REMOVED_NODE));
+                // Only an answer about this node says anything of it: a peer that was removed
+                // itself answers `410` naming itself, whatever this node is.
+                match (index, removed) {
+                    (Some(index), Some(removed)) if removed == self.ctx.id => {
+                        self.ctx.peer_says_removed(index, self.target);
+                    }
+                    _ => {
+                        if self.ctx.warn_now(&format!("gone {}", self.target)) {
+                            tracing::warn!(peer = self.target, addr = %self.addr, removed, answer = %text, "peer is no longer a member");
+                        }
+                    }
                 }
                 return Err(refused(format!("node {} answers: {text}", self.target)));
             }

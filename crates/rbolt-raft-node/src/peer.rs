@@ -1,12 +1,12 @@
 //! The server side of the Raft RPCs (`/raft/...`): every message is checked before Raft sees
 //! it: the sender's certificate when peers must use mutual TLS (`403`), its size (`413`), its
 //! frame (`400`), its cluster (`409`); a vote from a node the committed membership no longer
-//! holds is answered `410 Gone` with that membership's index, so a removed node learns it was
-//! removed instead of campaigning forever.
+//! holds is answered `410 Gone` with that membership's index and the node it names, so a
+//! removed node learns it was removed instead of campaigning forever.
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, Hello, PATH_APPEND,
-    PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_REMOVED_NODE, HEADER_SNAPSHOT,
+    Hello, PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
 use crate::context::Stopped;
 use crate::kv::KvConfig;
@@ -37,7 +37,7 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
     }
     match app.ctx.stopped() {
         Some(Stopped::Removed(index)) => {
-            return gone(index, "this node was removed from the cluster");
+            return gone(index, app.id(), "this node was removed from the cluster");
         }
         Some(Stopped::StorageFailed(reason)) => {
             return error(
@@ -76,14 +76,18 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
     }
 }
 
-fn gone(index: u64, why: &str) -> Answer {
+/// A `410 Gone`: the committed membership of log index `index` does not hold node `removed`.
+/// The answer names that node, so that a sender acts on it only when it is about itself: a
+/// removed node answers every peer so, and a voter that asks it must not take that answer as
+/// its own removal.
+fn gone(index: u64, removed: u64, why: &str) -> Answer {
     let mut answer = error(
         StatusCode::GONE,
-        format!("{why} (the committed membership of index {index} does not hold it)"),
+        format!("{why} (the committed membership of index {index} does not hold node {removed})"),
     );
-    if let Ok(value) = index.to_string().parse() {
-        answer.headers_mut().insert(HEADER_MEMBERSHIP_INDEX, value);
-    }
+    let headers = answer.headers_mut();
+    headers.insert(HEADER_MEMBERSHIP_INDEX, index.into());
+    headers.insert(HEADER_REMOVED_NODE, removed.into());
     answer
 }
 
@@ -194,7 +198,11 @@ async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
                 "a node that is no longer a member asks for votes; told it was removed"
             );
         }
-        return gone(index, &format!("node {candidate} is not a member"));
+        return gone(
+            index,
+            candidate,
+            &format!("node {candidate} is not a member"),
+        );
     }
     framed(app, &app.raft.vote(rpc).await)
 }
