@@ -28,6 +28,8 @@ pub const HEADER_SNAPSHOT: &str = "x-rbolt-raft-snapshot";
 pub const HEADER_CLUSTER: &str = "x-rbolt-cluster";
 /// The sender's node id, on snapshot requests.
 pub const HEADER_FROM: &str = "x-rbolt-from";
+/// The cluster's peer secret (`--peer-secret-file`), on every peer request when one is set.
+pub const HEADER_PEER_SECRET: &str = "x-rbolt-peer-secret";
 /// On a `410 Gone` answer to a peer: the log index of the committed membership that leaves
 /// out the node [`HEADER_REMOVED_NODE`] names.
 pub const HEADER_MEMBERSHIP_INDEX: &str = "x-rbolt-membership-index";

@@ -80,7 +80,13 @@ struct ServeArgs {
     /// change the membership or take a backup.
     #[arg(long)]
     client_token_file: Option<PathBuf>,
-    /// Listen on a non-loopback address without TLS and client authentication.
+    /// A file holding the cluster's peer secret (its first line; the same file on every node):
+    /// every peer RPC carries it, and one without it is refused. Off loopback a node needs
+    /// this or --peer-mtls.
+    #[arg(long)]
+    peer_secret_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without TLS and client authentication (peers must
+    /// still authenticate: --peer-mtls or --peer-secret-file).
     #[arg(long)]
     insecure: bool,
     /// The leader's heartbeat interval, in milliseconds.
@@ -329,6 +335,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         access: Access {
             client_token,
             peer_mtls: args.peer_mtls,
+            peer_secret: args
+                .peer_secret_file
+                .as_deref()
+                .map(read_token)
+                .transpose()
+                .context("--peer-secret-file")?,
         },
         insecure: args.insecure,
     };

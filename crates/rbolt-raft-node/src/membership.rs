@@ -120,12 +120,18 @@ async fn probe(app: &App, addr: &str) -> Result<Option<Hello>, String> {
         cluster: app.ctx.cluster(),
     };
     let frame = wire::encode(&hello.cluster, app.id(), &hello).map_err(|e| e.to_string())?;
+    let headers: Vec<(&str, String)> = app
+        .access
+        .peer_secret
+        .iter()
+        .map(|secret| (api::HEADER_PEER_SECRET, secret.clone()))
+        .collect();
     let sent = crate::http::send_limited(
         &app.probe,
         addr,
         Method::POST,
         api::PATH_HELLO,
-        &[],
+        &headers,
         crate::http::full(frame),
         PROBE_TIMEOUT,
         SMALL_RPC_BYTES_MAX,

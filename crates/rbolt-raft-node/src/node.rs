@@ -106,6 +106,9 @@ impl RaftTiming {
     }
 }
 
+/// The shortest peer secret accepted: a guess must not be feasible.
+pub const PEER_SECRET_BYTES_MIN: usize = 16;
+
 /// Checks the options that do not need the directory.
 fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
     if !options.peers.is_empty() && !options.peers.contains_key(&options.id) {
@@ -118,9 +121,32 @@ fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
         identity::check_cluster_token(token)?;
     }
     options.tls.check(options.access.peer_mtls)?;
+    if let Some(secret) = &options.access.peer_secret
+        && (secret.len() < PEER_SECRET_BYTES_MIN || !secret.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        bail!(
+            "the peer secret (--peer-secret-file) must be at least {PEER_SECRET_BYTES_MIN} \
+             printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    let loopback = options.listen.ip().is_loopback();
+    // A peer's word moves terms and writes the log: off loopback, peers prove who they are
+    // whatever else is waived.
+    if !loopback && !options.access.peers_authenticated() {
+        bail!(
+            "refusing to listen on {} without peer authentication: anyone who reaches it could \
+             append to the log or depose the leader with a forged peer message; give every \
+             node --peer-mtls (certificates with serverAuth and clientAuth) or the same \
+             --peer-secret-file (--insecure does not waive this)",
+            options.listen
+        );
+    }
+    if !loopback && options.access.peer_secret.is_some() && !options.tls.enabled() {
+        tracing::warn!(listen = %options.listen, "the peer secret travels in clear without TLS: anyone who can watch the network can act as a peer");
+    }
     let protected = options.tls.enabled()
         && (options.access.client_token.is_some() || options.access.peer_mtls);
-    if !options.listen.ip().is_loopback() && !protected && !options.insecure {
+    if !loopback && !protected && !options.insecure {
         bail!(
             "refusing to listen on {} without TLS (--tls-cert, --tls-key) and client \
              authentication (--client-token-file or --peer-mtls): anyone who reaches it could \
@@ -270,7 +296,11 @@ pub async fn run(
     let raft = Raft::new(
         id,
         config,
-        Network::new(Arc::clone(&ctx), client.clone()),
+        Network::new(
+            Arc::clone(&ctx),
+            client.clone(),
+            options.access.peer_secret.clone(),
+        ),
         log,
         state.clone(),
     )

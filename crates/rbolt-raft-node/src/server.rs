@@ -53,6 +53,16 @@ pub struct Access {
     /// Whether peer RPCs must come with a client certificate the node's authority signed
     /// (mutual TLS); such a certificate also authorizes client writes.
     pub peer_mtls: bool,
+    /// The secret every peer RPC must carry in [`api::HEADER_PEER_SECRET`], if one is set
+    /// (`--peer-secret-file`, the same on every node).
+    pub peer_secret: Option<String>,
+}
+
+impl Access {
+    /// Whether peers must prove they are peers (mutual TLS or the peer secret).
+    pub fn peers_authenticated(&self) -> bool {
+        self.peer_mtls || self.peer_secret.is_some()
+    }
 }
 
 /// Everything a request handler needs.
@@ -121,6 +131,8 @@ pub type Answer = hyper::Response<UnsyncBoxBody<Bytes, std::io::Error>>;
 pub struct Conn {
     /// The client presented a certificate the node's authority signed.
     pub verified_cert: bool,
+    /// The address the connection comes from, for the log lines of refusals.
+    pub remote: Option<std::net::SocketAddr>,
 }
 
 /// Serves HTTP (or HTTPS with `tls`) on `listener` until `shutdown` completes.
@@ -137,7 +149,7 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => return,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, remote)) = accepted else {
             // Out of descriptors or a connection reset before accept: the next one may work.
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
@@ -153,6 +165,7 @@ pub async fn serve(
                         app,
                         Conn {
                             verified_cert: false,
+                            remote: Some(remote),
                         },
                     )
                     .await
@@ -164,7 +177,11 @@ pub async fn serve(
                         return;
                     };
                     let verified_cert = stream.get_ref().1.peer_certificates().is_some();
-                    serve_connection(stream, app, Conn { verified_cert }).await;
+                    let conn = Conn {
+                        verified_cert,
+                        remote: Some(remote),
+                    };
+                    serve_connection(stream, app, conn).await;
                 }
             }
         });
@@ -475,7 +492,7 @@ fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Resul
 }
 
 /// Compares without an early exit, so the time taken says nothing of where a guess differs.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

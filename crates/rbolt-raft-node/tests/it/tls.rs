@@ -1,7 +1,8 @@
 //! TLS: a cluster whose nodes talk HTTPS to clients and to each other, peers with mutual TLS
 //! and client writes with a bearer token, passes the SIGKILL test; without a certificate,
-//! token or client certificate the same requests are refused; and a node without TLS refuses
-//! to listen on a non-loopback address unless told `--insecure`.
+//! token or client certificate the same requests are refused; and a node refuses to listen on
+//! a non-loopback address without peer authentication, and without TLS unless told
+//! `--insecure`.
 //!
 //! The certificates are made here with rcgen: an authority, and one certificate for every
 //! node (`127.0.0.1` and `localhost`, for servers and clients).
@@ -175,8 +176,13 @@ async fn a_tls_cluster_refuses_what_lacks_a_token_or_certificate() {
 async fn a_node_without_tls_refuses_a_non_loopback_address() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let certs = make_certs(dir.path());
+    let secret = dir.path().join("peer-secret");
+    std::fs::write(&secret, "a-peer-secret-of-the-tls-test\n").expect("write");
+    let short = dir.path().join("short-secret");
+    std::fs::write(&short, "short\n").expect("write");
     let port = free_port();
-    let serve = |extra: &[&str]| {
+    let serve = |extra: &[&Path]| {
         let mut command = Command::new(node_exe());
         command
             .args(["serve", "--id", "1", "--listen", &format!("0.0.0.0:{port}")])
@@ -185,12 +191,37 @@ async fn a_node_without_tls_refuses_a_non_loopback_address() {
             .args(extra);
         command
     };
-    let output = serve(&[]).output().expect("runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("refusing to listen on 0.0.0.0"), "{stderr}");
-    // With --insecure it serves.
-    let mut child = serve(&["--insecure"])
+    let p = Path::new;
+    let tls_with_token = [
+        p("--tls-cert"),
+        &certs.cert,
+        p("--tls-key"),
+        &certs.key,
+        p("--tls-ca"),
+        &certs.ca,
+        p("--client-token-file"),
+        &certs.token,
+    ];
+    // Refused: nothing; --insecure alone (it waives TLS, never peer authentication); TLS and
+    // a client token without peer authentication (issue 47: peers were then anyone); a peer
+    // secret too short to be one.
+    let refusals: [(&[&Path], &str); 4] = [
+        (&[], "without peer authentication"),
+        (&[p("--insecure")], "without peer authentication"),
+        (&tls_with_token, "without peer authentication"),
+        (
+            &[p("--insecure"), p("--peer-secret-file"), &short],
+            "must be at least 16",
+        ),
+    ];
+    for (args, says) in refusals {
+        let output = serve(args).output().expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // With --insecure and a peer secret it serves.
+    let mut child = serve(&[p("--insecure"), p("--peer-secret-file"), &secret])
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("starts");
