@@ -121,6 +121,9 @@ fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
         identity::check_cluster_token(token)?;
     }
     options.tls.check(options.access.peer_mtls)?;
+    if options.access.peer_mtls {
+        options.tls.check_peer_cert()?;
+    }
     if let Some(secret) = &options.access.peer_secret
         && (secret.len() < PEER_SECRET_BYTES_MIN || !secret.bytes().all(|b| b.is_ascii_graphic()))
     {

@@ -75,7 +75,8 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
 }
 
 /// The refusal of a sender that does not prove it is a peer: it must show a peer certificate
-/// when peers use mutual TLS (`403`), and the peer secret when the cluster has one (`401`).
+/// when peers use mutual TLS (`403`; a client's certificate from the same authority is not
+/// one), and the peer secret when the cluster has one (`401`).
 /// A refusal is counted by reason and logged, at most every `WARN_EVERY` per reason and
 /// address, before anything of the request is read.
 fn unauthenticated(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Option<Answer> {
@@ -95,6 +96,14 @@ fn unauthenticated(app: &App, conn: Conn, request: &hyper::Request<Incoming>) ->
             StatusCode::FORBIDDEN,
             "no_certificate",
             "peer RPCs need a client certificate signed by the cluster's authority",
+        );
+    }
+    if app.access.peer_mtls && !conn.peer_cert {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "client_certificate",
+            "this certificate is a client's, not a peer's: a peer's names the extended key \
+             usages serverAuth and clientAuth",
         );
     }
     if let Some(secret) = &app.access.peer_secret {

@@ -17,6 +17,7 @@ use crate::api::{self, HEADER_AUTHORIZATION, WriteReply};
 use crate::context::{Ctx, Stopped};
 use crate::kv::{self, KvConfig, KvRaft, KvStateMachine, Request};
 use crate::limits::Refusal;
+use crate::tls::KeyUsages;
 use crate::{membership, peer};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -131,6 +132,9 @@ pub type Answer = hyper::Response<UnsyncBoxBody<Bytes, std::io::Error>>;
 pub struct Conn {
     /// The client presented a certificate the node's authority signed.
     pub verified_cert: bool,
+    /// That certificate is a peer's: it names the extended key usages `serverAuth` and
+    /// `clientAuth` (see [`crate::tls::KeyUsages`]).
+    pub peer_cert: bool,
     /// The address the connection comes from, for the log lines of refusals.
     pub remote: Option<std::net::SocketAddr>,
 }
@@ -165,6 +169,7 @@ pub async fn serve(
                         app,
                         Conn {
                             verified_cert: false,
+                            peer_cert: false,
                             remote: Some(remote),
                         },
                     )
@@ -176,9 +181,12 @@ pub async fn serve(
                     else {
                         return;
                     };
-                    let verified_cert = stream.get_ref().1.peer_certificates().is_some();
+                    let certs = stream.get_ref().1.peer_certificates();
                     let conn = Conn {
-                        verified_cert,
+                        verified_cert: certs.is_some(),
+                        peer_cert: certs
+                            .and_then(|chain| chain.first())
+                            .is_some_and(|cert| KeyUsages::of(cert).peer()),
                         remote: Some(remote),
                     };
                     serve_connection(stream, app, conn).await;

@@ -1,13 +1,15 @@
 //! TLS: a cluster whose nodes talk HTTPS to clients and to each other, peers with mutual TLS
 //! and client writes with a bearer token, passes the SIGKILL test; without a certificate,
-//! token or client certificate the same requests are refused; and a node refuses to listen on
-//! a non-loopback address without peer authentication, and without TLS unless told
-//! `--insecure`.
+//! token or client certificate the same requests are refused, and forged peer messages without
+//! a peer's certificate (none, or a client's from the same authority) move no term or store;
+//! and a node refuses to listen on a non-loopback address without peer authentication, and
+//! without TLS unless told `--insecure`, and to take a client's certificate for its own.
 //!
-//! The certificates are made here with rcgen: an authority, and one certificate for every
-//! node (`127.0.0.1` and `localhost`, for servers and clients).
+//! The certificates are made here with rcgen: an authority, one certificate for every node
+//! (`127.0.0.1` and `localhost`, `serverAuth` and `clientAuth`), and a client's (`clientAuth`).
 
 use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe};
+use crate::sweep::{forged_append, vote_frame};
 use hyper::{Method, StatusCode};
 use rbolt_raft_node::client::Client;
 use rbolt_raft_node::tls::TlsFiles;
@@ -24,6 +26,9 @@ struct Certs {
     cert: PathBuf,
     key: PathBuf,
     token: PathBuf,
+    /// A client's certificate from the same authority: `clientAuth` alone.
+    client_cert: PathBuf,
+    client_key: PathBuf,
 }
 
 fn make_certs(dir: &Path) -> Certs {
@@ -50,15 +55,30 @@ fn make_certs(dir: &Path) -> Certs {
         rcgen::ExtendedKeyUsagePurpose::ClientAuth,
     ];
     let cert = params.signed_by(&node_key, &ca).expect("node certificate");
+    let client_key = rcgen::KeyPair::generate().expect("client key");
+    let mut params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("client params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "rbolt-raft client");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = params
+        .signed_by(&client_key, &ca)
+        .expect("client certificate");
     let certs = Certs {
         ca: dir.join("ca.pem"),
         cert: dir.join("node.pem"),
         key: dir.join("node-key.pem"),
         token: dir.join("token"),
+        client_cert: dir.join("client.pem"),
+        client_key: dir.join("client-key.pem"),
     };
     std::fs::write(&certs.ca, ca.pem()).expect("write");
     std::fs::write(&certs.cert, cert.pem()).expect("write");
     std::fs::write(&certs.key, node_key.serialize_pem()).expect("write");
+    std::fs::write(&certs.client_cert, client_cert.pem()).expect("write");
+    std::fs::write(&certs.client_key, client_key.serialize_pem()).expect("write");
     std::fs::write(&certs.token, format!("{TOKEN}\n")).expect("write");
     certs
 }
@@ -170,10 +190,104 @@ async fn a_tls_cluster_refuses_what_lacks_a_token_or_certificate() {
         assert_eq!(all.get("with").map(String::as_str), Some("certificate"));
         assert!(!all.contains_key("no") && !all.contains_key("wrong"));
     }
+    forged_peer_messages_are_refused(&mut cluster, &certs).await;
+}
+
+/// Forged peer messages that Raft would take (a vote and an append in a far future term, the
+/// append writing `forged` after the last entry), sent to every node without a certificate
+/// and with a client's certificate from the cluster's own authority (`clientAuth` alone):
+/// each is refused (`403`), counted by reason, and no node's term or store moves. The client's
+/// certificate still authorizes a client's write.
+async fn forged_peer_messages_are_refused(cluster: &mut Cluster, certs: &Certs) {
+    let before = cluster.wait_converged().await;
+    let leader = cluster.wait_for_leader(&cluster.ids(), 0).await;
+    let (term, last) = (leader.term, leader.last_log_index.expect("a log"));
+    let frames = [
+        (
+            "/raft/vote",
+            vote_frame(&leader.cluster, leader.id, term + 1000),
+        ),
+        (
+            "/raft/append",
+            forged_append(&leader.cluster, leader.id, term + 1000, term, last),
+        ),
+    ];
+    let client_files = TlsFiles {
+        cert: Some(certs.client_cert.clone()),
+        key: Some(certs.client_key.clone()),
+        ca: Some(certs.ca.clone()),
+    };
+    let with_client_cert = Client::new()
+        .with_tls(client_files.client(true).expect("client TLS"))
+        .with_timeout(PATIENCE)
+        .retrying(false);
+    let senders = [
+        (
+            "no certificate",
+            client_of(certs, false)
+                .with_timeout(PATIENCE)
+                .retrying(false),
+        ),
+        ("a client's certificate", with_client_cert.clone()),
+    ];
+    for id in cluster.ids() {
+        for (who, sender) in &senders {
+            for (path, frame) in &frames {
+                let (_, answer) = sender
+                    .request(
+                        &cluster.addr(id),
+                        Method::POST,
+                        path,
+                        bytes::Bytes::from(frame.clone()),
+                    )
+                    .await
+                    .expect("an answer");
+                assert_eq!(
+                    answer.status,
+                    StatusCode::FORBIDDEN,
+                    "node {id}, {who}, {path}"
+                );
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = cluster.wait_converged().await;
+    assert_eq!(after, before, "forged peer messages changed the store");
+    for id in cluster.ids() {
+        let status = cluster.status(id).await.expect("status");
+        assert_eq!(
+            (status.term, status.last_log_index),
+            (term, Some(last)),
+            "node {id}: forged peer messages moved its term or log"
+        );
+        let (_, answer) = cluster
+            .client(PATIENCE)
+            .request(
+                &cluster.addr(id),
+                Method::GET,
+                "/metrics",
+                bytes::Bytes::new(),
+            )
+            .await
+            .expect("metrics");
+        let metrics = String::from_utf8_lossy(&answer.body);
+        for reason in ["no_certificate", "client_certificate"] {
+            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}}");
+            assert!(
+                metrics.contains(&line),
+                "node {id}: no {line} in\n{metrics}"
+            );
+        }
+    }
+    with_client_cert
+        .following_redirects(true)
+        .put(&cluster.addr(leader.id), "client", "certificate")
+        .await
+        .expect("a client's certificate authorizes a client's write");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_without_tls_refuses_a_non_loopback_address() {
+async fn a_node_refuses_to_start_unauthenticated_off_loopback_or_with_a_client_certificate() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let certs = make_certs(dir.path());
@@ -202,16 +316,29 @@ async fn a_node_without_tls_refuses_a_non_loopback_address() {
         p("--client-token-file"),
         &certs.token,
     ];
+    let client_cert_as_peer = [
+        p("--tls-cert"),
+        &certs.client_cert,
+        p("--tls-key"),
+        &certs.client_key,
+        p("--tls-ca"),
+        &certs.ca,
+        p("--peer-mtls"),
+    ];
     // Refused: nothing; --insecure alone (it waives TLS, never peer authentication); TLS and
     // a client token without peer authentication (issue 47: peers were then anyone); a peer
-    // secret too short to be one.
-    let refusals: [(&[&Path], &str); 4] = [
+    // secret too short to be one; mutual TLS with a client's certificate (no serverAuth).
+    let refusals: [(&[&Path], &str); 5] = [
         (&[], "without peer authentication"),
         (&[p("--insecure")], "without peer authentication"),
         (&tls_with_token, "without peer authentication"),
         (
             &[p("--insecure"), p("--peer-secret-file"), &short],
             "must be at least 16",
+        ),
+        (
+            &client_cert_as_peer,
+            "lacks the extended key usage serverAuth",
         ),
     ];
     for (args, says) in refusals {
