@@ -384,6 +384,11 @@ async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
 fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvConfig>) {
     let m = &ctx.metrics;
     let was = |f: fn(&RaftMetrics<KvConfig>) -> bool| last.is_some_and(f);
+    if now.state == ServerState::Leader
+        && last.is_none_or(|l| l.state != ServerState::Leader || l.current_term != now.current_term)
+    {
+        ctx.became_leader(now.current_term);
+    }
     if now.state == ServerState::Candidate && !was(|l| l.state == ServerState::Candidate) {
         m.elections.inc();
         tracing::info!(term = now.current_term, "election started");

@@ -512,9 +512,10 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 enum Check {
     /// The process serves and its storage has not failed.
     Live,
-    /// It knows a leader and its storage is sound.
+    /// It knows a leader (a leader: it heard from a quorum within an election timeout) and
+    /// its storage is sound.
     Health,
-    /// It knows a leader and has applied what it knows is committed.
+    /// As `Health`, and it has applied what it knows is committed.
     Ready,
 }
 
@@ -526,10 +527,12 @@ fn health(app: &App, check: Check) -> Answer {
         Some(Stopped::Removed(index)) => Some(format!("removed from the cluster at index {index}")),
         None => None,
     };
+    let lost = app.ctx.quorum_lost(&metrics);
     let reason = match (check, failed) {
         (_, Some(failed)) => Some(failed),
         (Check::Live, None) => None,
         (_, None) if leader.is_none() => Some("no leader is known".to_owned()),
+        (_, None) if lost.is_some() => lost,
         (Check::Ready, None) if metrics.last_applied < metrics.local_committed => Some(format!(
             "applied {:?} of committed {:?}",
             metrics.last_applied.map(|id| id.index),
@@ -556,7 +559,11 @@ fn metrics(app: &App) -> Answer {
     let raft = app.raft.metrics().borrow_watched().clone();
     let m = &app.ctx.metrics;
     let index = |id: Option<u64>| id.map_or(0, |i| i as i64);
-    m.has_leader.set(i64::from(raft.current_leader.is_some()));
+    // A leader that lost its quorum is no leader to anyone (etcd's `has_leader` after
+    // CheckQuorum steps it down).
+    m.has_leader.set(i64::from(
+        raft.current_leader.is_some() && app.ctx.quorum_lost(&raft).is_none(),
+    ));
     m.is_leader
         .set(i64::from(raft.current_leader == Some(app.id())));
     m.term.set(raft.current_term as i64);
@@ -618,8 +625,23 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
     if let Err(refused) = app.ctx.limits.check(&request) {
         return refusal(app, &refused);
     }
+    if let Some(lost) = quorum_lost(app) {
+        app.ctx.metrics.refused("quorum_lost");
+        return error(StatusCode::SERVICE_UNAVAILABLE, lost);
+    }
     let started = Instant::now();
-    match app.raft.client_write(request).await {
+    // A write proposed just before the quorum is lost would wait for it to come back.
+    let written = tokio::select! {
+        written = app.raft.client_write(request) => written,
+        lost = quorum_loss(app) => {
+            app.ctx.metrics.proposals_failed.inc();
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{lost}; the write was proposed and may or may not take effect"),
+            );
+        }
+    };
+    match written {
         Ok(written) if written.data.refused.is_none() => {
             app.ctx
                 .metrics
@@ -652,6 +674,23 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
     }
 }
 
+/// Why this node, leading, cannot serve now (see [`Ctx::quorum_lost`]).
+fn quorum_lost(app: &App) -> Option<String> {
+    app.ctx.quorum_lost(&app.raft.metrics().borrow_watched())
+}
+
+/// Completes with the reason once this node, leading, has lost its quorum; checked every
+/// heartbeat.
+async fn quorum_loss(app: &App) -> String {
+    let every = Duration::from_millis(app.raft.config().heartbeat_interval);
+    loop {
+        tokio::time::sleep(every).await;
+        if let Some(lost) = quorum_lost(app) {
+            return lost;
+        }
+    }
+}
+
 /// The answer to a failed write or membership change.
 pub fn write_error(
     app: &App,
@@ -677,6 +716,9 @@ pub fn write_error(
 /// Waits until a read on this node would see every write acknowledged before it started, or
 /// answers where the read must go instead.
 pub async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
+    if let Some(lost) = quorum_lost(app) {
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, lost));
+    }
     match app.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
         Ok(_) => Ok(()),
         Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to))) => {

@@ -409,3 +409,85 @@ async fn a_leader_whose_storage_fails_exits_and_the_cluster_goes_on() {
         assert_eq!(all.get("marked"), Some(&marker), "node {id}");
     }
 }
+
+/// Issue 47: a leader whose followers were dead answered `/health` and `/readyz` `200` and
+/// `has_leader 1` while no write could commit, and writes were refused for the wrong reason.
+/// Both followers of three die: within an election timeout (300 to 600 ms here) the leader's
+/// `/readyz` and `/health` are `503` naming the lost quorum, `has_leader` is 0, and a write is
+/// refused naming it; once the followers are back the cluster serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_a_quorum_is_not_ready_and_refuses_writes_naming_it() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::new(3, TIMING_ARGS);
+    for id in cluster.ids() {
+        cluster.start(id);
+    }
+    let leader = cluster.wait_for_leader(&cluster.ids(), 0).await.id;
+    let client = cluster.client(PATIENCE);
+    client
+        .put(&cluster.addr(leader), "before", "loss")
+        .await
+        .expect("write");
+    wait_for(&cluster, leader, "/readyz", StatusCode::OK).await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+    for &id in &followers {
+        cluster.kill(id);
+    }
+    let killed = Instant::now();
+    let body = wait_for(&cluster, leader, "/readyz", StatusCode::SERVICE_UNAVAILABLE).await;
+    let not_ready = killed.elapsed();
+    eprintln!("quorum loss: /readyz not ready {not_ready:?} after the followers died: {body}");
+    assert!(body.contains("quorum lost"), "{body}");
+    // The longest election timeout, with room for a loaded machine's requests.
+    assert!(
+        not_ready <= Duration::from_millis(1000),
+        "/readyz took {not_ready:?} to say the quorum is lost"
+    );
+    let (status, body) = raw(
+        &cluster.addr(leader),
+        Method::GET,
+        "/health",
+        &[],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("quorum lost"), "{body}");
+    let text = metrics(&cluster, leader).await;
+    assert_eq!(metric(&text, "rbolt_raft_has_leader"), Some(0.0), "{text}");
+    let refused = client
+        .retrying(false)
+        .put(&cluster.addr(leader), "during", "loss")
+        .await
+        .expect_err("no write commits without a quorum");
+    assert_eq!(
+        refused.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("quorum lost"), "{refused}");
+    // The followers come back: the cluster serves again.
+    for &id in &followers {
+        cluster.start(id);
+    }
+    let leader = cluster.wait_for_leader(&cluster.ids(), 0).await.id;
+    wait_for(&cluster, leader, "/readyz", StatusCode::OK).await;
+    client
+        .put(&cluster.addr(leader), "after", "loss")
+        .await
+        .expect("write");
+    let text = metrics(&cluster, leader).await;
+    assert_eq!(metric(&text, "rbolt_raft_has_leader"), Some(1.0), "{text}");
+    let data = cluster.wait_converged().await;
+    for (id, all) in &data {
+        assert_eq!(
+            all.get("after").map(String::as_str),
+            Some("loss"),
+            "node {id}"
+        );
+    }
+}
