@@ -330,16 +330,8 @@ pub async fn run(
     };
     let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
-    if initial_state == InitialState::New && !peers.is_empty() && !raft.is_initialized().await? {
-        let members: BTreeMap<u64, BasicNode> = peers
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
-            .collect();
-        match raft.initialize(members).await {
-            // Another member's initialization reached this node first.
-            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-            Err(e) => return Err(e).context("initializing the cluster"),
-        }
+    if initial_state == InitialState::New && !peers.is_empty() {
+        bootstrap(&raft, &peers).await?;
     }
     tracing::info!(
         id,
@@ -356,6 +348,22 @@ pub async fn run(
     }
     tracing::info!(id, "stopped");
     Ok(())
+}
+
+/// Initializes the cluster with `peers` as its voters, unless this node's Raft already is
+/// (from its log, or because another member's initialization reached it first).
+async fn bootstrap(raft: &KvRaft, peers: &BTreeMap<u64, String>) -> anyhow::Result<()> {
+    if raft.is_initialized().await? {
+        return Ok(());
+    }
+    let members: BTreeMap<u64, BasicNode> = peers
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(e).context("initializing the cluster"),
+    }
 }
 
 /// Logs one line per election, leader change and membership change, and stops the node when
