@@ -72,8 +72,10 @@ struct ServeArgs {
     /// The certificate authority (PEM) the node checks its peers' certificates against.
     #[arg(long)]
     tls_ca: Option<PathBuf>,
-    /// Peers must present a client certificate signed by --tls-ca (mutual TLS); it also
-    /// authorizes a client's writes.
+    /// Peers must present a certificate signed by --tls-ca that names the extended key usages
+    /// serverAuth and clientAuth (mutual TLS; this node's --tls-cert must too). A certificate
+    /// signed by --tls-ca, a client's with clientAuth alone included, authorizes a client's
+    /// writes.
     #[arg(long)]
     peer_mtls: bool,
     /// A file holding the token clients must send (Authorization: Bearer TOKEN) to write,

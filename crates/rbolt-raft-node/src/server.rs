@@ -176,24 +176,44 @@ pub async fn serve(
                     .await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(stream)) =
-                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
-                    else {
-                        return;
-                    };
-                    let certs = stream.get_ref().1.peer_certificates();
-                    let conn = Conn {
-                        verified_cert: certs.is_some(),
-                        peer_cert: certs
-                            .and_then(|chain| chain.first())
-                            .is_some_and(|cert| KeyUsages::of(cert).peer()),
-                        remote: Some(remote),
-                    };
-                    serve_connection(stream, app, conn).await;
+                    if let Some((stream, conn)) = handshake(&app, &acceptor, stream, remote).await {
+                        serve_connection(stream, app, conn).await;
+                    }
                 }
             }
         });
     }
+}
+
+/// The TLS handshake of a connection from `remote`, and what it tells of the client; `None`
+/// when it fails or takes longer than [`HANDSHAKE_TIMEOUT`], counted as a refused request
+/// (`tls_handshake`) and logged, at most every `WARN_EVERY` per address.
+async fn handshake(
+    app: &App,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    remote: std::net::SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, Conn)> {
+    let failed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let certs = stream.get_ref().1.peer_certificates();
+            let conn = Conn {
+                verified_cert: certs.is_some(),
+                peer_cert: certs
+                    .and_then(|chain| chain.first())
+                    .is_some_and(|cert| KeyUsages::of(cert).peer()),
+                remote: Some(remote),
+            };
+            return Some((stream, conn));
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+    };
+    app.ctx.metrics.refused("tls_handshake");
+    if app.ctx.warn_now(&format!("handshake {}", remote.ip())) {
+        tracing::warn!(remote = %remote.ip(), error = %failed, "TLS handshake refused");
+    }
+    None
 }
 
 async fn serve_connection<S>(stream: S, app: Arc<App>, conn: Conn)
@@ -493,6 +513,10 @@ fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Resul
         return Ok(());
     }
     app.ctx.metrics.refused("unauthorized");
+    let remote = conn.remote.map(|r| r.ip().to_string()).unwrap_or_default();
+    if app.ctx.warn_now(&format!("unauthorized {remote}")) {
+        tracing::warn!(%remote, method = %request.method(), path = %request.uri().path(), "client request refused: no client token or certificate");
+    }
     Err(error(
         StatusCode::UNAUTHORIZED,
         "writes need the client token (Authorization: Bearer TOKEN) or a client certificate",

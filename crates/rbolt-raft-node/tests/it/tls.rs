@@ -185,6 +185,23 @@ async fn a_tls_cluster_refuses_what_lacks_a_token_or_certificate() {
         plain.status(&addr).await.is_err(),
         "plain HTTP is not served"
     );
+    // The refused handshake and the refused writes are counted and logged.
+    let (_, answer) = base
+        .request(&addr, Method::GET, "/metrics", bytes::Bytes::new())
+        .await
+        .expect("metrics");
+    let metrics = String::from_utf8_lossy(&answer.body);
+    for reason in ["tls_handshake", "unauthorized"] {
+        let line = format!("rbolt_raft_requests_refused_total{{reason=\"{reason}\"}}");
+        assert!(metrics.contains(&line), "no {line} in\n{metrics}");
+    }
+    for line in ["TLS handshake refused", "client request refused"] {
+        assert!(
+            cluster.log_text(1).contains(line),
+            "node 1 never logged {line:?}:\n{}",
+            cluster.log_tail(1)
+        );
+    }
     let data = cluster.wait_converged().await;
     for all in data.values() {
         assert_eq!(all.get("with").map(String::as_str), Some("certificate"));
