@@ -402,7 +402,9 @@ fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvC
         tracing::info!(term = now.current_term, "election started");
     }
     if last.is_none_or(|l| l.current_leader != now.current_leader) {
-        if last.is_some() {
+        // Once per leader seen, as etcd's `leader_changes_seen_total`: a failover is one
+        // change (to the new leader), not two (to none, then to it).
+        if last.is_some() && now.current_leader.is_some() {
             m.leader_changes.inc();
         }
         match now.current_leader {

@@ -51,7 +51,8 @@ pub struct Metrics {
     pub applied_index: Gauge,
     /// The last committed log index this node knows.
     pub committed_index: Gauge,
-    /// Times the known leader changed (to another node or to none).
+    /// Times this node saw a leader other than the one it knew (none included): once per
+    /// leader seen, not also when it loses sight of one.
     pub leader_changes: Counter,
     /// Elections this node started.
     pub elections: Counter,
@@ -132,7 +133,7 @@ impl Metrics {
         );
         r.register(
             "leader_changes",
-            "Times the known leader changed",
+            "Times this node saw a new leader",
             metrics.leader_changes.clone(),
         );
         r.register(
