@@ -1,12 +1,14 @@
 //! The defects of issue 23, each on real processes: a key over rbolt's limit, a value whose
 //! old JSON form outgrew the followers' limit, another cluster's data directory, a removed
 //! member, add-learner of a dead address, `--peers` without a port or changed on restart, and
-//! damage in `log.db`; and of issue 47: a voter stopped by a removed node's answer. Each failed on the build before the fix (run them on an older binary
+//! damage in `log.db`; and of issue 47: a voter stopped by a removed node's answer, and
+//! `add-learner` answering before the learner caught up. Each failed on the build before the fix (run them on an older binary
 //! with `RBOLT_RAFT_NODE_EXE=path`).
 
 use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe, raw};
 use hyper::{Method, StatusCode};
 use rbolt_raft_node::identity::REMOVED_FILE;
+use rbolt_raft_node::membership::PROMOTE_LAG_ENTRIES_MAX;
 use std::process::Command;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -462,6 +464,59 @@ async fn learners_are_checked_before_they_are_added_or_promoted() {
         .put(&addr, "after transfer", "ok")
         .await
         .expect("write");
+}
+
+/// Issue 47: `add-learner` answered before the learner had caught up (openraft's wait allows
+/// 5000 entries of lag), so the README's next command, `change-members`, was refused `409`.
+/// Node 4 joins a cluster whose log it can only get by a snapshot: once `add-learner` answers
+/// `200`, node 4 is within the promotion lag of the leader's log, and the promotion that
+/// follows at once is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_added_once_caught_up_and_promoted_at_once() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::new(4, TIMING_ARGS);
+    cluster.peers = (1..=3)
+        .map(|id| format!("{id}={}", cluster.nodes[&id].public))
+        .collect::<Vec<_>>()
+        .join(",");
+    for id in 1..=3 {
+        cluster.start(id);
+    }
+    let leader = cluster.wait_for_leader(&[1, 2, 3], 0).await.id;
+    let client = cluster.client(PATIENCE);
+    let value = "v".repeat(2048);
+    for n in 0..300 {
+        client
+            .put(&cluster.addr(leader), &format!("k{n:03}"), &value)
+            .await
+            .expect("write");
+    }
+    let last = cluster
+        .status(leader)
+        .await
+        .and_then(|s| s.last_log_index)
+        .expect("a log");
+    cluster.start_with_peers(4, "");
+    cluster.wait_until_up(4).await;
+    let added = client
+        .add_learner(&cluster.addr(leader), 4, &cluster.nodes[&4].public, false)
+        .await
+        .expect("add learner 4");
+    assert_eq!(added.note, None, "{added:?}");
+    let learner = cluster.status(4).await.expect("node 4 answers");
+    let lag = PROMOTE_LAG_ENTRIES_MAX;
+    assert!(
+        learner.last_log_index.is_some_and(|got| got + lag >= last),
+        "add-learner answered with node 4 at {:?} of {last} (more than {lag} behind)",
+        learner.last_log_index
+    );
+    let promoted = client
+        .change_members(&cluster.addr(leader), vec![1, 2, 3, 4])
+        .await
+        .expect("a learner that add-learner says caught up is promoted");
+    assert_eq!(promoted.voters, vec![1, 2, 3, 4]);
+    let data = cluster.wait_converged().await;
+    assert_eq!(data[&4].len(), 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
