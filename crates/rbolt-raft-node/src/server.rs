@@ -659,10 +659,9 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
         written = app.raft.client_write(request) => written,
         lost = quorum_loss(app) => {
             app.ctx.metrics.proposals_failed.inc();
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("{lost}; the write was proposed and may or may not take effect"),
-            );
+            return outcome_unknown(format!(
+                "{lost}; the write was proposed and may or may not take effect"
+            ));
         }
     };
     match written {
@@ -715,6 +714,17 @@ async fn quorum_loss(app: &App) -> String {
     }
 }
 
+/// A `503` to a write that was proposed and may still take effect, marked so
+/// ([`api::HEADER_OUTCOME`]) that a client does not send it again.
+fn outcome_unknown(why: impl Into<String>) -> Answer {
+    let mut answer = error(StatusCode::SERVICE_UNAVAILABLE, why);
+    answer.headers_mut().insert(
+        api::HEADER_OUTCOME,
+        hyper::header::HeaderValue::from_static(api::OUTCOME_UNKNOWN),
+    );
+    answer
+}
+
 /// The answer to a failed write or membership change.
 pub fn write_error(
     app: &App,
@@ -726,8 +736,7 @@ pub fn write_error(
             forward(app, &to, path_and_query)
         }
         // Not an acknowledgement: the entry may still commit through another leader.
-        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => outcome_unknown(
             "the leader changed before the write committed; it may or may not take effect",
         ),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {

@@ -431,7 +431,9 @@ async fn a_leader_whose_storage_fails_exits_and_the_cluster_goes_on() {
 /// `has_leader 1` while no write could commit, and writes were refused for the wrong reason.
 /// Both followers of three die: within an election timeout (300 to 600 ms here) the leader's
 /// `/readyz` and `/health` are `503` naming the lost quorum, `has_leader` is 0, and a write is
-/// refused naming it; once the followers are back the cluster serves again.
+/// refused naming it; a write in flight when the quorum went is answered as one that may or
+/// may not take effect, and the client does not send it again; once the followers are back
+/// the cluster serves again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_a_quorum_is_not_ready_and_refuses_writes_naming_it() {
     let _serial = SERIAL.lock().await;
@@ -455,6 +457,17 @@ async fn a_leader_without_a_quorum_is_not_ready_and_refuses_writes_naming_it() {
         cluster.kill(id);
     }
     let killed = Instant::now();
+    // A write sent at once is proposed before the leader can tell (its quorum answered less
+    // than an election timeout ago), then answered as one that may or may not take effect;
+    // the client, retrying by default, must not send it again (issue 47, item 6).
+    let in_flight = {
+        let client = cluster.client(Duration::from_secs(5));
+        let addr = cluster.addr(leader);
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            (client.put(&addr, "in", "flight").await, sent.elapsed())
+        })
+    };
     let body = wait_for(&cluster, leader, "/readyz", StatusCode::SERVICE_UNAVAILABLE).await;
     let not_ready = killed.elapsed();
     eprintln!("quorum loss: /readyz not ready {not_ready:?} after the followers died: {body}");
@@ -474,6 +487,19 @@ async fn a_leader_without_a_quorum_is_not_ready_and_refuses_writes_naming_it() {
     .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(body.contains("quorum lost"), "{body}");
+    let (answer, took) = in_flight.await.expect("the in-flight write");
+    let error = answer.expect_err("no write commits without a quorum");
+    eprintln!("quorum loss: the in-flight write was answered after {took:?}: {error}");
+    assert_eq!(
+        error.status(),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("may or may not take effect"),
+        "the client sent the write again after an answer that it may take effect: {error}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}: {error}");
     let text = metrics(&cluster, leader).await;
     assert_eq!(metric(&text, "rbolt_raft_has_leader"), Some(0.0), "{text}");
     let refused = client
