@@ -298,7 +298,8 @@ async fn a_voter_is_not_stopped_by_a_removed_nodes_answer() {
     for id in cluster.ids() {
         cluster.start(id);
     }
-    let leader = cluster.wait_for_leader(&cluster.ids(), 0).await.id;
+    cluster.wait_for_leader(&cluster.ids(), 0).await;
+    let leader = cluster.settled_leader().await.id;
     let client = cluster.client(PATIENCE);
     client
         .put(&cluster.addr(leader), "before", "removal")
