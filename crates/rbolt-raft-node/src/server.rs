@@ -597,7 +597,8 @@ fn metrics(app: &App) -> Answer {
         .set(index(raft.local_committed.map(|id| id.index)));
     answer(
         StatusCode::OK,
-        "text/plain; version=0.0.4; charset=utf-8",
+        // What `encode` writes: OpenMetrics text (counters' `_total`, the closing `# EOF`).
+        "application/openmetrics-text; version=1.0.0; charset=utf-8",
         m.render(),
     )
 }

@@ -77,6 +77,24 @@ async fn health_metrics_and_logs_follow_the_cluster() {
     let text = metrics(&cluster, leader.id).await;
     assert_eq!(metric(&text, "rbolt_raft_has_leader"), Some(1.0), "{text}");
     assert_eq!(metric(&text, "rbolt_raft_is_leader"), Some(1.0), "{text}");
+    // The text is OpenMetrics (it ends with `# EOF`) and is served as such (issue 47).
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    let (_, answer) = client
+        .request(
+            &cluster.addr(leader.id),
+            Method::GET,
+            "/metrics",
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("metrics");
+    assert_eq!(
+        answer
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
     assert!(
         metric(&text, "rbolt_raft_commit_seconds_count") >= Some(250.0),
         "{text}"
