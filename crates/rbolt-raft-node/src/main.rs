@@ -82,6 +82,10 @@ struct ServeArgs {
     /// change the membership or take a backup.
     #[arg(long)]
     client_token_file: Option<PathBuf>,
+    /// Reads (keys, dumps, members, status) need the client token or a client certificate,
+    /// as writes do; health checks and metrics stay open.
+    #[arg(long)]
+    client_auth_reads: bool,
     /// A file holding the cluster's peer secret (its first line; the same file on every node):
     /// every peer RPC carries it, and one without it is refused. Off loopback a node needs
     /// this or --peer-mtls.
@@ -343,6 +347,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .map(read_token)
                 .transpose()
                 .context("--peer-secret-file")?,
+            client_auth_reads: args.client_auth_reads,
         },
         insecure: args.insecure,
     };

@@ -132,6 +132,12 @@ fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
              printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"
         );
     }
+    if options.access.client_auth_reads
+        && options.access.client_token.is_none()
+        && !options.access.peer_mtls
+    {
+        bail!("--client-auth-reads needs --client-token-file or --peer-mtls (client certificates)");
+    }
     let loopback = options.listen.ip().is_loopback();
     // A peer's word moves terms and writes the log: off loopback, peers prove who they are
     // whatever else is waived.

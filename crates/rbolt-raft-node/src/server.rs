@@ -57,6 +57,9 @@ pub struct Access {
     /// The secret every peer RPC must carry in [`api::HEADER_PEER_SECRET`], if one is set
     /// (`--peer-secret-file`, the same on every node).
     pub peer_secret: Option<String>,
+    /// Reads (keys, dumps, members, `/status`) need the same credentials as writes
+    /// (`--client-auth-reads`); health checks and metrics stay open.
+    pub client_auth_reads: bool,
 }
 
 impl Access {
@@ -409,15 +412,19 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         (&Method::GET, api::PATH_HEALTH) => return health(app, Check::Health),
         (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
         (&Method::GET, api::PATH_METRICS) => return metrics(app),
-        (&Method::GET, api::PATH_STATUS) => return json(StatusCode::OK, &status(app)),
         _ => {}
+    }
+    let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
+    if (writes || app.access.client_auth_reads)
+        && let Err(answer) = authorize(app, conn, &request)
+    {
+        return answer;
+    }
+    if (&method, path.as_str()) == (&Method::GET, api::PATH_STATUS) {
+        return json(StatusCode::OK, &status(app));
     }
     if let Some(stopped) = app.ctx.stopped() {
         return stopped_answer(&stopped);
-    }
-    let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
-    if writes && let Err(answer) = authorize(app, conn, &request) {
-        return answer;
     }
     match (&method, path.as_str()) {
         (&Method::GET, api::PATH_MEMBERS) => membership::list(app),
@@ -495,12 +502,14 @@ async fn kv_route(
     }
 }
 
-/// Checks that a client may write: with a token set, it must send it as a bearer token, or
-/// present a certificate the node's authority signed.
+/// Checks that a client may write (or read, with `--client-auth-reads`): with a token set it
+/// must send it as a bearer token, and with a token or mutual TLS it may instead present a
+/// certificate the node's authority signed. With neither, anyone may.
 fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Result<(), Answer> {
-    let Some(token) = &app.access.client_token else {
+    let token = app.access.client_token.as_deref();
+    if token.is_none() && !app.access.peer_mtls {
         return Ok(());
-    };
+    }
     if conn.verified_cert {
         return Ok(());
     }
@@ -509,7 +518,9 @@ fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Resul
         .get(HEADER_AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if sent.is_some_and(|sent| constant_time_eq(sent.as_bytes(), token.as_bytes())) {
+    if let (Some(sent), Some(token)) = (sent, token)
+        && constant_time_eq(sent.as_bytes(), token.as_bytes())
+    {
         return Ok(());
     }
     app.ctx.metrics.refused("unauthorized");
@@ -519,7 +530,8 @@ fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Resul
     }
     Err(error(
         StatusCode::UNAUTHORIZED,
-        "writes need the client token (Authorization: Bearer TOKEN) or a client certificate",
+        "this request needs the client token (Authorization: Bearer TOKEN) or a client \
+         certificate",
     ))
 }
 

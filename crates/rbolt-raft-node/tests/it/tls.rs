@@ -383,3 +383,84 @@ async fn a_node_refuses_to_start_unauthenticated_off_loopback_or_with_a_client_c
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Issue 47: with mutual TLS and no client token, client writes needed nothing (a node on
+/// 0.0.0.0 with TLS and `--peer-mtls` took anyone's writes); and reads can require
+/// credentials (`--client-auth-reads`). A one-node cluster with both: without a certificate
+/// writes, reads and `/status` are refused `401`, health checks and metrics are open; with a
+/// client's certificate all are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mutual_tls_clients_need_a_certificate_to_write_and_to_read_if_asked() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let certs = make_certs(dir.path());
+    let path = |p: &Path| p.display().to_string();
+    let mut args: Vec<String> = TIMING_ARGS.iter().map(|a| (*a).to_owned()).collect();
+    args.extend([
+        "--tls-cert".to_owned(),
+        path(&certs.cert),
+        "--tls-key".to_owned(),
+        path(&certs.key),
+        "--tls-ca".to_owned(),
+        path(&certs.ca),
+        "--peer-mtls".to_owned(),
+        "--client-auth-reads".to_owned(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cluster = Cluster::new(1, &args);
+    let client_files = TlsFiles {
+        cert: Some(certs.client_cert.clone()),
+        key: Some(certs.client_key.clone()),
+        ca: Some(certs.ca.clone()),
+    };
+    cluster.set_client(Client::new().with_tls(client_files.client(true).expect("client TLS")));
+    cluster.start(1);
+    cluster.wait_for_leader(&[1], 0).await;
+    let addr = cluster.addr(1);
+    let with_cert = cluster.client(PATIENCE);
+    with_cert
+        .put(&addr, "with", "certificate")
+        .await
+        .expect("a client's certificate writes");
+    let anonymous = client_of(&certs, false)
+        .with_timeout(PATIENCE)
+        .retrying(false);
+    let refused = anonymous
+        .put(&addr, "no", "certificate")
+        .await
+        .expect_err("a write without a certificate");
+    assert_eq!(
+        refused.status(),
+        Some(StatusCode::UNAUTHORIZED),
+        "{refused}"
+    );
+    for path in ["/kv/with", "/kv", "/status", "/cluster/members"] {
+        let (_, answer) = anonymous
+            .request(&addr, Method::GET, path, bytes::Bytes::new())
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in ["/health", "/readyz", "/livez", "/metrics"] {
+        let (_, answer) = anonymous
+            .request(&addr, Method::GET, path, bytes::Bytes::new())
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status, StatusCode::OK, "{path}");
+    }
+    assert_eq!(
+        with_cert
+            .get(&addr, "with", false)
+            .await
+            .expect("read")
+            .as_deref(),
+        Some("certificate")
+    );
+    assert!(
+        with_cert
+            .get(&addr, "no", false)
+            .await
+            .expect("read")
+            .is_none()
+    );
+}
