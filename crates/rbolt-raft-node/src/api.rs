@@ -28,9 +28,21 @@ pub const HEADER_SNAPSHOT: &str = "x-rbolt-raft-snapshot";
 pub const HEADER_CLUSTER: &str = "x-rbolt-cluster";
 /// The sender's node id, on snapshot requests.
 pub const HEADER_FROM: &str = "x-rbolt-from";
+/// On a `503` to a write: `unknown` when the write was proposed and may still take effect
+/// (the leader changed, or lost its quorum, before it committed). A client must not send such
+/// a write again as if it had not happened.
+pub const HEADER_OUTCOME: &str = "x-rbolt-outcome";
+/// The value of [`HEADER_OUTCOME`] on a write that may or may not take effect.
+pub const OUTCOME_UNKNOWN: &str = "unknown";
+/// The cluster's peer secret (`--peer-secret-file`), on every peer request when one is set.
+pub const HEADER_PEER_SECRET: &str = "x-rbolt-peer-secret";
 /// On a `410 Gone` answer to a peer: the log index of the committed membership that leaves
-/// the sender out.
+/// out the node [`HEADER_REMOVED_NODE`] names.
 pub const HEADER_MEMBERSHIP_INDEX: &str = "x-rbolt-membership-index";
+/// On a `410 Gone` answer to a peer: the node that is no longer a member, the sender (a
+/// candidate the committed membership leaves out) or the answering node itself (which was
+/// removed). Only the first tells the sender anything about itself.
+pub const HEADER_REMOVED_NODE: &str = "x-rbolt-removed-node";
 /// `GET`: `200` only while the node knows a leader and its storage is sound.
 pub const PATH_HEALTH: &str = "/health";
 /// `GET`: `200` once the node knows a leader and has applied what it knows is committed.

@@ -2,9 +2,9 @@
 //! follow the `307` redirects a follower answers with to the leader.
 
 use crate::api::{
-    AddLearner, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, Health, LeaderReply, Members,
-    MembershipReply, PATH_BACKUP, PATH_HEALTH, PATH_KV, PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS,
-    PATH_STATUS, Status, TransferLeader, WriteReply,
+    AddLearner, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, HEADER_OUTCOME, Health,
+    LeaderReply, Members, MembershipReply, OUTCOME_UNKNOWN, PATH_BACKUP, PATH_HEALTH, PATH_KV,
+    PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS, PATH_STATUS, Status, TransferLeader, WriteReply,
 };
 use crate::http::{self, Answer, HttpClient, SendError};
 use bytes::Bytes;
@@ -168,9 +168,11 @@ impl Client {
     ///
     /// While no leader can be reached (a redirect to a node that refuses connections, or a
     /// `503` during an election) it tries again from `addr` every [`RETRY_PAUSE`] until the
-    /// timeout. Retrying is safe for every request of this API: a refused connection carried
-    /// no request, and a write that answered `503` is at worst proposed again (puts and
-    /// deletes are idempotent).
+    /// timeout. What it retries never took effect: a refused connection carried no request,
+    /// and a `503` refused the request before anything was proposed. A `503` to a write that
+    /// was proposed and may still commit ([`HEADER_OUTCOME`] `unknown`: the leader changed or
+    /// lost its quorum) is returned as it is: sent again, the write could take effect twice,
+    /// around another client's write of the same key.
     pub async fn request(
         &self,
         addr: &str,
@@ -185,7 +187,13 @@ impl Client {
                 .await;
             let retry = match &attempt {
                 Err(ClientError::Send(SendError::Unreachable { .. })) => true,
-                Ok((_, answer)) => answer.status == StatusCode::SERVICE_UNAVAILABLE,
+                Ok((_, answer)) => {
+                    answer.status == StatusCode::SERVICE_UNAVAILABLE
+                        && answer
+                            .headers
+                            .get(HEADER_OUTCOME)
+                            .is_none_or(|v| v.as_bytes() != OUTCOME_UNKNOWN.as_bytes())
+                }
                 Err(_) => false,
             };
             if !retry || !self.retry || tokio::time::Instant::now() + RETRY_PAUSE >= deadline {

@@ -1,12 +1,13 @@
 //! [`Ctx`]: what the server, the Raft network and the node's watchers share: its identity,
-//! its cluster, its metrics, and whether it was removed from the cluster or its storage
-//! failed.
+//! its cluster, its metrics, whether it was removed from the cluster or its storage failed,
+//! and whether, leading, it has lost its quorum.
 
 use crate::identity::{self, CLUSTER_ID_FILE, REMOVED_FILE};
-use crate::kv::KvRaft;
+use crate::kv::{KvConfig, KvRaft};
 use crate::limits::Limits;
 use crate::observe::Metrics;
 use openraft::type_config::async_runtime::WatchReceiver;
+use openraft::{Instant as _, RaftMetrics, ServerState};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
@@ -46,6 +47,8 @@ pub struct Ctx {
     pub failed: Notify,
     /// When each kind of repeated warning was last logged.
     warned: Mutex<BTreeMap<String, Instant>>,
+    /// The term this node last became leader in, and when (see [`Ctx::quorum_lost`]).
+    leading_since: Mutex<Option<(u64, Instant)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -71,6 +74,7 @@ impl Ctx {
             stopped: Mutex::new(None),
             failed: Notify::new(),
             warned: Mutex::new(BTreeMap::new()),
+            leading_since: Mutex::new(None),
         }
     }
 
@@ -135,9 +139,13 @@ impl Ctx {
     }
 
     /// A peer reports that its committed membership, of log index `their_index`, leaves this
-    /// node out. If that membership is newer than the one this node has, this node was
-    /// removed: it records that, stops Raft (no more campaigns) and answers everything with
-    /// `410 Gone` from now on.
+    /// node out: it answered this node's vote request `410` naming this node. If that
+    /// membership is newer than the one this node has, this node was removed: it records that,
+    /// stops Raft (no more campaigns) and answers everything with `410 Gone` from now on.
+    ///
+    /// Only a `410` that names this node is such a report: a removed peer answers every
+    /// message `410` naming itself, and a voter that missed the peer's removal must not stop
+    /// on it (issue 47).
     pub fn peer_says_removed(&self, their_index: u64, peer: u64) {
         let Some(raft) = self.raft.get() else { return };
         let ours = raft
@@ -169,6 +177,46 @@ impl Ctx {
         tokio::spawn(async move {
             let _ = raft.shutdown().await;
         });
+    }
+
+    /// Records that this node became leader in `term` now.
+    pub fn became_leader(&self, term: u64) {
+        *lock(&self.leading_since) = Some((term, Instant::now()));
+    }
+
+    /// Why this node, a leader, cannot serve now: it has not heard from a quorum of its voters
+    /// (openraft's `last_quorum_acked`: the append entries a quorum answered) within an
+    /// election timeout, so another leader may have been elected, and nothing it proposes
+    /// can commit. `None` on a node that does not lead, on the only voter, and on a leader a
+    /// quorum answered within an election timeout (or that was elected less than one ago).
+    pub fn quorum_lost(&self, metrics: &RaftMetrics<KvConfig>) -> Option<String> {
+        if metrics.state != ServerState::Leader {
+            return None;
+        }
+        let raft = self.raft.get()?;
+        let voters: Vec<u64> = metrics.membership_config.membership().voter_ids().collect();
+        if voters == [self.id] {
+            return None;
+        }
+        let timeout = Duration::from_millis(raft.config().election_timeout_min);
+        let silent = match metrics.last_quorum_acked {
+            Some(acked) => (*acked).elapsed(),
+            None => match *lock(&self.leading_since) {
+                Some((term, since)) if term == metrics.current_term => since.elapsed(),
+                _ => Duration::ZERO,
+            },
+        };
+        (silent > timeout).then(|| {
+            format!(
+                "quorum lost: this leader (node {}, term {}) has not heard from a quorum of \
+                 the voters {voters:?} for {} ms, more than an election timeout ({} ms); \
+                 nothing can commit until a quorum answers again",
+                self.id,
+                metrics.current_term,
+                silent.as_millis(),
+                timeout.as_millis()
+            )
+        })
     }
 
     /// Logs `message` as a warning unless one of the same `kind` was logged within

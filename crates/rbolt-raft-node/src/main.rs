@@ -72,15 +72,27 @@ struct ServeArgs {
     /// The certificate authority (PEM) the node checks its peers' certificates against.
     #[arg(long)]
     tls_ca: Option<PathBuf>,
-    /// Peers must present a client certificate signed by --tls-ca (mutual TLS); it also
-    /// authorizes a client's writes.
+    /// Peers must present a certificate signed by --tls-ca that names the extended key usages
+    /// serverAuth and clientAuth (mutual TLS; this node's --tls-cert must too). A certificate
+    /// signed by --tls-ca, a client's with clientAuth alone included, authorizes a client's
+    /// writes.
     #[arg(long)]
     peer_mtls: bool,
     /// A file holding the token clients must send (Authorization: Bearer TOKEN) to write,
     /// change the membership or take a backup.
     #[arg(long)]
     client_token_file: Option<PathBuf>,
-    /// Listen on a non-loopback address without TLS and client authentication.
+    /// Reads (keys, dumps, members, status) need the client token or a client certificate,
+    /// as writes do; health checks and metrics stay open.
+    #[arg(long)]
+    client_auth_reads: bool,
+    /// A file holding the cluster's peer secret (its first line; the same file on every node):
+    /// every peer RPC carries it, and one without it is refused. Off loopback a node needs
+    /// this or --peer-mtls.
+    #[arg(long)]
+    peer_secret_file: Option<PathBuf>,
+    /// Listen on a non-loopback address without TLS and client authentication (peers must
+    /// still authenticate: --peer-mtls or --peer-secret-file).
     #[arg(long)]
     insecure: bool,
     /// The leader's heartbeat interval, in milliseconds.
@@ -329,6 +341,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         access: Access {
             client_token,
             peer_mtls: args.peer_mtls,
+            peer_secret: args
+                .peer_secret_file
+                .as_deref()
+                .map(read_token)
+                .transpose()
+                .context("--peer-secret-file")?,
+            client_auth_reads: args.client_auth_reads,
         },
         insecure: args.insecure,
     };

@@ -24,6 +24,10 @@ pub const PROMOTE_LAG_ENTRIES_MAX: u64 = 100;
 pub const TRANSFER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the probe of a node about to be added may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long adding a learner waits for it to catch up (to within
+/// [`PROMOTE_LAG_ENTRIES_MAX`]) before it answers `202` with its progress: below the command
+/// line's default timeout of 10 s.
+pub const LEARNER_CATCH_UP_WAIT: Duration = Duration::from_secs(8);
 
 fn metrics(app: &App) -> RaftMetrics<KvConfig> {
     app.raft.metrics().borrow_watched().clone()
@@ -120,12 +124,18 @@ async fn probe(app: &App, addr: &str) -> Result<Option<Hello>, String> {
         cluster: app.ctx.cluster(),
     };
     let frame = wire::encode(&hello.cluster, app.id(), &hello).map_err(|e| e.to_string())?;
+    let headers: Vec<(&str, String)> = app
+        .access
+        .peer_secret
+        .iter()
+        .map(|secret| (api::HEADER_PEER_SECRET, secret.clone()))
+        .collect();
     let sent = crate::http::send_limited(
         &app.probe,
         addr,
         Method::POST,
         api::PATH_HELLO,
-        &[],
+        &headers,
         crate::http::full(frame),
         PROBE_TIMEOUT,
         SMALL_RPC_BYTES_MAX,
@@ -191,24 +201,48 @@ pub async fn add_learner(
     let node = BasicNode {
         addr: learner.addr.clone(),
     };
-    // Blocking when it answers: the reply comes once the learner has caught up.
-    match app.raft.add_learner(learner.id, node, reachable).await {
-        Ok(written) => {
-            tracing::info!(id = learner.id, addr = %learner.addr, reachable, "learner added");
-            let note = (!reachable).then(|| {
-                format!(
-                    "node {} is not reachable yet; it catches up once it answers",
-                    learner.id
-                )
-            });
-            let status = if reachable {
-                StatusCode::OK
-            } else {
-                StatusCode::ACCEPTED
-            };
-            json(status, &membership_reply(&written, note))
+    // Not openraft's blocking wait: it waits without a bound, and for a lag of up to its
+    // `replication_lag_threshold` (5000 entries), which is not what `change-members` asks.
+    let written = match app.raft.add_learner(learner.id, node, false).await {
+        Ok(written) => written,
+        Err(e) => return write_error(app, e, path_and_query),
+    };
+    tracing::info!(id = learner.id, addr = %learner.addr, reachable, "learner added");
+    // The reply comes once the learner may be promoted, or says how far it is.
+    let behind = if reachable {
+        catch_up(app, learner.id).await.err()
+    } else {
+        Some(format!(
+            "node {} is not reachable yet; it catches up once it answers",
+            learner.id
+        ))
+    };
+    let status = if behind.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    json(status, &membership_reply(&written, behind))
+}
+
+/// Waits until learner `id` may be promoted (see `lagging`), for at most
+/// [`LEARNER_CATCH_UP_WAIT`]; else says how far it is.
+async fn catch_up(app: &App, id: u64) -> Result<(), String> {
+    let learner = BTreeSet::from([id]);
+    let deadline = tokio::time::Instant::now() + LEARNER_CATCH_UP_WAIT;
+    let mut rx = app.raft.metrics();
+    loop {
+        let Some(why) = lagging(&rx.borrow_watched(), &learner) else {
+            return Ok(());
+        };
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => {
+                return Err(format!(
+                    "added, but not caught up within {LEARNER_CATCH_UP_WAIT:?}: {why}"
+                ));
+            }
         }
-        Err(e) => write_error(app, e, path_and_query),
     }
 }
 

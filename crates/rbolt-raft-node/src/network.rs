@@ -4,14 +4,15 @@
 //! vote, meta and cluster in headers.
 //!
 //! A peer's refusals are answered here: a peer of another cluster (`409`), a peer that says
-//! this node was removed (`410`, see [`Ctx::peer_says_removed`]), a peer whose limit is
+//! this node was removed (`410` naming this node, see [`Ctx::peer_says_removed`]; a `410`
+//! naming another node, the peer itself, is only logged), a peer whose limit is
 //! below this node's entries (`413`); each is logged, at most every [`WARN_EVERY`] per peer.
 //!
 //! [`WARN_EVERY`]: crate::context::WARN_EVERY
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, PATH_APPEND,
-    PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET, HEADER_REMOVED_NODE,
+    HEADER_SNAPSHOT, PATH_APPEND, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
 use crate::context::Ctx;
 use crate::http::{self, Body, HttpClient, SendError};
@@ -50,12 +51,18 @@ const SNAPSHOT_CHUNK_BYTES: usize = 256 << 10;
 pub struct Network {
     ctx: Arc<Ctx>,
     client: HttpClient,
+    peer_secret: Option<Arc<str>>,
 }
 
 impl Network {
-    /// The network of the node of `ctx`, over `client`.
-    pub fn new(ctx: Arc<Ctx>, client: HttpClient) -> Network {
-        Network { ctx, client }
+    /// The network of the node of `ctx`, over `client`, sending `peer_secret` (if the cluster
+    /// has one) with every request.
+    pub fn new(ctx: Arc<Ctx>, client: HttpClient, peer_secret: Option<String>) -> Network {
+        Network {
+            ctx,
+            client,
+            peer_secret: peer_secret.map(Arc::from),
+        }
     }
 }
 
@@ -68,6 +75,7 @@ impl RaftNetworkFactory<KvConfig> for Network {
             target,
             addr: node.addr.clone(),
             client: self.client.clone(),
+            peer_secret: self.peer_secret.clone(),
         }
     }
 }
@@ -78,6 +86,7 @@ pub struct Peer {
     target: u64,
     addr: String,
     client: HttpClient,
+    peer_secret: Option<Arc<str>>,
 }
 
 /// An RPC's failure as openraft wants it: a peer it cannot reach is backed off, a timeout or
@@ -96,6 +105,13 @@ fn rpc_error(id: u64, target: u64, action: RPCTypes, error: SendError) -> RPCErr
 }
 
 impl Peer {
+    /// The peer secret's header, when the cluster has one.
+    fn secret_header(&self) -> Option<(&'static str, String)> {
+        self.peer_secret
+            .as_deref()
+            .map(|secret| (HEADER_PEER_SECRET, secret.to_owned()))
+    }
+
     /// Posts `message` in a frame to `path` and decodes the peer's `Result` answer. A peer
     /// whose Raft has stopped (openraft's `Fatal`) is as good as unreachable.
     async fn call<Q: Serialize, A: DeserializeOwned>(
@@ -108,12 +124,14 @@ impl Peer {
         let body = wire::encode(&self.ctx.cluster(), self.ctx.id, message)
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let body_bytes = body.len();
+        let mut headers = vec![("content-type", "application/octet-stream".to_owned())];
+        headers.extend(self.secret_header());
         let answer = http::send_limited(
             &self.client,
             &self.addr,
             Method::POST,
             path,
-            &[("content-type", "application/octet-stream".to_owned())],
+            &headers,
             http::full(body),
             timeout,
             SMALL_RPC_BYTES_MAX,
@@ -147,13 +165,26 @@ impl Peer {
                 return Err(refused(format!("node {} refuses: {text}", self.target)));
             }
             StatusCode::GONE => {
-                let index = answer
-                    .headers
-                    .get(HEADER_MEMBERSHIP_INDEX)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-                if let Some(index) = index {
-                    self.ctx.peer_says_removed(index, self.target);
+                let number = |name: &str| {
+                    answer
+                        .headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                };
+                let (index, removed) =
+                    (number(HEADER_MEMBERSHIP_INDEX), number(HEADER_REMOVED_NODE));
+                // Only an answer about this node says anything of it: a peer that was removed
+                // itself answers `410` naming itself, whatever this node is.
+                match (index, removed) {
+                    (Some(index), Some(removed)) if removed == self.ctx.id => {
+                        self.ctx.peer_says_removed(index, self.target);
+                    }
+                    _ => {
+                        if self.ctx.warn_now(&format!("gone {}", self.target)) {
+                            tracing::warn!(peer = self.target, addr = %self.addr, removed, answer = %text, "peer is no longer a member");
+                        }
+                    }
                 }
                 return Err(refused(format!("node {} answers: {text}", self.target)));
             }
@@ -242,12 +273,13 @@ impl RaftNetworkV2<KvConfig> for Peer {
         let mut file = snapshot.snapshot;
         file.seek(SeekFrom::Start(0)).map_err(|e| unreachable(&e))?;
         let body = file_body(tokio::fs::File::from_std(file));
-        let headers = [
+        let mut headers = vec![
             (HEADER_SNAPSHOT, header),
             (HEADER_CLUSTER, self.ctx.cluster()),
             (HEADER_FROM, self.ctx.id.to_string()),
             ("content-type", "application/octet-stream".to_owned()),
         ];
+        headers.extend(self.secret_header());
         let send = http::send_limited(
             &self.client,
             &self.addr,

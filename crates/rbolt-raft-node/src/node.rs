@@ -106,6 +106,9 @@ impl RaftTiming {
     }
 }
 
+/// The shortest peer secret accepted: a guess must not be feasible.
+pub const PEER_SECRET_BYTES_MIN: usize = 16;
+
 /// Checks the options that do not need the directory.
 fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
     if !options.peers.is_empty() && !options.peers.contains_key(&options.id) {
@@ -118,9 +121,41 @@ fn check_options(options: &NodeOptions) -> anyhow::Result<()> {
         identity::check_cluster_token(token)?;
     }
     options.tls.check(options.access.peer_mtls)?;
+    if options.access.peer_mtls {
+        options.tls.check_peer_cert()?;
+    }
+    if let Some(secret) = &options.access.peer_secret
+        && (secret.len() < PEER_SECRET_BYTES_MIN || !secret.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        bail!(
+            "the peer secret (--peer-secret-file) must be at least {PEER_SECRET_BYTES_MIN} \
+             printable ASCII characters without spaces (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    if options.access.client_auth_reads
+        && options.access.client_token.is_none()
+        && !options.access.peer_mtls
+    {
+        bail!("--client-auth-reads needs --client-token-file or --peer-mtls (client certificates)");
+    }
+    let loopback = options.listen.ip().is_loopback();
+    // A peer's word moves terms and writes the log: off loopback, peers prove who they are
+    // whatever else is waived.
+    if !loopback && !options.access.peers_authenticated() {
+        bail!(
+            "refusing to listen on {} without peer authentication: anyone who reaches it could \
+             append to the log or depose the leader with a forged peer message; give every \
+             node --peer-mtls (certificates with serverAuth and clientAuth) or the same \
+             --peer-secret-file (--insecure does not waive this)",
+            options.listen
+        );
+    }
+    if !loopback && options.access.peer_secret.is_some() && !options.tls.enabled() {
+        tracing::warn!(listen = %options.listen, "the peer secret travels in clear without TLS: anyone who can watch the network can act as a peer");
+    }
     let protected = options.tls.enabled()
         && (options.access.client_token.is_some() || options.access.peer_mtls);
-    if !options.listen.ip().is_loopback() && !protected && !options.insecure {
+    if !loopback && !protected && !options.insecure {
         bail!(
             "refusing to listen on {} without TLS (--tls-cert, --tls-key) and client \
              authentication (--client-token-file or --peer-mtls): anyone who reaches it could \
@@ -270,7 +305,11 @@ pub async fn run(
     let raft = Raft::new(
         id,
         config,
-        Network::new(Arc::clone(&ctx), client.clone()),
+        Network::new(
+            Arc::clone(&ctx),
+            client.clone(),
+            options.access.peer_secret.clone(),
+        ),
         log,
         state.clone(),
     )
@@ -297,16 +336,8 @@ pub async fn run(
     };
     let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
-    if initial_state == InitialState::New && !peers.is_empty() && !raft.is_initialized().await? {
-        let members: BTreeMap<u64, BasicNode> = peers
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
-            .collect();
-        match raft.initialize(members).await {
-            // Another member's initialization reached this node first.
-            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-            Err(e) => return Err(e).context("initializing the cluster"),
-        }
+    if initial_state == InitialState::New && !peers.is_empty() {
+        bootstrap(&raft, &peers).await?;
     }
     tracing::info!(
         id,
@@ -323,6 +354,22 @@ pub async fn run(
     }
     tracing::info!(id, "stopped");
     Ok(())
+}
+
+/// Initializes the cluster with `peers` as its voters, unless this node's Raft already is
+/// (from its log, or because another member's initialization reached it first).
+async fn bootstrap(raft: &KvRaft, peers: &BTreeMap<u64, String>) -> anyhow::Result<()> {
+    if raft.is_initialized().await? {
+        return Ok(());
+    }
+    let members: BTreeMap<u64, BasicNode> = peers
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(e).context("initializing the cluster"),
+    }
 }
 
 /// Logs one line per election, leader change and membership change, and stops the node when
@@ -351,12 +398,19 @@ async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
 fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvConfig>) {
     let m = &ctx.metrics;
     let was = |f: fn(&RaftMetrics<KvConfig>) -> bool| last.is_some_and(f);
+    if now.state == ServerState::Leader
+        && last.is_none_or(|l| l.state != ServerState::Leader || l.current_term != now.current_term)
+    {
+        ctx.became_leader(now.current_term);
+    }
     if now.state == ServerState::Candidate && !was(|l| l.state == ServerState::Candidate) {
         m.elections.inc();
         tracing::info!(term = now.current_term, "election started");
     }
     if last.is_none_or(|l| l.current_leader != now.current_leader) {
-        if last.is_some() {
+        // Once per leader seen, as etcd's `leader_changes_seen_total`: a failover is one
+        // change (to the new leader), not two (to none, then to it).
+        if last.is_some() && now.current_leader.is_some() {
             m.leader_changes.inc();
         }
         match now.current_leader {

@@ -2,23 +2,31 @@
 //! election, membership change, snapshot and error), and [`Metrics`] in Prometheus' text
 //! format for `GET /metrics`.
 
+use crate::context::WARN_EVERY;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-use tracing_subscriber::filter::{LevelFilter, Targets};
-use tracing_subscriber::layer::SubscriberExt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use tracing::Metadata;
+use tracing::callsite::Identifier;
+use tracing_subscriber::filter::{LevelFilter, Targets, dynamic_filter_fn};
+use tracing_subscriber::layer::{Filter, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
 /// Installs the log subscriber: lines on stderr at `level` and above for this node, and for
 /// openraft at `warn` and above unless `level` is `debug` or `trace` (openraft's `info` is a
-/// line per RPC).
+/// line per RPC). Below `debug`, each of openraft's log lines is written at most once every
+/// [`WARN_EVERY`] (per place in its code): it warns again on every retry to a peer that is
+/// down, a few dozen lines a second.
 pub fn init_logging(level: LevelFilter) {
-    let openraft = if level >= LevelFilter::DEBUG {
+    let debugging = level >= LevelFilter::DEBUG;
+    let openraft = if debugging {
         level
     } else {
         level.min(LevelFilter::WARN)
@@ -26,12 +34,34 @@ pub fn init_logging(level: LevelFilter) {
     let filter = Targets::new()
         .with_target("openraft", openraft)
         .with_default(level);
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter((!debugging).then(openraft_repeats_limited));
     // A second call (tests that start nodes in one process) keeps the first subscriber.
     let _ = tracing_subscriber::registry()
         .with(layer)
         .with(filter)
         .try_init();
+}
+
+/// A filter that passes each of openraft's events at most once every [`WARN_EVERY`] per call
+/// site, and every other event.
+fn openraft_repeats_limited<S>() -> impl Filter<S> {
+    let last: Mutex<HashMap<Identifier, Instant>> = Mutex::new(HashMap::new());
+    dynamic_filter_fn(move |meta: &Metadata<'_>, _| {
+        if !meta.is_event() || !meta.target().starts_with("openraft") {
+            return true;
+        }
+        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        match last.get(&meta.callsite()) {
+            Some(at) if now.duration_since(*at) < WARN_EVERY => false,
+            _ => {
+                last.insert(meta.callsite(), now);
+                true
+            }
+        }
+    })
 }
 
 /// Labels of [`Metrics::refused`]: why a client request was refused before it was proposed.
@@ -51,7 +81,8 @@ pub struct Metrics {
     pub applied_index: Gauge,
     /// The last committed log index this node knows.
     pub committed_index: Gauge,
-    /// Times the known leader changed (to another node or to none).
+    /// Times this node saw a leader other than the one it knew (none included): once per
+    /// leader seen, not also when it loses sight of one.
     pub leader_changes: Counter,
     /// Elections this node started.
     pub elections: Counter,
@@ -132,7 +163,7 @@ impl Metrics {
         );
         r.register(
             "leader_changes",
-            "Times the known leader changed",
+            "Times this node saw a new leader",
             metrics.leader_changes.clone(),
         );
         r.register(

@@ -1,17 +1,19 @@
 //! The server side of the Raft RPCs (`/raft/...`): every message is checked before Raft sees
-//! it: the sender's certificate when peers must use mutual TLS (`403`), its size (`413`), its
-//! frame (`400`), its cluster (`409`); a vote from a node the committed membership no longer
-//! holds is answered `410 Gone` with that membership's index, so a removed node learns it was
-//! removed instead of campaigning forever.
+//! it: the sender's certificate when peers must use mutual TLS (`403`), the peer secret when
+//! the cluster has one (`401`), its size (`413`), its frame (`400`), its cluster (`409`); a
+//! vote from a node the committed membership no longer holds is answered `410 Gone` with that
+//! membership's index and the node it names, so a removed node learns it was removed instead
+//! of campaigning forever.
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_SNAPSHOT, Hello, PATH_APPEND,
-    PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET, HEADER_REMOVED_NODE,
+    HEADER_SNAPSHOT, Hello, PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE,
+    SnapshotHeader,
 };
 use crate::context::Stopped;
 use crate::kv::KvConfig;
 use crate::limits::SMALL_RPC_BYTES_MAX;
-use crate::server::{Answer, App, Conn, answer, error, limited_body};
+use crate::server::{Answer, App, Conn, answer, constant_time_eq, error, limited_body};
 use crate::wire;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -28,16 +30,12 @@ use tokio::io::AsyncWriteExt;
 
 /// Routes a `/raft/...` request.
 pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answer {
-    if app.access.peer_mtls && !conn.verified_cert {
-        app.ctx.metrics.peer_refused("no_certificate");
-        return error(
-            StatusCode::FORBIDDEN,
-            "peer RPCs need a client certificate signed by the cluster's authority",
-        );
+    if let Some(refusal) = unauthenticated(app, conn, &request) {
+        return refusal;
     }
     match app.ctx.stopped() {
         Some(Stopped::Removed(index)) => {
-            return gone(index, "this node was removed from the cluster");
+            return gone(index, app.id(), "this node was removed from the cluster");
         }
         Some(Stopped::StorageFailed(reason)) => {
             return error(
@@ -76,14 +74,76 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
     }
 }
 
-fn gone(index: u64, why: &str) -> Answer {
+/// The refusal of a sender that does not prove it is a peer: it must show a peer certificate
+/// when peers use mutual TLS (`403`; a client's certificate from the same authority is not
+/// one), and the peer secret when the cluster has one (`401`).
+/// A refusal is counted by reason and logged, at most every `WARN_EVERY` per reason and
+/// address, before anything of the request is read.
+fn unauthenticated(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Option<Answer> {
+    let refuse = |status: StatusCode, reason: &'static str, why: &str| {
+        app.ctx.metrics.peer_refused(reason);
+        let remote = conn.remote.map(|r| r.ip().to_string()).unwrap_or_default();
+        if app
+            .ctx
+            .warn_now(&format!("unauthenticated {reason} {remote}"))
+        {
+            tracing::warn!(reason, %remote, path = %request.uri().path(), "peer message refused: the sender did not prove it is a peer");
+        }
+        Some(error(status, why))
+    };
+    if app.access.peer_mtls && !conn.verified_cert {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "no_certificate",
+            "peer RPCs need a client certificate signed by the cluster's authority",
+        );
+    }
+    if app.access.peer_mtls && !conn.peer_cert {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "client_certificate",
+            "this certificate is a client's, not a peer's: a peer's names the extended key \
+             usages serverAuth and clientAuth",
+        );
+    }
+    if let Some(secret) = &app.access.peer_secret {
+        let sent = request
+            .headers()
+            .get(HEADER_PEER_SECRET)
+            .map(|v| v.as_bytes());
+        match sent {
+            None => {
+                return refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "no_secret",
+                    "peer RPCs need the cluster's peer secret (--peer-secret-file)",
+                );
+            }
+            Some(sent) if !constant_time_eq(sent, secret.as_bytes()) => {
+                return refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "wrong_secret",
+                    "the peer secret is not this cluster's (--peer-secret-file)",
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// A `410 Gone`: the committed membership of log index `index` does not hold node `removed`.
+/// The answer names that node, so that a sender acts on it only when it is about itself: a
+/// removed node answers every peer so, and a voter that asks it must not take that answer as
+/// its own removal.
+fn gone(index: u64, removed: u64, why: &str) -> Answer {
     let mut answer = error(
         StatusCode::GONE,
-        format!("{why} (the committed membership of index {index} does not hold it)"),
+        format!("{why} (the committed membership of index {index} does not hold node {removed})"),
     );
-    if let Ok(value) = index.to_string().parse() {
-        answer.headers_mut().insert(HEADER_MEMBERSHIP_INDEX, value);
-    }
+    let headers = answer.headers_mut();
+    headers.insert(HEADER_MEMBERSHIP_INDEX, index.into());
+    headers.insert(HEADER_REMOVED_NODE, removed.into());
     answer
 }
 
@@ -194,7 +254,11 @@ async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
                 "a node that is no longer a member asks for votes; told it was removed"
             );
         }
-        return gone(index, &format!("node {candidate} is not a member"));
+        return gone(
+            index,
+            candidate,
+            &format!("node {candidate} is not a member"),
+        );
     }
     framed(app, &app.raft.vote(rpc).await)
 }

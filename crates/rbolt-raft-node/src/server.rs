@@ -17,6 +17,7 @@ use crate::api::{self, HEADER_AUTHORIZATION, WriteReply};
 use crate::context::{Ctx, Stopped};
 use crate::kv::{self, KvConfig, KvRaft, KvStateMachine, Request};
 use crate::limits::Refusal;
+use crate::tls::KeyUsages;
 use crate::{membership, peer};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -53,6 +54,19 @@ pub struct Access {
     /// Whether peer RPCs must come with a client certificate the node's authority signed
     /// (mutual TLS); such a certificate also authorizes client writes.
     pub peer_mtls: bool,
+    /// The secret every peer RPC must carry in [`api::HEADER_PEER_SECRET`], if one is set
+    /// (`--peer-secret-file`, the same on every node).
+    pub peer_secret: Option<String>,
+    /// Reads (keys, dumps, members, `/status`) need the same credentials as writes
+    /// (`--client-auth-reads`); health checks and metrics stay open.
+    pub client_auth_reads: bool,
+}
+
+impl Access {
+    /// Whether peers must prove they are peers (mutual TLS or the peer secret).
+    pub fn peers_authenticated(&self) -> bool {
+        self.peer_mtls || self.peer_secret.is_some()
+    }
 }
 
 /// Everything a request handler needs.
@@ -121,6 +135,11 @@ pub type Answer = hyper::Response<UnsyncBoxBody<Bytes, std::io::Error>>;
 pub struct Conn {
     /// The client presented a certificate the node's authority signed.
     pub verified_cert: bool,
+    /// That certificate is a peer's: it names the extended key usages `serverAuth` and
+    /// `clientAuth` (see [`crate::tls::KeyUsages`]).
+    pub peer_cert: bool,
+    /// The address the connection comes from, for the log lines of refusals.
+    pub remote: Option<std::net::SocketAddr>,
 }
 
 /// Serves HTTP (or HTTPS with `tls`) on `listener` until `shutdown` completes.
@@ -137,7 +156,7 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => return,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, remote)) = accepted else {
             // Out of descriptors or a connection reset before accept: the next one may work.
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
@@ -153,22 +172,51 @@ pub async fn serve(
                         app,
                         Conn {
                             verified_cert: false,
+                            peer_cert: false,
+                            remote: Some(remote),
                         },
                     )
                     .await
                 }
                 Some(acceptor) => {
-                    let Ok(Ok(stream)) =
-                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
-                    else {
-                        return;
-                    };
-                    let verified_cert = stream.get_ref().1.peer_certificates().is_some();
-                    serve_connection(stream, app, Conn { verified_cert }).await;
+                    if let Some((stream, conn)) = handshake(&app, &acceptor, stream, remote).await {
+                        serve_connection(stream, app, conn).await;
+                    }
                 }
             }
         });
     }
+}
+
+/// The TLS handshake of a connection from `remote`, and what it tells of the client; `None`
+/// when it fails or takes longer than [`HANDSHAKE_TIMEOUT`], counted as a refused request
+/// (`tls_handshake`) and logged, at most every `WARN_EVERY` per address.
+async fn handshake(
+    app: &App,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    remote: std::net::SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, Conn)> {
+    let failed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let certs = stream.get_ref().1.peer_certificates();
+            let conn = Conn {
+                verified_cert: certs.is_some(),
+                peer_cert: certs
+                    .and_then(|chain| chain.first())
+                    .is_some_and(|cert| KeyUsages::of(cert).peer()),
+                remote: Some(remote),
+            };
+            return Some((stream, conn));
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+    };
+    app.ctx.metrics.refused("tls_handshake");
+    if app.ctx.warn_now(&format!("handshake {}", remote.ip())) {
+        tracing::warn!(remote = %remote.ip(), error = %failed, "TLS handshake refused");
+    }
+    None
 }
 
 async fn serve_connection<S>(stream: S, app: Arc<App>, conn: Conn)
@@ -364,15 +412,19 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         (&Method::GET, api::PATH_HEALTH) => return health(app, Check::Health),
         (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
         (&Method::GET, api::PATH_METRICS) => return metrics(app),
-        (&Method::GET, api::PATH_STATUS) => return json(StatusCode::OK, &status(app)),
         _ => {}
+    }
+    let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
+    if (writes || app.access.client_auth_reads)
+        && let Err(answer) = authorize(app, conn, &request)
+    {
+        return answer;
+    }
+    if (&method, path.as_str()) == (&Method::GET, api::PATH_STATUS) {
+        return json(StatusCode::OK, &status(app));
     }
     if let Some(stopped) = app.ctx.stopped() {
         return stopped_answer(&stopped);
-    }
-    let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
-    if writes && let Err(answer) = authorize(app, conn, &request) {
-        return answer;
     }
     match (&method, path.as_str()) {
         (&Method::GET, api::PATH_MEMBERS) => membership::list(app),
@@ -450,12 +502,14 @@ async fn kv_route(
     }
 }
 
-/// Checks that a client may write: with a token set, it must send it as a bearer token, or
-/// present a certificate the node's authority signed.
+/// Checks that a client may write (or read, with `--client-auth-reads`): with a token set it
+/// must send it as a bearer token, and with a token or mutual TLS it may instead present a
+/// certificate the node's authority signed. With neither, anyone may.
 fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Result<(), Answer> {
-    let Some(token) = &app.access.client_token else {
+    let token = app.access.client_token.as_deref();
+    if token.is_none() && !app.access.peer_mtls {
         return Ok(());
-    };
+    }
     if conn.verified_cert {
         return Ok(());
     }
@@ -464,18 +518,25 @@ fn authorize(app: &App, conn: Conn, request: &hyper::Request<Incoming>) -> Resul
         .get(HEADER_AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if sent.is_some_and(|sent| constant_time_eq(sent.as_bytes(), token.as_bytes())) {
+    if let (Some(sent), Some(token)) = (sent, token)
+        && constant_time_eq(sent.as_bytes(), token.as_bytes())
+    {
         return Ok(());
     }
     app.ctx.metrics.refused("unauthorized");
+    let remote = conn.remote.map(|r| r.ip().to_string()).unwrap_or_default();
+    if app.ctx.warn_now(&format!("unauthorized {remote}")) {
+        tracing::warn!(%remote, method = %request.method(), path = %request.uri().path(), "client request refused: no client token or certificate");
+    }
     Err(error(
         StatusCode::UNAUTHORIZED,
-        "writes need the client token (Authorization: Bearer TOKEN) or a client certificate",
+        "this request needs the client token (Authorization: Bearer TOKEN) or a client \
+         certificate",
     ))
 }
 
 /// Compares without an early exit, so the time taken says nothing of where a guess differs.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -487,9 +548,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 enum Check {
     /// The process serves and its storage has not failed.
     Live,
-    /// It knows a leader and its storage is sound.
+    /// It knows a leader (a leader: it heard from a quorum within an election timeout) and
+    /// its storage is sound.
     Health,
-    /// It knows a leader and has applied what it knows is committed.
+    /// As `Health`, and it has applied what it knows is committed.
     Ready,
 }
 
@@ -501,10 +563,12 @@ fn health(app: &App, check: Check) -> Answer {
         Some(Stopped::Removed(index)) => Some(format!("removed from the cluster at index {index}")),
         None => None,
     };
+    let lost = app.ctx.quorum_lost(&metrics);
     let reason = match (check, failed) {
         (_, Some(failed)) => Some(failed),
         (Check::Live, None) => None,
         (_, None) if leader.is_none() => Some("no leader is known".to_owned()),
+        (_, None) if lost.is_some() => lost,
         (Check::Ready, None) if metrics.last_applied < metrics.local_committed => Some(format!(
             "applied {:?} of committed {:?}",
             metrics.last_applied.map(|id| id.index),
@@ -531,7 +595,11 @@ fn metrics(app: &App) -> Answer {
     let raft = app.raft.metrics().borrow_watched().clone();
     let m = &app.ctx.metrics;
     let index = |id: Option<u64>| id.map_or(0, |i| i as i64);
-    m.has_leader.set(i64::from(raft.current_leader.is_some()));
+    // A leader that lost its quorum is no leader to anyone (etcd's `has_leader` after
+    // CheckQuorum steps it down).
+    m.has_leader.set(i64::from(
+        raft.current_leader.is_some() && app.ctx.quorum_lost(&raft).is_none(),
+    ));
     m.is_leader
         .set(i64::from(raft.current_leader == Some(app.id())));
     m.term.set(raft.current_term as i64);
@@ -541,7 +609,8 @@ fn metrics(app: &App) -> Answer {
         .set(index(raft.local_committed.map(|id| id.index)));
     answer(
         StatusCode::OK,
-        "text/plain; version=0.0.4; charset=utf-8",
+        // What `encode` writes: OpenMetrics text (counters' `_total`, the closing `# EOF`).
+        "application/openmetrics-text; version=1.0.0; charset=utf-8",
         m.render(),
     )
 }
@@ -593,8 +662,22 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
     if let Err(refused) = app.ctx.limits.check(&request) {
         return refusal(app, &refused);
     }
+    if let Some(lost) = quorum_lost(app) {
+        app.ctx.metrics.refused("quorum_lost");
+        return error(StatusCode::SERVICE_UNAVAILABLE, lost);
+    }
     let started = Instant::now();
-    match app.raft.client_write(request).await {
+    // A write proposed just before the quorum is lost would wait for it to come back.
+    let written = tokio::select! {
+        written = app.raft.client_write(request) => written,
+        lost = quorum_loss(app) => {
+            app.ctx.metrics.proposals_failed.inc();
+            return outcome_unknown(format!(
+                "{lost}; the write was proposed and may or may not take effect"
+            ));
+        }
+    };
+    match written {
         Ok(written) if written.data.refused.is_none() => {
             app.ctx
                 .metrics
@@ -627,6 +710,34 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
     }
 }
 
+/// Why this node, leading, cannot serve now (see [`Ctx::quorum_lost`]).
+fn quorum_lost(app: &App) -> Option<String> {
+    app.ctx.quorum_lost(&app.raft.metrics().borrow_watched())
+}
+
+/// Completes with the reason once this node, leading, has lost its quorum; checked every
+/// heartbeat.
+async fn quorum_loss(app: &App) -> String {
+    let every = Duration::from_millis(app.raft.config().heartbeat_interval);
+    loop {
+        tokio::time::sleep(every).await;
+        if let Some(lost) = quorum_lost(app) {
+            return lost;
+        }
+    }
+}
+
+/// A `503` to a write that was proposed and may still take effect, marked so
+/// ([`api::HEADER_OUTCOME`]) that a client does not send it again.
+fn outcome_unknown(why: impl Into<String>) -> Answer {
+    let mut answer = error(StatusCode::SERVICE_UNAVAILABLE, why);
+    answer.headers_mut().insert(
+        api::HEADER_OUTCOME,
+        hyper::header::HeaderValue::from_static(api::OUTCOME_UNKNOWN),
+    );
+    answer
+}
+
 /// The answer to a failed write or membership change.
 pub fn write_error(
     app: &App,
@@ -638,8 +749,7 @@ pub fn write_error(
             forward(app, &to, path_and_query)
         }
         // Not an acknowledgement: the entry may still commit through another leader.
-        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(_)) => outcome_unknown(
             "the leader changed before the write committed; it may or may not take effect",
         ),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
@@ -652,6 +762,9 @@ pub fn write_error(
 /// Waits until a read on this node would see every write acknowledged before it started, or
 /// answers where the read must go instead.
 pub async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
+    if let Some(lost) = quorum_lost(app) {
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, lost));
+    }
     match app.raft.ensure_linearizable(ReadPolicy::ReadIndex).await {
         Ok(_) => Ok(()),
         Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(to))) => {

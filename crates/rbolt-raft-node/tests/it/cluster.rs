@@ -411,6 +411,15 @@ impl Cluster {
         }
     }
 
+    /// The leader every running node follows, once they all do and have applied its commit
+    /// index. Right after a start a second candidate can take over in the same term (openraft
+    /// orders the leaders of one term by node id): a test that kills or damages "the leader"
+    /// or "the followers" must not act on the first one seen.
+    pub async fn settled_leader(&mut self) -> Status {
+        self.wait_converged().await;
+        self.leader().await.expect("a leader every node follows")
+    }
+
     /// Waits until node `id` answers.
     pub async fn wait_until_up(&mut self, id: u64) {
         let deadline = Instant::now() + PATIENCE;

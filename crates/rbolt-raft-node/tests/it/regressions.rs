@@ -1,11 +1,14 @@
 //! The defects of issue 23, each on real processes: a key over rbolt's limit, a value whose
 //! old JSON form outgrew the followers' limit, another cluster's data directory, a removed
 //! member, add-learner of a dead address, `--peers` without a port or changed on restart, and
-//! damage in `log.db`. Each failed on the build before the fix (run them on an older binary
+//! damage in `log.db`; and of issue 47: a voter stopped by a removed node's answer, and
+//! `add-learner` answering before the learner caught up. Each failed on the build before the fix (run them on an older binary
 //! with `RBOLT_RAFT_NODE_EXE=path`).
 
 use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe, raw};
 use hyper::{Method, StatusCode};
+use rbolt_raft_node::identity::REMOVED_FILE;
+use rbolt_raft_node::membership::PROMOTE_LAG_ENTRIES_MAX;
 use std::process::Command;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -283,6 +286,118 @@ async fn a_removed_member_stops_and_says_so() {
     );
 }
 
+/// Issue 47: a removed node answers every peer `410`; a voter that missed the removal asked
+/// it for a vote and took that answer as its own removal, stopped for good and answered `410`
+/// itself. Five nodes: two followers down, one of them removed; the removed one comes back and
+/// stops (told by the members); then the other comes back alone with the old membership,
+/// campaigns, asks the removed node, and must go on as the voter it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_is_not_stopped_by_a_removed_nodes_answer() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::new(5, TIMING_ARGS);
+    for id in cluster.ids() {
+        cluster.start(id);
+    }
+    cluster.wait_for_leader(&cluster.ids(), 0).await;
+    let leader = cluster.settled_leader().await.id;
+    let client = cluster.client(PATIENCE);
+    client
+        .put(&cluster.addr(leader), "before", "removal")
+        .await
+        .expect("write");
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+    let (voter, removed) = (followers[0], followers[1]);
+    let survivors: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != voter && id != removed)
+        .collect();
+    cluster.kill(voter);
+    cluster.kill(removed);
+    let mut voters = survivors.clone();
+    voters.push(voter);
+    voters.sort_unstable();
+    let reply = client
+        .change_members(&cluster.addr(leader), voters.clone())
+        .await
+        .expect("remove a node that is down");
+    assert_eq!(reply.voters, voters);
+    // The removed node comes back, asks the members for votes, and learns it was removed.
+    cluster.start(removed);
+    wait_status(&cluster, removed, "learns it was removed", |s| {
+        s.stopped
+            .as_deref()
+            .is_some_and(|s| s.starts_with("removed at index"))
+    })
+    .await;
+    // The voter comes back alone, with the membership of before the removal: it campaigns
+    // and asks the removed node too, which answers `410` about itself.
+    for &id in &survivors {
+        cluster.kill(id);
+    }
+    cluster.start(voter);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut polls = 0;
+    while Instant::now() < deadline {
+        if let Some(status) = cluster.status(voter).await {
+            polls += 1;
+            assert_eq!(
+                status.stopped,
+                None,
+                "voter {voter} stopped on removed node {removed}'s answer:\n{}",
+                cluster.log_tail(voter)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(polls > 10, "voter {voter} hardly answered");
+    assert!(
+        cluster
+            .log_text(voter)
+            .contains("peer is no longer a member"),
+        "voter {voter} never heard removed node {removed}:\n{}",
+        cluster.log_tail(voter)
+    );
+    assert!(
+        !cluster.dir_entries(voter).contains(REMOVED_FILE),
+        "voter {voter} recorded a removal"
+    );
+    // The members come back; the voter votes, follows and holds what is written after.
+    for &id in &survivors {
+        cluster.start(id);
+    }
+    let led = cluster.wait_for_leader(&voters, 0).await;
+    assert!(led.voters.contains(&voter), "{led:?}");
+    client
+        .put(&cluster.addr(led.id), "after", "return")
+        .await
+        .expect("write");
+    let still = cluster
+        .status(removed)
+        .await
+        .expect("the removed node answers");
+    assert!(still.stopped.is_some(), "{still:?}");
+    cluster.kill(removed);
+    let data = cluster.wait_converged().await;
+    assert!(data.contains_key(&voter));
+    for (id, all) in &data {
+        assert_eq!(
+            all.get("before").map(String::as_str),
+            Some("removal"),
+            "node {id}"
+        );
+        assert_eq!(
+            all.get("after").map(String::as_str),
+            Some("return"),
+            "node {id}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learners_are_checked_before_they_are_added_or_promoted() {
     let _serial = SERIAL.lock().await;
@@ -350,6 +465,59 @@ async fn learners_are_checked_before_they_are_added_or_promoted() {
         .put(&addr, "after transfer", "ok")
         .await
         .expect("write");
+}
+
+/// Issue 47: `add-learner` answered before the learner had caught up (openraft's wait allows
+/// 5000 entries of lag), so the README's next command, `change-members`, was refused `409`.
+/// Node 4 joins a cluster whose log it can only get by a snapshot: once `add-learner` answers
+/// `200`, node 4 is within the promotion lag of the leader's log, and the promotion that
+/// follows at once is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_is_added_once_caught_up_and_promoted_at_once() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::new(4, TIMING_ARGS);
+    cluster.peers = (1..=3)
+        .map(|id| format!("{id}={}", cluster.nodes[&id].public))
+        .collect::<Vec<_>>()
+        .join(",");
+    for id in 1..=3 {
+        cluster.start(id);
+    }
+    let leader = cluster.wait_for_leader(&[1, 2, 3], 0).await.id;
+    let client = cluster.client(PATIENCE);
+    let value = "v".repeat(2048);
+    for n in 0..300 {
+        client
+            .put(&cluster.addr(leader), &format!("k{n:03}"), &value)
+            .await
+            .expect("write");
+    }
+    let last = cluster
+        .status(leader)
+        .await
+        .and_then(|s| s.last_log_index)
+        .expect("a log");
+    cluster.start_with_peers(4, "");
+    cluster.wait_until_up(4).await;
+    let added = client
+        .add_learner(&cluster.addr(leader), 4, &cluster.nodes[&4].public, false)
+        .await
+        .expect("add learner 4");
+    assert_eq!(added.note, None, "{added:?}");
+    let learner = cluster.status(4).await.expect("node 4 answers");
+    let lag = PROMOTE_LAG_ENTRIES_MAX;
+    assert!(
+        learner.last_log_index.is_some_and(|got| got + lag >= last),
+        "add-learner answered with node 4 at {:?} of {last} (more than {lag} behind)",
+        learner.last_log_index
+    );
+    let promoted = client
+        .change_members(&cluster.addr(leader), vec![1, 2, 3, 4])
+        .await
+        .expect("a learner that add-learner says caught up is promoted");
+    assert_eq!(promoted.voters, vec![1, 2, 3, 4]);
+    let data = cluster.wait_converged().await;
+    assert_eq!(data[&4].len(), 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,16 +1,18 @@
-//! The bad-input sweep: while clients write, every route and every Raft RPC of every node
-//! gets what a careless or hostile client or peer might send: keys, values and bodies over
+//! The bad-input sweep: first, on a quiet cluster, forged peer messages without the peer
+//! secret (refused, counted and logged; no term or log moves); then, while clients write,
+//! every route and every Raft RPC of every node gets what a careless or hostile client or
+//! peer might send: keys, values and bodies over
 //! the limits, malformed JSON, malformed, truncated and damaged binary frames, frames of the
 //! wrong message, another cluster's token, terms from the past and the future, a snapshot
 //! that is not one. Every answer is counted by status and checked against what that input
 //! must get; at the end every node is healthy and no acknowledged write is lost.
 
-use crate::cluster::{Cluster, Load, SERIAL, TIMING_ARGS, check_data, raw};
+use crate::cluster::{Cluster, Load, SERIAL, TIMING_ARGS, check_data, raw, value_for};
 use hyper::{Method, StatusCode};
 use openraft::Vote;
-use openraft::raft::{AppendEntriesRequest, VoteRequest};
-use rbolt_raft_node::api::Hello;
-use rbolt_raft_node::kv::KvConfig;
+use openraft::raft::{AppendEntriesRequest, TransferLeaderRequest, VoteRequest};
+use rbolt_raft_node::api::{HEADER_PEER_SECRET, Hello};
+use rbolt_raft_node::kv::{KvConfig, Request};
 use rbolt_raft_node::wire;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,6 +20,15 @@ use tokio::time::Instant;
 
 /// The cluster's token in this test.
 const TOKEN: &str = "sweep";
+
+/// The cluster's peer secret in this test: the sweep's own frames carry it (they test what
+/// comes after authentication); the forged ones do not.
+const PEER_SECRET: &str = "sweep-peer-secret-0123456789";
+
+/// The header that authenticates a peer message.
+fn peer() -> [(&'static str, String); 1] {
+    [(HEADER_PEER_SECRET, PEER_SECRET.to_owned())]
+}
 
 /// Answers counted by category and status.
 #[derive(Default)]
@@ -59,7 +70,7 @@ fn log_id(term: u64, node: u64, index: u64) -> openraft::type_config::alias::Log
 }
 
 /// A valid vote request frame from `from` in `term`, of cluster `cluster`.
-fn vote_frame(cluster: &str, from: u64, term: u64) -> Vec<u8> {
+pub fn vote_frame(cluster: &str, from: u64, term: u64) -> Vec<u8> {
     let rpc = VoteRequest::<KvConfig>::new(Vote::new(term, from), None);
     wire::encode(cluster, from, &rpc).expect("encode")
 }
@@ -136,29 +147,29 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         "/raft/transfer",
     ] {
         for n in &truncations {
-            let answer = raw(addr, Method::POST, path, &[], frame[..*n].to_vec()).await;
+            let answer = raw(addr, Method::POST, path, &peer(), frame[..*n].to_vec()).await;
             tally.count("truncated frame", path, answer, &[400]);
         }
         for at in [0, 4, 6, frame.len() / 2, frame.len() - 1] {
             let mut damaged = frame.clone();
             damaged[at] ^= 0x5a;
-            let answer = raw(addr, Method::POST, path, &[], damaged).await;
+            let answer = raw(addr, Method::POST, path, &peer(), damaged).await;
             tally.count("damaged frame", path, answer, &[400]);
         }
         let json = br#"{"vote":{"leader_id":{"term":99,"node_id":1},"committed":false}}"#;
-        let answer = raw(addr, Method::POST, path, &[], json.to_vec()).await;
+        let answer = raw(addr, Method::POST, path, &peer(), json.to_vec()).await;
         tally.count("malformed frame", path, answer, &[400]);
-        let answer = raw(addr, Method::POST, path, &[], vec![0xA5; 4096]).await;
+        let answer = raw(addr, Method::POST, path, &peer(), vec![0xA5; 4096]).await;
         tally.count("malformed frame", path, answer, &[400]);
         let too_big = if path == "/raft/append" {
             append_limit + 1
         } else {
             (64 << 10) + 1
         };
-        let answer = raw(addr, Method::POST, path, &[], vec![0; too_big]).await;
+        let answer = raw(addr, Method::POST, path, &peer(), vec![0; too_big]).await;
         tally.count("oversized frame", path, answer, &[413]);
         let other = vote_frame("another-cluster", from, 1);
-        let answer = raw(addr, Method::POST, path, &[], other).await;
+        let answer = raw(addr, Method::POST, path, &peer(), other).await;
         tally.count("wrong cluster", path, answer, &[409]);
     }
     // A sound frame of the wrong message.
@@ -172,7 +183,7 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
     )
     .expect("encode");
     for path in ["/raft/append", "/raft/vote", "/raft/transfer"] {
-        let answer = raw(addr, Method::POST, path, &[], hello.clone()).await;
+        let answer = raw(addr, Method::POST, path, &peer(), hello.clone()).await;
         tally.count("wrong message", path, answer, &[400]);
     }
     // A vote whose frame names another sender than the vote.
@@ -182,14 +193,14 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         &VoteRequest::<KvConfig>::new(Vote::new(1, from + 100), None),
     )
     .expect("encode");
-    let answer = raw(addr, Method::POST, "/raft/vote", &[], forged).await;
+    let answer = raw(addr, Method::POST, "/raft/vote", &peer(), forged).await;
     tally.count("wrong message", "/raft/vote", answer, &[400]);
     // Terms from the past: Raft answers, refusing them.
     let answer = raw(
         addr,
         Method::POST,
         "/raft/vote",
-        &[],
+        &peer(),
         vote_frame(TOKEN, from, 0),
     )
     .await;
@@ -198,7 +209,7 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         addr,
         Method::POST,
         "/raft/append",
-        &[],
+        &peer(),
         append_frame(TOKEN, from, 0),
     )
     .await;
@@ -211,8 +222,14 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
     let sender = [
         ("x-rbolt-cluster", TOKEN.to_owned()),
         ("x-rbolt-from", from.to_string()),
+        peer()[0].clone(),
     ];
-    let headers = [header.clone(), sender[0].clone(), sender[1].clone()];
+    let headers = [
+        header.clone(),
+        sender[0].clone(),
+        sender[1].clone(),
+        sender[2].clone(),
+    ];
     let answer = raw(
         addr,
         Method::POST,
@@ -228,6 +245,7 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         ("x-rbolt-raft-snapshot", "{".to_owned()),
         sender[0].clone(),
         sender[1].clone(),
+        sender[2].clone(),
     ];
     let answer = raw(
         addr,
@@ -242,6 +260,7 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         header,
         ("x-rbolt-cluster", "another-cluster".to_owned()),
         sender[1].clone(),
+        sender[2].clone(),
     ];
     let answer = raw(addr, Method::POST, "/raft/snapshot", &foreign, vec![0; 10]).await;
     tally.count("wrong cluster", "/raft/snapshot", answer, &[409]);
@@ -255,7 +274,7 @@ async fn future_terms(tally: &mut Tally, addr: &str, from: u64, term: u64) {
         addr,
         Method::POST,
         "/raft/vote",
-        &[],
+        &peer(),
         vote_frame(TOKEN, from, term + 1000),
     )
     .await;
@@ -264,28 +283,156 @@ async fn future_terms(tally: &mut Tally, addr: &str, from: u64, term: u64) {
         addr,
         Method::POST,
         "/raft/append",
-        &[],
+        &peer(),
         append_frame(TOKEN, from, term + 2000),
     )
     .await;
     tally.count("future term", "/raft/append", answer, &[200]);
 }
 
+/// An append frame of `cluster` from `leader` claiming `term`, whose previous entry is the
+/// last one every node has (`last` of `last_term`) and whose one entry, committed at once,
+/// writes `forged`: a follower that took it would store the key.
+pub fn forged_append(cluster: &str, leader: u64, term: u64, last_term: u64, last: u64) -> Vec<u8> {
+    let entry = log_id(term, leader, last + 1);
+    let rpc = AppendEntriesRequest::<KvConfig> {
+        vote: Vote::new_committed(term, leader),
+        prev_log_id: Some(log_id(last_term, leader, last)),
+        entries: vec![openraft::Entry {
+            log_id: entry,
+            payload: openraft::EntryPayload::Normal(Request::Put {
+                key: "forged".to_owned(),
+                value: "written-without-credentials".to_owned(),
+            }),
+        }],
+        leader_commit: Some(entry),
+    };
+    wire::encode(cluster, leader, &rpc).expect("encode")
+}
+
+/// Forged peer messages, sent to every node of a quiet cluster without the peer secret or with
+/// a wrong one: the vote and append of a sender posing as the leader in a far future term
+/// (which Raft would take), a transfer, a hello and a snapshot. Each must be refused (`401`)
+/// before Raft sees it, counted and logged; every node's term and log stay as they were, and
+/// no node holds `forged`.
+async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
+    let before = cluster.wait_converged().await;
+    let mut statuses = BTreeMap::new();
+    for id in cluster.ids() {
+        statuses.insert(id, cluster.status(id).await.expect("status"));
+    }
+    let leader = statuses
+        .values()
+        .find(|s| s.state == "Leader")
+        .expect("a leader");
+    let (term, last) = (leader.term, leader.last_log_index.expect("a log"));
+    let frames = [
+        ("/raft/vote", vote_frame(TOKEN, leader.id, term + 1000)),
+        (
+            "/raft/append",
+            forged_append(TOKEN, leader.id, term + 1000, term, last),
+        ),
+        (
+            "/raft/transfer",
+            wire::encode(
+                TOKEN,
+                leader.id,
+                &TransferLeaderRequest::<KvConfig>::new(
+                    Vote::new_committed(term + 1000, leader.id),
+                    1,
+                    None,
+                ),
+            )
+            .expect("encode"),
+        ),
+        (
+            "/raft/hello",
+            wire::encode(
+                TOKEN,
+                leader.id,
+                &Hello {
+                    id: leader.id,
+                    cluster: TOKEN.to_owned(),
+                },
+            )
+            .expect("encode"),
+        ),
+    ];
+    let wrong = [(HEADER_PEER_SECRET, "not-the-peer-secret-at-all".to_owned())];
+    let snapshot = [
+        ("x-rbolt-cluster", TOKEN.to_owned()),
+        ("x-rbolt-from", leader.id.to_string()),
+    ];
+    for id in cluster.ids() {
+        let addr = cluster.addr(id);
+        for headers in [&[][..], &wrong[..]] {
+            for (path, frame) in &frames {
+                let answer = raw(&addr, Method::POST, path, headers, frame.clone()).await;
+                tally.count("forged, no credentials", path, answer, &[401]);
+            }
+            let mut with = snapshot.to_vec();
+            with.extend_from_slice(headers);
+            let answer = raw(&addr, Method::POST, "/raft/snapshot", &with, vec![0; 10]).await;
+            tally.count("forged, no credentials", "/raft/snapshot", answer, &[401]);
+        }
+    }
+    // Raft would have answered the vote and the append at once: give it as long again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = cluster.wait_converged().await;
+    assert_eq!(after, before, "the forged messages changed the store");
+    for (id, was) in &statuses {
+        let now = cluster.status(*id).await.expect("status");
+        assert_eq!(
+            (now.term, now.last_log_index, now.leader),
+            (was.term, was.last_log_index, was.leader),
+            "node {id}: forged messages moved its term or log"
+        );
+        let (_, metrics) = raw(&cluster.addr(*id), Method::GET, "/metrics", &[], Vec::new()).await;
+        for reason in ["no_secret", "wrong_secret"] {
+            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}} 5");
+            assert!(
+                metrics.contains(&line),
+                "node {id}: no {line:?} in\n{metrics}"
+            );
+        }
+        let logged = cluster
+            .log_text(*id)
+            .matches("the sender did not prove it is a peer")
+            .count();
+        // One line per reason and address within `WARN_EVERY`, not one per message.
+        assert_eq!(logged, 2, "node {id}: {}", cluster.log_tail(*id));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_of_bad_input_leaves_the_cluster_healthy_and_loses_nothing() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
+    let mut tally = Tally::default();
     let mut args = TIMING_ARGS.to_vec();
     args.extend_from_slice(&["--initial-cluster-token", TOKEN]);
     let mut cluster = Cluster::new(3, &args);
+    let secret_file = cluster.root.path().join("peer-secret");
+    std::fs::write(&secret_file, format!("{PEER_SECRET}\n")).expect("write");
+    cluster.args.push("--peer-secret-file".to_owned());
+    cluster.args.push(secret_file.display().to_string());
     for id in cluster.ids() {
         cluster.start(id);
     }
     let first = cluster.wait_for_leader(&cluster.ids(), 0).await;
+    cluster
+        .client(crate::cluster::PATIENCE)
+        .put(
+            &cluster.addr(first.id),
+            "w-before",
+            &value_for("w-before", 100),
+        )
+        .await
+        .expect("write");
+    forged_without_credentials(&mut tally, &mut cluster).await;
     let addrs: Vec<String> = cluster.ids().iter().map(|&id| cluster.addr(id)).collect();
     let load = Load::start(addrs, 3, "w", 100);
     let limits = rbolt_raft_node::limits::Limits::default();
-    let mut tally = Tally::default();
     for round in 0..2 {
         for id in cluster.ids() {
             let addr = cluster.addr(id);
@@ -314,7 +461,12 @@ async fn a_sweep_of_bad_input_leaves_the_cluster_healthy_and_loses_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let ledger = load.stop().await;
+    let mut ledger = load.stop().await;
+    // The write the forged messages were checked against.
+    ledger
+        .sent
+        .insert("w-before".to_owned(), value_for("w-before", 100));
+    ledger.acked.insert("w-before".to_owned());
     let data = cluster.wait_converged().await;
     let lost = check_data(&data, &ledger, &BTreeSet::new());
     let mut healthy = 0;
