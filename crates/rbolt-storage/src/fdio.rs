@@ -255,7 +255,7 @@ mod linux {
 
     /// Reads what the device holds for the 4 KiB block of `path` at `block` (a multiple of
     /// 4096) into `buf` (4096 bytes, 4096-aligned), bypassing the page cache (`O_DIRECT`).
-    /// `Ok(None)` where the filesystem does not take `O_DIRECT` (tmpfs: no device behind it);
+    /// `Ok(None)` where the filesystem does not take `O_DIRECT` (tmpfs before Linux 6.6, say);
     /// `Ok(Some(n))`: `n` bytes read (fewer at the end of the file).
     pub(super) fn read_direct(
         path: &std::path::Path,
@@ -289,7 +289,7 @@ mod linux {
 
 /// What the device holds at `[offset, offset + buf.len())` of the file at `path`, bypassing
 /// the page cache, into `buf` (within one 4 KiB block): `false` where that cannot be read
-/// (no `O_DIRECT`: another system, the portable build, tmpfs).
+/// (no `O_DIRECT`: another system, the portable build, a filesystem that refuses it).
 pub(super) fn read_durable(
     path: &std::path::Path,
     buf: &mut [u8],

@@ -368,7 +368,6 @@ impl TxAlloc {
         for dirty in &self.dirty {
             arena.forget_checked(dirty.pgid, dirty.buf.len() as u64 / page_size);
         }
-
         let last = self.dirty.last().expect("not empty");
         let end = last.pgid.0 * page_size + last.buf.len() as u64;
         self.ensure_file_len(end)?;

@@ -439,3 +439,37 @@ fn a_close_after_a_failed_sync_says_so() {
     sim.set_fault_plan(FaultPlan::new());
     assert!(matches!(db.close(), Err(rbolt::Error::Poisoned)));
 }
+
+/// A non-durable meta is trusted only against the durable meta beside it (its digest covers the
+/// pages written since that one): with that meta damaged, the open refuses the file with a
+/// typed error, and writes nothing, rather than trusting pages nothing vouches for.
+#[test]
+fn a_non_durable_meta_without_its_durable_meta_is_refused() {
+    let options = Options::default();
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+    durable_then_unsynced(&db);
+    let crashed = sim.after_process_crash().unwrap();
+    drop(db);
+    let durable_slot = (0..2u64)
+        .find(|&slot| {
+            let image = crashed.live_image().unwrap();
+            read_meta(&image[slot as usize * 4096..], Pgid(slot)).is_ok()
+        })
+        .expect("a durable meta");
+    // Its checksum's first byte, flipped.
+    let at = durable_slot * 4096 + 72;
+    let mut byte = [0u8];
+    crashed.read_exact_at(&mut byte, at).unwrap();
+    crashed.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
+    let before = crashed.live_image().unwrap();
+    let opened = Db::open_storage(Arc::new(crashed.clone()), options);
+    assert!(
+        opened.is_err(),
+        "opened with no durable meta to check against"
+    );
+    assert!(
+        crashed.live_image().unwrap() == before,
+        "the refused open wrote"
+    );
+}
