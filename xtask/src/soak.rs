@@ -16,7 +16,7 @@ fn is_summary(line: &str) -> bool {
     })
 }
 
-/// Runs `cargo test <selection>` in release at soak size, echoing its stderr and keeping
+/// Runs `cargo test <selection>` in release at soak size (the test tier `soak`), echoing its stderr and keeping
 /// its summary lines.
 fn run_suite(
     cargo: &str,
@@ -28,7 +28,7 @@ fn run_suite(
         .arg("test")
         .args(selection)
         .args(["--release", "--", "--nocapture", "--test-threads=2"])
-        .env("RBOLT_SOAK", "1")
+        .env("RBOLT_TIER", "soak")
         .env("RBOLT_SOAK_MINUTES", minutes)
         .env("RBOLT_API_MODEL_MINUTES", minutes)
         .stderr(Stdio::piped())

@@ -8,8 +8,9 @@
 //! model ([`model`]), a bounded full scan ([`scan`]), how a reopened file is judged
 //! ([`verdict`]), the worker threads ([`parallel`]), and the one summary line each suite
 //! prints ([`summary`]). Their random choices come from `rbolt_fixtures::rng`, so every suite
-//! is reproducible from its seed. The tests in `tests/` run them at CI size; `cargo xtask soak`
-//! runs them large (`RBOLT_SOAK=1`). The child processes the suites start run the
+//! is reproducible from its seed. The tests in `tests/` run them at the size of the test tier
+//! (`RBOLT_TIER`: small by default, CI's sizes under `ci`, large under `soak`, which
+//! `cargo xtask soak` sets). The child processes the suites start run the
 //! `rbolt-crash-child` binary, whose entry points (`child`) are hidden from the API.
 //!
 //! It uses rbolt only through its public API and must never change it: a bug found here is

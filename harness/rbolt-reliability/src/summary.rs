@@ -48,23 +48,16 @@ impl Display for Summary {
     }
 }
 
-/// Whether the suites run at soak size (`RBOLT_SOAK=1`, set by `cargo xtask soak`).
+pub use rbolt_testkit::tier::{Tier, size};
+
+/// Whether the suites run at soak size (`RBOLT_TIER=soak`, set by `cargo xtask soak`).
 pub fn soak() -> bool {
-    std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0")
+    Tier::current() == Tier::Soak
 }
 
 /// The time budget of the open-ended soak loops (`RBOLT_SOAK_MINUTES`, default 5).
 pub fn soak_minutes() -> f64 {
     env_f64("RBOLT_SOAK_MINUTES").unwrap_or(5.0)
-}
-
-/// `ci` normally, `soak` under `RBOLT_SOAK`, either overridden by the environment variable
-/// `var` when it holds a number.
-pub fn size(var: &str, ci: u64, soak_size: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if soak() { soak_size } else { ci })
 }
 
 fn env_f64(var: &str) -> Option<f64> {

@@ -1,8 +1,9 @@
 //! Test support every rbolt crate may lean on, with no dependencies of its own: [`alloc`], the
 //! one counting global allocator (per-thread and process-wide allocation counts, and the
 //! largest single request), [`rng`], the seeded generator tests, suites and benchmarks
-//! draw from, [`fnv`], the FNV-1a hash test support digests and derives with, and
-//! [`deadline`], the hang guard.
+//! draw from, [`fnv`], the FNV-1a hash test support digests and derives with,
+//! [`deadline`], the hang guard, and [`tier`], the test tiers (`RBOLT_TIER`) every suite's
+//! size is read from.
 //! (The tidy test lives in `xtask`.)
 //!
 //! It is `publish = false` and only ever a dev-dependency (or a dependency of the benchmark
@@ -13,3 +14,4 @@ pub mod alloc;
 pub mod deadline;
 pub mod fnv;
 pub mod rng;
+pub mod tier;

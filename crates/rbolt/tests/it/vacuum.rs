@@ -748,10 +748,8 @@ fn no_vacuum_step_raises_the_mark_and_a_full_file_can_be_vacuumed() {
 /// files; run with `--release -- --nocapture` for the figures).
 #[test]
 fn a_vacuum_reaches_the_compacted_size() {
-    let keys: u32 = std::env::var("RBOLT_VACUUM_FIGURES_KEYS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let keys =
+        rbolt_testkit::tier::size("RBOLT_VACUUM_FIGURES_KEYS", 20_000, 20_000, 20_000) as u32;
     for page_size in [512usize, 4096, 65536] {
         let sim = SimFile::new().unwrap();
         let db = open(&sim, Options::default().page_size(page_size));

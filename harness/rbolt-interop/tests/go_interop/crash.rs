@@ -50,6 +50,14 @@ use std::time::{Duration, Instant};
 /// all but 4096 (the OS page size, its fallback).
 const PAGE_SIZES: [usize; 4] = [1024, 4096, 8192, 16384];
 
+/// The page sizes of this run's crash rounds (`RBOLT_GO_CRASH_SIZES`, how many of
+/// [`PAGE_SIZES`]): in the fast tier the first two, one read from meta 0 and 4096, Go's
+/// fallback; every one of them in CI's.
+fn page_sizes() -> &'static [usize] {
+    let n = rbolt_testkit::tier::size("RBOLT_GO_CRASH_SIZES", 2, 4, 4) as usize;
+    &PAGE_SIZES[..n.clamp(1, PAGE_SIZES.len())]
+}
+
 /// How long a crash writer may take to reach its kill point.
 const CHILD_TIME_MAX: Duration = Duration::from_secs(60);
 
@@ -265,7 +273,7 @@ fn judge(image: &Image, content: &[u8], allowed: &BTreeSet<usize>) -> Verdict {
 /// Runs both rounds on every plan at every page size.
 pub fn run(go: &GoInterop, dir: &Path, counts: &mut Counts, failures: &mut Vec<String>) {
     let mut rng = Rng::new(46);
-    for (size_idx, &page_size) in PAGE_SIZES.iter().enumerate() {
+    for (size_idx, &page_size) in page_sizes().iter().enumerate() {
         for (plan_idx, &(plan, kill_after)) in PLANS.iter().enumerate() {
             let seed = 4600 + (size_idx * PLANS.len() + plan_idx) as u64;
             // rbolt's freelist kinds, and files without a freelist page (Go's read-write open

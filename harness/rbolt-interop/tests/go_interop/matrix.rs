@@ -49,11 +49,15 @@ pub struct Case {
 /// Every page size bbolt's writer supports that the suite covers.
 const PAGE_SIZES: [usize; 8] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
 
-/// The seeds of the ordinary cases.
-const SEEDS: u64 = 24;
+/// The seeds of the ordinary cases (`RBOLT_GO_SEEDS`): one a page size in the fast tier,
+/// three in CI's.
+fn seeds() -> u64 {
+    let per_size = PAGE_SIZES.len() as u64;
+    rbolt_testkit::tier::size("RBOLT_GO_SEEDS", per_size, 3 * per_size, 12 * per_size)
+}
 
 pub fn cases() -> Vec<Case> {
-    let mut cases: Vec<Case> = (0..SEEDS)
+    let mut cases: Vec<Case> = (0..seeds())
         .map(|i| {
             let bit = |n: u64| (i >> n) & 1 == 1;
             Case {

@@ -1,5 +1,5 @@
-//! The fuzz targets' logic over a deterministic corpus at CI size; under the soak, random
-//! inputs for the soak's minutes as well.
+//! The fuzz targets' logic over a deterministic corpus at the tier's size (`RBOLT_TIER`);
+//! under the soak, random inputs for the soak's minutes as well.
 
 use rbolt_reliability::fuzz::{open_bytes, open_bytes_corpus, ops, ops_corpus};
 use rbolt_reliability::power::panic_message;
@@ -24,13 +24,13 @@ fn run(target: fn(&[u8]), inputs: impl Iterator<Item = Vec<u8>>, name: &str) -> 
     (runs, failures)
 }
 
-/// The fuzz targets' logic over a deterministic corpus (and, under `RBOLT_SOAK`, over random
+/// The fuzz targets' logic over a deterministic corpus (and, under `RBOLT_TIER=soak`, over random
 /// inputs for `RBOLT_SOAK_MINUTES`).
 #[test]
 fn fuzz_corpus() {
     let started = Instant::now();
-    let open_n = size("RBOLT_FUZZ_OPEN", 3000, 3000) as usize;
-    let ops_n = size("RBOLT_FUZZ_OPS", 500, 1500) as usize;
+    let open_n = size("RBOLT_FUZZ_OPEN", 1000, 3000, 3000) as usize;
+    let ops_n = size("RBOLT_FUZZ_OPS", 150, 500, 1500) as usize;
     let (open_runs, mut failures) = run(
         open_bytes,
         open_bytes_corpus(1, open_n).into_iter(),

@@ -1,4 +1,4 @@
-//! The hostile-file suite at CI size, and a check that its shapes are what they are named.
+//! The hostile-file suite at the tier's size (`RBOLT_TIER`), and a check that its shapes are what they are named.
 
 use rbolt_reliability::hostile::{HostileConfig, run, shapes};
 use rbolt_reliability::summary::{size, soak};
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn hostile_files() {
     let config = HostileConfig {
-        random_cases: size("RBOLT_HOSTILE_RANDOM", 100_000, 1_000_000),
+        random_cases: size("RBOLT_HOSTILE_RANDOM", 10_000, 100_000, 1_000_000),
         threads: 2,
         case_limit: Duration::from_secs(10),
         with_4k: soak(),

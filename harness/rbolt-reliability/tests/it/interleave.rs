@@ -1,4 +1,4 @@
-//! The deterministic-interleavings suite at CI size: seed 0 is the schedule of issue 21's
+//! The deterministic-interleavings suite at the tier's size (`RBOLT_TIER`): seed 0 is the schedule of issue 21's
 //! defect 2 (a `Db::sync` racing a commit without syncs), the others random scripts.
 
 use rbolt_reliability::interleave::{InterleaveConfig, run};
@@ -8,7 +8,7 @@ use std::time::Instant;
 #[test]
 fn interleavings() {
     let config = InterleaveConfig {
-        seeds: size("RBOLT_INTERLEAVE_SEEDS", 10, 200),
+        seeds: size("RBOLT_INTERLEAVE_SEEDS", 3, 10, 200),
         first_seed: 0,
         actions: 4,
         threads: 2,

@@ -1,4 +1,4 @@
-//! The I/O-error suite at CI size: every storage call of a workload failed, every way.
+//! The I/O-error suite at the tier's size (`RBOLT_TIER`): every storage call of a workload failed, every way.
 
 use rbolt_reliability::io_errors::{IoConfig, run};
 use rbolt_reliability::summary::size;
@@ -7,9 +7,9 @@ use std::time::Instant;
 #[test]
 fn io_errors() {
     let config = IoConfig {
-        seeds: size("RBOLT_IO_SEEDS", 6, 60),
+        seeds: size("RBOLT_IO_SEEDS", 2, 6, 60),
         first_seed: 0,
-        steps_per_phase: size("RBOLT_IO_STEPS", 5, 8),
+        steps_per_phase: size("RBOLT_IO_STEPS", 5, 5, 8),
         threads: 2,
     };
     let started = Instant::now();

@@ -1,4 +1,4 @@
-//! The kill loop at CI size: two loops side by side, one on the disk and one on tmpfs.
+//! The kill loop at the tier's size (`RBOLT_TIER`): two loops side by side, one on the disk and one on tmpfs.
 
 use rbolt_reliability::kill::{KillConfig, run};
 use rbolt_reliability::parallel::run_units;
@@ -23,7 +23,7 @@ fn kill_dirs() -> Vec<tempfile::TempDir> {
 #[test]
 fn kill_loop() {
     let dirs = kill_dirs();
-    let kills = size("RBOLT_KILLS", 500, 10_000);
+    let kills = size("RBOLT_KILLS", 160, 500, 10_000);
     // Two loops side by side, with different options (see `power::variant`), the first on
     // the disk.
     let seeds = [0u64, 3];
@@ -58,7 +58,7 @@ fn kill_loop() {
 #[test]
 fn kill_loop_with_vacuum() {
     let dirs = kill_dirs();
-    let kills = size("RBOLT_VACUUM_KILLS", 120, 2_000);
+    let kills = size("RBOLT_VACUUM_KILLS", 60, 120, 2_000);
     let started = Instant::now();
     let report = run(&KillConfig {
         child: PathBuf::from(env!("CARGO_BIN_EXE_rbolt-crash-child")),
@@ -84,7 +84,7 @@ fn kill_loop_with_vacuum() {
 #[test]
 fn kill_loop_without_syncs() {
     let dirs = kill_dirs();
-    let kills = size("RBOLT_UNSYNCED_KILLS", 150, 3_000);
+    let kills = size("RBOLT_UNSYNCED_KILLS", 60, 150, 3_000);
     let started = Instant::now();
     let loops: Vec<(usize, bool)> = if dirs.len() > 1 {
         vec![(0, true), (1, false)]

@@ -1,5 +1,6 @@
-//! The reliability suites at CI size. Each prints one summary line (see with
-//! `cargo test -p rbolt-reliability -- --nocapture`) and asserts its failure counts are zero.
+//! The reliability suites at the tier's size (`RBOLT_TIER`). Each prints one summary line
+//! (see with `cargo test -p rbolt-reliability -- --nocapture`) and asserts its failure counts
+//! are zero.
 
 mod bugs;
 mod fuzz_corpus;

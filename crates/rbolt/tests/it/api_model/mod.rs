@@ -28,6 +28,7 @@ mod session;
 use model::{Class, ErrKind};
 use ops::Case;
 use quickcheck::{Gen, QuickCheck, TestResult};
+use rbolt_testkit::tier;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -46,9 +47,12 @@ pub const NESTING_DEPTH_TESTED_MAX: usize = 1100;
 /// Old readers kept open at once.
 pub const READERS_MAX: usize = 3;
 
-/// Cases in CI (`cargo test`, dev profile): 15 to 30 seconds on a shared two-core machine.
+/// Cases per seed in the fast tier (`cargo test`, dev profile): a few seconds.
+const CASES_FAST: u64 = 80;
+/// Cases per seed in CI (`RBOLT_TIER=ci`, dev profile): 15 to 30 seconds on a shared two-core
+/// machine.
 const CASES_CI: u64 = 250;
-/// Cases per seed under `cargo xtask soak` (`RBOLT_SOAK=1`), which also sets
+/// Cases per seed under `cargo xtask soak` (`RBOLT_TIER=soak`), which also sets
 /// `RBOLT_API_MODEL_MINUTES`: seeds follow one another until the time is spent.
 const CASES_SOAK: u64 = 500;
 /// quickcheck's size parameter (the ops draw their own ranges).
@@ -285,25 +289,12 @@ fn property(case: Case) -> TestResult {
     TestResult::passed()
 }
 
-fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
-    let text = std::env::var(name).ok()?;
-    Some(
-        text.parse()
-            .unwrap_or_else(|_| panic!("{name}={text}: not a number")),
-    )
-}
-
 #[test]
 fn every_api_call_gives_the_models_result_and_leaves_the_models_state() {
-    let soak = std::env::var("RBOLT_SOAK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let cases = env_number::<u64>("RBOLT_API_MODEL_CASES").unwrap_or(if soak {
-        CASES_SOAK
-    } else {
-        CASES_CI
-    });
-    let deadline = env_number("RBOLT_API_MODEL_MINUTES")
+    let cases = tier::size("RBOLT_API_MODEL_CASES", CASES_FAST, CASES_CI, CASES_SOAK);
+    let deadline = tier::number("RBOLT_API_MODEL_MINUTES")
         .map(|minutes: f64| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
-    let mut seed = env_number::<u64>("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
+    let mut seed = tier::number::<u64>("RBOLT_API_MODEL_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
