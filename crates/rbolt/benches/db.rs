@@ -19,6 +19,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use rbolt::{Db, Options};
 use rbolt_testkit::alloc::{CountingAlloc, start_counting, stop_counting};
 use rbolt_testkit::fnv::fnv1a32;
+use rbolt_testkit::rng::Rng;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -28,15 +29,11 @@ static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Deterministic 16-byte keys.
 fn keys(n: usize, seed: u64) -> Vec<[u8; 16]> {
-    let mut state = seed | 1;
+    let mut rng = Rng::new(seed);
     (0..n)
         .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
             let mut key = [0u8; 16];
-            key[..8].copy_from_slice(&state.to_be_bytes());
-            key[8..].copy_from_slice(&state.rotate_left(29).to_le_bytes());
+            rng.fill(&mut key);
             key
         })
         .collect()

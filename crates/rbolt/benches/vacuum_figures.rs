@@ -9,6 +9,7 @@
 //! `RBOLT_VACUUM_REPEAT`, default 3; `RBOLT_VACUUM_DIR`, default the system's temp dir).
 
 use rbolt::{Db, Options, VacuumOptions};
+use rbolt_testkit::rng::Rng;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,14 +28,16 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn key(rng: &mut fastrand::Rng) -> [u8; 16] {
-    rng.u128(..).to_be_bytes()
+fn key(rng: &mut Rng) -> [u8; 16] {
+    let mut key = [0; 16];
+    rng.fill(&mut key);
+    key
 }
 
 /// Loads `n` random keys, deletes 90% at random; returns the keys that remain.
 fn build(path: &Path, n: usize) -> Vec<[u8; 16]> {
     let db = Db::open(path).expect("open");
-    let mut rng = fastrand::Rng::with_seed(17);
+    let mut rng = Rng::new(17);
     let keys: Vec<[u8; 16]> = (0..n).map(|_| key(&mut rng)).collect();
     for chunk in keys.chunks(LOAD_TX_KEYS) {
         db.update(|tx| {
@@ -93,7 +96,7 @@ fn beside(path: &Path, kept: &[[u8; 16]], vacuum: bool, duration: Duration) -> B
     let stop = AtomicBool::new(false);
     let (commits, gets, vacuum_time) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
-            let mut rng = fastrand::Rng::with_seed(99);
+            let mut rng = Rng::new(99);
             let mut latencies = Vec::new();
             while !stop.load(Ordering::Acquire) {
                 let started = Instant::now();
@@ -114,13 +117,13 @@ fn beside(path: &Path, kept: &[[u8; 16]], vacuum: bool, duration: Duration) -> B
                 let db = &db;
                 let stop = &stop;
                 s.spawn(move || {
-                    let mut rng = fastrand::Rng::with_seed(seed);
+                    let mut rng = Rng::new(seed);
                     let mut latencies = Vec::new();
                     while !stop.load(Ordering::Acquire) {
                         let tx = db.begin_read().expect("read");
                         let b = tx.bucket(b"data").expect("bucket").expect("loaded");
                         for _ in 0..1000 {
-                            let k = &kept[rng.usize(..kept.len())];
+                            let k = &kept[rng.index(kept.len())];
                             let started = Instant::now();
                             let found = b.get(k).expect("get").is_some();
                             latencies.push(started.elapsed());

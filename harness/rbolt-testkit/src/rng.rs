@@ -80,4 +80,11 @@ impl Rng {
             Some(&items[self.index(items.len())])
         }
     }
+
+    /// Puts `items` in a random order (Fisher-Yates: every order equally likely).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for last in (1..items.len()).rev() {
+            items.swap(last, self.index(last + 1));
+        }
+    }
 }

@@ -4,6 +4,7 @@
 use crate::support::walk;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use rbolt_btree::{Arena, Delete, MemStore, Put, Tree};
+use rbolt_testkit::rng::Rng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -115,15 +116,7 @@ impl Arbitrary for Case {
 }
 
 fn value_for(key: &[u8], len: usize, salt: u64) -> Vec<u8> {
-    let mut state = salt ^ rbolt_testkit::fnv::fnv1a64(key);
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
+    Rng::derive(salt, rbolt_testkit::fnv::fnv1a64(key)).bytes(len)
 }
 
 /// Runs a case: the tree and the model must agree after every step.
@@ -509,7 +502,7 @@ fn appends_mixed_with_other_edits_match_a_model() {
     let mut tree = Tree::new();
     tree.set_fill_percent(1.0);
     let mut model = BTreeMap::new();
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
     let mut next_key = 1_000u32;
     for round in 0..400u32 {
         for _ in 0..(round % 37) {
@@ -520,11 +513,8 @@ fn appends_mixed_with_other_edits_match_a_model() {
                 .unwrap();
             model.insert(key.to_vec(), value);
         }
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let key = ((state % u64::from(next_key + 50)) as u32).to_be_bytes();
-        if state.is_multiple_of(3) {
+        let key = (rng.below(u64::from(next_key + 50)) as u32).to_be_bytes();
+        if rng.chance(1, 3) {
             let deleted = tree.delete(store.pages(), &mut arena, &key, 0).unwrap();
             assert_eq!(
                 deleted == (Delete::Deleted { flags: 0 }),

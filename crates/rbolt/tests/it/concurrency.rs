@@ -3,6 +3,7 @@
 
 use crate::support::{assert_clean, within};
 use rbolt::{Db, Options};
+use rbolt_testkit::rng::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -200,22 +201,19 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
                 }
             });
         }
-        let mut state = 7u64;
+        let mut rng = Rng::new(7);
         for _ in 0..400 {
             db.update(|tx| {
                 let mut accounts = tx.bucket_mut(b"accounts")?.unwrap();
                 for _ in 0..5 {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let from = (state % u64::from(ACCOUNTS)) as u32;
-                    let to = ((state >> 20) % u64::from(ACCOUNTS)) as u32;
+                    let from = rng.below(u64::from(ACCOUNTS)) as u32;
+                    let to = rng.below(u64::from(ACCOUNTS)) as u32;
                     let read = |b: &rbolt::BucketMut<'_>, k: u32| {
                         u64::from_be_bytes(
                             b.get(k.to_be_bytes()).unwrap().unwrap().try_into().unwrap(),
                         )
                     };
-                    let amount = read(&accounts, from).min(state >> 50);
+                    let amount = read(&accounts, from).min(rng.below(1 << 14));
                     let from_balance = read(&accounts, from) - amount;
                     accounts.put(from.to_be_bytes(), from_balance.to_be_bytes())?;
                     let to_balance = read(&accounts, to) + amount;

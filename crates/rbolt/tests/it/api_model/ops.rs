@@ -512,11 +512,9 @@ impl Arbitrary for Case {
 pub struct Rng(rbolt_fixtures::rng::Rng);
 
 impl Rng {
+    /// Stream `salt` of the operation's seed: one a kind of choice.
     pub fn new(seed: u32, salt: u64) -> Rng {
-        let golden = 0x9E37_79B9_7F4A_7C15_u64;
-        Rng(rbolt_fixtures::rng::Rng::new(
-            u64::from(seed) ^ salt.wrapping_mul(golden),
-        ))
+        Rng(rbolt_fixtures::rng::Rng::derive(u64::from(seed), salt))
     }
 
     pub fn next(&mut self) -> u64 {
