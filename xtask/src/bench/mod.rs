@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: the criterion micro benchmarks of every crate, then the workload
 //! comparison of rbolt with its peers (`benches/compare`), then one report in
-//! `target/bench-report/`: `summary.md`, one SVG chart per workload family, and the raw JSON.
+//! `target/bench-report/`: `summary.md`, one SVG chart per workload family, and the raw JSON;
+//! after a full run, the current table of `docs/BENCHMARKS.md` (`report/doc.rs`).
 
 mod chart;
 mod compare;
@@ -65,6 +66,10 @@ pub struct BenchArgs {
     /// latest results; run nothing.
     #[arg(long)]
     replot: bool,
+    /// Write the comparison's table into docs/BENCHMARKS.md even when N is below 1,000,000
+    /// (a full run, or a replot of one, always writes it).
+    #[arg(long)]
+    doc: bool,
     /// Passed to criterion: save the micro results as NAME.
     #[arg(long, value_name = "NAME", conflicts_with = "baseline")]
     save_baseline: Option<String>,
@@ -85,6 +90,8 @@ fn parse_count(text: &str) -> Result<usize, String> {
 #[derive(Debug)]
 pub struct Args {
     pub replot: bool,
+    /// Write the document's table whatever N.
+    pub doc: bool,
     pub n: usize,
     pub engines: Vec<String>,
     only: Only,
@@ -136,6 +143,7 @@ impl BenchArgs {
         };
         Ok(Args {
             replot: self.replot,
+            doc: self.doc,
             n,
             engines,
             only,
@@ -243,7 +251,10 @@ pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
             eprintln!("wrote {}", path.display());
         }
         eprintln!("wrote {}", summary.display());
-        return Ok(());
+        let written = std::fs::metadata(layout.report.join("compare.json"))
+            .and_then(|m| m.modified())
+            .map_or_else(|_| report::utc_now(), report::utc_date);
+        return write_doc(&layout, &args, &compare, &written);
     }
     std::fs::create_dir_all(&layout.report)
         .with_context(|| format!("creating {}", layout.report.display()))?;
@@ -282,6 +293,27 @@ pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
         }
     }
     eprintln!("wrote {}", summary.display());
+    match &compare {
+        Some(compare) => write_doc(&layout, &args, compare, &report::utc_now()),
+        None => Ok(()),
+    }
+}
+
+/// Writes the comparison's table into `docs/BENCHMARKS.md` after a full run (N of at least
+/// 1,000,000) or when `--doc` asks; otherwise says why it did not.
+fn write_doc(layout: &Layout, args: &Args, compare: &compare::Compare, date: &str) -> Result<()> {
+    let doc = layout.workspace.join("docs/BENCHMARKS.md");
+    if compare.n < report::DOC_TABLE_N_MIN && !args.doc {
+        eprintln!(
+            "kept {}: N = {} is not the full run's {} (--doc writes it anyway)",
+            doc.display(),
+            report::group_thousands(compare.n),
+            report::group_thousands(report::DOC_TABLE_N_MIN)
+        );
+        return Ok(());
+    }
+    report::write_doc(&doc, compare, date)?;
+    eprintln!("wrote the current table of {}", doc.display());
     Ok(())
 }
 

@@ -12,7 +12,9 @@ use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+mod doc;
 mod metrics;
+pub use doc::{DOC_TABLE_N_MIN, write_doc};
 pub use metrics::{FAMILIES, METRICS, Metric};
 use metrics::{mib, phase};
 
@@ -211,50 +213,7 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
         group_thousands(compare.n),
         compare.rw_secs
     )?;
-    let mut header = vec![("workload", Align::Left), ("unit", Align::Left)];
-    header.extend(engines.iter().map(|(name, _)| (*name, Align::Right)));
-    header.push(("rbolt / best peer", Align::Left));
-    let mut rows = Vec::new();
-    for metric in METRICS {
-        let stats: Vec<Option<Stat>> = engines
-            .iter()
-            .map(|(_, lines)| metric_stat(metric, lines))
-            .collect();
-        let values: Vec<Option<f64>> = stats.iter().map(|s| s.map(|s| s.median)).collect();
-        let best_value = best(metric, &values).filter(|_| metric.comparable);
-        let mut row = vec![metric.label.to_owned(), metric.unit.to_owned()];
-        for ((_, lines), (stat, value)) in engines.iter().zip(stats.iter().zip(&values)) {
-            let mut cell = stat.as_ref().map_or("—".into(), format_stat);
-            if metric.unit == "allocs"
-                && lines.first().map(|line| &line["notes"]["rust_heap_only"])
-                    == Some(&Value::Bool(false))
-            {
-                cell.push_str(" ¹");
-            }
-            if value.is_some() && *value == best_value && engines.len() > 1 {
-                cell = format!("**{cell}**");
-            }
-            row.push(cell);
-        }
-        let rbolt = engines
-            .iter()
-            .zip(&values)
-            .find(|((name, _), _)| *name == "rbolt")
-            .and_then(|(_, v)| *v);
-        let peers: Vec<Option<f64>> = engines
-            .iter()
-            .zip(&values)
-            .filter(|((name, _), _)| *name != "rbolt")
-            .map(|(_, v)| *v)
-            .collect();
-        let ratio = if metric.comparable {
-            ratio(metric, rbolt, best(metric, &peers))
-        } else {
-            "—".into()
-        };
-        row.push(ratio);
-        rows.push(row);
-    }
+    let (header, rows) = comparison_rows(&engines);
     table(md, &header, &rows)?;
     let baseline_mib = engines
         .iter()
@@ -394,6 +353,58 @@ fn comparison(md: &mut String, compare: &Compare) -> Result<()> {
     Ok(())
 }
 
+/// The comparison's main table: its header (workload, unit, one column an engine, the ratio)
+/// and one row a metric of [`METRICS`], each cell the median (and range) of that engine's runs.
+fn comparison_rows<'a>(
+    engines: &[(&'a str, Vec<&Value>)],
+) -> (Vec<(&'a str, Align)>, Vec<Vec<String>>) {
+    let mut header = vec![("workload", Align::Left), ("unit", Align::Left)];
+    header.extend(engines.iter().map(|(name, _)| (*name, Align::Right)));
+    header.push(("rbolt / best peer", Align::Left));
+    let mut rows = Vec::new();
+    for metric in METRICS {
+        let stats: Vec<Option<Stat>> = engines
+            .iter()
+            .map(|(_, lines)| metric_stat(metric, lines))
+            .collect();
+        let values: Vec<Option<f64>> = stats.iter().map(|s| s.map(|s| s.median)).collect();
+        let best_value = best(metric, &values).filter(|_| metric.comparable);
+        let mut row = vec![metric.label.to_owned(), metric.unit.to_owned()];
+        for ((_, lines), (stat, value)) in engines.iter().zip(stats.iter().zip(&values)) {
+            let mut cell = stat.as_ref().map_or("—".into(), format_stat);
+            if metric.unit == "allocs"
+                && lines.first().map(|line| &line["notes"]["rust_heap_only"])
+                    == Some(&Value::Bool(false))
+            {
+                cell.push_str(" ¹");
+            }
+            if value.is_some() && *value == best_value && engines.len() > 1 {
+                cell = format!("**{cell}**");
+            }
+            row.push(cell);
+        }
+        let rbolt = engines
+            .iter()
+            .zip(&values)
+            .find(|((name, _), _)| *name == "rbolt")
+            .and_then(|(_, v)| *v);
+        let peers: Vec<Option<f64>> = engines
+            .iter()
+            .zip(&values)
+            .filter(|((name, _), _)| *name != "rbolt")
+            .map(|(_, v)| *v)
+            .collect();
+        let ratio = if metric.comparable {
+            ratio(metric, rbolt, best(metric, &peers))
+        } else {
+            "—".into()
+        };
+        row.push(ratio);
+        rows.push(row);
+    }
+    (header, rows)
+}
+
 /// "rbolt 4096, sled none": each engine's page size as its first line gives it; "not
 /// recorded" for lines from before the engines reported one.
 fn page_sizes(engines: &[(&str, Vec<&Value>)]) -> String {
@@ -472,8 +483,15 @@ pub fn group_thousands(n: usize) -> String {
 }
 
 /// The current UTC time as `YYYY-MM-DD HH:MM UTC`.
-fn utc_now() -> String {
-    chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
+pub fn utc_now() -> String {
+    utc_date(std::time::SystemTime::now())
+}
+
+/// `time` as the report writes dates: `2026-01-01 00:00 UTC`.
+pub fn utc_date(time: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time)
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string()
 }
 
 /// How a column's cells line up.
