@@ -4,6 +4,7 @@
 use crate::support::{assert_clean, within};
 use rbolt::{Db, Options};
 use rbolt_testkit::rng::Rng;
+use rbolt_testkit::tier::Tier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -117,7 +118,9 @@ fn pages_freed_under_a_long_reader_are_reused_after_it_ends() {
     // The reader's snapshot holds a tree of some forty pages; churn frees them all.
     churn_fill(&db);
     let reader = db.begin_read().unwrap();
-    for round in 0..1000 {
+    // Durable commits, two syncs each: the fast tier churns 300 rounds a phase, CI 1,000.
+    let rounds = Tier::current().pick(300, 1000, 1000);
+    for round in 0..rounds {
         churn(&db, round);
     }
     let pending = db.stats().pending_page_n;
@@ -126,11 +129,11 @@ fn pages_freed_under_a_long_reader_are_reused_after_it_ends() {
         "a reader keeps the pages it sees pending: {pending}"
     );
     drop(reader);
-    for round in 1000..1100 {
+    for round in rounds..rounds + 100 {
         churn(&db, round);
     }
     let settled = db.file_len().unwrap();
-    for round in 1100..2100 {
+    for round in rounds + 100..2 * rounds + 100 {
         churn(&db, round);
     }
     assert_eq!(
