@@ -53,7 +53,7 @@ pub(crate) struct Writer {
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
     /// The last write transaction's list of dirty pages, emptied: the next one fills it.
-    pub(crate) dirty_list: Vec<crate::alloc::Dirty>,
+    pub(crate) dirty_list: Vec<crate::page_writes::Dirty>,
     /// The last write transaction's spare handle state (`bucket::state::Registry`).
     pub(crate) spare_state: Option<Box<crate::bucket::state::BucketState>>,
     /// The `_verify` feature's state (nothing without it).

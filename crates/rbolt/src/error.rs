@@ -316,6 +316,8 @@ impl From<FreelistError> for Error {
     fn from(error: FreelistError) -> Error {
         match error {
             FreelistError::Corruption(corruption) => Error::Corruption(corruption),
+            FreelistError::MaxSizeReached { max_size }
+            | FreelistError::MarkReached { max_size, .. } => Error::MaxSizeReached { max_size },
             other => Error::Freelist(other),
         }
     }

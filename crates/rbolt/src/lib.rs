@@ -201,7 +201,6 @@ macro_rules! failpoint {
     };
 }
 
-mod alloc;
 #[cfg(feature = "tokio")]
 mod async_tx;
 mod backup;
@@ -213,6 +212,7 @@ mod engine;
 mod error;
 mod iter;
 mod options;
+mod page_writes;
 mod read_tx;
 mod readers;
 mod shrink;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rbolt_btree::{Arena, Pages};
 use rbolt_page::Pgid;
 
-use crate::alloc::TxAlloc;
+use crate::page_writes::PageWrites;
 use crate::snapshot::pages_of;
 use crate::storage::Mapping;
 
@@ -31,12 +31,12 @@ impl WriteContext {
     }
 }
 
-/// What every edit of a write transaction works with: the page buffer pool (`arena`), the page
-/// allocator, and whether an edit broke halfway.
+/// What every edit of a write transaction works with: the page buffer pool (`arena`), the pages
+/// it writes and their allocator, and whether an edit broke halfway.
 #[derive(Debug)]
 pub(crate) struct Workspace {
     pub(crate) arena: Arena,
-    pub(crate) alloc: TxAlloc,
+    pub(crate) writes: PageWrites,
     /// An operation failed halfway, after a change it could not undo (only a corrupt file or a
     /// bug can cause it): the transaction refuses to commit, so nothing of it reaches the disk.
     pub(crate) broken: bool,
