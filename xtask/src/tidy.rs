@@ -29,6 +29,12 @@
 //!   names `lib.rs` re-exports or `super::` (see `tidy/imports.rs`). A module's submodules are
 //!   its own room. The rooms and their order are `docs/ARCHITECTURE.md`'s map.
 //!
+//! - `allocation`: page allocation is decided in one place, `rbolt_freelist::Allocator`. In
+//!   the facade, the calls that reserve, cut, pick a strategy or reach the allocator
+//!   ([`ALLOCATION_WORDS`]) appear only in the commit, the vacuum and the transaction that
+//!   hands the allocator to them ([`ALLOCATION_CALLERS`]); the freelist's own allocation
+//!   calls appear nowhere there.
+//!
 //! An exception that is no longer needed fails too (`every_exception_is_still_needed`), so
 //! the lists only shrink as the code gets tidier. Comments and string literals are not code:
 //! the word rules read each file with both blanked out.
@@ -171,6 +177,30 @@ const FORMAT_SIZES: &[&str] = &[
     "META_CHECKSUM_OFFSET",
     "PGID_SIZE",
     "BOOT_ID_SIZE",
+];
+
+/// The calls of the facade that decide allocation other than by allocating: the allocator's
+/// (reservations, the cut and the mark, the strategy, the end of the spill, the tail cut off,
+/// the room check), the ways to reach it, and the freelist's own allocation calls.
+const ALLOCATION_WORDS: &[&str] = &[
+    "choose_strategy",
+    "end_spill",
+    "trim_tail",
+    "ensure_room_for_freelist",
+    "allocator_mut",
+    "allocation_plan",
+    "allocate_pages",
+    "unallocate",
+    "unallocate_pages",
+    "record_allocation",
+];
+
+/// Where the facade may name [`ALLOCATION_WORDS`]: the commit, the vacuum (its step and its
+/// planner), and the write transaction that defines the ways to reach the allocator.
+const ALLOCATION_CALLERS: &[&str] = &[
+    "crates/rbolt/src/engine/commit.rs",
+    "crates/rbolt/src/vacuum/",
+    "crates/rbolt/src/tx/mod.rs",
 ];
 
 /// Code outside `rbolt-page` that may name a format size or use a literal offset, and why.
@@ -369,6 +399,34 @@ fn check_file(path: &str, text: &str, out: &mut Vec<Violation>) {
     }
     if in_crate_sources(path) || path.starts_with("xtask/src/") {
         check_function_lengths(path, &lines, &code, &tests, &mut report);
+    }
+    if path.starts_with(imports::FACADE_SRC) {
+        check_allocation(path, &code, &tests, &mut report);
+    }
+}
+
+/// The `allocation` rule.
+fn check_allocation(path: &str, code: &[&str], tests: &[bool], report: &mut Report<'_>) {
+    if ALLOCATION_CALLERS
+        .iter()
+        .any(|caller| matches(caller, path))
+    {
+        return;
+    }
+    for (index, code) in code.iter().enumerate() {
+        if tests.get(index).copied().unwrap_or(false) {
+            continue;
+        }
+        if let Some(word) = ALLOCATION_WORDS.iter().find(|w| has_word(code, w)) {
+            report.push(
+                index + 1,
+                "allocation",
+                format!(
+                    "`{word}` outside the commit and the vacuum; where pages go is                      `rbolt_freelist::Allocator`'s to decide: ask it there (a new kind of                      commit is a new input of `choose_strategy`), or add the path to                      ALLOCATION_CALLERS in {} with the reason",
+                    file!()
+                ),
+            );
+        }
     }
 }
 

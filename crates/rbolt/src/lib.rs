@@ -204,7 +204,6 @@ macro_rules! failpoint {
 #[cfg(feature = "tokio")]
 mod async_tx;
 mod backup;
-mod batch;
 mod bucket;
 mod check;
 mod db;
@@ -212,11 +211,7 @@ mod engine;
 mod error;
 mod iter;
 mod options;
-mod page_writes;
 mod read_tx;
-mod readers;
-mod shrink;
-mod snapshot;
 mod stats;
 /// The storage layer (the `rbolt-storage` crate), re-exported: the [`Storage`](storage::Storage)
 /// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with
@@ -226,7 +221,6 @@ mod trace;
 mod tx;
 mod typed;
 mod vacuum;
-mod verify;
 mod walk;
 
 pub use backup::compact;
@@ -260,8 +254,8 @@ pub mod page {
 pub mod freelist {
     pub use rbolt_freelist::{FreelistError, FreelistKind};
 }
+pub use engine::readers::READER_SLOTS;
 pub use read_tx::ReadTx;
-pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::WriteTx;
 #[cfg(feature = "serde")]

@@ -219,7 +219,7 @@ impl Options {
                 self.page_size
             ));
         }
-        if crate::snapshot::map_size(self.initial_mmap_size as u64).is_none() {
+        if crate::engine::snapshot::map_size(self.initial_mmap_size as u64).is_none() {
             return invalid(format!(
                 "initial_mmap_size {} does not fit in the address space",
                 self.initial_mmap_size

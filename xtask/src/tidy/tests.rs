@@ -231,3 +231,25 @@ fn the_imports_rule_ignores_comments_tests_and_the_modules_own_room() {
     ];
     assert!(circles_of(&files).is_empty(), "{:?}", circles_of(&files));
 }
+
+#[test]
+fn the_allocation_rule_fails_where_it_should() {
+    let calls = "//! X.\nalloc.choose_strategy(true, false);\nfreelist.unallocate(txid, pgid);\n";
+    check(
+        "crates/rbolt/src/db.rs",
+        calls,
+        &[
+            "crates/rbolt/src/db.rs:2: allocation",
+            "crates/rbolt/src/db.rs:3: allocation",
+        ],
+    );
+    // The commit and the vacuum may; other crates, tests and comments are not the rule's.
+    check("crates/rbolt/src/engine/commit.rs", calls, &[]);
+    check("crates/rbolt/src/vacuum/plan.rs", calls, &[]);
+    check("crates/rbolt-freelist/src/allocator.rs", calls, &[]);
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! X.\n// end_spill is the commit's\n#[cfg(test)]\nmod tests {\n    fn t() { a.end_spill(); }\n}\n",
+        &[],
+    );
+}

@@ -2,8 +2,8 @@
 //! buckets opened below it), and the operations on it that bucket handles and the transaction
 //! share: opening, creating and deleting a child, checking names and keys.
 
+use crate::engine::context::{Workspace, WriteContext};
 use crate::error::{Error, Result};
-use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
 use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};

@@ -8,21 +8,18 @@ use crate::bucket::state::{
     open_child, state_at,
 };
 use crate::bucket::write::BucketMut;
+use crate::engine::context::{Workspace, WriteContext};
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::{Snapshot, pages_of};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::options::Durability;
-use crate::page_writes::PageWrites;
 pub(crate) use crate::read_tx::ReadTx;
-use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
-pub(crate) use commit::write_durable_meta;
-use context::{Workspace, WriteContext};
 use rbolt_btree::{Arena, Pages, Put};
 use rbolt_freelist::{Allocator, AnyFreelist, Freelist, Limits};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
-mod commit;
-pub(crate) mod context;
 mod repair;
 
 use std::cell::{Cell, RefCell};
@@ -134,20 +131,21 @@ use std::time::Instant;
 /// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
 /// spawn(handler(&db));
 /// ```
+// The commit (`engine/commit.rs`) works on the fields marked `pub(crate)`.
 pub struct WriteTx<'db> {
-    engine: &'db Engine,
-    writer: MutexGuard<'db, Writer>,
-    base: Meta,
-    shared: WriteContext,
+    pub(crate) engine: &'db Engine,
+    pub(crate) writer: MutexGuard<'db, Writer>,
+    pub(crate) base: Meta,
+    pub(crate) shared: WriteContext,
     /// The root bucket and the open buckets below it (see [`Registry`]).
-    buckets: Registry,
+    pub(crate) buckets: Registry,
     on_commit: RefCell<Vec<Box<dyn FnOnce() + 'db>>>,
-    stats: TxStats,
+    pub(crate) stats: TxStats,
     ended: bool,
     /// The meta write has started and the new state is not yet published.
-    meta_started: bool,
+    pub(crate) meta_started: bool,
     /// Whether the commit syncs.
-    durability: Cell<Durability>,
+    pub(crate) durability: Cell<Durability>,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) commit_unchanged: bool,
     /// Lower the high-water mark past free pages at the end of the file, and cut the file
@@ -916,7 +914,7 @@ impl<'db> WriteTx<'db> {
 
     /// Returns the freelist and the arena, with every page buffer still queued, to the writer
     /// state.
-    fn give_back(&mut self) {
+    pub(crate) fn give_back(&mut self) {
         self.ended = true;
         self.engine
             .writer_thread
@@ -938,7 +936,7 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Undoes this transaction's freelist changes and ends it.
-    fn abort(&mut self) {
+    pub(crate) fn abort(&mut self) {
         if self.ended {
             return;
         }

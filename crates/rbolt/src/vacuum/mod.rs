@@ -38,8 +38,8 @@ mod plan;
 
 use crate::db::Db;
 use crate::engine::Truncate;
+use crate::engine::shrink::truncate_if_unseen;
 use crate::error::{Error, Result};
-use crate::shrink::truncate_if_unseen;
 use plan::{REPACK_PAGES_MAX, bucket_names, plan};
 use rbolt_page::Pgid;
 use std::ops::ControlFlow;

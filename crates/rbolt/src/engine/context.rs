@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rbolt_btree::{Arena, Pages};
 use rbolt_page::Pgid;
 
-use crate::page_writes::PageWrites;
-use crate::snapshot::pages_of;
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::pages_of;
 use crate::storage::Mapping;
 
 /// What every bucket handle of a write transaction works in: the snapshot's pages, read

@@ -19,23 +19,23 @@ use rbolt_page::{
     write_meta_non_durable,
 };
 
-use super::WriteTx;
 use super::context::Workspace;
 use crate::bucket::state::{BucketName, BucketState};
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::pages_of;
+use crate::engine::snapshot::{Snapshot, map_size};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
-use crate::page_writes::PageWrites;
-use crate::snapshot::pages_of;
-use crate::snapshot::{Snapshot, map_size};
 use crate::stats::TxStats;
 use crate::storage::Mapping;
+use crate::tx::WriteTx;
 
 impl WriteTx<'_> {
     /// Commits: the phases in order, and the poison decisions between them. On `Err` before
     /// the meta write nothing reached the disk's commit point and [`WriteTx::abort`] rolls
     /// back; from the meta write on, every way out but success poisons the handle.
-    pub(super) fn commit_inner(&mut self) -> Result<()> {
+    pub(crate) fn commit_inner(&mut self) -> Result<()> {
         if self.shared.core.get_mut().broken {
             return Err(Error::Corruption(Corruption::new(
                 Pgid(0),
@@ -135,7 +135,7 @@ impl WriteTx<'_> {
         // it mapped until they end.
         failpoint!("commit::unmap", poison engine);
         drop(old);
-        crate::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
+        crate::engine::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
@@ -490,7 +490,7 @@ pub(crate) fn write_durable_meta(engine: &Engine, writer: &mut Writer, meta: &Me
     write_meta_head(engine, &head, meta.txid).inspect_err(|_| engine.poison())?;
     engine.sync_or_poison()?;
     writer.became_durable(written);
-    crate::shrink::after_durable(engine, writer);
+    crate::engine::shrink::after_durable(engine, writer);
     Ok(())
 }
 
