@@ -206,24 +206,6 @@ const ALLOCATION_CALLERS: &[&str] = &[
 /// Code outside `rbolt-page` that may name a format size or use a literal offset, and why.
 const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
     (
-        "crates/rbolt/src/stats.rs",
-        "bbolt's Bucket.Stats in-use byte counts, summed from the record sizes; the facade's \
-         page walks (stats among them) become one walker in issue 24 part 2, another \
-         engineer's, which asks rbolt-page (`leaf_page_size`, `branch_page_size`) instead",
-    ),
-    (
-        "crates/rbolt/src/vacuum/plan.rs",
-        "the vacuum planner's model of how full merged pages get; rewritten in issue 24 part 2 \
-         (another engineer's) to ask the freelist for plans, and rbolt-page \
-         (`element_page_size`) for sizes",
-    ),
-    (
-        "crates/rbolt-cli/src/raw.rs",
-        "the raw reader's meta record, written field by field at its offsets with the checksum \
-         as stored (which `rbolt_page::write_meta` would recompute) for `surgery meta` and the \
-         settling of a copy's metas; to come from rbolt-page's `Meta` next",
-    ),
-    (
         "crates/rbolt-cli/src/cmd/bench.rs",
         "not the format: `buf[..4]` is a benchmark key's first bytes",
     ),
@@ -250,8 +232,8 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
         "crates/rbolt/src/vacuum/plan.rs",
         "plan",
-        "re-implements first fit over the freelist; issue 24 part 2 asks the freelist for \
-         first-fit plans instead",
+        "the step's plan in order: merges, then moves, each fitted by a binary search on the \
+         allocator's planning face, then the freelist page's place; not split yet",
     ),
     (
         "crates/rbolt/src/db/open.rs",

@@ -49,9 +49,10 @@ mod view;
 
 pub use build::{
     BranchBuilder, EMPTY_BUCKET_VALUE, EMPTY_DB_PAGES, EMPTY_LEAF, LeafBuilder, branch_page_size,
-    element_page_size, empty_db_prefixes, freelist_page_size, inline_bucket_size, leaf_page_size,
-    pages_for, pgid_slots, set_pgid_slot, write_bucket_header, write_empty_db, write_freelist,
-    write_freelist_header, write_meta, write_meta_non_durable, write_pgid,
+    element_page_size, empty_db_prefixes, freelist_page_size, inline_bucket_size, leaf_entry_size,
+    leaf_page_size, pages_for, pgid_slots, set_pgid_slot, write_bucket_header, write_empty_db,
+    write_freelist, write_freelist_header, write_meta, write_meta_in_slot, write_meta_non_durable,
+    write_pgid,
 };
 pub use edit::{
     NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, packed_data_end,

@@ -354,6 +354,14 @@ impl<'a> LeafPage<'a> {
         crate::edit::check_tree_page(self.bytes, self.pgid, |_| {}).map(|_| ())
     }
 
+    /// Bytes the page uses as bbolt's statistics count them (`LeafInuse`): the header, then up
+    /// to the end of the last entry's value, read from the last element alone — where a packed
+    /// page's data ends ([`packed_data_end`](crate::packed_data_end)); the header alone for an
+    /// empty page.
+    pub fn in_use_len(&self) -> usize {
+        crate::packed_data_end(self.bytes)
+    }
+
     /// Number of bytes the page uses: header, elements, keys and values.
     pub fn payload_len(&self) -> Result<usize> {
         let mut end = PAGE_HEADER_SIZE + self.len() * LEAF_ELEMENT_SIZE;
@@ -436,6 +444,13 @@ impl<'a> BranchPage<'a> {
             previous = Some(key);
         }
         Ok(())
+    }
+
+    /// Bytes the page uses as bbolt's statistics count them (`BranchInuse`): the header, then
+    /// up to the end of the last element's key, read from the last element alone — where a
+    /// packed page's data ends ([`packed_data_end`](crate::packed_data_end)).
+    pub fn in_use_len(&self) -> usize {
+        crate::packed_data_end(self.bytes)
     }
 
     /// Number of bytes the page uses: header, elements and keys.

@@ -233,6 +233,7 @@ pub use options::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
     PAGE_SIZE_DEFAULT, SLOW_COMMIT_THRESHOLD_DEFAULT,
 };
+pub use rbolt_btree::GoHazard;
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
 pub use walk::{Walk, WalkStep};

@@ -103,7 +103,7 @@ fn the_format_offset_rule_fails_where_it_should() {
     check("crates/rbolt-page/src/edit.rs", offsets, &[]);
     check("crates/rbolt-btree/tests/it/edits.rs", offsets, &[]);
     check("crates/rbolt-btree/src/node/tests.rs", offsets, &[]);
-    check("crates/rbolt/src/stats.rs", offsets, &[]);
+    check("crates/rbolt-storage/src/sim/mod.rs", offsets, &[]);
     assert_eq!(literal_offset("out[12..16]"), Some("[12..16]"));
     assert_eq!(literal_offset("f(x)[4..]"), Some("[4..]"));
     assert_eq!(literal_offset("x[1_6..]"), Some("[1_6..]"));

@@ -9,8 +9,8 @@ use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor, freelist_span};
 use rbolt_btree::Pages;
 use rbolt_freelist::{Allocator, AnyFreelist, FreeRuns, Freelist};
 use rbolt_page::{
-    BranchPage, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, Pgid,
-    freelist_page_size, pages_for,
+    BranchPage, BucketValue, LeafPage, Meta, Pgid, element_page_size, freelist_page_size,
+    leaf_entry_size, pages_for,
 };
 use std::collections::BTreeSet;
 
@@ -37,13 +37,13 @@ struct Live {
     sparse: Option<Sparse>,
 }
 
-/// A sparse leaf: its parent branch and index there, the bytes it uses, and the bytes of each
-/// of its entries (element, key and value), which decide how a merge cuts it into pages.
+/// A sparse leaf: its parent branch and index there, the bytes of its entries in all, and the
+/// bytes of each (element, key and value), which decide how a merge cuts it into pages.
 #[derive(Clone)]
 struct Sparse {
     parent: Pgid,
     slot: usize,
-    used: usize,
+    entries_len: usize,
     entries: Vec<u32>,
 }
 
@@ -156,13 +156,13 @@ impl<'a> Visitor<'a> for Survey {
                 let mut entries = Vec::with_capacity(leaf.len());
                 for entry_index in 0..leaf.len() {
                     let entry = leaf.entry(entry_index)?;
-                    let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
+                    let len = leaf_entry_size(entry.key.len(), entry.value.len());
                     entries.push(len as u32);
                 }
                 Some(Sparse {
                     parent: at.owner,
                     slot,
-                    used,
+                    entries_len: entries.iter().map(|&len| len as usize).sum(),
                     entries,
                 })
             }
@@ -335,17 +335,17 @@ fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
     let mut at = 0;
     while at < sparse.len() {
         let (leaf, _) = sparse[at];
-        let mut total = leaf.used;
+        let mut total = leaf.entries_len;
         let mut end = at + 1;
         while end < sparse.len() {
             let (next, _) = sparse[end];
             if next.parent != leaf.parent
                 || next.slot != leaf.slot + (end - at)
-                || total + next.used - PAGE_HEADER_SIZE > bytes_max
+                || element_page_size(total + next.entries_len) > bytes_max
             {
                 break;
             }
-            total += next.used - PAGE_HEADER_SIZE;
+            total += next.entries_len;
             end += 1;
         }
         let leaves: Vec<usize> = sparse[at..end].iter().map(|&(_, index)| index).collect();
@@ -381,7 +381,7 @@ fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
 /// and at least one; the rest goes on once it fits).
 fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
     let fits = |from: usize| {
-        PAGE_HEADER_SIZE + sizes[from..].iter().map(|&s| s as usize).sum::<usize>() <= page_size
+        element_page_size(sizes[from..].iter().map(|&s| s as usize).sum::<usize>()) <= page_size
     };
     let mut pieces = 0;
     let mut start = 0;
@@ -390,7 +390,7 @@ fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
         if fits(start) || sizes.len() - start < 2 {
             break;
         }
-        let mut used = PAGE_HEADER_SIZE;
+        let mut used = element_page_size(0);
         let mut end = start;
         while end < sizes.len() - 1 {
             let len = sizes[end] as usize;
