@@ -1,5 +1,5 @@
 // Command go-interop is the Go bbolt side of rbolt's interoperability suite
-// (crates/rbolt-interop): it checks a database file with Go bbolt's tx.Check, dumps its
+// (harness/rbolt-interop): it checks a database file with Go bbolt's tx.Check, dumps its
 // content in the manifest format (tests/data/bbolt/README.md), and writes on it with a seeded
 // random workload, so that files rbolt writes are proven to be files Go bbolt can go on
 // writing, and the other way round.

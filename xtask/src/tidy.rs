@@ -14,15 +14,16 @@
 //! - `length`: a file of more than [`FILE_LINES_MAX`] lines needs an entry in [`LONG_FILES`]
 //!   saying why it stays whole.
 //! - `format-offset`: the format's byte layout has one home, `rbolt-page`. Outside it, the
-//!   code of `crates/*/src/` names none of the format's record sizes ([`FORMAT_SIZES`]), slices
-//!   nothing with literal offsets (`buf[..8]`, `buf[12..16]`: a bound that is an integer
-//!   literal, a non-zero multiple of 4, as every field of the format starts or ends at one),
-//!   and assigns no byte at a literal offset (`page[8] = ...`), except where
-//!   [`FORMAT_OFFSETS_ALLOWED`] says why. Tests (`tests/`, `tests.rs`, `#[cfg(test)]` modules)
-//!   craft pages byte by byte on purpose and are not checked.
-//! - `fn-length`: a function of the code of `crates/*/src/` and `xtask/src/` (tests aside)
-//!   holds at most [`FN_LINES_MAX`] lines from its `fn` to its closing brace, blank lines and
-//!   comment lines not counted, unless [`LONG_FUNCTIONS`] says why not.
+//!   code of `crates/*/src/` and `harness/*/src/` names none of the format's record sizes
+//!   ([`FORMAT_SIZES`]), slices nothing with literal offsets (`buf[..8]`, `buf[12..16]`: a
+//!   bound that is an integer literal, a non-zero multiple of 4, as every field of the format
+//!   starts or ends at one), and assigns no byte at a literal offset (`page[8] = ...`),
+//!   except where [`FORMAT_OFFSETS_ALLOWED`] says why. Tests (`tests/`, `tests.rs`,
+//!   `#[cfg(test)]` modules) craft pages byte by byte on purpose and are not checked.
+//! - `fn-length`: a function of the code of `crates/*/src/`, `harness/*/src/` and
+//!   `xtask/src/` (tests aside) holds at most [`FN_LINES_MAX`] lines from its `fn` to its
+//!   closing brace, blank lines and comment lines not counted, unless [`LONG_FUNCTIONS`] says
+//!   why not.
 //!
 //! - `imports`: the facade's modules (`crates/rbolt/src/`, a file a module) import one another
 //!   in one direction only: no circle of imports, through `crate::` paths, `use` groups,
@@ -64,6 +65,10 @@ const STORAGE_DIR: &str = "crates/rbolt-storage/src/";
 /// Where the format lives: the only place the `format-offset` rule allows.
 const FORMAT_DIR: &str = "crates/rbolt-page/";
 
+/// The folders of the workspace's crates: what ships (`crates/`) and the test support and
+/// suites (`harness/`). The code rules hold in both.
+const CRATE_DIRS: &[&str] = &["crates/", "harness/"];
+
 /// Places outside the storage layer that may touch files, and why. An entry ending in `/` is
 /// a folder; an entry starting with `*/` matches that folder anywhere (`*/tests/` is every
 /// crate's tests).
@@ -94,11 +99,11 @@ const FILES_ALLOWED: &[(&str, &str)] = &[
         "fuzz targets write the inputs they are given into scratch files",
     ),
     (
-        "crates/rbolt-fixtures/src/",
+        "harness/rbolt-fixtures/src/",
         "test support: reads the fixture files of the repository and writes copies for tests",
     ),
     (
-        "crates/rbolt-reliability/src/",
+        "harness/rbolt-reliability/src/",
         "the crash, kill and hostile-file suites copy, tear and corrupt database images on purpose",
     ),
     (
@@ -143,7 +148,7 @@ const FILES_ALLOWED: &[(&str, &str)] = &[
 /// Places outside the storage layer that may hold `unsafe`, and why.
 const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     (
-        "crates/rbolt-testkit/src/alloc.rs",
+        "harness/rbolt-testkit/src/alloc.rs",
         "the one test allocator: a GlobalAlloc impl is unsafe by definition",
     ),
     (
@@ -214,7 +219,7 @@ const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
         "not the format: the bytes of a simulated boot id",
     ),
     (
-        "crates/rbolt-reliability/src/",
+        "harness/rbolt-reliability/src/",
         "the hostile-file and fuzz suites craft and read damaged page images byte by byte on \
          purpose, as tests do",
     ),
@@ -252,12 +257,12 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "one chart drawn through plotters' builder chain, step by step; not split yet",
     ),
     (
-        "crates/rbolt-reliability/src/io_errors.rs",
+        "harness/rbolt-reliability/src/io_errors.rs",
         "workload_run",
         "the I/O-error suite's workload, one step kind a match arm; not split yet",
     ),
     (
-        "crates/rbolt-reliability/src/kill.rs",
+        "harness/rbolt-reliability/src/kill.rs",
         "kill_children",
         "spawns, times and reaps the children of one kill round; not split yet",
     ),
@@ -412,9 +417,12 @@ fn check_allocation(path: &str, code: &[&str], tests: &[bool], report: &mut Repo
     }
 }
 
-/// Whether `path` is in the sources of a crate of `crates/` (`crates/NAME/src/...`).
+/// Whether `path` is in the sources of a crate of [`CRATE_DIRS`] (`crates/NAME/src/...`,
+/// `harness/NAME/src/...`).
 fn in_crate_sources(path: &str) -> bool {
-    path.strip_prefix("crates/")
+    CRATE_DIRS
+        .iter()
+        .find_map(|dir| path.strip_prefix(dir))
         .and_then(|rest| rest.split_once('/'))
         .is_some_and(|(_, rest)| rest.starts_with("src/"))
 }
