@@ -25,10 +25,11 @@
 //!   closing brace, blank lines and comment lines not counted, unless [`LONG_FUNCTIONS`] says
 //!   why not.
 //!
-//! - `imports`: the facade's modules (`crates/rbolt/src/`, a file a module) import one another
-//!   in one direction only: no circle of imports, through `crate::` paths, `use` groups,
-//!   names `lib.rs` re-exports or `super::` (see `tidy/imports.rs`). A module's submodules are
-//!   its own room. The rooms and their order are `docs/ARCHITECTURE.md`'s map.
+//! - `imports`: the modules of every library crate (`crates/*/src/` and `harness/*/src/` with a
+//!   `lib.rs`, a file a module) import one another in one direction only: no circle of
+//!   imports, through `crate::` paths, `use` groups, names `lib.rs` re-exports or `super::`
+//!   (see `tidy/imports.rs`). A module's submodules are its own room. The facade's rooms and
+//!   their order are `docs/ARCHITECTURE.md`'s map.
 //!
 //! - `allocation`: page allocation is decided in one place, `rbolt_freelist::Allocator`. In
 //!   the facade, the calls that reserve, cut, pick a strategy or reach the allocator
@@ -182,6 +183,23 @@ const FORMAT_SIZES: &[&str] = &[
     "META_CHECKSUM_OFFSET",
     "PGID_SIZE",
     "BOOT_ID_SIZE",
+];
+
+/// Library crates whose modules still import one another in a circle, and why. The list only
+/// shrinks: an entry whose crate has no circle left fails `every_exception_is_still_needed`.
+const IMPORT_CIRCLES_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/rbolt-raft/src/",
+        "files.rs and state_machine.rs call each other (snapshot files and the state machine \
+         that writes them); the raft crates are under rework for issue 47 on their own \
+         branch, where the circle is to be broken",
+    ),
+    (
+        "crates/rbolt-raft-node/src/",
+        "context/observe and server/peer/membership call each other (the node's shared state \
+         and its metrics; the server and the peer and membership routes it mounts); under \
+         rework for issue 47, as rbolt-raft",
+    ),
 ];
 
 /// The calls of the facade that decide allocation other than by allocating: the allocator's
@@ -603,32 +621,58 @@ fn repository() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The `imports` rule over the files of the repository: a violation for each edge of each
-/// circle among the facade's modules.
-fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
-    let facade: Vec<(String, String)> = files
+/// The source folders of the library crates (`crates/NAME/src/` and `harness/NAME/src/` with
+/// a `lib.rs`).
+fn library_sources(files: &[(String, String)]) -> Vec<String> {
+    let mut sources: Vec<String> = files
         .iter()
-        .filter_map(|(path, text)| {
-            let file = path.strip_prefix(imports::FACADE_SRC)?;
-            Some((file.to_owned(), text.clone()))
+        .filter_map(|(path, _)| path.strip_suffix("lib.rs"))
+        .filter(|src| {
+            let parts: Vec<&str> = src.split('/').collect();
+            matches!(parts.as_slice(), ["crates" | "harness", _, "src", ""])
         })
+        .map(String::from)
         .collect();
-    for circle in imports::circles(&facade) {
-        let names: std::collections::BTreeSet<&str> =
-            circle.iter().map(|(_, _, from, _)| from.as_str()).collect();
-        let names: Vec<&str> = names.into_iter().collect();
-        for (file, line, from, to) in &circle {
-            out.push(Violation {
-                path: format!("{}{file}", imports::FACADE_SRC),
-                line: *line,
-                rule: "imports",
-                message: format!(
-                    "`{from}` imports `{to}`, and `{to}` reaches `{from}` back (the circle: \
-                     {}); move what the lower module needs below it, or pass it in",
-                    names.join(", ")
-                ),
-            });
+    sources.sort();
+    sources
+}
+
+/// The `imports` rule over the files of the repository: a violation for each edge of each
+/// circle among the modules of each library crate.
+fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
+    for src in library_sources(files) {
+        if allowed(IMPORT_CIRCLES_ALLOWED, &src) {
+            continue;
         }
+        let crate_files: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|(path, text)| {
+                let file = path.strip_prefix(&src)?;
+                Some((file.to_owned(), text.clone()))
+            })
+            .collect();
+        for circle in imports::circles(&src, &crate_files) {
+            report_circle(&src, &circle, out);
+        }
+    }
+}
+
+/// One violation for each edge of `circle`, among the modules of the crate at `src`.
+fn report_circle(src: &str, circle: &[(String, usize, String, String)], out: &mut Vec<Violation>) {
+    let names: std::collections::BTreeSet<&str> =
+        circle.iter().map(|(_, _, from, _)| from.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    for (file, line, from, to) in circle {
+        out.push(Violation {
+            path: format!("{src}{file}"),
+            line: *line,
+            rule: "imports",
+            message: format!(
+                "`{from}` imports `{to}`, and `{to}` reaches `{from}` back (the circle: {}); \
+                 move what the lower module needs below it, or pass it in",
+                names.join(", ")
+            ),
+        });
     }
 }
 
@@ -659,6 +703,7 @@ fn every_exception_is_still_needed() {
         UNSAFE_ALLOWED,
         LONG_FILES,
         FORMAT_OFFSETS_ALLOWED,
+        IMPORT_CIRCLES_ALLOWED,
     ];
     for (pattern, reason) in lists.into_iter().flatten() {
         assert!(!reason.is_empty(), "{pattern} has no reason");
@@ -682,6 +727,17 @@ fn every_exception_is_still_needed() {
             needed,
             "nothing at {pattern} names a format size or a literal offset any more; remove it \
              from FORMAT_OFFSETS_ALLOWED"
+        );
+    }
+    for (src, _) in IMPORT_CIRCLES_ALLOWED {
+        let crate_files: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|(path, text)| Some((path.strip_prefix(src)?.to_owned(), text.clone())))
+            .collect();
+        assert!(
+            !imports::circles(src, &crate_files).is_empty(),
+            "the modules of {src} import one another in no circle any more; remove it from \
+             IMPORT_CIRCLES_ALLOWED"
         );
     }
     for (path, _) in LONG_FILES {

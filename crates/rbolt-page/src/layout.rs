@@ -295,23 +295,6 @@ pub type PagesDigest = [u8; PAGES_DIGEST_SIZE];
 /// Bytes of a [`PagesDigest`].
 pub const PAGES_DIGEST_SIZE: usize = 16;
 
-/// The digest of one page extent (a page and its overflow pages, as written): XXH3-128 of its
-/// bytes up to where a leaf's or branch's data ends ([`packed_data_end`](crate::packed_data_end):
-/// the zeros after it are never read, and a page of another kind counts whole), seeded with
-/// its page id, so that the same bytes at another id count differently.
-///
-/// ```
-/// use rbolt_page::{Pgid, page_digest};
-/// let page = [7u8; 4096];
-/// assert_eq!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &page));
-/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(4), &page));
-/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &[7u8; 4095]));
-/// ```
-pub fn page_digest(pgid: crate::Pgid, bytes: &[u8]) -> u128 {
-    let used = &bytes[..crate::packed_data_end(bytes)];
-    twox_hash::XxHash3_128::oneshot_with_seed(pgid.0, used)
-}
-
 /// What a non-durable meta's checksum is XORed with (the bytes of "nodurabl"), so that it never
 /// passes as a durable meta.
 pub const NON_DURABLE_CHECKSUM_MASK: u64 = u64::from_le_bytes(*b"nodurabl");

@@ -43,7 +43,6 @@ mod edit;
 mod error;
 mod layout;
 mod page_set;
-mod search;
 mod types;
 mod view;
 
@@ -56,16 +55,16 @@ pub use build::{
 };
 pub use edit::{
     NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, packed_data_end,
-    page_data_end, repack_into, reread_checked_tree_page,
+    page_data_end, page_digest, repack_into, reread_checked_tree_page,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
-    NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64, page_digest,
+    NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64,
 };
 pub use page_set::{PageSet, PageSetIds};
-pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
+pub use view::search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use view::{
     BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, META_PAGE_LEN, META_PAGE_READ_LEN,
     MetaDurability, PageRef, check_overflow, check_pgid, find_meta1, read_meta, read_meta_page,

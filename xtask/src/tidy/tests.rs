@@ -174,7 +174,7 @@ fn circles_of(files: &[(&str, &str)]) -> Vec<Vec<String>> {
         .iter()
         .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
         .collect();
-    super::imports::circles(&files)
+    super::imports::circles(super::imports::FACADE_SRC, &files)
         .into_iter()
         .map(|c| {
             c.into_iter()

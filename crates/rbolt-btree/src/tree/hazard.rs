@@ -14,8 +14,8 @@
 //! every rule with where Go relies on it; this module is where rbolt tests them.
 
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
 use crate::node::Node;
+use crate::node::arena::Arena;
 use crate::pages::Pages;
 use crate::tree::{Root, Tree, too_deep};
 use rbolt_page::{
