@@ -31,6 +31,10 @@
 //!   (see `tidy/imports.rs`). A module's submodules are its own room. The facade's rooms and
 //!   their order are `docs/ARCHITECTURE.md`'s map.
 //!
+//! - `manifest`: every member crate's `Cargo.toml` takes version, edition, `rust-version` and
+//!   license from the workspace, has a `description`, and takes every dependency from
+//!   `[workspace.dependencies]` (see `tidy/manifests.rs`), except [`MANIFESTS_ALLOWED`].
+//! - `missing-docs`: a published library crate's `lib.rs` has `#![warn(missing_docs)]`.
 //! - `allocation`: page allocation is decided in one place, `rbolt_freelist::Allocator`. In
 //!   the facade, the calls that reserve, cut, pick a strategy or reach the allocator
 //!   ([`ALLOCATION_WORDS`]) appear only in the commit, the vacuum and the transaction that
@@ -42,6 +46,7 @@
 //! the word rules read each file with both blanked out.
 
 mod imports;
+mod manifests;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -183,6 +188,21 @@ const FORMAT_SIZES: &[&str] = &[
     "META_CHECKSUM_OFFSET",
     "PGID_SIZE",
     "BOOT_ID_SIZE",
+];
+
+/// Member manifests that still name their own dependency versions, and why. The list only
+/// shrinks.
+const MANIFESTS_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/rbolt-raft/Cargo.toml",
+        "openraft, tokio and the serialisation crates are named here; under rework for issue \
+         47 on its own branch, where its dependencies move to the workspace",
+    ),
+    (
+        "crates/rbolt-raft-node/Cargo.toml",
+        "the HTTP, TLS and metrics stack is named here; under rework for issue 47, as \
+         rbolt-raft",
+    ),
 ];
 
 /// Library crates whose modules still import one another in a circle, and why. The list only
@@ -676,6 +696,84 @@ fn report_circle(src: &str, circle: &[(String, usize, String, String)], out: &mu
     }
 }
 
+/// The manifests of the workspace's member crates (`crates/*/`, `harness/*/`, `xtask/`), with
+/// their texts.
+fn member_manifests() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut found = vec!["xtask/Cargo.toml".to_owned()];
+    for folder in ["crates", "harness"] {
+        let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = format!(
+                "{folder}/{}/Cargo.toml",
+                entry.file_name().to_string_lossy()
+            );
+            if root.join(&path).is_file() {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(root.join(&path))
+                .unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+            (path, text)
+        })
+        .collect()
+}
+
+/// The `manifest` rule over the member crates' manifests.
+fn check_manifests(manifests: &[(String, String)], out: &mut Vec<Violation>) {
+    for (path, text) in manifests {
+        if allowed(MANIFESTS_ALLOWED, path) {
+            continue;
+        }
+        for (line, message) in manifests::manifest_problems(text) {
+            out.push(Violation {
+                path: path.clone(),
+                line,
+                rule: "manifest",
+                message,
+            });
+        }
+    }
+}
+
+/// The `missing-docs` rule: a published library crate (no `publish = false`) warns on a public
+/// item without documentation, which clippy's `-D warnings` makes an error.
+fn check_missing_docs(
+    manifests: &[(String, String)],
+    files: &[(String, String)],
+    out: &mut Vec<Violation>,
+) {
+    for (manifest, text) in manifests {
+        let unpublished = text
+            .lines()
+            .any(|line| line.replace(' ', "") == "publish=false");
+        let lib = manifest.replace("Cargo.toml", "src/lib.rs");
+        let Some((_, lib_text)) = files.iter().find(|(path, _)| *path == lib) else {
+            continue;
+        };
+        let warns = ["#![warn(missing_docs)]", "#![deny(missing_docs)]"]
+            .iter()
+            .any(|attribute| lib_text.lines().any(|line| line.trim() == *attribute));
+        if !unpublished && !warns {
+            out.push(Violation {
+                path: lib,
+                line: 1,
+                rule: "missing-docs",
+                message: "a published crate documents every public item: add \
+                          `#![warn(missing_docs)]` after the crate's `//!` paragraph"
+                    .to_owned(),
+            });
+        }
+    }
+}
+
 #[test]
 fn the_tree_is_tidy() {
     let mut violations = Vec::new();
@@ -684,6 +782,9 @@ fn the_tree_is_tidy() {
         check_file(path, text, &mut violations);
     }
     check_imports(&files, &mut violations);
+    let manifests = member_manifests();
+    check_manifests(&manifests, &mut violations);
+    check_missing_docs(&manifests, &files, &mut violations);
     assert!(
         violations.is_empty(),
         "{} house rule(s) broken (see {}):\n{}",
@@ -705,6 +806,17 @@ fn every_exception_is_still_needed() {
         FORMAT_OFFSETS_ALLOWED,
         IMPORT_CIRCLES_ALLOWED,
     ];
+    let manifests = member_manifests();
+    for (path, _) in MANIFESTS_ALLOWED {
+        let (_, text) = manifests
+            .iter()
+            .find(|(f, _)| f == path)
+            .unwrap_or_else(|| panic!("the exception {path} matches no manifest; remove it"));
+        assert!(
+            !manifests::manifest_problems(text).is_empty(),
+            "{path} breaks the manifest rule no more; remove it from MANIFESTS_ALLOWED"
+        );
+    }
     for (pattern, reason) in lists.into_iter().flatten() {
         assert!(!reason.is_empty(), "{pattern} has no reason");
         if pattern.starts_with("*/") || pattern.starts_with("benches/compare/") {

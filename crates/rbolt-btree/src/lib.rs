@@ -9,6 +9,7 @@
 //! [`PageSource`] / [`Pages`], takes node buffers from an [`Arena`], and obtains page ids and
 //! writes pages through [`PageAlloc`]; it does no I/O, holds no locks, and contains no
 //! `unsafe`. Buckets, transactions and the freelist are the callers'.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod cursor;

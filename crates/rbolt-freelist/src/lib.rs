@@ -41,6 +41,7 @@
 //! freelist.release_pending(&[]); // no reader is open: pending pages become free
 //! assert_eq!(freelist.free_count(), 4);
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod allocator;

@@ -284,8 +284,9 @@ pub type BootId = [u8; BOOT_ID_SIZE];
 pub const BOOT_ID_SIZE: usize = 16;
 
 /// What a non-durable meta says of the pages its commits wrote: the sum, modulo 2^128, of
-/// [`page_digest`] over every page extent that the meta's tree reaches and the last durable
-/// meta's does not (the pages written since that durable meta), little-endian. At open, rbolt
+/// [`page_digest`](crate::page_digest) over every page extent that the meta's tree reaches and
+/// the last durable meta's does not (the pages written since that durable meta),
+/// little-endian. At open, rbolt
 /// trusts the meta only when the file's pages give the same sum: so pages that changed after
 /// the commits wrote them — another writer reusing them (Go bbolt, which takes the durable
 /// meta's free pages), or pages a failed sync let the kernel drop — are seen, and the open

@@ -29,6 +29,7 @@
 //! assert_eq!(leaf.value(1).unwrap(), b"green");
 //! assert!(LeafPage::new(&page, Pgid(8)).is_err()); // the header names page 7
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 #[cfg(not(target_endian = "little"))]

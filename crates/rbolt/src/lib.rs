@@ -168,6 +168,7 @@
 //! this crate's API: a breaking change in them is a breaking change of `rbolt`. The B+tree
 //! crate (`rbolt-btree`) appears in no public signature. `CONTRIBUTING.md` says how to check
 //! for API breaks before a release.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml): mark feature-gated items.
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -253,3 +253,27 @@ fn the_allocation_rule_fails_where_it_should() {
         &[],
     );
 }
+
+#[test]
+fn the_manifest_rule_fails_where_it_should() {
+    let good = "[package]\nname = \"a\"\ndescription = \"A.\"\nversion.workspace = true\n\
+                edition.workspace = true\nrust-version.workspace = true\n\
+                license.workspace = true\n\n[dependencies]\nrbolt-page.workspace = true\n\
+                smallvec = { workspace = true, features = [\"union\"] }\n\n\
+                [dev-dependencies]\na = { path = \".\", features = [\"sim\"] }\n";
+    assert_eq!(super::manifests::manifest_problems(good), []);
+    let bad = good
+        .replace("description = \"A.\"\n", "")
+        .replace("rust-version.workspace = true", "rust-version = \"1.80\"")
+        .replace(
+            "rbolt-page.workspace = true",
+            "rbolt-page = { path = \"../rbolt-page\" }",
+        )
+        + "[target.'cfg(unix)'.dependencies]\nlibc = \"0.2\"\n";
+    let lines: Vec<usize> = super::manifests::manifest_problems(&bad)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    // Two dependencies, then the package's missing description and local rust-version.
+    assert_eq!(lines, [9, 15, 1, 1]);
+}

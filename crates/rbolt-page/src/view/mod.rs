@@ -653,7 +653,10 @@ pub enum MetaDurability {
     /// Written without syncs, in the boot `boot_id`: whole only while that boot lasts, and
     /// only while the pages written since the last durable meta still sum to `digest`.
     NonDurable {
+        /// The boot the meta was written in (`/proc/sys/kernel/random/boot_id` on Linux).
         boot_id: BootId,
+        /// The sum of the digests of the page extents written since the last durable meta
+        /// that this meta reaches (see [`page_digest`](crate::page_digest)).
         digest: crate::PagesDigest,
     },
 }
