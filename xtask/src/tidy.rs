@@ -58,11 +58,10 @@ use std::path::{Path, PathBuf};
 /// The longest a source file may be without an entry in [`LONG_FILES`].
 const FILE_LINES_MAX: usize = 1000;
 
-/// The longest a function may be without an entry in [`LONG_FUNCTIONS`], in lines that hold
-/// code. The house style (`CONTRIBUTING.md`) asks for about 70, TigerBeetle's limit; this is
-/// where a function is a split to make rather than a matter of taste, and it does not count
-/// the comments the style asks for.
-const FN_LINES_MAX: usize = 100;
+/// The longest a function may be without an entry in [`LONG_FUNCTIONS`] or
+/// [`FUNCTIONS_TO_SPLIT`], in lines that hold code: the house style's (`CONTRIBUTING.md`)
+/// 70, TigerBeetle's limit, not counting the comments the style asks for.
+const FN_LINES_MAX: usize = 70;
 
 /// Where the storage layer lives: the only place the `files` and `unsafe` rules allow by
 /// default.
@@ -265,6 +264,55 @@ const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
 
 /// Functions longer than [`FN_LINES_MAX`] lines of code, and why each is still whole. An
 /// entry is a file and a function name; split the function and remove its line.
+/// The functions over [`FN_LINES_MAX`] lines of code when the limit came down from 100 to the
+/// house style's 70 (issue 48), each to be split: the ratchet. The list only shrinks — an
+/// entry no longer over the limit fails `every_exception_is_still_needed` — and nothing is
+/// added to it: a new long function is split, or goes to [`LONG_FUNCTIONS`] with its reason.
+const FUNCTIONS_TO_SPLIT: &[(&str, &str)] = &[
+    ("crates/rbolt-btree/src/rebalance.rs", "merge"),
+    ("crates/rbolt-btree/src/rebalance.rs", "merge_children"),
+    ("crates/rbolt-btree/src/split.rs", "plan"),
+    ("crates/rbolt-btree/src/split.rs", "split_with"),
+    ("crates/rbolt-cli/src/cmd/bench.rs", "bench"),
+    ("crates/rbolt-cli/src/cmd/check.rs", "check"),
+    ("crates/rbolt-cli/src/cmd/pages.rs", "print_page"),
+    ("crates/rbolt-cli/src/cmd/read.rs", "stats"),
+    ("crates/rbolt-page/src/error.rs", "fmt"),
+    ("crates/rbolt-raft-node/src/node.rs", "run"),
+    ("crates/rbolt-raft-node/src/peer.rs", "receive_snapshot"),
+    ("crates/rbolt/src/db.rs", "open_storage"),
+    ("crates/rbolt/src/engine/commit.rs", "commit_inner"),
+    ("crates/rbolt/src/tx/mod.rs", "move_bucket"),
+    ("crates/rbolt/src/vacuum/mod.rs", "vacuum_step"),
+    ("harness/rbolt-reliability/src/failpoints.rs", "return_mode"),
+    ("harness/rbolt-reliability/src/fuzz.rs", "ops"),
+    ("harness/rbolt-reliability/src/hostile/case.rs", "evaluate"),
+    (
+        "harness/rbolt-reliability/src/hostile/crafted.rs",
+        "crafted_files",
+    ),
+    ("harness/rbolt-reliability/src/hostile/crafted.rs", "cycles"),
+    ("harness/rbolt-reliability/src/hostile/fields.rs", "fields"),
+    ("harness/rbolt-reliability/src/hostile/shapes.rs", "shapes"),
+    ("harness/rbolt-reliability/src/hostile/suite.rs", "make"),
+    ("harness/rbolt-reliability/src/hostile/suite.rs", "plan"),
+    (
+        "harness/rbolt-reliability/src/hostile/suite.rs",
+        "spawn_batch",
+    ),
+    (
+        "harness/rbolt-reliability/src/interleave.rs",
+        "run_schedule",
+    ),
+    ("harness/rbolt-reliability/src/kill.rs", "run"),
+    ("harness/rbolt-reliability/src/power.rs", "run_seed"),
+    ("harness/rbolt-reliability/src/scan.rs", "scan_buckets"),
+    ("harness/rbolt-reliability/src/vacuum.rs", "run_seed"),
+    ("harness/rbolt-reliability/src/workload.rs", "normal_op"),
+    ("xtask/src/bench/compare.rs", "run"),
+    ("xtask/src/bench/compare.rs", "run_engine"),
+];
+
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
         "crates/rbolt/src/walk/page_walk.rs",
@@ -597,7 +645,10 @@ fn check_function_lengths(
             .count();
         let listed = LONG_FUNCTIONS
             .iter()
-            .any(|&(file, name, _)| file == path && name == function.name);
+            .any(|&(file, name, _)| file == path && name == function.name)
+            || FUNCTIONS_TO_SPLIT
+                .iter()
+                .any(|&(file, name)| file == path && name == function.name);
         if length > FN_LINES_MAX && !listed {
             report.push(
                 function.first + 1,
@@ -806,6 +857,32 @@ fn every_exception_is_still_needed() {
         FORMAT_OFFSETS_ALLOWED,
         IMPORT_CIRCLES_ALLOWED,
     ];
+    for (pattern, reason) in lists.into_iter().flatten() {
+        assert!(!reason.is_empty(), "{pattern} has no reason");
+        if pattern.starts_with("*/") || pattern.starts_with("benches/compare/") {
+            continue;
+        }
+        assert!(
+            files.iter().any(|(f, _)| matches(pattern, f)),
+            "the exception {pattern} matches no file; remove it"
+        );
+    }
+    manifest_exceptions_are_needed();
+    format_offset_exceptions_are_needed(&files);
+    import_circle_exceptions_are_needed(&files);
+    for (path, _) in LONG_FILES {
+        let (_, text) = files.iter().find(|(f, _)| f == path).expect("found above");
+        assert!(
+            text.lines().count() > FILE_LINES_MAX,
+            "{path} is no longer than {FILE_LINES_MAX} lines; remove it from LONG_FILES"
+        );
+    }
+    long_function_exceptions_are_needed(&files);
+}
+
+/// Each manifest of [`MANIFESTS_ALLOWED`] still breaks the manifest rule.
+#[cfg(test)]
+fn manifest_exceptions_are_needed() {
     let manifests = member_manifests();
     for (path, _) in MANIFESTS_ALLOWED {
         let (_, text) = manifests
@@ -817,16 +894,11 @@ fn every_exception_is_still_needed() {
             "{path} breaks the manifest rule no more; remove it from MANIFESTS_ALLOWED"
         );
     }
-    for (pattern, reason) in lists.into_iter().flatten() {
-        assert!(!reason.is_empty(), "{pattern} has no reason");
-        if pattern.starts_with("*/") || pattern.starts_with("benches/compare/") {
-            continue;
-        }
-        assert!(
-            files.iter().any(|(f, _)| matches(pattern, f)),
-            "the exception {pattern} matches no file; remove it"
-        );
-    }
+}
+
+/// Each place of [`FORMAT_OFFSETS_ALLOWED`] still names a format size or a literal offset.
+#[cfg(test)]
+fn format_offset_exceptions_are_needed(files: &[(String, String)]) {
     for (pattern, _) in FORMAT_OFFSETS_ALLOWED {
         let needed = files.iter().any(|(path, text)| {
             let blanked = blank_non_code(text);
@@ -841,6 +913,11 @@ fn every_exception_is_still_needed() {
              from FORMAT_OFFSETS_ALLOWED"
         );
     }
+}
+
+/// Each crate of [`IMPORT_CIRCLES_ALLOWED`] still has a circle.
+#[cfg(test)]
+fn import_circle_exceptions_are_needed(files: &[(String, String)]) {
     for (src, _) in IMPORT_CIRCLES_ALLOWED {
         let crate_files: Vec<(String, String)> = files
             .iter()
@@ -852,14 +929,20 @@ fn every_exception_is_still_needed() {
              IMPORT_CIRCLES_ALLOWED"
         );
     }
-    for (path, _) in LONG_FILES {
-        let (_, text) = files.iter().find(|(f, _)| f == path).expect("found above");
-        assert!(
-            text.lines().count() > FILE_LINES_MAX,
-            "{path} is no longer than {FILE_LINES_MAX} lines; remove it from LONG_FILES"
+}
+
+/// Each function of [`LONG_FUNCTIONS`] and [`FUNCTIONS_TO_SPLIT`] is still over the limit.
+#[cfg(test)]
+fn long_function_exceptions_are_needed(files: &[(String, String)]) {
+    let listed = LONG_FUNCTIONS
+        .iter()
+        .map(|&(path, name, reason)| (path, name, reason))
+        .chain(
+            FUNCTIONS_TO_SPLIT
+                .iter()
+                .map(|&(path, name)| (path, name, "to split")),
         );
-    }
-    for (path, name, reason) in LONG_FUNCTIONS {
+    for (path, name, reason) in listed {
         assert!(!reason.is_empty(), "{path} {name} has no reason");
         let (_, text) = files
             .iter()
@@ -881,7 +964,7 @@ fn every_exception_is_still_needed() {
         assert!(
             longest.is_some_and(|length| length > FN_LINES_MAX),
             "{path} `{name}` is no longer than {FN_LINES_MAX} lines of code ({longest:?}); \
-             remove it from LONG_FUNCTIONS"
+             remove it from LONG_FUNCTIONS or FUNCTIONS_TO_SPLIT"
         );
     }
 }
