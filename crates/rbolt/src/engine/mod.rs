@@ -85,7 +85,7 @@ pub(crate) struct Writer {
     /// what commits without syncs hold back is at most its pages: a run of them at most about
     /// doubles the file.
     pub(crate) durable: Meta,
-    /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
+    /// Pages the last commit wrote at or past its vacuum step's cut (`Allocator::vacuum_step`'s cut): what the
     /// step's plan meant to move but did not.
     pub(crate) past_cut: u64,
     /// A commit without syncs grew the file: the next durable commit fsyncs its length.
@@ -96,7 +96,7 @@ pub(crate) struct Writer {
     /// open checks before it trusts the meta (`db::open::unsynced_pages_intact`).
     pub(crate) unsynced_pages: PgidMap<u128>,
     pub(crate) unsynced_digest: u128,
-    /// The last write transaction's list of written extents' digests, emptied (`TxAlloc`).
+    /// The last write transaction's list of written extents' digests, emptied (`PageWrites::written`).
     pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
 }
 
