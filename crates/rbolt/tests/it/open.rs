@@ -194,3 +194,23 @@ fn the_storage_calls_are_the_ones_the_build_asked_for() {
         "RBOLT_EXPECT_PORTABLE={portable}"
     );
 }
+
+/// Issue 49, item 1: an I/O error at open says what the operating system said and what to do
+/// about it, not only "I/O error on <path>".
+#[test]
+fn an_open_that_fails_says_why_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("db");
+    let error = Db::open(&missing).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, Error::Io { .. }), "{error:?}");
+    for part in ["no-such-dir", "No such file or directory", "create the directory first"] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+    let error = Db::open(dir.path()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, Error::Io { .. }), "{error:?}");
+    for part in ["Is a directory", "name a file inside it"] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
