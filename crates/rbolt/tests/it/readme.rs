@@ -29,7 +29,10 @@ fn the_debug_build_advice_names_every_crate_rbolt_runs_on() {
     let manifest = include_str!("../../Cargo.toml");
     let named: std::collections::BTreeSet<&str> = readme
         .lines()
-        .filter_map(|line| line.strip_prefix("[profile.dev.package.")?.strip_suffix(']'))
+        .filter_map(|line| {
+            line.strip_prefix("[profile.dev.package.")?
+                .strip_suffix(']')
+        })
         .collect();
     let dependencies = manifest
         .split("[dependencies]")
