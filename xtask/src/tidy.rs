@@ -25,16 +25,28 @@
 //!   closing brace, blank lines and comment lines not counted, unless [`LONG_FUNCTIONS`] says
 //!   why not.
 //!
-//! - `imports`: the facade's modules (`crates/rbolt/src/`, a file a module) import one another
-//!   in one direction only: no circle of imports, through `crate::` paths, `use` groups,
-//!   names `lib.rs` re-exports or `super::` (see `tidy/imports.rs`). A module's submodules are
-//!   its own room. The rooms and their order are `docs/ARCHITECTURE.md`'s map.
+//! - `imports`: the modules of every library crate (`crates/*/src/` and `harness/*/src/` with a
+//!   `lib.rs`, a file a module) import one another in one direction only: no circle of
+//!   imports, through `crate::` paths, `use` groups, names `lib.rs` re-exports or `super::`
+//!   (see `tidy/imports.rs`). A module's submodules are its own room. The facade's rooms and
+//!   their order are `docs/ARCHITECTURE.md`'s map.
+//!
+//! - `manifest`: every member crate's `Cargo.toml` takes version, edition, `rust-version` and
+//!   license from the workspace, has a `description`, and takes every dependency from
+//!   `[workspace.dependencies]` (see `tidy/manifests.rs`), except [`MANIFESTS_ALLOWED`].
+//! - `missing-docs`: a published library crate's `lib.rs` has `#![warn(missing_docs)]`.
+//! - `allocation`: page allocation is decided in one place, `rbolt_freelist::Allocator`. In
+//!   the facade, the calls that reserve, cut, pick a strategy or reach the allocator
+//!   ([`ALLOCATION_WORDS`]) appear only in the commit, the vacuum and the transaction that
+//!   hands the allocator to them ([`ALLOCATION_CALLERS`]); the freelist's own allocation
+//!   calls appear nowhere there.
 //!
 //! An exception that is no longer needed fails too (`every_exception_is_still_needed`), so
 //! the lists only shrink as the code gets tidier. Comments and string literals are not code:
 //! the word rules read each file with both blanked out.
 
 mod imports;
+mod manifests;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -46,11 +58,10 @@ use std::path::{Path, PathBuf};
 /// The longest a source file may be without an entry in [`LONG_FILES`].
 const FILE_LINES_MAX: usize = 1000;
 
-/// The longest a function may be without an entry in [`LONG_FUNCTIONS`], in lines that hold
-/// code. The house style (`CONTRIBUTING.md`) asks for about 70, TigerBeetle's limit; this is
-/// where a function is a split to make rather than a matter of taste, and it does not count
-/// the comments the style asks for.
-const FN_LINES_MAX: usize = 100;
+/// The longest a function may be without an entry in [`LONG_FUNCTIONS`] or
+/// [`FUNCTIONS_TO_SPLIT`], in lines that hold code: the house style's (`CONTRIBUTING.md`)
+/// 70, TigerBeetle's limit, not counting the comments the style asks for.
+const FN_LINES_MAX: usize = 70;
 
 /// Where the storage layer lives: the only place the `files` and `unsafe` rules allow by
 /// default.
@@ -178,26 +189,64 @@ const FORMAT_SIZES: &[&str] = &[
     "BOOT_ID_SIZE",
 ];
 
+/// Member manifests that still name their own dependency versions, and why. The list only
+/// shrinks.
+const MANIFESTS_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/rbolt-raft/Cargo.toml",
+        "openraft, tokio and the serialisation crates are named here; under rework for issue \
+         47 on its own branch, where its dependencies move to the workspace",
+    ),
+    (
+        "crates/rbolt-raft-node/Cargo.toml",
+        "the HTTP, TLS and metrics stack is named here; under rework for issue 47, as \
+         rbolt-raft",
+    ),
+];
+
+/// Library crates whose modules still import one another in a circle, and why. The list only
+/// shrinks: an entry whose crate has no circle left fails `every_exception_is_still_needed`.
+const IMPORT_CIRCLES_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/rbolt-raft/src/",
+        "files.rs and state_machine.rs call each other (snapshot files and the state machine \
+         that writes them); the raft crates are under rework for issue 47 on their own \
+         branch, where the circle is to be broken",
+    ),
+    (
+        "crates/rbolt-raft-node/src/",
+        "context/observe and server/peer/membership call each other (the node's shared state \
+         and its metrics; the server and the peer and membership routes it mounts); under \
+         rework for issue 47, as rbolt-raft",
+    ),
+];
+
+/// The calls of the facade that decide allocation other than by allocating: the allocator's
+/// (reservations, the cut and the mark, the strategy, the end of the spill, the tail cut off,
+/// the room check), the ways to reach it, and the freelist's own allocation calls.
+const ALLOCATION_WORDS: &[&str] = &[
+    "choose_strategy",
+    "end_spill",
+    "trim_tail",
+    "ensure_room_for_freelist",
+    "allocator_mut",
+    "allocation_plan",
+    "allocate_pages",
+    "unallocate",
+    "unallocate_pages",
+    "record_allocation",
+];
+
+/// Where the facade may name [`ALLOCATION_WORDS`]: the commit, the vacuum (its step and its
+/// planner), and the write transaction that defines the ways to reach the allocator.
+const ALLOCATION_CALLERS: &[&str] = &[
+    "crates/rbolt/src/engine/commit.rs",
+    "crates/rbolt/src/vacuum/",
+    "crates/rbolt/src/tx/mod.rs",
+];
+
 /// Code outside `rbolt-page` that may name a format size or use a literal offset, and why.
 const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
-    (
-        "crates/rbolt/src/stats.rs",
-        "bbolt's Bucket.Stats in-use byte counts, summed from the record sizes; the facade's \
-         page walks (stats among them) become one walker in issue 24 part 2, another \
-         engineer's, which asks rbolt-page (`leaf_page_size`, `branch_page_size`) instead",
-    ),
-    (
-        "crates/rbolt/src/vacuum/plan.rs",
-        "the vacuum planner's model of how full merged pages get; rewritten in issue 24 part 2 \
-         (another engineer's) to ask the freelist for plans, and rbolt-page \
-         (`element_page_size`) for sizes",
-    ),
-    (
-        "crates/rbolt-cli/src/raw.rs",
-        "the raw reader's meta record, written field by field at its offsets with the checksum \
-         as stored (which `rbolt_page::write_meta` would recompute) for `surgery meta` and the \
-         settling of a copy's metas; to come from rbolt-page's `Meta` next",
-    ),
     (
         "crates/rbolt-cli/src/cmd/bench.rs",
         "not the format: `buf[..4]` is a benchmark key's first bytes",
@@ -215,6 +264,55 @@ const FORMAT_OFFSETS_ALLOWED: &[(&str, &str)] = &[
 
 /// Functions longer than [`FN_LINES_MAX`] lines of code, and why each is still whole. An
 /// entry is a file and a function name; split the function and remove its line.
+/// The functions over [`FN_LINES_MAX`] lines of code when the limit came down from 100 to the
+/// house style's 70 (issue 48), each to be split: the ratchet. The list only shrinks — an
+/// entry no longer over the limit fails `every_exception_is_still_needed` — and nothing is
+/// added to it: a new long function is split, or goes to [`LONG_FUNCTIONS`] with its reason.
+const FUNCTIONS_TO_SPLIT: &[(&str, &str)] = &[
+    ("crates/rbolt-btree/src/rebalance.rs", "merge"),
+    ("crates/rbolt-btree/src/rebalance.rs", "merge_children"),
+    ("crates/rbolt-btree/src/split.rs", "plan"),
+    ("crates/rbolt-btree/src/split.rs", "split_with"),
+    ("crates/rbolt-cli/src/cmd/bench.rs", "bench"),
+    ("crates/rbolt-cli/src/cmd/check.rs", "check"),
+    ("crates/rbolt-cli/src/cmd/pages.rs", "print_page"),
+    ("crates/rbolt-cli/src/cmd/read.rs", "stats"),
+    ("crates/rbolt-page/src/error.rs", "fmt"),
+    ("crates/rbolt-raft-node/src/node.rs", "run"),
+    ("crates/rbolt-raft-node/src/peer.rs", "receive_snapshot"),
+    ("crates/rbolt/src/db.rs", "open_storage"),
+    ("crates/rbolt/src/engine/commit.rs", "commit_inner"),
+    ("crates/rbolt/src/tx/mod.rs", "move_bucket"),
+    ("crates/rbolt/src/vacuum/mod.rs", "vacuum_step"),
+    ("harness/rbolt-reliability/src/failpoints.rs", "return_mode"),
+    ("harness/rbolt-reliability/src/fuzz.rs", "ops"),
+    ("harness/rbolt-reliability/src/hostile/case.rs", "evaluate"),
+    (
+        "harness/rbolt-reliability/src/hostile/crafted.rs",
+        "crafted_files",
+    ),
+    ("harness/rbolt-reliability/src/hostile/crafted.rs", "cycles"),
+    ("harness/rbolt-reliability/src/hostile/fields.rs", "fields"),
+    ("harness/rbolt-reliability/src/hostile/shapes.rs", "shapes"),
+    ("harness/rbolt-reliability/src/hostile/suite.rs", "make"),
+    ("harness/rbolt-reliability/src/hostile/suite.rs", "plan"),
+    (
+        "harness/rbolt-reliability/src/hostile/suite.rs",
+        "spawn_batch",
+    ),
+    (
+        "harness/rbolt-reliability/src/interleave.rs",
+        "run_schedule",
+    ),
+    ("harness/rbolt-reliability/src/kill.rs", "run"),
+    ("harness/rbolt-reliability/src/power.rs", "run_seed"),
+    ("harness/rbolt-reliability/src/scan.rs", "scan_buckets"),
+    ("harness/rbolt-reliability/src/vacuum.rs", "run_seed"),
+    ("harness/rbolt-reliability/src/workload.rs", "normal_op"),
+    ("xtask/src/bench/compare.rs", "run"),
+    ("xtask/src/bench/compare.rs", "run_engine"),
+];
+
 const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
         "crates/rbolt/src/walk/page_walk.rs",
@@ -225,8 +323,8 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
     (
         "crates/rbolt/src/vacuum/plan.rs",
         "plan",
-        "re-implements first fit over the freelist; issue 24 part 2 asks the freelist for \
-         first-fit plans instead",
+        "the step's plan in order: merges, then moves, each fitted by a binary search on the \
+         allocator's planning face, then the freelist page's place; not split yet",
     ),
     (
         "crates/rbolt/src/db/open.rs",
@@ -375,6 +473,34 @@ fn check_file(path: &str, text: &str, out: &mut Vec<Violation>) {
     if in_crate_sources(path) || path.starts_with("xtask/src/") {
         check_function_lengths(path, &lines, &code, &tests, &mut report);
     }
+    if path.starts_with(imports::FACADE_SRC) {
+        check_allocation(path, &code, &tests, &mut report);
+    }
+}
+
+/// The `allocation` rule.
+fn check_allocation(path: &str, code: &[&str], tests: &[bool], report: &mut Report<'_>) {
+    if ALLOCATION_CALLERS
+        .iter()
+        .any(|caller| matches(caller, path))
+    {
+        return;
+    }
+    for (index, code) in code.iter().enumerate() {
+        if tests.get(index).copied().unwrap_or(false) {
+            continue;
+        }
+        if let Some(word) = ALLOCATION_WORDS.iter().find(|w| has_word(code, w)) {
+            report.push(
+                index + 1,
+                "allocation",
+                format!(
+                    "`{word}` outside the commit and the vacuum; where pages go is                      `rbolt_freelist::Allocator`'s to decide: ask it there (a new kind of                      commit is a new input of `choose_strategy`), or add the path to                      ALLOCATION_CALLERS in {} with the reason",
+                    file!()
+                ),
+            );
+        }
+    }
 }
 
 /// Whether `path` is in the sources of a crate of [`CRATE_DIRS`] (`crates/NAME/src/...`,
@@ -519,7 +645,10 @@ fn check_function_lengths(
             .count();
         let listed = LONG_FUNCTIONS
             .iter()
-            .any(|&(file, name, _)| file == path && name == function.name);
+            .any(|&(file, name, _)| file == path && name == function.name)
+            || FUNCTIONS_TO_SPLIT
+                .iter()
+                .any(|&(file, name)| file == path && name == function.name);
         if length > FN_LINES_MAX && !listed {
             report.push(
                 function.first + 1,
@@ -563,30 +692,134 @@ fn repository() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The `imports` rule over the files of the repository: a violation for each edge of each
-/// circle among the facade's modules.
-fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
-    let facade: Vec<(String, String)> = files
+/// The source folders of the library crates (`crates/NAME/src/` and `harness/NAME/src/` with
+/// a `lib.rs`).
+fn library_sources(files: &[(String, String)]) -> Vec<String> {
+    let mut sources: Vec<String> = files
         .iter()
-        .filter_map(|(path, text)| {
-            let file = path.strip_prefix(imports::FACADE_SRC)?;
-            Some((file.to_owned(), text.clone()))
+        .filter_map(|(path, _)| path.strip_suffix("lib.rs"))
+        .filter(|src| {
+            let parts: Vec<&str> = src.split('/').collect();
+            matches!(parts.as_slice(), ["crates" | "harness", _, "src", ""])
         })
+        .map(String::from)
         .collect();
-    for circle in imports::circles(&facade) {
-        let names: std::collections::BTreeSet<&str> =
-            circle.iter().map(|(_, _, from, _)| from.as_str()).collect();
-        let names: Vec<&str> = names.into_iter().collect();
-        for (file, line, from, to) in &circle {
+    sources.sort();
+    sources
+}
+
+/// The `imports` rule over the files of the repository: a violation for each edge of each
+/// circle among the modules of each library crate.
+fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
+    for src in library_sources(files) {
+        if allowed(IMPORT_CIRCLES_ALLOWED, &src) {
+            continue;
+        }
+        let crate_files: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|(path, text)| {
+                let file = path.strip_prefix(&src)?;
+                Some((file.to_owned(), text.clone()))
+            })
+            .collect();
+        for circle in imports::circles(&src, &crate_files) {
+            report_circle(&src, &circle, out);
+        }
+    }
+}
+
+/// One violation for each edge of `circle`, among the modules of the crate at `src`.
+fn report_circle(src: &str, circle: &[(String, usize, String, String)], out: &mut Vec<Violation>) {
+    let names: std::collections::BTreeSet<&str> =
+        circle.iter().map(|(_, _, from, _)| from.as_str()).collect();
+    let names: Vec<&str> = names.into_iter().collect();
+    for (file, line, from, to) in circle {
+        out.push(Violation {
+            path: format!("{src}{file}"),
+            line: *line,
+            rule: "imports",
+            message: format!(
+                "`{from}` imports `{to}`, and `{to}` reaches `{from}` back (the circle: {}); \
+                 move what the lower module needs below it, or pass it in",
+                names.join(", ")
+            ),
+        });
+    }
+}
+
+/// The manifests of the workspace's member crates (`crates/*/`, `harness/*/`, `xtask/`), with
+/// their texts.
+fn member_manifests() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut found = vec!["xtask/Cargo.toml".to_owned()];
+    for folder in ["crates", "harness"] {
+        let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = format!(
+                "{folder}/{}/Cargo.toml",
+                entry.file_name().to_string_lossy()
+            );
+            if root.join(&path).is_file() {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(root.join(&path))
+                .unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+            (path, text)
+        })
+        .collect()
+}
+
+/// The `manifest` rule over the member crates' manifests.
+fn check_manifests(manifests: &[(String, String)], out: &mut Vec<Violation>) {
+    for (path, text) in manifests {
+        if allowed(MANIFESTS_ALLOWED, path) {
+            continue;
+        }
+        for (line, message) in manifests::manifest_problems(text) {
             out.push(Violation {
-                path: format!("{}{file}", imports::FACADE_SRC),
-                line: *line,
-                rule: "imports",
-                message: format!(
-                    "`{from}` imports `{to}`, and `{to}` reaches `{from}` back (the circle: \
-                     {}); move what the lower module needs below it, or pass it in",
-                    names.join(", ")
-                ),
+                path: path.clone(),
+                line,
+                rule: "manifest",
+                message,
+            });
+        }
+    }
+}
+
+/// The `missing-docs` rule: a published library crate (no `publish = false`) warns on a public
+/// item without documentation, which clippy's `-D warnings` makes an error.
+fn check_missing_docs(
+    manifests: &[(String, String)],
+    files: &[(String, String)],
+    out: &mut Vec<Violation>,
+) {
+    for (manifest, text) in manifests {
+        let unpublished = text
+            .lines()
+            .any(|line| line.replace(' ', "") == "publish=false");
+        let lib = manifest.replace("Cargo.toml", "src/lib.rs");
+        let Some((_, lib_text)) = files.iter().find(|(path, _)| *path == lib) else {
+            continue;
+        };
+        let warns = ["#![warn(missing_docs)]", "#![deny(missing_docs)]"]
+            .iter()
+            .any(|attribute| lib_text.lines().any(|line| line.trim() == *attribute));
+        if !unpublished && !warns {
+            out.push(Violation {
+                path: lib,
+                line: 1,
+                rule: "missing-docs",
+                message: "a published crate documents every public item: add \
+                          `#![warn(missing_docs)]` after the crate's `//!` paragraph"
+                    .to_owned(),
             });
         }
     }
@@ -600,6 +833,9 @@ fn the_tree_is_tidy() {
         check_file(path, text, &mut violations);
     }
     check_imports(&files, &mut violations);
+    let manifests = member_manifests();
+    check_manifests(&manifests, &mut violations);
+    check_missing_docs(&manifests, &files, &mut violations);
     assert!(
         violations.is_empty(),
         "{} house rule(s) broken (see {}):\n{}",
@@ -619,6 +855,7 @@ fn every_exception_is_still_needed() {
         UNSAFE_ALLOWED,
         LONG_FILES,
         FORMAT_OFFSETS_ALLOWED,
+        IMPORT_CIRCLES_ALLOWED,
     ];
     for (pattern, reason) in lists.into_iter().flatten() {
         assert!(!reason.is_empty(), "{pattern} has no reason");
@@ -630,6 +867,38 @@ fn every_exception_is_still_needed() {
             "the exception {pattern} matches no file; remove it"
         );
     }
+    manifest_exceptions_are_needed();
+    format_offset_exceptions_are_needed(&files);
+    import_circle_exceptions_are_needed(&files);
+    for (path, _) in LONG_FILES {
+        let (_, text) = files.iter().find(|(f, _)| f == path).expect("found above");
+        assert!(
+            text.lines().count() > FILE_LINES_MAX,
+            "{path} is no longer than {FILE_LINES_MAX} lines; remove it from LONG_FILES"
+        );
+    }
+    long_function_exceptions_are_needed(&files);
+}
+
+/// Each manifest of [`MANIFESTS_ALLOWED`] still breaks the manifest rule.
+#[cfg(test)]
+fn manifest_exceptions_are_needed() {
+    let manifests = member_manifests();
+    for (path, _) in MANIFESTS_ALLOWED {
+        let (_, text) = manifests
+            .iter()
+            .find(|(f, _)| f == path)
+            .unwrap_or_else(|| panic!("the exception {path} matches no manifest; remove it"));
+        assert!(
+            !manifests::manifest_problems(text).is_empty(),
+            "{path} breaks the manifest rule no more; remove it from MANIFESTS_ALLOWED"
+        );
+    }
+}
+
+/// Each place of [`FORMAT_OFFSETS_ALLOWED`] still names a format size or a literal offset.
+#[cfg(test)]
+fn format_offset_exceptions_are_needed(files: &[(String, String)]) {
     for (pattern, _) in FORMAT_OFFSETS_ALLOWED {
         let needed = files.iter().any(|(path, text)| {
             let blanked = blank_non_code(text);
@@ -644,14 +913,36 @@ fn every_exception_is_still_needed() {
              from FORMAT_OFFSETS_ALLOWED"
         );
     }
-    for (path, _) in LONG_FILES {
-        let (_, text) = files.iter().find(|(f, _)| f == path).expect("found above");
+}
+
+/// Each crate of [`IMPORT_CIRCLES_ALLOWED`] still has a circle.
+#[cfg(test)]
+fn import_circle_exceptions_are_needed(files: &[(String, String)]) {
+    for (src, _) in IMPORT_CIRCLES_ALLOWED {
+        let crate_files: Vec<(String, String)> = files
+            .iter()
+            .filter_map(|(path, text)| Some((path.strip_prefix(src)?.to_owned(), text.clone())))
+            .collect();
         assert!(
-            text.lines().count() > FILE_LINES_MAX,
-            "{path} is no longer than {FILE_LINES_MAX} lines; remove it from LONG_FILES"
+            !imports::circles(src, &crate_files).is_empty(),
+            "the modules of {src} import one another in no circle any more; remove it from \
+             IMPORT_CIRCLES_ALLOWED"
         );
     }
-    for (path, name, reason) in LONG_FUNCTIONS {
+}
+
+/// Each function of [`LONG_FUNCTIONS`] and [`FUNCTIONS_TO_SPLIT`] is still over the limit.
+#[cfg(test)]
+fn long_function_exceptions_are_needed(files: &[(String, String)]) {
+    let listed = LONG_FUNCTIONS
+        .iter()
+        .map(|&(path, name, reason)| (path, name, reason))
+        .chain(
+            FUNCTIONS_TO_SPLIT
+                .iter()
+                .map(|&(path, name)| (path, name, "to split")),
+        );
+    for (path, name, reason) in listed {
         assert!(!reason.is_empty(), "{path} {name} has no reason");
         let (_, text) = files
             .iter()
@@ -673,7 +964,7 @@ fn every_exception_is_still_needed() {
         assert!(
             longest.is_some_and(|length| length > FN_LINES_MAX),
             "{path} `{name}` is no longer than {FN_LINES_MAX} lines of code ({longest:?}); \
-             remove it from LONG_FUNCTIONS"
+             remove it from LONG_FUNCTIONS or FUNCTIONS_TO_SPLIT"
         );
     }
 }

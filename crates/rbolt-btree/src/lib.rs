@@ -9,12 +9,11 @@
 //! [`PageSource`] / [`Pages`], takes node buffers from an [`Arena`], and obtains page ids and
 //! writes pages through [`PageAlloc`]; it does no I/O, holds no locks, and contains no
 //! `unsafe`. Buckets, transactions and the freelist are the callers'.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod arena;
 mod cursor;
 mod free;
-mod hazard;
 mod mem;
 mod node;
 mod pages;
@@ -24,15 +23,17 @@ mod split;
 mod touch;
 mod tree;
 
-pub use arena::{Arena, POOL_BUFFERS_MAX};
 pub use cursor::{Cursor, ElemRef, Entry, TreeView};
-pub use hazard::{GoHazard, branch_hazard, child_hazard, first_key, inline_hazard, tree_hazards};
 pub use mem::{MemAlloc, MemStore};
+pub use node::arena::{Arena, POOL_BUFFERS_MAX};
 pub use pages::{MemPages, PageSource, Pages};
 /// The most elements a page holds (its header counts them in 16 bits): rbolt-page's
 /// `ELEMENT_COUNT_MAX`, which splits respect.
 pub use rbolt_page::ELEMENT_COUNT_MAX as PAGE_COUNT_MAX;
 pub use rebalance::{REBALANCE_PAGE_DIVISOR, REPACK_FULL_PERCENT};
+pub use tree::hazard::{
+    GoHazard, branch_hazard, child_hazard, first_key, inline_hazard, tree_hazards,
+};
 pub use tree::{
     Delete, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, PageAlloc,
     Put, Tree, TreeStats,

@@ -1,7 +1,7 @@
 //! An in-memory page store: a file image that trees spill into and read back from. For
 //! tests and benchmarks of this crate and its users; the database has its own.
 
-use crate::arena::Arena;
+use crate::node::arena::Arena;
 use crate::pages::Pages;
 use crate::tree::PageAlloc;
 use rbolt_page::{Corruption, Pgid, Reason};

@@ -8,10 +8,10 @@
 //! spill, which spreads the entries over two pages.
 
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
+use crate::node::arena::Arena;
 use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
-use crate::tree::{Bound, MIN_KEYS_PER_PAGE, PageAlloc, Root, Tree, too_deep};
+use crate::tree::{Bound, PageAlloc, Root, Tree, min_count, too_deep};
 use rbolt_page::{Corruption, NewEntry, Pgid, Reason, compare_keys, element_page_size};
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -386,10 +386,4 @@ fn junction_key<'a>(
     } else {
         right_first
     }
-}
-
-/// The fewest entries a page below a root may hold for Go bbolt's writer (its `minKeys`): a
-/// leaf one, a branch two children.
-pub(crate) fn min_count(node: &Node) -> usize {
-    if node.is_leaf() { 1 } else { MIN_KEYS_PER_PAGE }
 }

@@ -9,7 +9,7 @@
 //! gets a new root above them ([`Tree::root_above`]), written in turn.
 
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
+use crate::node::arena::Arena;
 use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
 use crate::tree::{PageAlloc, Root, Tree, too_deep};

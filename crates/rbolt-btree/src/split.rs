@@ -11,7 +11,7 @@
 //! The entry being inserted is part of the cut: it is written once, into the node it ends
 //! in, and the entries that move are copied once, as one block of data.
 
-use crate::arena::Arena;
+use crate::node::arena::Arena;
 use crate::node::{NODE_TAG, Node, NodeId};
 use crate::tree::{FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, Root, Tree};
 use rbolt_page::{ELEMENT_COUNT_MAX, NewEntry, branch_page_size, element_page_size, pages_for};

@@ -23,6 +23,7 @@ mod progress;
 mod raw;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 /// Inspect, check, repair, copy and benchmark bbolt database files.
@@ -129,7 +130,9 @@ fn main() -> ExitCode {
         // The reader of our output went away (`| head`): nothing failed that they care about.
         Err(error) if out::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("rbolt: {}", one_line(&error));
+            // Not `eprintln!`, which panics (exit 101) when stderr is a closed pipe
+            // (`rbolt check x.db 2>&1 | head -1`): the failure is the exit code's to tell.
+            let _ = writeln!(std::io::stderr(), "rbolt: {}", one_line(&error));
             ExitCode::FAILURE
         }
     }

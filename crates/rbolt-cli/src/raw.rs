@@ -12,7 +12,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt_page::{
     Corruption, META_PAGE_LEN, META_PAGE_READ_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader,
-    PageKind, Pgid, Reason, find_meta1, read_meta, read_meta_page,
+    Pgid, Reason, find_meta1, read_meta, read_meta_page,
 };
 use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use std::path::{Path, PathBuf};
@@ -234,31 +234,11 @@ impl RawFile {
     }
 }
 
-/// The meta bytes of `meta` (the 64 bytes after the page header), checksum included as
-/// stored in `meta`.
-pub fn meta_record(meta: &Meta) -> [u8; 64] {
-    let mut out = [0u8; 64];
-    out[0..4].copy_from_slice(&meta.magic.to_le_bytes());
-    out[4..8].copy_from_slice(&meta.version.to_le_bytes());
-    out[8..12].copy_from_slice(&meta.page_size.to_le_bytes());
-    out[12..16].copy_from_slice(&meta.flags.to_le_bytes());
-    out[16..24].copy_from_slice(&meta.root.root.to_le_bytes());
-    out[24..32].copy_from_slice(&meta.root.sequence.to_le_bytes());
-    out[32..40].copy_from_slice(&meta.freelist.to_le_bytes());
-    out[40..48].copy_from_slice(&meta.pgid.to_le_bytes());
-    out[48..56].copy_from_slice(&meta.txid.to_le_bytes());
-    out[56..64].copy_from_slice(&meta.checksum.to_le_bytes());
-    out
-}
-
 /// The first bytes of meta page `index` holding `meta`: a meta page header naming the page,
 /// and the record with its checksum recomputed.
 pub fn meta_page_bytes(index: u64, meta: &Meta) -> [u8; META_PAGE_LEN] {
-    let mut meta = *meta;
-    meta.checksum = meta.compute_checksum();
     let mut out = [0u8; META_PAGE_LEN];
-    PageHeader::new(Pgid(index), PageKind::Meta, 0, 0).write(&mut out);
-    out[16..].copy_from_slice(&meta_record(&meta));
+    rbolt_page::write_meta_in_slot(&mut out, meta, index);
     out
 }
 

@@ -42,6 +42,21 @@ pub enum FreelistError {
         /// The repeated id.
         pgid: Pgid,
     },
+    /// An allocation would take pages past the file's size limit. Nothing was taken.
+    #[error("the database would grow past its size limit of {max_size} bytes")]
+    MaxSizeReached {
+        /// The limit in bytes.
+        max_size: u64,
+    },
+    /// An allocation would take pages past the high-water mark a vacuum step may not pass.
+    /// Nothing was taken.
+    #[error("the commit would raise the high-water mark past page {mark}")]
+    MarkReached {
+        /// The mark.
+        mark: Pgid,
+        /// The mark in bytes.
+        max_size: u64,
+    },
     /// A freelist page read from disk is not valid.
     #[error(transparent)]
     Corruption(#[from] Corruption),

@@ -27,7 +27,7 @@ use rbolt_page::Pgid;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FreeRuns {
-    set: SpanIds,
+    pub(crate) set: SpanIds,
 }
 
 impl FreeRuns {

@@ -11,11 +11,16 @@
 //! [`FreeRuns`] is a copy of the free ids that answers where first fit would allocate (below a
 //! given page, or after earlier allocations) without changing the freelist.
 //!
-//! It must not do I/O or know about files, mappings or the high-water mark beyond checking ids
-//! against it: the caller reads and writes the page bytes and extends the file when
-//! `allocate` finds no run. It contains no `unsafe`. Writing a page allocates nothing, and no
-//! operation costs time in proportion to the whole freelist except reading, rebuilding and
-//! writing it (and inserting into the array, which moves ids as any sorted array must).
+//! [`Allocator`] is the one place that decides where a write transaction's pages go: it owns
+//! the freelist during the transaction, the high-water mark, the size limit, a vacuum step's
+//! mark, cut and reserved runs, and the strategy for single pages; its planning face
+//! ([`Allocator::plan`]) answers where a vacuum step's pages would land through the same code.
+//!
+//! It must not do I/O or know about files or mappings: the caller reads and writes the page
+//! bytes and extends the file to the high-water mark. It contains no `unsafe`. Writing a page
+//! allocates nothing, and no operation costs time in proportion to the whole freelist except
+//! reading, rebuilding and writing it (and inserting into the array, which moves ids as any
+//! sorted array must).
 //!
 //! ```
 //! use rbolt_freelist::{AnyFreelist, Freelist, FreelistKind};
@@ -36,8 +41,10 @@
 //! freelist.release_pending(&[]); // no reader is open: pending pages become free
 //! assert_eq!(freelist.free_count(), 4);
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod allocator;
 mod array;
 mod core;
 mod error;
@@ -49,9 +56,12 @@ mod runs;
 mod span;
 
 #[cfg(test)]
+mod allocator_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::core::{PgidHasher, PgidMap};
+pub use allocator::{Allocator, FreePages, Limits, RUNS_AFTER_PAGES, RUNS_FREE_DIVISOR, Strategy};
 pub use error::FreelistError;
 pub use free_runs::FreeRuns;
 pub use free_set::FreeIds;

@@ -35,6 +35,7 @@
 //! {"bucket":["top"],"key":{"text":"name"},"value":{"text":"ünï \"quoted\"\n"}}
 //! {"bucket":["top"],"key":"00ff","value":"76616c7565"}
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use serde::Deserialize;

@@ -18,6 +18,12 @@ pub const fn leaf_page_size(count: usize, kv_len: usize) -> usize {
     PAGE_HEADER_SIZE + count * LEAF_ELEMENT_SIZE + kv_len
 }
 
+/// Bytes one leaf entry takes in its page: its element, key and value.
+#[inline]
+pub const fn leaf_entry_size(key_len: usize, value_len: usize) -> usize {
+    LEAF_ELEMENT_SIZE + key_len + value_len
+}
+
 /// Bytes a branch page needs for `count` children whose keys total `key_len` bytes.
 #[inline]
 pub const fn branch_page_size(count: usize, key_len: usize) -> usize {
@@ -275,9 +281,16 @@ pub fn write_freelist(
 /// Writes a meta page for `meta` into `buf` (at least 80 bytes): the header with id
 /// `txid % 2`, and the meta with its checksum computed. Returns the meta as written.
 pub fn write_meta(buf: &mut [u8], meta: &Meta) -> Meta {
+    write_meta_in_slot(buf, meta, meta.txid % 2)
+}
+
+/// Writes a durable meta page for `meta` into `buf` as meta page `slot` (0 or 1), whatever its
+/// txid: as [`write_meta`], for tools that rewrite a file's metas by hand (the CLI's
+/// `surgery`). Returns the meta as written, its checksum computed.
+pub fn write_meta_in_slot(buf: &mut [u8], meta: &Meta, slot: u64) -> Meta {
     let mut meta = *meta;
     meta.checksum = meta.compute_checksum();
-    PageHeader::new(Pgid(meta.txid % 2), PageKind::Meta, 0, 0).write(buf);
+    PageHeader::new(Pgid(slot), PageKind::Meta, 0, 0).write(buf);
     buf[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + crate::META_SIZE]
         .copy_from_slice(bytemuck::bytes_of(&meta));
     meta

@@ -29,17 +29,17 @@ mod inplace;
 mod tests;
 
 pub use check::{
-    TreePageShape, check_tree_page, packed_data_end, page_data_end, repack_into,
+    TreePageShape, check_tree_page, packed_data_end, page_data_end, page_digest, repack_into,
     reread_checked_tree_page,
 };
 
 use crate::error::{Corruption, Reason, Result};
 use crate::layout::{BranchElement, LeafElement, PageHeader};
-use crate::search::compare_keys;
 use crate::types::{
     BRANCH_ELEMENT_SIZE, ELEMENT_COUNT_MAX, LEAF_ELEMENT_SIZE, LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE,
     PageKind, Pgid,
 };
+use crate::view::search::compare_keys;
 use crate::view::{BranchPage, LeafPage};
 use core::cmp::Ordering;
 use core::mem::offset_of;

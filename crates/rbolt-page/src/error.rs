@@ -149,8 +149,6 @@ pub enum Reason {
     NoDurableMeta,
     /// A meta whose txid is at its largest value: no commit can follow it.
     TxidAtMax,
-    /// A page Go bbolt's writer cannot continue from (see `GoHazard` in rbolt-btree).
-    BreaksGoWriter,
     /// Anything else, said in words.
     Other(&'static str),
 }
@@ -244,7 +242,6 @@ impl fmt::Display for Reason {
                 "written without a sync before the last reboot, and no durable meta is left",
             ),
             Reason::TxidAtMax => f.write_str("txid at its largest value"),
-            Reason::BreaksGoWriter => f.write_str("a page Go bbolt's writer cannot continue"),
             Reason::Other(text) => f.write_str(text),
         }
     }

@@ -284,8 +284,9 @@ pub type BootId = [u8; BOOT_ID_SIZE];
 pub const BOOT_ID_SIZE: usize = 16;
 
 /// What a non-durable meta says of the pages its commits wrote: the sum, modulo 2^128, of
-/// [`page_digest`] over every page extent that the meta's tree reaches and the last durable
-/// meta's does not (the pages written since that durable meta), little-endian. At open, rbolt
+/// [`page_digest`](crate::page_digest) over every page extent that the meta's tree reaches and
+/// the last durable meta's does not (the pages written since that durable meta),
+/// little-endian. At open, rbolt
 /// trusts the meta only when the file's pages give the same sum: so pages that changed after
 /// the commits wrote them — another writer reusing them (Go bbolt, which takes the durable
 /// meta's free pages), or pages a failed sync let the kernel drop — are seen, and the open
@@ -294,23 +295,6 @@ pub type PagesDigest = [u8; PAGES_DIGEST_SIZE];
 
 /// Bytes of a [`PagesDigest`].
 pub const PAGES_DIGEST_SIZE: usize = 16;
-
-/// The digest of one page extent (a page and its overflow pages, as written): XXH3-128 of its
-/// bytes up to where a leaf's or branch's data ends ([`packed_data_end`](crate::packed_data_end):
-/// the zeros after it are never read, and a page of another kind counts whole), seeded with
-/// its page id, so that the same bytes at another id count differently.
-///
-/// ```
-/// use rbolt_page::{Pgid, page_digest};
-/// let page = [7u8; 4096];
-/// assert_eq!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &page));
-/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(4), &page));
-/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &[7u8; 4095]));
-/// ```
-pub fn page_digest(pgid: crate::Pgid, bytes: &[u8]) -> u128 {
-    let used = &bytes[..crate::packed_data_end(bytes)];
-    twox_hash::XxHash3_128::oneshot_with_seed(pgid.0, used)
-}
 
 /// What a non-durable meta's checksum is XORed with (the bytes of "nodurabl"), so that it never
 /// passes as a durable meta.

@@ -29,6 +29,7 @@
 //! assert_eq!(leaf.value(1).unwrap(), b"green");
 //! assert!(LeafPage::new(&page, Pgid(8)).is_err()); // the header names page 7
 //! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 #[cfg(not(target_endian = "little"))]
@@ -43,28 +44,28 @@ mod edit;
 mod error;
 mod layout;
 mod page_set;
-mod search;
 mod types;
 mod view;
 
 pub use build::{
     BranchBuilder, EMPTY_BUCKET_VALUE, EMPTY_DB_PAGES, EMPTY_LEAF, LeafBuilder, branch_page_size,
-    element_page_size, empty_db_prefixes, freelist_page_size, inline_bucket_size, leaf_page_size,
-    pages_for, pgid_slots, set_pgid_slot, write_bucket_header, write_empty_db, write_freelist,
-    write_freelist_header, write_meta, write_meta_non_durable, write_pgid,
+    element_page_size, empty_db_prefixes, freelist_page_size, inline_bucket_size, leaf_entry_size,
+    leaf_page_size, pages_for, pgid_slots, set_pgid_slot, write_bucket_header, write_empty_db,
+    write_freelist, write_freelist_header, write_meta, write_meta_in_slot, write_meta_non_durable,
+    write_pgid,
 };
 pub use edit::{
     NewEntry, PACKED_INSERTS_MAX, PageMut, TreePageShape, check_tree_page, packed_data_end,
-    page_data_end, repack_into, reread_checked_tree_page,
+    page_data_end, page_digest, repack_into, reread_checked_tree_page,
 };
 pub use error::{Corruption, Reason, Result};
 pub use layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
-    NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64, page_digest,
+    NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64,
 };
 pub use page_set::{PageSet, PageSetIds};
-pub use search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use types::*;
+pub use view::search::{KeySource, child_index, compare_keys, key_prefix, lower_bound, search};
 pub use view::{
     BranchPage, BucketValue, FreelistPage, LeafEntry, LeafPage, META_PAGE_LEN, META_PAGE_READ_LEN,
     MetaDurability, PageRef, check_overflow, check_pgid, find_meta1, read_meta, read_meta_page,

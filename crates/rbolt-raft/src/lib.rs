@@ -153,6 +153,7 @@
 //! [`RaftStateMachine`]: openraft::storage::RaftStateMachine
 //! [`RaftSnapshotBuilder`]: openraft::storage::RaftSnapshotBuilder
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod codec;

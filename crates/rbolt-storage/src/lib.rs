@@ -36,6 +36,7 @@
 //! shrink of it, which the mapping here relies on (see `docs/ARCHITECTURE.md`); the crate
 //! does not build there.
 
+#![warn(missing_docs)]
 #[cfg(not(unix))]
 compile_error!(
     "rbolt-storage supports Unix-like systems (Linux, macOS, the BSDs); Windows is not \

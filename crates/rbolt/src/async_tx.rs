@@ -82,7 +82,7 @@ impl Db {
     pub fn update_async<T, E, F>(
         self: &Arc<Self>,
         f: F,
-    ) -> impl Future<Output = Result<T, E>> + Send + 'static
+    ) -> impl Future<Output = Result<T, E>> + Send + 'static + use<T, E, F>
     where
         F: FnOnce(&mut WriteTx<'_>) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
@@ -112,7 +112,7 @@ impl Db {
     pub fn view_async<T, E, F>(
         self: &Arc<Self>,
         f: F,
-    ) -> impl Future<Output = Result<T, E>> + Send + 'static
+    ) -> impl Future<Output = Result<T, E>> + Send + 'static + use<T, E, F>
     where
         F: FnOnce(&ReadTx<'_>) -> Result<T, E> + Send + 'static,
         T: Send + 'static,
@@ -150,7 +150,7 @@ impl Db {
     pub fn batch_async<E, F>(
         self: &Arc<Self>,
         f: F,
-    ) -> impl Future<Output = Result<(), E>> + Send + 'static
+    ) -> impl Future<Output = Result<(), E>> + Send + 'static + use<E, F>
     where
         F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
         E: From<Error> + Send + 'static,

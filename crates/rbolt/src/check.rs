@@ -86,50 +86,12 @@ pub enum CheckError {
     },
     /// Bytes that do not decode.
     Corrupt(Corruption),
-    /// Element `index` of branch page `pgid` has a key that is not byte-equal to the first key
-    /// of the child page it points to. rbolt and Go bbolt read such a file correctly and Go's
-    /// `Check` passes it, but Go's writer finds a child in its parent by the child's first key,
-    /// so its next write there corrupts the file (see [`CheckError::breaks_go_writer`]).
-    StaleSeparator {
-        /// The branch page.
-        pgid: Pgid,
-        /// The element.
-        index: usize,
-        /// The child page it points to.
-        child: Pgid,
-        /// The element's key.
-        separator: Vec<u8>,
-        /// The child page's first key.
-        first_key: Vec<u8>,
-    },
-    /// Leaf page `pgid` is below its tree's root (element `index` of branch page `parent`) and
-    /// holds no entries: Go's writer has no first key to find it by in its parent.
-    EmptyLeaf {
-        /// The empty leaf.
-        pgid: Pgid,
-        /// The branch page pointing to it.
-        parent: Pgid,
-        /// The element of `parent` that does.
-        index: usize,
-    },
-    /// Branch page `pgid` has a single child: Go's writer asserts a branch has two when it
-    /// merges a page below it ("parent must have at least 2 children") and panics.
-    LoneChild {
-        /// The branch page.
-        pgid: Pgid,
-        /// Its only child.
-        child: Pgid,
-    },
-    /// The inline bucket in element `index` of leaf page `pgid` has a page header naming page
-    /// `id` instead of 0: Go's writer frees page `id` when it moves the bucket to pages.
-    InlinePageId {
-        /// The leaf holding the bucket value.
-        pgid: Pgid,
-        /// The element.
-        index: usize,
-        /// The page id in the inline page's header.
-        id: u64,
-    },
+    /// A place where Go bbolt's writer corrupts the file (or panics) on its next write there,
+    /// though rbolt and Go's readers read it correctly and Go's `Check` passes it: a separator
+    /// that is not its child's first key, an empty leaf below a root, a branch with one child,
+    /// an inline page that names a page (see [`GoHazard`] and
+    /// [`CheckError::breaks_go_writer`]).
+    BreaksGoWriter(GoHazard),
 }
 
 /// What every error that [`CheckError::breaks_go_writer`] says yes to means, in words.
@@ -146,71 +108,22 @@ impl CheckError {
     /// [`WriteTx::fix_separators`](crate::WriteTx::fix_separators)) for a whole file.
     ///
     /// ```
-    /// let error = rbolt::CheckError::LoneChild {
+    /// let error = rbolt::CheckError::BreaksGoWriter(rbolt::GoHazard::LoneChild {
     ///     pgid: rbolt::page::Pgid(7),
     ///     child: rbolt::page::Pgid(9),
-    /// };
+    /// });
     /// assert!(error.breaks_go_writer());
     /// assert!(error.to_string().contains("Go bbolt will corrupt this file"));
     /// ```
     pub fn breaks_go_writer(&self) -> bool {
-        matches!(
-            self,
-            CheckError::StaleSeparator { .. }
-                | CheckError::EmptyLeaf { .. }
-                | CheckError::LoneChild { .. }
-                | CheckError::InlinePageId { .. }
-        )
+        matches!(self, CheckError::BreaksGoWriter(_))
     }
 }
 
 impl From<GoHazard> for CheckError {
     fn from(hazard: GoHazard) -> CheckError {
-        match hazard {
-            GoHazard::Separator {
-                pgid,
-                index,
-                child,
-                separator,
-                first_key,
-            } => CheckError::StaleSeparator {
-                pgid,
-                index,
-                child,
-                separator,
-                first_key,
-            },
-            GoHazard::EmptyPage {
-                pgid,
-                parent,
-                index,
-            } => CheckError::EmptyLeaf {
-                pgid,
-                parent,
-                index,
-            },
-            GoHazard::LoneChild { pgid, child } => CheckError::LoneChild { pgid, child },
-            GoHazard::InlinePageId { pgid, index, id } => {
-                CheckError::InlinePageId { pgid, index, id }
-            }
-            // A hazard this version does not know of: say it in words.
-            other => CheckError::Corrupt(Corruption::new(other.pgid(), Reason::BreaksGoWriter)),
-        }
+        CheckError::BreaksGoWriter(hazard)
     }
-}
-
-/// Lowercase hex of a key, shortened past 40 bytes (keys reach 32 KiB).
-fn short_hex(key: &[u8]) -> String {
-    const SHOWN_MAX: usize = 40;
-    let mut text: String = key
-        .iter()
-        .take(SHOWN_MAX)
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    if key.len() > SHOWN_MAX {
-        text.push_str(&format!("... ({} bytes)", key.len()));
-    }
-    text
 }
 
 impl fmt::Display for CheckError {
@@ -236,37 +149,13 @@ impl fmt::Display for CheckError {
                 "page {pgid}: key {index} is out of order within the page or its parent's range"
             ),
             CheckError::Corrupt(corruption) => write!(f, "{corruption}"),
-            CheckError::StaleSeparator {
-                pgid,
-                index,
-                child,
-                separator,
-                first_key,
-            } => write!(
-                f,
-                "page {pgid}: element {index} has the key {} but its child page {child} starts \
-                 with {}: {GO_WRITER_HAZARD} {child}",
-                short_hex(separator),
-                short_hex(first_key)
-            ),
-            CheckError::EmptyLeaf {
-                pgid,
-                parent,
-                index,
-            } => write!(
-                f,
-                "page {pgid}: an empty leaf below its tree's root (element {index} of page \
-                 {parent}): {GO_WRITER_HAZARD} {pgid}"
-            ),
-            CheckError::LoneChild { pgid, child } => write!(
-                f,
-                "page {pgid}: a branch with one child (page {child}): {GO_WRITER_HAZARD} {pgid}"
-            ),
-            CheckError::InlinePageId { pgid, index, id } => write!(
-                f,
-                "page {pgid}: the inline bucket of element {index} has a page header naming \
-                 page {id}, not 0: {GO_WRITER_HAZARD} {pgid}"
-            ),
+            CheckError::BreaksGoWriter(hazard) => {
+                write!(
+                    f,
+                    "{hazard}: {GO_WRITER_HAZARD} {}",
+                    hazard.page_to_rewrite()
+                )
+            }
         }
     }
 }

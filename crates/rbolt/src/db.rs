@@ -2,11 +2,11 @@
 
 mod open;
 
-use crate::batch::Batcher;
+use crate::engine::batch::Batcher;
+use crate::engine::snapshot::{Snapshot, map_size};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::snapshot::{Snapshot, map_size};
 use crate::stats::{DbStats, StatCounters};
 use crate::storage::{Claim, FileOptions, FileStorage, OpenError, Storage};
 use crate::trace;
@@ -434,7 +434,7 @@ impl Db {
         F: Fn(&mut WriteTx<'_>) -> Result<(), E> + Send + Sync + 'static,
         E: From<Error>,
     {
-        crate::batch::run(&self.engine, &self.batcher, f)
+        crate::engine::batch::run(&self.engine, &self.batcher, f)
     }
 
     /// Makes every commit so far durable: after it returns, a crash or a power loss keeps them
@@ -549,7 +549,7 @@ impl Drop for Db {
         // Best effort: `close` reports what this cannot; a failure poisons, and the next open
         // finds the last durable commit.
         let _ = self.make_durable_at_close();
-        crate::shrink::on_close(&self.engine);
+        crate::engine::shrink::on_close(&self.engine);
     }
 }
 

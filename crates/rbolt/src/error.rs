@@ -66,10 +66,15 @@ pub enum Error {
     )]
     IncompatibleValue,
     /// A bucket move whose source and destination are the same bucket.
-    #[error("the source and destination are the same bucket")]
+    #[error(
+        "the source and destination are the same bucket: nothing to move; name another destination"
+    )]
     SameBuckets,
     /// A bucket move into the bucket itself or a bucket nested inside it.
-    #[error("a bucket cannot be moved into itself or into a bucket nested inside it")]
+    #[error(
+        "a bucket cannot be moved into itself or into a bucket nested inside it; choose a \
+         destination outside it"
+    )]
     MoveIntoSelf,
     /// The top-level bucket is open as a [`BucketMut`](crate::BucketMut) handle of this write
     /// transaction: it cannot be opened a second time, deleted or moved until that handle is
@@ -104,7 +109,11 @@ pub enum Error {
         path: Option<PathBuf>,
     },
     /// The file is not a bbolt database (bad magic), or too short to be one.
-    #[error("invalid database {}: {reason}", DisplayPath(.path))]
+    #[error(
+        "invalid database {}: {reason} (is this the database file? a new database is created \
+         only where no file exists)",
+        DisplayPath(.path)
+    )]
     Invalid {
         /// The file.
         path: Option<PathBuf>,
@@ -112,7 +121,10 @@ pub enum Error {
         reason: String,
     },
     /// The file is a bbolt database of another format version.
-    #[error("version mismatch: {}: {reason}", DisplayPath(.path))]
+    #[error(
+        "version mismatch: {}: {reason} (rbolt and bbolt read format version 2)",
+        DisplayPath(.path)
+    )]
     VersionMismatch {
         /// The file.
         path: Option<PathBuf>,
@@ -187,7 +199,11 @@ pub enum Error {
     #[error("raw page access needs a database opened read-only")]
     RawAccessNeedsReadOnly,
     /// Both metas fail their checksum.
-    #[error("checksum error in {}: {reason}", DisplayPath(.path))]
+    #[error(
+        "checksum error in {}: {reason} (`rbolt check` and `rbolt surgery` inspect and repair \
+         metas)",
+        DisplayPath(.path)
+    )]
     Checksum {
         /// The file.
         path: Option<PathBuf>,
@@ -208,10 +224,12 @@ pub enum Error {
     #[error("corrupt database: {0} (`rbolt check` lists every problem)")]
     Corruption(Corruption),
     /// The freelist refused an operation (a double free, which means a corrupt file).
-    #[error("freelist: {0}")]
+    #[error("freelist: {0} (a corrupt file: `rbolt check` lists every problem)")]
     Freelist(FreelistError),
-    /// An I/O error on the database file.
-    #[error("I/O error on {}", DisplayPath(.path))]
+    /// An I/O error on the database file. The message names the operating system's error
+    /// (also the `source`), and what to do where something can be done: a full disk, a
+    /// read-only file or filesystem, a missing directory, a path that is a directory.
+    #[error("I/O error on {}: {source}{}", DisplayPath(.path), io_hint(.source))]
     Io {
         /// The file.
         path: Option<PathBuf>,
@@ -312,10 +330,37 @@ impl From<Corruption> for Error {
     }
 }
 
+/// What to do about an I/O error of `kind`, as the end of a message (empty when the error's
+/// own words are all there is to say).
+fn io_hint(error: &io::Error) -> &'static str {
+    match error.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            "; the disk is full: free space (or move the database), then retry; nothing of the \
+             failed transaction was kept"
+        }
+        io::ErrorKind::ReadOnlyFilesystem => {
+            "; the filesystem is read-only: to read the database, open it with \
+             Options::read_only(true)"
+        }
+        io::ErrorKind::PermissionDenied => {
+            "; this process may not write the file or its directory: to read the database, \
+             open it with Options::read_only(true), or fix the permissions"
+        }
+        io::ErrorKind::NotFound => {
+            "; a database is created in an existing directory: create the directory first \
+             (or, for a read-only open, name an existing file)"
+        }
+        io::ErrorKind::IsADirectory => "; the path is a directory: name a file inside it",
+        _ => "",
+    }
+}
+
 impl From<FreelistError> for Error {
     fn from(error: FreelistError) -> Error {
         match error {
             FreelistError::Corruption(corruption) => Error::Corruption(corruption),
+            FreelistError::MaxSizeReached { max_size }
+            | FreelistError::MarkReached { max_size, .. } => Error::MaxSizeReached { max_size },
             other => Error::Freelist(other),
         }
     }
@@ -403,3 +448,217 @@ impl fmt::Display for DisplayPath<'_> {
 
 /// The result of every fallible call of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::{Error, FreelistError, io};
+    use rbolt_page::{Corruption, Pgid, Reason};
+    use std::path::PathBuf;
+
+    fn path() -> Option<PathBuf> {
+        Some(PathBuf::from("/data/app.db"))
+    }
+
+    fn io_error(kind: io::ErrorKind) -> Error {
+        Error::Io {
+            path: path(),
+            source: io::Error::from(kind),
+        }
+    }
+
+    /// Every variant once, with what its message must name: its cause and, where something
+    /// can be done, what to do.
+    fn every_error() -> Vec<(Error, &'static [&'static str])> {
+        let text = || "something".to_owned();
+        vec![
+            (Error::KeyRequired, &["key required", "1 to"]),
+            (
+                Error::KeyTooLarge { len: 40_000 },
+                &["40000", "hash or shorten"],
+            ),
+            (
+                Error::ValueTooLarge { len: 1 << 31 },
+                &["value too large", "pieces"],
+            ),
+            (
+                Error::BucketExists,
+                &["already exists", "create_bucket_if_not_exists"],
+            ),
+            (Error::BucketNotFound, &["not found", "create_bucket"]),
+            (Error::BucketNameRequired, &["name required", "1 to"]),
+            (
+                Error::IncompatibleValue,
+                &["holds a bucket", "delete_bucket"],
+            ),
+            (Error::SameBuckets, &["same bucket", "another destination"]),
+            (Error::MoveIntoSelf, &["into itself", "outside it"]),
+            (Error::BucketInUse, &["open as a handle", "drop it"]),
+            (
+                Error::DatabaseReadOnly,
+                &["read-only", "without Options::read_only"],
+            ),
+            (
+                Error::Locked { path: path() },
+                &["/data/app.db", "lock_timeout"],
+            ),
+            (
+                Error::Timeout { path: path() },
+                &["timed out", "lock_timeout"],
+            ),
+            (
+                Error::Invalid {
+                    path: path(),
+                    reason: text(),
+                },
+                &["something", "database file"],
+            ),
+            (
+                Error::VersionMismatch {
+                    path: path(),
+                    reason: text(),
+                },
+                &["something", "version 2"],
+            ),
+            (
+                Error::Truncated {
+                    path: path(),
+                    expected: 8192,
+                    actual: 4096,
+                },
+                &["truncated", "fallback_on_truncation"],
+            ),
+            (
+                Error::InvalidOptions { reason: text() },
+                &["invalid options: something"],
+            ),
+            (
+                Error::StorageInUse { path: path() },
+                &["already open", "share that handle"],
+            ),
+            (
+                Error::WriteTxOnThisThread,
+                &["holds the write transaction", "commit or"],
+            ),
+            (
+                Error::Decode {
+                    type_name: "u64",
+                    reason: text(),
+                },
+                &["u64", "something", "other types"],
+            ),
+            (
+                Error::Encode {
+                    type_name: "Json",
+                    reason: text(),
+                },
+                &["Json", "something", "nothing was written"],
+            ),
+            (Error::RawAccessNeedsReadOnly, &["read-only"]),
+            (
+                Error::Checksum {
+                    path: path(),
+                    reason: text(),
+                },
+                &["something", "rbolt check"],
+            ),
+            (
+                Error::MaxSizeReached { max_size: 1 << 20 },
+                &["1048576", "raise Options::max_size"],
+            ),
+            (
+                Error::Corruption(Corruption::new(Pgid(7), Reason::KeyOrder { index: 2 })),
+                &["page 7", "rbolt check"],
+            ),
+            (
+                Error::Freelist(FreelistError::AlreadyFreed { pgid: Pgid(9) }),
+                &["page 9", "rbolt check"],
+            ),
+            (
+                io_error(io::ErrorKind::StorageFull),
+                &["/data/app.db", "disk is full", "free space"],
+            ),
+            (
+                io_error(io::ErrorKind::ReadOnlyFilesystem),
+                &["read-only", "Options::read_only(true)"],
+            ),
+            (
+                io_error(io::ErrorKind::PermissionDenied),
+                &["permission", "Options::read_only(true)"],
+            ),
+            (
+                io_error(io::ErrorKind::NotFound),
+                &["not found", "create the directory"],
+            ),
+            (
+                io_error(io::ErrorKind::IsADirectory),
+                &["directory", "name a file"],
+            ),
+            (
+                io_error(io::ErrorKind::QuotaExceeded),
+                &["quota", "free space"],
+            ),
+            (
+                Error::NotRun {
+                    reason: "no runtime",
+                },
+                &["no runtime", "nothing was written"],
+            ),
+            (Error::Poisoned, &["poisoned", "reopen"]),
+        ]
+    }
+
+    /// The table below names every variant: a new one fails to compile here until it is in it.
+    fn covered(error: &Error) {
+        match error {
+            Error::KeyRequired
+            | Error::KeyTooLarge { .. }
+            | Error::ValueTooLarge { .. }
+            | Error::BucketExists
+            | Error::BucketNotFound
+            | Error::BucketNameRequired
+            | Error::IncompatibleValue
+            | Error::SameBuckets
+            | Error::MoveIntoSelf
+            | Error::BucketInUse
+            | Error::DatabaseReadOnly
+            | Error::Locked { .. }
+            | Error::Timeout { .. }
+            | Error::Invalid { .. }
+            | Error::VersionMismatch { .. }
+            | Error::Truncated { .. }
+            | Error::InvalidOptions { .. }
+            | Error::StorageInUse { .. }
+            | Error::WriteTxOnThisThread
+            | Error::Decode { .. }
+            | Error::Encode { .. }
+            | Error::RawAccessNeedsReadOnly
+            | Error::Checksum { .. }
+            | Error::MaxSizeReached { .. }
+            | Error::Corruption(_)
+            | Error::Freelist(_)
+            | Error::Io { .. }
+            | Error::NotRun { .. }
+            | Error::Poisoned => {}
+        }
+    }
+
+    /// Every error's message names its cause and, where one exists, what to do; the kinds
+    /// of `io::Error` a user meets most each say what to do too.
+    #[test]
+    fn every_error_says_why_and_what_to_do() {
+        let errors = every_error();
+        let mut kinds: Vec<_> = errors.iter().map(|(e, _)| e.kind()).collect();
+        kinds.dedup();
+        assert_eq!(kinds.len(), 29, "one entry per variant (Io several times)");
+        for (error, parts) in &errors {
+            covered(error);
+            let message = error.to_string();
+            for part in *parts {
+                assert!(
+                    message.to_lowercase().contains(&part.to_lowercase()),
+                    "{message:?} does not say {part:?}"
+                );
+            }
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! Cursors and iterators over a bucket.
 
 use crate::bucket::state::BucketState;
+use crate::engine::context::WriteContext;
 use crate::error::{Error, Result};
-use crate::tx::context::WriteContext;
 use rbolt_btree::{Delete, TreeView};
 use rbolt_page::LEAF_FLAG_BUCKET;
 use smallvec::SmallVec;

@@ -168,6 +168,7 @@
 //! this crate's API: a breaking change in them is a breaking change of `rbolt`. The B+tree
 //! crate (`rbolt-btree`) appears in no public signature. `CONTRIBUTING.md` says how to check
 //! for API breaks before a release.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml): mark feature-gated items.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -201,11 +202,9 @@ macro_rules! failpoint {
     };
 }
 
-mod alloc;
 #[cfg(feature = "tokio")]
 mod async_tx;
 mod backup;
-mod batch;
 mod bucket;
 mod check;
 mod db;
@@ -214,9 +213,6 @@ mod error;
 mod iter;
 mod options;
 mod read_tx;
-mod readers;
-mod shrink;
-mod snapshot;
 mod stats;
 /// The storage layer (the `rbolt-storage` crate), re-exported: the [`Storage`](storage::Storage)
 /// trait a database runs on, [`FileStorage`](storage::FileStorage) for real files, and with
@@ -226,7 +222,6 @@ mod trace;
 mod tx;
 mod typed;
 mod vacuum;
-mod verify;
 mod walk;
 
 pub use backup::compact;
@@ -239,6 +234,7 @@ pub use options::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Durability, Options,
     PAGE_SIZE_DEFAULT, SLOW_COMMIT_THRESHOLD_DEFAULT,
 };
+pub use rbolt_btree::GoHazard;
 pub use rbolt_freelist::FreelistKind;
 pub use rbolt_page::{KEY_SIZE_MAX, Pgid, Txid, VALUE_SIZE_MAX};
 pub use walk::{Walk, WalkStep};
@@ -260,8 +256,8 @@ pub mod page {
 pub mod freelist {
     pub use rbolt_freelist::{FreelistError, FreelistKind};
 }
+pub use engine::readers::READER_SLOTS;
 pub use read_tx::ReadTx;
-pub use readers::READER_SLOTS;
 pub use stats::{BucketStats, DbStats, TxStats};
 pub use tx::WriteTx;
 #[cfg(feature = "serde")]

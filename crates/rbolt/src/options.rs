@@ -219,7 +219,18 @@ impl Options {
                 self.page_size
             ));
         }
-        if crate::snapshot::map_size(self.initial_mmap_size as u64).is_none() {
+        // The 4 pages of an empty database (two metas, the freelist, the root): no file is
+        // smaller, so a smaller limit could be neither kept nor written under.
+        let smallest = 4 * self.page_size_for_new_file() as u64;
+        if self.max_size != 0 && self.max_size < smallest {
+            return invalid(format!(
+                "max_size {} is smaller than an empty database ({smallest} bytes: 4 pages of \
+                 {}); 0 means no limit",
+                self.max_size,
+                self.page_size_for_new_file()
+            ));
+        }
+        if crate::engine::snapshot::map_size(self.initial_mmap_size as u64).is_none() {
             return invalid(format!(
                 "initial_mmap_size {} does not fit in the address space",
                 self.initial_mmap_size

@@ -2,11 +2,11 @@
 
 use crate::bucket::Bucket;
 use crate::engine::Engine;
+use crate::engine::readers::ReaderSlot;
+use crate::engine::snapshot::Snapshot;
+use crate::engine::snapshot::pages_of;
 use crate::error::{Error, Result};
 use crate::iter::{Entry, Iter};
-use crate::readers::ReaderSlot;
-use crate::snapshot::Snapshot;
-use crate::snapshot::pages_of;
 use rbolt_btree::Pages;
 use rbolt_page::{Corruption, Meta, Pgid, Reason, Txid};
 
@@ -330,7 +330,7 @@ impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             self.engine.readers.leave(slot);
-            crate::shrink::after_reader(self.engine);
+            crate::engine::shrink::after_reader(self.engine);
         }
     }
 }

@@ -5,10 +5,7 @@ use crate::bucket::state::{BucketName, BucketState};
 use crate::error::{Error, Result};
 use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor};
 use rbolt_btree::Pages;
-use rbolt_page::{
-    BRANCH_ELEMENT_SIZE, BranchPage, BucketValue, Corruption, LEAF_ELEMENT_SIZE, LeafPage,
-    PAGE_HEADER_SIZE, Pgid, Reason,
-};
+use rbolt_page::{BranchPage, BucketValue, Corruption, LeafPage, Pgid, Reason};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -258,24 +255,6 @@ impl BucketStats {
     }
 }
 
-/// Bytes a leaf page uses, as bbolt counts them.
-fn leaf_used(leaf: &LeafPage<'_>) -> usize {
-    match leaf
-        .len()
-        .checked_sub(1)
-        .and_then(|last| leaf.element(last).map(|e| (last, e)))
-    {
-        Some((last, e)) => {
-            PAGE_HEADER_SIZE
-                + LEAF_ELEMENT_SIZE * last
-                + e.pos as usize
-                + e.ksize as usize
-                + e.vsize as usize
-        }
-        None => PAGE_HEADER_SIZE,
-    }
-}
-
 /// The buckets a write transaction holds open below one bucket, by name.
 type OpenBuckets = BTreeMap<BucketName, BucketState>;
 
@@ -323,7 +302,7 @@ fn inline_counts(leaf: &LeafPage<'_>) -> BucketStats {
     BucketStats {
         inline_bucket_n: 1,
         key_n: leaf.len(),
-        inline_bucket_inuse: leaf_used(leaf),
+        inline_bucket_inuse: leaf.in_use_len(),
         depth: 1,
         ..BucketStats::default()
     }
@@ -366,11 +345,8 @@ impl<'a> Visitor<'a> for Counter<'a> {
         let own = &mut self.buckets[inside.0].own;
         own.branch_page_n += 1;
         own.branch_overflow_n += at.page.header().overflow as usize;
-        if let Some(last) = branch.len().checked_sub(1)
-            && let Some(e) = branch.element(last)
-        {
-            own.branch_inuse +=
-                PAGE_HEADER_SIZE + BRANCH_ELEMENT_SIZE * last + e.pos as usize + e.ksize as usize;
+        if !branch.is_empty() {
+            own.branch_inuse += branch.in_use_len();
         }
         Ok(())
     }
@@ -379,7 +355,7 @@ impl<'a> Visitor<'a> for Counter<'a> {
         let own = &mut self.buckets[inside.0].own;
         own.key_n += leaf.len();
         own.leaf_page_n += 1;
-        own.leaf_inuse += leaf_used(leaf);
+        own.leaf_inuse += leaf.in_use_len();
         own.leaf_overflow_n += at.page.header().overflow as usize;
         Ok(())
     }

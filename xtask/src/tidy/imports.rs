@@ -1,5 +1,5 @@
-//! The `imports` rule: the facade's modules import one another in one direction only. Each
-//! file of `crates/rbolt/src/` is a node (a folder's `mod.rs` is the folder's module); a path
+//! The `imports` rule: a library crate's modules import one another in one direction only.
+//! Each file of its `src/` (the facade's `crates/rbolt/src/`, and every other crate's) is a node (a folder's `mod.rs` is the folder's module); a path
 //! of its code that names another module — `crate::a::b`, a `use crate::{...}` group, a name
 //! re-exported by `lib.rs` (`crate::Db` is `db`'s), `super::x` — is an edge to the longest
 //! module that path starts with. A module's own submodules and ancestors are the same room
@@ -9,7 +9,7 @@
 use super::scan::{blank_non_code, is_ident, test_lines};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The crate whose modules must import downward only.
+/// The facade's sources (where the `allocation` rule looks too).
 pub(super) const FACADE_SRC: &str = "crates/rbolt/src/";
 
 /// One import of one module by another: where it is.
@@ -171,9 +171,13 @@ fn same_room(a: &str, b: &str) -> bool {
     a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"))
 }
 
-/// The circles among the facade's modules, given its files (paths below [`FACADE_SRC`] and
-/// their texts): for each circle, its edges as (file, line, from, to).
-pub(super) fn circles(files: &[(String, String)]) -> Vec<Vec<(String, usize, String, String)>> {
+/// The circles among one library crate's modules, given its source folder `src` (as
+/// `crates/NAME/src/`) and its files (paths below it, and their texts): for each circle, its
+/// edges as (file, line, from, to).
+pub(super) fn circles(
+    src: &str,
+    files: &[(String, String)],
+) -> Vec<Vec<(String, usize, String, String)>> {
     let modules: BTreeSet<String> = files.iter().map(|(f, _)| module_of(f)).collect();
     let blanked: Vec<(String, String)> = files
         .iter()
@@ -187,7 +191,7 @@ pub(super) fn circles(files: &[(String, String)]) -> Vec<Vec<(String, usize, Str
     for (file, text) in &blanked {
         let module = module_of(file);
         let code: Vec<&str> = text.lines().collect();
-        let tests = test_lines(&format!("{FACADE_SRC}{file}"), &code);
+        let tests = test_lines(&format!("{src}{file}"), &code);
         let mut edges: Vec<Edge> = Vec::new();
         for (path, line) in crate_paths(&module, &code, &tests) {
             if let Some(to) = resolve(&path, &modules, &names)

@@ -103,7 +103,7 @@ fn the_format_offset_rule_fails_where_it_should() {
     check("crates/rbolt-page/src/edit.rs", offsets, &[]);
     check("crates/rbolt-btree/tests/it/edits.rs", offsets, &[]);
     check("crates/rbolt-btree/src/node/tests.rs", offsets, &[]);
-    check("crates/rbolt/src/stats.rs", offsets, &[]);
+    check("crates/rbolt-storage/src/sim/mod.rs", offsets, &[]);
     assert_eq!(literal_offset("out[12..16]"), Some("[12..16]"));
     assert_eq!(literal_offset("f(x)[4..]"), Some("[4..]"));
     assert_eq!(literal_offset("x[1_6..]"), Some("[1_6..]"));
@@ -174,7 +174,7 @@ fn circles_of(files: &[(&str, &str)]) -> Vec<Vec<String>> {
         .iter()
         .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
         .collect();
-    super::imports::circles(&files)
+    super::imports::circles(super::imports::FACADE_SRC, &files)
         .into_iter()
         .map(|c| {
             c.into_iter()
@@ -230,4 +230,50 @@ fn the_imports_rule_ignores_comments_tests_and_the_modules_own_room() {
         ("a/inner.rs", "use super::g;\nuse crate::a::h;\n"),
     ];
     assert!(circles_of(&files).is_empty(), "{:?}", circles_of(&files));
+}
+
+#[test]
+fn the_allocation_rule_fails_where_it_should() {
+    let calls = "//! X.\nalloc.choose_strategy(true, false);\nfreelist.unallocate(txid, pgid);\n";
+    check(
+        "crates/rbolt/src/db.rs",
+        calls,
+        &[
+            "crates/rbolt/src/db.rs:2: allocation",
+            "crates/rbolt/src/db.rs:3: allocation",
+        ],
+    );
+    // The commit and the vacuum may; other crates, tests and comments are not the rule's.
+    check("crates/rbolt/src/engine/commit.rs", calls, &[]);
+    check("crates/rbolt/src/vacuum/plan.rs", calls, &[]);
+    check("crates/rbolt-freelist/src/allocator.rs", calls, &[]);
+    check(
+        "crates/rbolt/src/db.rs",
+        "//! X.\n// end_spill is the commit's\n#[cfg(test)]\nmod tests {\n    fn t() { a.end_spill(); }\n}\n",
+        &[],
+    );
+}
+
+#[test]
+fn the_manifest_rule_fails_where_it_should() {
+    let good = "[package]\nname = \"a\"\ndescription = \"A.\"\nversion.workspace = true\n\
+                edition.workspace = true\nrust-version.workspace = true\n\
+                license.workspace = true\n\n[dependencies]\nrbolt-page.workspace = true\n\
+                smallvec = { workspace = true, features = [\"union\"] }\n\n\
+                [dev-dependencies]\na = { path = \".\", features = [\"sim\"] }\n";
+    assert_eq!(super::manifests::manifest_problems(good), []);
+    let bad = good
+        .replace("description = \"A.\"\n", "")
+        .replace("rust-version.workspace = true", "rust-version = \"1.80\"")
+        .replace(
+            "rbolt-page.workspace = true",
+            "rbolt-page = { path = \"../rbolt-page\" }",
+        )
+        + "[target.'cfg(unix)'.dependencies]\nlibc = \"0.2\"\n";
+    let lines: Vec<usize> = super::manifests::manifest_problems(&bad)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    // Two dependencies, then the package's missing description and local rust-version.
+    assert_eq!(lines, [9, 15, 1, 1]);
 }

@@ -69,7 +69,7 @@ impl Engine for Redb {
     }
 
     fn page_size(&self) -> Option<u64> {
-        // redb 4.6 has no way to ask: its page size is a constant 4 KiB (`PAGE_SIZE` in
+        // redb 5.0 has no way to ask: its page size is a constant 4 KiB (`PAGE_SIZE` in
         // tree_store/page_store/header.rs; `Builder::set_page_size` exists only in its own
         // tests). Its allocator hands out runs of 2^k such pages, so pages here count 4 KiB
         // units written, as for the others.

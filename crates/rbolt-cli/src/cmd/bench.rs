@@ -180,7 +180,10 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         ("--blockprofile", &args.blockprofile),
     ] {
         if value.is_some() {
-            eprintln!("rbolt: {flag} is not supported and is ignored (profile with perf instead)");
+            let _ = writeln!(
+                std::io::stderr(),
+                "rbolt: {flag} is not supported and is ignored (profile with perf instead)"
+            );
         }
     }
     let path = match &args.path {
@@ -201,7 +204,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         }
     };
     let _cleanup = if args.work {
-        eprintln!("work: {}", path.display());
+        let _ = writeln!(std::io::stderr(), "work: {}", path.display());
         RemoveOnDrop(None)
     } else {
         RemoveOnDrop(Some(path.clone()))

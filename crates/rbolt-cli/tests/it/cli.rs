@@ -81,6 +81,22 @@ fn a_closed_pipe_ends_output_quietly() {
     );
 }
 
+/// Issue 49, item 7: an error printed to a closed stderr (`rbolt check x.db 2>&1 | head -1`,
+/// the reader gone) ends with the failure's exit code, not a panic's 101.
+#[test]
+fn an_error_on_a_closed_stderr_is_an_exit_code_not_a_panic() {
+    let dir = Dir::new();
+    let missing = dir.path("missing.db");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = command(["check", arg(&missing)])
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+}
+
 #[test]
 fn progress_can_be_turned_off_anywhere() {
     let dir = Dir::new();

@@ -6,8 +6,8 @@ use super::{
 };
 use crate::error::{Corruption, Reason, Result};
 use crate::layout::PageHeader;
-use crate::search::{compare_keys, key_prefix};
 use crate::types::{LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE, PageKind, Pgid};
+use crate::view::search::{compare_keys, key_prefix};
 use crate::view::{BranchPage, BucketValue, LeafPage};
 use core::cmp::Ordering;
 
@@ -340,4 +340,47 @@ pub fn repack_into(bytes: &[u8], shape: &TreePageShape, out: &mut [u8]) {
         inserts: 0,
     };
     source.write_packed(out);
+}
+
+/// The digest of one page extent (a page and its overflow pages, as written): XXH3-128 of its
+/// bytes up to where a leaf's or branch's data ends ([`packed_data_end`](crate::packed_data_end):
+/// the zeros after it are never read, and a page of another kind counts whole), seeded with
+/// its page id, so that the same bytes at another id count differently.
+///
+/// ```
+/// use rbolt_page::{Pgid, page_digest};
+/// let page = [7u8; 4096];
+/// assert_eq!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &page));
+/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(4), &page));
+/// assert_ne!(page_digest(Pgid(3), &page), page_digest(Pgid(3), &[7u8; 4095]));
+/// ```
+pub fn page_digest(pgid: crate::Pgid, bytes: &[u8]) -> u128 {
+    let used = &bytes[..packed_data_end(bytes)];
+    twox_hash::XxHash3_128::oneshot_with_seed(pgid.0, used)
+}
+
+impl LeafPage<'_> {
+    /// Checks every entry: within the span, known flags, keys strictly ascending, bucket values
+    /// well formed (the strict check, [`check_tree_page`](crate::check_tree_page)). Reading
+    /// does not need this; `check` and tests do.
+    pub fn validate(&self) -> Result<()> {
+        check_tree_page(self.bytes(), self.pgid(), |_| {}).map(|_| ())
+    }
+
+    /// Bytes the page uses as bbolt's statistics count them (`LeafInuse`): the header, then up
+    /// to the end of the last entry's value, read from the last element alone — where a packed
+    /// page's data ends ([`packed_data_end`](crate::packed_data_end)); the header alone for an
+    /// empty page.
+    pub fn in_use_len(&self) -> usize {
+        packed_data_end(self.bytes())
+    }
+}
+
+impl BranchPage<'_> {
+    /// Bytes the page uses as bbolt's statistics count them (`BranchInuse`): the header, then
+    /// up to the end of the last element's key, read from the last element alone — where a
+    /// packed page's data ends ([`packed_data_end`](crate::packed_data_end)).
+    pub fn in_use_len(&self) -> usize {
+        packed_data_end(self.bytes())
+    }
 }

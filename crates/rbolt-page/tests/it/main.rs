@@ -6,4 +6,5 @@
 mod edges;
 mod fixtures;
 mod fuzz;
+mod sizes;
 mod support;

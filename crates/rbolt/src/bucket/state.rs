@@ -2,8 +2,8 @@
 //! buckets opened below it), and the operations on it that bucket handles and the transaction
 //! share: opening, creating and deleting a child, checking names and keys.
 
+use crate::engine::context::{Workspace, WriteContext};
 use crate::error::{Error, Result};
-use crate::tx::context::{Workspace, WriteContext};
 use rbolt_btree::{Pages, Tree};
 use rbolt_freelist::Freelist;
 use rbolt_page::{Corruption, EMPTY_BUCKET_VALUE, KEY_SIZE_MAX, LEAF_FLAG_BUCKET, Pgid, Reason};
@@ -287,9 +287,9 @@ pub(crate) fn delete_child(
     state
         .tree
         .delete(pages, &mut core.arena, name, LEAF_FLAG_BUCKET)?;
-    let txid = core.alloc.txid;
+    let txid = core.writes.txid();
     for &(pgid, overflow) in &freed {
-        if let Err(error) = core.alloc.freelist.free(txid, pgid, overflow) {
+        if let Err(error) = core.writes.freelist().free(txid, pgid, overflow) {
             // The checks above rule this out; if it happens anyway, nothing of this
             // transaction may reach the disk.
             debug_assert!(false, "freeing a checked page failed: {error}");
@@ -366,7 +366,7 @@ pub(crate) fn pages_of_bucket(
             .into());
         }
         for id in pgid.0..pgid.0 + u64::from(overflow) + 1 {
-            if core.alloc.freelist.is_freed(Pgid(id)) {
+            if core.writes.allocator.free_set().is_freed(Pgid(id)) {
                 return Err(Corruption::new(Pgid(id), Reason::ReachableAndFree).into());
             }
             ids.push(id);

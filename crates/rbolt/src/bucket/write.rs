@@ -1,7 +1,7 @@
 //! [`BucketMut`]: a bucket handle of a write transaction, which edits its tree in place.
+use crate::engine::context::WriteContext;
 use crate::error::{Error, Result};
 use crate::iter::{Cursor, CursorMut, Iter};
-use crate::tx::context::WriteContext;
 use rbolt_btree::{Delete, Put};
 use rbolt_page::VALUE_SIZE_MAX;
 use smallvec::SmallVec;

@@ -3,10 +3,10 @@
 //! (a torn one falls back, one past the end of the file is refused, a non-durable one is
 //! trusted only in the boot that wrote it), writing a new file, and loading the freelist.
 
+use crate::engine::snapshot::Snapshot;
 use crate::engine::{Engine, TXID_MAX};
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::snapshot::Snapshot;
 use crate::storage::{Mapping, Storage};
 use crate::walk::PageSet;
 use rbolt_btree::Pages;
@@ -613,5 +613,5 @@ pub(crate) fn make_durable_at_open(
     rewrite_extents(storage, &map, engine.page_size, meta.high_water(), extents)
         .inspect_err(|_| engine.poison())?;
     sync_all()?;
-    crate::tx::write_durable_meta(engine, &mut writer, meta)
+    crate::engine::commit::write_durable_meta(engine, &mut writer, meta)
 }

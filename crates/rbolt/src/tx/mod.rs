@@ -2,27 +2,24 @@
 //! in `read_tx.rs`).
 
 // Both transaction kinds keep their crate path `crate::tx::...`.
-use crate::alloc::TxAlloc;
 use crate::bucket::read::Bucket;
 use crate::bucket::state::{
     BucketName, BucketState, Registry, check_name, check_not_held, create_child, delete_child,
     open_child, state_at,
 };
 use crate::bucket::write::BucketMut;
+use crate::engine::context::{Workspace, WriteContext};
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::{Snapshot, pages_of};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::iter::Iter;
 use crate::options::Durability;
 pub(crate) use crate::read_tx::ReadTx;
-use crate::snapshot::{Snapshot, pages_of};
 use crate::stats::TxStats;
-pub(crate) use commit::write_durable_meta;
-use context::{Workspace, WriteContext};
 use rbolt_btree::{Arena, Pages, Put};
-use rbolt_freelist::{AnyFreelist, Freelist};
+use rbolt_freelist::{Allocator, AnyFreelist, Freelist, Limits};
 use rbolt_page::{LEAF_FLAG_BUCKET, Meta, Txid};
-mod commit;
-pub(crate) mod context;
 mod repair;
 
 use std::cell::{Cell, RefCell};
@@ -134,29 +131,26 @@ use std::time::Instant;
 /// # let db = rbolt::Db::open(dir.path().join("db")).unwrap();
 /// spawn(handler(&db));
 /// ```
+// The commit (`engine/commit.rs`) works on the fields marked `pub(crate)`.
 pub struct WriteTx<'db> {
-    engine: &'db Engine,
-    writer: MutexGuard<'db, Writer>,
-    base: Meta,
-    shared: WriteContext,
+    pub(crate) engine: &'db Engine,
+    pub(crate) writer: MutexGuard<'db, Writer>,
+    pub(crate) base: Meta,
+    pub(crate) shared: WriteContext,
     /// The root bucket and the open buckets below it (see [`Registry`]).
-    buckets: Registry,
+    pub(crate) buckets: Registry,
     on_commit: RefCell<Vec<Box<dyn FnOnce() + 'db>>>,
-    stats: TxStats,
+    pub(crate) stats: TxStats,
     ended: bool,
     /// The meta write has started and the new state is not yet published.
-    meta_started: bool,
+    pub(crate) meta_started: bool,
     /// Whether the commit syncs.
-    durability: Cell<Durability>,
+    pub(crate) durability: Cell<Durability>,
     /// Write a new meta (and freelist) even if no bucket changed.
     pub(crate) commit_unchanged: bool,
     /// Lower the high-water mark past free pages at the end of the file, and cut the file
     /// when no reader needs its tail (a vacuum step; `Options::auto_shrink` does it always).
     pub(crate) shrink: bool,
-    /// The highest high-water mark the commit may leave (a vacuum step, which must never grow
-    /// the file): past it the commit fails with `MaxSizeReached` for this many pages, before
-    /// anything is written.
-    pub(crate) mark_max: Option<u64>,
     /// Write no freelist page (a vacuum step with no run below its cut for one).
     pub(crate) skip_freelist: bool,
 }
@@ -238,18 +232,22 @@ impl<'db> WriteTx<'db> {
         // transaction's nodes and pages come from it, and go back to it once written.
         let arena = std::mem::replace(&mut writer.arena, Arena::new(engine.page_size));
         let spare_state = writer.spare_state.take();
-        let alloc = TxAlloc::new(
-            crate::engine::next_txid(meta.txid(), writer.durable.txid()),
+        let txid = crate::engine::next_txid(meta.txid(), writer.durable.txid());
+        let limits = Limits {
+            page_size: engine.page_size,
+            max_size: engine.options.max_size,
+        };
+        let allocator = Allocator::new(freelist, txid, meta.high_water(), limits);
+        let storage = engine.storage.clone();
+        let mut writes = PageWrites::new(
+            allocator,
             engine.page_size,
-            freelist,
-            meta.high_water(),
-            engine.storage.clone(),
+            storage,
             writer.file_len,
             &engine.options,
         )
         .with_dirty_list(std::mem::take(&mut writer.dirty_list));
-        let mut alloc = alloc;
-        alloc.written = std::mem::take(&mut writer.written_scratch);
+        writes.written = std::mem::take(&mut writer.written_scratch);
         WriteTx {
             engine,
             writer,
@@ -260,7 +258,7 @@ impl<'db> WriteTx<'db> {
                 high_water: meta.high_water(),
                 core: RefCell::new(Workspace {
                     arena,
-                    alloc,
+                    writes,
                     broken: false,
                 }),
             },
@@ -279,7 +277,6 @@ impl<'db> WriteTx<'db> {
             }),
             commit_unchanged: false,
             shrink: engine.options.auto_shrink,
-            mark_max: None,
             skip_freelist: false,
         }
     }
@@ -309,7 +306,7 @@ impl<'db> WriteTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn id(&self) -> Txid {
-        self.shared.core.borrow().alloc.txid
+        self.shared.core.borrow().writes.txid()
     }
 
     /// The root bucket as a read view (its entries are the top-level buckets). Borrows the
@@ -513,7 +510,7 @@ impl<'db> WriteTx<'db> {
         (
             pages_of(map, *page_size, *high_water),
             &self.base,
-            &core.get_mut().alloc.freelist,
+            core.get_mut().writes.allocator.free_set(),
         )
     }
 
@@ -536,8 +533,14 @@ impl<'db> WriteTx<'db> {
     }
 
     /// For the vacuum: the page allocator this transaction commits with.
-    pub(crate) fn alloc_mut(&mut self) -> &mut crate::alloc::TxAlloc {
-        &mut self.shared.core.get_mut().alloc
+    pub(crate) fn allocator_mut(&mut self) -> &mut Allocator {
+        &mut self.shared.core.get_mut().writes.allocator
+    }
+
+    /// For the vacuum's planner: the planning face of the allocator (see
+    /// [`Allocator::plan`]).
+    pub(crate) fn allocation_plan(&mut self) -> Allocator<rbolt_freelist::FreeRuns> {
+        self.shared.core.get_mut().writes.allocator.plan()
     }
 
     /// Sets the root bucket's sequence, which only files of other tools use.
@@ -822,7 +825,13 @@ impl<'db> WriteTx<'db> {
     /// ```
     pub fn stats(&mut self) -> TxStats {
         let mut stats = self.stats.clone();
-        let pages_allocated = self.shared.core.get_mut().alloc.pages_allocated;
+        let pages_allocated = self
+            .shared
+            .core
+            .get_mut()
+            .writes
+            .allocator
+            .pages_allocated();
         stats.page_count = pages_allocated;
         stats.page_alloc = pages_allocated * self.engine.page_size as u64;
         let mut trees = rbolt_btree::TreeStats::default();
@@ -869,13 +878,13 @@ impl<'db> WriteTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn commit(mut self) -> Result<()> {
-        crate::trace::phase!("commit", txid = self.shared.core.get_mut().alloc.txid.0);
+        crate::trace::phase!("commit", txid = self.shared.core.get_mut().writes.txid().0);
         let started = Instant::now();
         let file_len_before = self.writer.file_len;
         match self.commit_inner() {
             Ok(()) => {
                 self.stats.commit_time = started.elapsed();
-                let txid = self.shared.core.get_mut().alloc.txid.0;
+                let txid = self.shared.core.get_mut().writes.txid().0;
                 let file_len = self.writer.file_len;
                 let engine = self.engine;
                 let slow = engine.options.slow_commit_threshold;
@@ -905,20 +914,21 @@ impl<'db> WriteTx<'db> {
 
     /// Returns the freelist and the arena, with every page buffer still queued, to the writer
     /// state.
-    fn give_back(&mut self) {
+    pub(crate) fn give_back(&mut self) {
         self.ended = true;
         self.engine
             .writer_thread
             .store(0, std::sync::atomic::Ordering::Release);
         let core = self.shared.core.get_mut();
-        let alloc = &mut core.alloc;
-        self.writer.dirty_list = alloc.take_dirty_list(&mut core.arena);
-        alloc.written.clear();
-        self.writer.written_scratch = std::mem::take(&mut alloc.written);
+        let writes = &mut core.writes;
+        self.writer.dirty_list = writes.take_dirty_list(&mut core.arena);
+        writes.written.clear();
+        self.writer.written_scratch = std::mem::take(&mut writes.written);
         self.writer.spare_state = self.buckets.take_spare();
-        self.engine.counters.freelist_changed(&alloc.freelist);
-        let kind = alloc.freelist.kind();
-        let freelist = std::mem::replace(&mut alloc.freelist, AnyFreelist::new(kind));
+        let freelist = writes.freelist();
+        self.engine.counters.freelist_changed(freelist);
+        let kind = freelist.kind();
+        let freelist = std::mem::replace(freelist, AnyFreelist::new(kind));
         self.writer.freelist = Some(freelist);
         let page_size = self.engine.page_size;
         self.writer.arena = std::mem::replace(&mut core.arena, Arena::new(page_size));
@@ -926,7 +936,7 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Undoes this transaction's freelist changes and ends it.
-    fn abort(&mut self) {
+    pub(crate) fn abort(&mut self) {
         if self.ended {
             return;
         }
@@ -935,8 +945,8 @@ impl<'db> WriteTx<'db> {
             // The meta write began: the disk may hold this commit.
             self.engine.poison();
         }
-        let txid = core.alloc.txid;
-        core.alloc.freelist.rollback(txid);
+        let txid = core.writes.txid();
+        core.writes.freelist().rollback(txid);
         self.give_back();
     }
 }

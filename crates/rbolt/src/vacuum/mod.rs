@@ -38,8 +38,8 @@ mod plan;
 
 use crate::db::Db;
 use crate::engine::Truncate;
+use crate::engine::shrink::truncate_if_unseen;
 use crate::error::{Error, Result};
-use crate::shrink::truncate_if_unseen;
 use plan::{REPACK_PAGES_MAX, bucket_names, plan};
 use rbolt_page::Pgid;
 use std::ops::ControlFlow;
@@ -279,11 +279,13 @@ impl Db {
     pub fn vacuum_step(&self, pages_max: usize) -> Result<VacuumStep> {
         let mut tx = self.begin_write()?;
         let plan = {
+            let alloc = tx.allocation_plan();
             let (pages, meta, freelist) = tx.vacuum_view();
             plan(
                 pages,
                 meta,
                 freelist,
+                alloc,
                 pages_max,
                 !self.engine.options.no_freelist_sync,
             )?
@@ -301,14 +303,10 @@ impl Db {
             tx.rollback();
             return Ok(step);
         }
-        {
-            // Multi-page runs first, largest first, as the plan placed them.
-            let alloc = tx.alloc_mut();
-            for &n_pages in &plan.spans {
-                alloc.reserve(n_pages as usize);
-            }
-            alloc.cut = plan.cut.map(Pgid);
-        }
+        // Multi-page runs first, largest first, the cut and the mark, as the plan placed them
+        // (the plan made this same call on the allocator's planning face).
+        tx.allocator_mut()
+            .vacuum_step(&plan.spans, plan.cut.map(Pgid), Pgid(mark));
         for (path, key, depth) in &plan.moves {
             let names = bucket_names(&plan.paths, *path);
             let Some(mut bucket) = tx.bucket_at(&names)? else {
@@ -339,7 +337,7 @@ impl Db {
             state.tree.repack_key(
                 pages,
                 &mut core.arena,
-                &mut core.alloc,
+                &mut core.writes,
                 key,
                 REPACK_PAGES_MAX * self.engine.page_size,
             )?;
@@ -347,9 +345,6 @@ impl Db {
         tx.commit_unchanged = true;
         tx.shrink = true;
         tx.skip_freelist = plan.skip_freelist;
-        // A step never grows the file: one whose pages would not land as planned fails here,
-        // before anything is written, and the vacuum ends.
-        tx.mark_max = Some(mark);
         // Every step is durable, whatever the handle's default: a vacuum is for giving the
         // file's tail back, which waits for a durable meta with the lower mark.
         tx.set_durability(crate::Durability::Immediate);
@@ -495,7 +490,7 @@ impl Db {
         }
         tx.commit_unchanged = true;
         tx.shrink = true;
-        tx.mark_max = Some(mark_max);
+        tx.allocator_mut().vacuum_step(&[], None, Pgid(mark_max));
         tx.set_durability(crate::Durability::Immediate);
         match tx.commit() {
             Err(Error::MaxSizeReached { max_size })

@@ -1,15 +1,16 @@
 //! The vacuum's planner: a walk of every tree of a snapshot, and the plan of one step — which
 //! sparse leaves to merge and which pages at the top of the file to move below the lowest of
-//! them — made with a model of exactly what the step's commit will allocate, so that the step
-//! lands as planned and never raises the high-water mark (see the parent module).
+//! them — tried on the allocator's planning face (`rbolt_freelist::Allocator::plan`), which
+//! allocates through the same code as the step's commit: so the step lands as planned and
+//! never raises the high-water mark (see the parent module).
 
 use crate::error::{Error, Result};
 use crate::walk::{Damage, EntryAt, PageAt, PageWalk, Visitor, freelist_span};
 use rbolt_btree::Pages;
-use rbolt_freelist::{AnyFreelist, FreeRuns, Freelist};
+use rbolt_freelist::{Allocator, AnyFreelist, FreeRuns, Freelist};
 use rbolt_page::{
-    BranchPage, BucketValue, LEAF_ELEMENT_SIZE, LeafPage, Meta, PAGE_HEADER_SIZE, Pgid,
-    freelist_page_size, pages_for,
+    BranchPage, BucketValue, LeafPage, Meta, Pgid, element_page_size, freelist_page_size,
+    leaf_entry_size, pages_for,
 };
 use std::collections::BTreeSet;
 
@@ -36,13 +37,13 @@ struct Live {
     sparse: Option<Sparse>,
 }
 
-/// A sparse leaf: its parent branch and index there, the bytes it uses, and the bytes of each
-/// of its entries (element, key and value), which decide how a merge cuts it into pages.
+/// A sparse leaf: its parent branch and index there, the bytes of its entries in all, and the
+/// bytes of each (element, key and value), which decide how a merge cuts it into pages.
 #[derive(Clone)]
 struct Sparse {
     parent: Pgid,
     slot: usize,
-    used: usize,
+    entries_len: usize,
     entries: Vec<u32>,
 }
 
@@ -52,9 +53,8 @@ struct Survey {
     /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
     paths: Vec<(usize, Vec<u8>)>,
     lives: Vec<Live>,
-    /// The free set, to ask where first fit puts a run: the freelist's own first fit, asked
-    /// of a copy.
-    free: FreeRuns,
+    /// The allocator's planning face: where the step's allocations land, asked of a copy.
+    alloc: Allocator<FreeRuns>,
     /// Free pages just below the high-water mark: what the commit cuts off.
     tail_free: u64,
     /// The freelist page and its pages, if the file keeps one.
@@ -156,13 +156,13 @@ impl<'a> Visitor<'a> for Survey {
                 let mut entries = Vec::with_capacity(leaf.len());
                 for entry_index in 0..leaf.len() {
                     let entry = leaf.entry(entry_index)?;
-                    let len = LEAF_ELEMENT_SIZE + entry.key.len() + entry.value.len();
+                    let len = leaf_entry_size(entry.key.len(), entry.value.len());
                     entries.push(len as u32);
                 }
                 Some(Sparse {
                     parent: at.owner,
                     slot,
-                    used,
+                    entries_len: entries.iter().map(|&len| len as usize).sum(),
                     entries,
                 })
             }
@@ -195,13 +195,17 @@ impl<'a> Visitor<'a> for Survey {
 }
 
 /// Surveys every tree of the snapshot (`pages`, `meta`) with the page walker.
-fn survey(pages: Pages<'_>, meta: &Meta, freelist: &AnyFreelist) -> Result<Survey> {
-    let free = FreeRuns::new(freelist);
-    let tail_free = free.tail_len(Pgid(meta.pgid));
+fn survey(
+    pages: Pages<'_>,
+    meta: &Meta,
+    freelist: &AnyFreelist,
+    alloc: Allocator<FreeRuns>,
+) -> Result<Survey> {
+    let tail_free = alloc.free_set().tail_len(Pgid(meta.pgid));
     let mut found = Survey {
         paths: vec![(0, Vec::new())],
         lives: Vec::new(),
-        free,
+        alloc,
         tail_free,
         freelist: freelist_span(pages, meta)?.map(|(pgid, n_pages)| (pgid.0, n_pages)),
         freelist_count: freelist.count(),
@@ -253,7 +257,7 @@ fn dirty_path(lives: &[Live], index: usize, dirty: &mut [bool], demand: &mut Dem
 /// Where the freelist page of a step lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FreelistFit {
-    /// In a free run below the cut (or the file keeps no freelist).
+    /// In a free run below the free tail (or the file keeps no freelist).
     Below,
     /// In the free tail the commit cuts off: the mark comes down by the tail less its pages.
     Tail,
@@ -261,36 +265,40 @@ enum FreelistFit {
     Nowhere,
 }
 
-/// Where first fit puts what `demand` asks (runs largest first, as reserved; then single
-/// pages, the lowest), and then `freelist_pages` more: whether all of it lands below `cut`.
-/// `None`: the pages do not fit; `Some(fit)`: they do, and where the freelist page goes. The
-/// allocations are the freelist's first fit, made on a copy of `free`.
+/// Where the step's commit puts what `demand` asks and then `freelist_pages` more, asked of
+/// the allocator's planning face with the calls the step and its commit make: the step's
+/// reserved runs, cut and `mark`, the spill's allocations, the end of the spill, the tail cut
+/// off, the freelist page. `None`: a page the step rewrites would land at or past `cut` (or
+/// nowhere below the mark); `Some(fit)`: all of them land below it, and where the freelist
+/// page goes.
 fn place(
-    free: &FreeRuns,
+    alloc: &Allocator<FreeRuns>,
+    mark: u64,
     cut: u64,
     demand: &Demand,
     freelist_pages: u64,
-    tail_free: u64,
 ) -> Option<FreelistFit> {
-    let cut = Pgid(cut);
-    let mut free = free.clone();
-    let mut spans = demand.spans.clone();
-    spans.sort_unstable_by(|a, b| b.cmp(a));
-    for n in spans {
-        free.allocate_below(n as usize, cut)?;
+    let mut alloc = alloc.clone();
+    alloc.vacuum_step(&demand.spans, Some(Pgid(cut)), Pgid(mark));
+    alloc.choose_strategy(true, true);
+    let spans = demand.spans.iter().copied();
+    let singles = std::iter::repeat_n(1, demand.singles as usize);
+    for n_pages in spans.chain(singles) {
+        let pgid = alloc.allocate(n_pages as usize).ok()?;
+        if pgid.0 + n_pages > cut {
+            return None;
+        }
     }
-    for _ in 0..demand.singles {
-        free.allocate_below(1, cut)?;
+    if freelist_pages == 0 {
+        return Some(FreelistFit::Below);
     }
-    Some(
-        if freelist_pages == 0 || free.first_fit_below(freelist_pages as usize, cut).is_some() {
-            FreelistFit::Below
-        } else if freelist_pages <= tail_free {
-            FreelistFit::Tail
-        } else {
-            FreelistFit::Nowhere
-        },
-    )
+    alloc.end_spill();
+    let tail = alloc.trim_tail();
+    Some(match alloc.allocate(freelist_pages as usize) {
+        Ok(pgid) if pgid < tail => FreelistFit::Below,
+        Ok(_) => FreelistFit::Tail,
+        Err(_) => FreelistFit::Nowhere,
+    })
 }
 
 /// Sparse sibling leaves that `Tree::repack_key` merges from the first: consecutive under one
@@ -327,17 +335,17 @@ fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
     let mut at = 0;
     while at < sparse.len() {
         let (leaf, _) = sparse[at];
-        let mut total = leaf.used;
+        let mut total = leaf.entries_len;
         let mut end = at + 1;
         while end < sparse.len() {
             let (next, _) = sparse[end];
             if next.parent != leaf.parent
                 || next.slot != leaf.slot + (end - at)
-                || total + next.used - PAGE_HEADER_SIZE > bytes_max
+                || element_page_size(total + next.entries_len) > bytes_max
             {
                 break;
             }
-            total += next.used - PAGE_HEADER_SIZE;
+            total += next.entries_len;
             end += 1;
         }
         let leaves: Vec<usize> = sparse[at..end].iter().map(|&(_, index)| index).collect();
@@ -373,7 +381,7 @@ fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
 /// and at least one; the rest goes on once it fits).
 fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
     let fits = |from: usize| {
-        PAGE_HEADER_SIZE + sizes[from..].iter().map(|&s| s as usize).sum::<usize>() <= page_size
+        element_page_size(sizes[from..].iter().map(|&s| s as usize).sum::<usize>()) <= page_size
     };
     let mut pieces = 0;
     let mut start = 0;
@@ -382,7 +390,7 @@ fn pieces_of(sizes: &[u32], page_size: usize) -> u64 {
         if fits(start) || sizes.len() - start < 2 {
             break;
         }
-        let mut used = PAGE_HEADER_SIZE;
+        let mut used = element_page_size(0);
         let mut end = start;
         while end < sizes.len() - 1 {
             let len = sizes[end] as usize;
@@ -422,10 +430,11 @@ pub(super) fn plan(
     pages: Pages<'_>,
     meta: &Meta,
     freelist: &AnyFreelist,
+    alloc: Allocator<FreeRuns>,
     pages_max: usize,
     writes_freelist: bool,
 ) -> Result<Plan> {
-    let found = survey(pages, meta, freelist)?;
+    let found = survey(pages, meta, freelist, alloc)?;
     let pages_max = pages_max.max(1) as u64;
     let page_size = pages.page_size();
     let lives = &found.lives;
@@ -441,13 +450,7 @@ pub(super) fn plan(
         pages_for(freelist_page_size(count), page_size) as u64
     };
     let fit = |cut: u64, demand: &Demand| {
-        place(
-            &found.free,
-            cut,
-            demand,
-            freelist_pages(demand),
-            found.tail_free,
-        )
+        place(&found.alloc, meta.pgid, cut, demand, freelist_pages(demand))
     };
 
     // Merges, highest first, while the budget lasts and their pages fit below the free tail.
@@ -492,7 +495,8 @@ pub(super) fn plan(
     order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
     let fits_below = |live: &Live| {
         let below = found
-            .free
+            .alloc
+            .free_set()
             .first_fit_below(live.n_pages as usize, Pgid(live.pgid));
         below.is_some()
     };
@@ -546,7 +550,8 @@ pub(super) fn plan(
     // A step that writes no freelist needs no pages for it: then any free page below counts.
     plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
         let n_pages = freelist_after.max(1) as usize;
-        found.free.first_fit_below(n_pages, Pgid(pgid)).is_some()
+        let free = found.alloc.free_set();
+        free.first_fit_below(n_pages, Pgid(pgid)).is_some()
     });
     // Cutting the free tail helps only if the freelist page does not take all of its place;
     // and a step that only cuts must not drop the freelist (the vacuum's last commit would

@@ -165,3 +165,25 @@ fn outside_a_runtime_or_after_its_shutdown_nothing_runs_and_the_error_says_why()
     assert!(error.to_string().contains("shut down"), "{error}");
     assert!(keys(&db).is_empty(), "nothing was written");
 }
+
+/// Issue 49, item 7: the futures hold a handle of their own and borrow nothing from the call
+/// (their types say so with `+ use<...>`, so a borrow error in the caller's code no longer
+/// points into rbolt's signature): the caller's `Arc` may go while they are pending, and none
+/// keeps the handle once it has run.
+#[test]
+fn the_futures_do_not_borrow_the_handle_they_were_made_from() {
+    let (_dir, db) = open();
+    let update = db.update_async(|tx| tx.bucket_mut("b")?.unwrap().put("k", "v"));
+    let view = db.view_async(|tx| Ok::<_, Error>(tx.bucket("b")?.unwrap().get("k")?.is_some()));
+    let batch = db.batch_async(|tx| tx.bucket_mut("b")?.unwrap().put("j", "w"));
+    let weak = Arc::downgrade(&db);
+    drop(db);
+    let runtime = runtime();
+    runtime.block_on(update).unwrap();
+    runtime.block_on(batch).unwrap();
+    assert!(runtime.block_on(view).is_ok());
+    assert!(
+        weak.upgrade().is_none(),
+        "the futures kept the handle after they ended"
+    );
+}

@@ -4,7 +4,7 @@
 //! write that touches the page, and `compact` repair it.
 
 use crate::support::{assert_clean, read_db};
-use rbolt::{CheckError, Db, Options};
+use rbolt::{CheckError, Db, GoHazard, Options};
 use rbolt_page::{BranchPage, BucketValue, LeafPage, Meta, PageRef, Pgid, read_meta};
 use std::path::{Path, PathBuf};
 
@@ -217,13 +217,13 @@ fn a_separator_that_is_not_its_childs_first_key_is_reported_with_both_keys_and_r
     });
     let db = Db::open_with(&path, options()).unwrap();
     let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
-    let expected = CheckError::StaleSeparator {
+    let expected = CheckError::BreaksGoWriter(GoHazard::Separator {
         pgid: root,
         index: 2,
         child,
         separator: (first - 1).to_be_bytes().to_vec(),
         first_key: first.to_be_bytes().to_vec(),
-    };
+    });
     assert_eq!(errors, std::slice::from_ref(&expected));
     assert!(expected.breaks_go_writer());
     let message = expected.to_string();
@@ -282,11 +282,11 @@ fn an_empty_leaf_below_the_root_is_reported_and_repaired() {
     });
     let db = Db::open_with(&path, options()).unwrap();
     let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
-    let expected = CheckError::EmptyLeaf {
+    let expected = CheckError::BreaksGoWriter(GoHazard::EmptyPage {
         pgid: leaf,
         parent: root,
         index: 3,
-    };
+    });
     assert_eq!(errors, std::slice::from_ref(&expected));
     assert!(
         expected
@@ -314,10 +314,10 @@ fn a_branch_with_one_child_is_reported_and_repaired() {
     });
     let db = Db::open_with(&path, options()).unwrap();
     let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
-    let expected = CheckError::LoneChild {
+    let expected = CheckError::BreaksGoWriter(GoHazard::LoneChild {
         pgid: branch,
         child: only,
-    };
+    });
     assert!(errors.contains(&expected), "{errors:?}");
     assert_eq!(hazards(&db), [expected]);
     drop(db);
@@ -346,11 +346,11 @@ fn an_inline_page_that_names_a_page_is_reported_and_repaired() {
     let errors = db.view(|tx| Ok::<_, rbolt::Error>(tx.check())).unwrap();
     assert_eq!(
         errors,
-        [CheckError::InlinePageId {
+        [CheckError::BreaksGoWriter(GoHazard::InlinePageId {
             pgid: root,
             index: 0,
             id: 5
-        }]
+        })]
     );
     drop(db);
     repair(&path, 1);

@@ -194,3 +194,43 @@ fn the_storage_calls_are_the_ones_the_build_asked_for() {
         "RBOLT_EXPECT_PORTABLE={portable}"
     );
 }
+
+/// Issue 49, item 1: an I/O error at open says what the operating system said and what to do
+/// about it, not only "I/O error on <path>".
+#[test]
+fn an_open_that_fails_says_why_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("db");
+    let error = Db::open(&missing).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, Error::Io { .. }), "{error:?}");
+    for part in [
+        "no-such-dir",
+        "No such file or directory",
+        "create the directory first",
+    ] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+    let error = Db::open(dir.path()).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, Error::Io { .. }), "{error:?}");
+    for part in ["Is a directory", "name a file inside it"] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
+
+/// Issue 49, item 7: a size limit below an empty database (its 4 pages) could be neither kept
+/// nor written under: the open refuses it before any file is made.
+#[test]
+fn a_size_limit_below_an_empty_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    for max_size in [1, 16 * 1024 - 1] {
+        let error = Db::open_with(&path, Options::default().max_size(max_size)).unwrap_err();
+        assert!(matches!(error, Error::InvalidOptions { .. }), "{error:?}");
+        assert!(error.to_string().contains("smaller than an empty database"));
+        assert!(!path.exists(), "the refused open made a file");
+    }
+    let db = Db::open_with(&path, Options::default().max_size(16 * 1024)).unwrap();
+    assert!(db.update(|tx| tx.create_bucket("b").map(drop)).is_err());
+}

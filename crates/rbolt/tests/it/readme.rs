@@ -20,3 +20,30 @@ fn the_workspace_readme_shows_the_crate_readmes_quick_start() {
         "README.md's example differs from crates/rbolt/README.md's, which is the tested one"
     );
 }
+
+/// Issue 49, item 2: the crate README's "Debug builds" section names, for the `dev` profile,
+/// rbolt and every rbolt crate it depends on, and nothing else.
+#[test]
+fn the_debug_build_advice_names_every_crate_rbolt_runs_on() {
+    let readme = include_str!("../../README.md");
+    let manifest = include_str!("../../Cargo.toml");
+    let named: std::collections::BTreeSet<&str> = readme
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("[profile.dev.package.")?
+                .strip_suffix(']')
+        })
+        .collect();
+    let dependencies = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [dependencies] table");
+    let mut expected: std::collections::BTreeSet<&str> = dependencies
+        .lines()
+        .filter_map(|line| line.split(['.', ' ', '=']).next())
+        .filter(|name| name.starts_with("rbolt-"))
+        .collect();
+    expected.insert("rbolt");
+    assert_eq!(named, expected);
+}

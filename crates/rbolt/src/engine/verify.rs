@@ -6,7 +6,7 @@
 //! A handle that opened a file with problems already (the hostile-file suites damage files
 //! on purpose) is not verified: only a commit that breaks a sound file is a failure.
 
-use crate::snapshot::Snapshot;
+use crate::engine::snapshot::Snapshot;
 
 /// What the writer knows of the file it commits to.
 #[derive(Debug, Default)]
@@ -49,7 +49,8 @@ impl Verify {
 #[cfg(feature = "_verify")]
 fn problems(current: &Snapshot) -> Vec<crate::CheckError> {
     let page_size = current.meta.page_size as usize;
-    let pages = crate::snapshot::pages_of(&current.map, page_size, current.meta.high_water());
+    let pages =
+        crate::engine::snapshot::pages_of(&current.map, page_size, current.meta.high_water());
     crate::check::check(pages, &current.meta)
 }
 

@@ -16,12 +16,14 @@
 //!   as the file had it, and stays so: Go bbolt's writer needs every separator byte-equal to
 //!   its child's first key (`hazard.rs`).
 
+pub(crate) mod hazard;
+
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
 use crate::cursor::{Entry, RootRef, TreeView};
-use crate::hazard::Verify;
+use crate::node::arena::Arena;
 use crate::node::{NODE_TAG, Node, NodeId};
 use crate::pages::Pages;
+use crate::tree::hazard::Verify;
 use rbolt_page::{
     BucketHeader, Corruption, EMPTY_LEAF, LEAF_FLAG_BUCKET, NewEntry, Pgid, Reason, Result,
     compare_keys,
@@ -458,7 +460,7 @@ impl Tree {
         }
         // A page Go's writer cannot continue (an empty leaf, a branch with one child: files of
         // older rbolt versions) is merged or removed at commit, as after a delete there.
-        if node.count() < crate::rebalance::min_count(&node) {
+        if node.count() < min_count(&node) {
             node.unbalanced = true;
         }
         self.verify.loaded(pages, &node);
@@ -712,4 +714,10 @@ impl Default for Tree {
     fn default() -> Tree {
         Tree::new()
     }
+}
+
+/// The fewest entries a page below a root may hold for Go bbolt's writer (its `minKeys`): a
+/// leaf one, a branch two children.
+pub(crate) fn min_count(node: &Node) -> usize {
+    if node.is_leaf() { 1 } else { MIN_KEYS_PER_PAGE }
 }

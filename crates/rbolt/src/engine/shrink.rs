@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 /// The length auto-shrink leaves a file whose pages end at `needed` bytes: what growth from
 /// there would make it, so that a file near its size does not shrink and grow by turns.
 fn slack_len(needed: u64, options: &crate::Options, page_size: u64) -> u64 {
-    crate::alloc::grown_len(
+    crate::engine::page_writes::grown_len(
         needed,
         options.alloc_size.max(page_size),
         page_size,

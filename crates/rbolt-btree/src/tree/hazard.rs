@@ -14,8 +14,8 @@
 //! every rule with where Go relies on it; this module is where rbolt tests them.
 
 use crate::DEPTH_MAX;
-use crate::arena::Arena;
 use crate::node::Node;
+use crate::node::arena::Arena;
 use crate::pages::Pages;
 use crate::tree::{Root, Tree, too_deep};
 use rbolt_page::{
@@ -74,6 +74,15 @@ pub enum GoHazard {
 }
 
 impl GoHazard {
+    /// The page a write must touch to repair the hazard: the child a separator points to (its
+    /// rewrite puts its first key in the parent), else the page itself.
+    pub fn page_to_rewrite(&self) -> Pgid {
+        match self {
+            GoHazard::Separator { child, .. } => *child,
+            other => other.pgid(),
+        }
+    }
+
     /// The page whose elements say what Go must not meet (the branch of a separator, the
     /// empty page itself, the leaf holding an inline bucket).
     pub fn pgid(&self) -> Pgid {
@@ -121,7 +130,8 @@ impl fmt::Display for GoHazard {
                 index,
             } => write!(
                 f,
-                "page {pgid}: an empty leaf below the root (element {index} of page {parent})"
+                "page {pgid}: an empty leaf below its tree's root (element {index} of page \
+                 {parent})"
             ),
             GoHazard::LoneChild { pgid, child } => {
                 write!(f, "page {pgid}: a branch with one child (page {child})")
@@ -129,7 +139,7 @@ impl fmt::Display for GoHazard {
             GoHazard::InlinePageId { pgid, index, id } => write!(
                 f,
                 "page {pgid}: the inline bucket of element {index} has a page header naming \
-                 page {id} (an inline page must name page 0)"
+                 page {id}, not 0"
             ),
         }
     }

@@ -1,14 +1,33 @@
-//! The engine below the handle: what every transaction works on — the storage, the published
-//! snapshot, the writer lock and its state, the reader registry — and the handle's failure
-//! state (poisoning). The handle ([`crate::Db`], `db.rs`) owns one and adds what only the
-//! handle needs (the batcher, the storage claim); transactions borrow the engine, never the
-//! handle, so the rooms above the engine (transactions, the deferred truncation, batches)
-//! never import the handle.
+//! The engine room: what every transaction borrows. This file is the engine itself — the
+//! storage, the published snapshot, the writer lock and its state, the reader registry — and
+//! the handle's failure state (poisoning). Beside it:
+//! - `snapshot.rs`: the `(meta, mapping)` a reader starts from;
+//! - `readers.rs`: the registry of open readers' txids;
+//! - `context.rs`: what a write transaction's bucket handles share (pages and workspace);
+//! - `page_writes.rs`: the pages a commit writes (their ids from `rbolt_freelist::Allocator`);
+//! - `commit.rs`: the commit's six phases;
+//! - `shrink.rs`: the deferred truncation of a file whose end was freed;
+//! - `verify.rs`: the `_verify` feature's check around every commit;
+//! - `batch.rs`: the write queue behind `Db::batch`.
+//!
+//! The handle ([`crate::Db`], `db.rs`) owns one engine and adds what only the handle needs
+//! (the batcher, the storage claim); transactions borrow the engine, never the handle, so the
+//! rooms above the engine (transactions, the deferred truncation, batches) never import the
+//! handle.
 
+pub(crate) mod batch;
+pub(crate) mod commit;
+pub(crate) mod context;
+pub(crate) mod page_writes;
+pub(crate) mod readers;
+pub(crate) mod shrink;
+pub(crate) mod snapshot;
+pub(crate) mod verify;
+
+use crate::engine::readers::Readers;
+use crate::engine::snapshot::Snapshot;
 use crate::error::{Error, Result};
 use crate::options::Options;
-use crate::readers::Readers;
-use crate::snapshot::Snapshot;
 use crate::stats::StatCounters;
 use crate::storage::Storage;
 use crate::trace;
@@ -53,11 +72,11 @@ pub(crate) struct Writer {
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
     /// The last write transaction's list of dirty pages, emptied: the next one fills it.
-    pub(crate) dirty_list: Vec<crate::alloc::Dirty>,
+    pub(crate) dirty_list: Vec<crate::engine::page_writes::Dirty>,
     /// The last write transaction's spare handle state (`bucket::state::Registry`).
     pub(crate) spare_state: Option<Box<crate::bucket::state::BucketState>>,
     /// The `_verify` feature's state (nothing without it).
-    pub(crate) verify: crate::verify::Verify,
+    pub(crate) verify: crate::engine::verify::Verify,
     /// A truncation of the file waiting for older readers to end (`shrink.rs`).
     pub(crate) truncate: Option<Truncate>,
     /// The newest meta known to be durable on disk: what a power loss may bring back. Its
@@ -66,7 +85,7 @@ pub(crate) struct Writer {
     /// what commits without syncs hold back is at most its pages: a run of them at most about
     /// doubles the file.
     pub(crate) durable: Meta,
-    /// Pages the last commit wrote at or past its vacuum step's cut (`TxAlloc::cut`): what the
+    /// Pages the last commit wrote at or past its vacuum step's cut (`Allocator::vacuum_step`'s cut): what the
     /// step's plan meant to move but did not.
     pub(crate) past_cut: u64,
     /// A commit without syncs grew the file: the next durable commit fsyncs its length.
@@ -77,7 +96,7 @@ pub(crate) struct Writer {
     /// open checks before it trusts the meta (`db::open::unsynced_pages_intact`).
     pub(crate) unsynced_pages: PgidMap<u128>,
     pub(crate) unsynced_digest: u128,
-    /// The last write transaction's list of written extents' digests, emptied (`TxAlloc`).
+    /// The last write transaction's list of written extents' digests, emptied (`PageWrites::written`).
     pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
 }
 

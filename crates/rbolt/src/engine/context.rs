@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rbolt_btree::{Arena, Pages};
 use rbolt_page::Pgid;
 
-use crate::alloc::TxAlloc;
-use crate::snapshot::pages_of;
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::pages_of;
 use crate::storage::Mapping;
 
 /// What every bucket handle of a write transaction works in: the snapshot's pages, read
@@ -31,12 +31,12 @@ impl WriteContext {
     }
 }
 
-/// What every edit of a write transaction works with: the page buffer pool (`arena`), the page
-/// allocator, and whether an edit broke halfway.
+/// What every edit of a write transaction works with: the page buffer pool (`arena`), the pages
+/// it writes and their allocator, and whether an edit broke halfway.
 #[derive(Debug)]
 pub(crate) struct Workspace {
     pub(crate) arena: Arena,
-    pub(crate) alloc: TxAlloc,
+    pub(crate) writes: PageWrites,
     /// An operation failed halfway, after a change it could not undo (only a corrupt file or a
     /// bug can cause it): the transaction refuses to commit, so nothing of it reaches the disk.
     pub(crate) broken: bool,

@@ -12,7 +12,9 @@
 //! A branch node's child is a page id, or a node of the same tree: `NODE_TAG | id` in the
 //! element's page-id field until spill writes the child and puts its page id there.
 
-use crate::arena::Arena;
+pub(crate) mod arena;
+
+use crate::node::arena::Arena;
 use rbolt_page::{
     NewEntry, PageMut, Pgid, Result, TreePageShape, check_tree_page, compare_keys, key_prefix,
     packed_data_end, page_data_end, pages_for, repack_into, reread_checked_tree_page,

@@ -4,16 +4,18 @@
 //! view checks the header; reading an element checks that element. Nothing here trusts a byte
 //! it has not checked, and nothing panics on any input.
 
+pub(crate) mod search;
+
 use crate::error::{Corruption, Reason, Result};
 use crate::layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta, PageHeader,
 };
-use crate::search::compare_keys;
 use crate::types::{
     BRANCH_ELEMENT_SIZE, BUCKET_HEADER_SIZE, FLAG_META, FREELIST_COUNT_OVERFLOW, LEAF_ELEMENT_SIZE,
     LEAF_FLAG_BUCKET, MAGIC, META_SIZE, PAGE_HEADER_SIZE, PAGE_SIZE_MAX, PAGE_SIZE_MIN,
     PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, PGID_SIZE, PageKind, Pgid, VERSION,
 };
+use crate::view::search::compare_keys;
 
 /// The number of bytes of a page with `overflow` extra pages, or `None` past `usize`.
 #[inline]
@@ -344,14 +346,7 @@ impl<'a> LeafPage<'a> {
     /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
     #[inline]
     pub fn search(&self, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
-        crate::search::search(self, key)
-    }
-
-    /// Checks every entry: within the span, known flags, keys strictly ascending, bucket values
-    /// well formed (the strict check, [`check_tree_page`](crate::check_tree_page)). Reading
-    /// does not need this; `check` and tests do.
-    pub fn validate(&self) -> Result<()> {
-        crate::edit::check_tree_page(self.bytes, self.pgid, |_| {}).map(|_| ())
+        crate::view::search::search(self, key)
     }
 
     /// Number of bytes the page uses: header, elements, keys and values.
@@ -411,13 +406,13 @@ impl<'a> BranchPage<'a> {
     /// Exact-match search: `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
     #[inline]
     pub fn search(&self, key: &[u8]) -> Result<core::result::Result<usize, usize>> {
-        crate::search::search(self, key)
+        crate::view::search::search(self, key)
     }
 
     /// The child whose subtree would hold `key`.
     #[inline]
     pub fn child_index(&self, key: &[u8]) -> Result<usize> {
-        crate::search::child_index(self, key)
+        crate::view::search::child_index(self, key)
     }
 
     /// Checks every element: keys within the span and strictly ascending, children not meta
@@ -658,7 +653,10 @@ pub enum MetaDurability {
     /// Written without syncs, in the boot `boot_id`: whole only while that boot lasts, and
     /// only while the pages written since the last durable meta still sum to `digest`.
     NonDurable {
+        /// The boot the meta was written in (`/proc/sys/kernel/random/boot_id` on Linux).
         boot_id: BootId,
+        /// The sum of the digests of the page extents written since the last durable meta
+        /// that this meta reaches (see [`page_digest`](crate::page_digest)).
         digest: crate::PagesDigest,
     },
 }

@@ -19,23 +19,23 @@ use rbolt_page::{
     write_meta_non_durable,
 };
 
-use super::WriteTx;
 use super::context::Workspace;
-use crate::alloc::TxAlloc;
 use crate::bucket::state::{BucketName, BucketState};
+use crate::engine::page_writes::PageWrites;
+use crate::engine::snapshot::pages_of;
+use crate::engine::snapshot::{Snapshot, map_size};
 use crate::engine::{Engine, Writer};
 use crate::error::{Error, Result};
 use crate::options::Durability;
-use crate::snapshot::pages_of;
-use crate::snapshot::{Snapshot, map_size};
 use crate::stats::TxStats;
 use crate::storage::Mapping;
+use crate::tx::WriteTx;
 
 impl WriteTx<'_> {
     /// Commits: the phases in order, and the poison decisions between them. On `Err` before
     /// the meta write nothing reached the disk's commit point and [`WriteTx::abort`] rolls
     /// back; from the meta write on, every way out but success poisons the handle.
-    pub(super) fn commit_inner(&mut self) -> Result<()> {
+    pub(crate) fn commit_inner(&mut self) -> Result<()> {
         if self.shared.core.get_mut().broken {
             return Err(Error::Corruption(Corruption::new(
                 Pgid(0),
@@ -45,7 +45,7 @@ impl WriteTx<'_> {
             )));
         }
         let engine = self.engine;
-        let txid = self.shared.core.get_mut().alloc.txid;
+        let txid = self.shared.core.get_mut().writes.txid();
         // Some commits cannot skip their syncs whatever they ask for (`may_skip_syncs`).
         let sync = self.durability.get() == Durability::Immediate
             || !crate::engine::may_skip_syncs(engine.page_size, txid);
@@ -66,22 +66,14 @@ impl WriteTx<'_> {
         let pages = pages_of(&shared.map, page_size, shared.high_water);
         let core = shared.core.get_mut();
         // A commit without syncs lists what it writes for its meta's digest.
-        core.alloc.digest_writes = !sync;
-        // A vacuum step that would pass its mark is refused at the allocation that would,
-        // before its first write (a big one writes pages out while it spills).
-        core.alloc.high_water_max = self.mark_max.map(Pgid);
+        core.writes.digest_writes = !sync;
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();
-        // A durable commit that may grow the file writes its pages in long runs (see
-        // `alloc::Runs`); a shrinking one, a vacuum step, a commit without syncs (whose
-        // rewrites of cached pages are copies, where runs do not count) and one on a file with
-        // a size limit (whose room is for pages that need a run) take pages lowest first.
-        core.alloc.prefer_runs = sync
-            && !self.shrink
-            && self.mark_max.is_none()
-            && core.alloc.cut.is_none()
-            && engine.options.max_size == 0;
+        // Where the pages go is the allocator's to decide, once, from what kind of commit
+        // this is. (A vacuum step that would pass its mark is refused at the allocation that
+        // would, before its first write: a big one writes pages out while it spills.)
+        core.writes.allocator.choose_strategy(sync, self.shrink);
         let root_pgid = spill(pages, core, self.buckets.root.get_mut(), &mut self.stats)?;
         let mut meta = self.base;
         meta.txid = txid.0;
@@ -90,53 +82,46 @@ impl WriteTx<'_> {
             sequence: self.buckets.root.get_mut().sequence,
         };
 
-        let Workspace { arena, alloc, .. } = core;
+        let Workspace { arena, writes, .. } = core;
         // A commit without syncs writes no freelist page: only a crash of this process can
         // bring its meta back, and the open after it rebuilds the freelist by walking the file
         // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
         // pending id at every such commit.
         let write_page = sync && !engine.options.no_freelist_sync && !self.skip_freelist;
         let base = &self.base;
-        meta.freelist = write_freelist(pages, alloc, arena, base, self.shrink, write_page)?.0;
+        meta.freelist = write_freelist(pages, writes, arena, base, self.shrink, write_page)?.0;
         if !sync {
             // The durable point that must follow has room for its freelist page.
-            alloc.ensure_room_for_freelist()?;
+            writes.allocator.ensure_room_for_freelist()?;
         }
         // What a vacuum step's plan meant to move and did not (the freelist page, allocated
         // after the cut is lifted, never counts).
-        self.writer.past_cut = alloc.allocated_past_cut;
-        meta.pgid = alloc.high_water.0;
-        if let Some(max) = self.mark_max
-            && meta.pgid > max
-        {
-            return Err(Error::MaxSizeReached {
-                max_size: max.saturating_mul(page_size as u64),
-            });
-        }
+        self.writer.past_cut = writes.allocator.allocated_past_cut();
+        meta.pgid = writes.allocator.high_water().0;
         let needed = meta.pgid * page_size as u64;
         let new_map = map_for_growth(engine, &shared.map, needed)?;
 
         let write_started = Instant::now();
-        write_data(alloc, arena, needed)?;
+        write_data(writes, arena, needed)?;
         failpoint!("commit::before-data-sync");
         if sync {
-            let length_changed = self.writer.length_unsynced || alloc.grew_without_sync;
+            let length_changed = self.writer.length_unsynced || writes.grew_without_sync;
             first_sync(engine, length_changed).map_err(|error| poisoned(engine, error))?;
         }
         // From the moment the meta write starts the disk may hold the new txid, so any way out
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let digest = (!sync).then(|| unsynced_digest(&mut self.writer, alloc));
+        let digest = (!sync).then(|| unsynced_digest(&mut self.writer, writes));
         let meta = write_meta_page(engine, &meta, digest);
         let meta = meta.map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
-        self.stats.writes = alloc.writes + 1;
+        self.stats.writes = writes.write_calls + 1;
 
         let old = publish(
             engine,
             &mut self.writer,
-            alloc,
+            writes,
             new_map,
             &shared.map,
             meta,
@@ -150,7 +135,7 @@ impl WriteTx<'_> {
         // it mapped until they end.
         failpoint!("commit::unmap", poison engine);
         drop(old);
-        crate::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
+        crate::engine::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
         self.give_back();
@@ -179,13 +164,13 @@ fn spill(
     failpoint!("commit::before-spill");
     let mut spilled = Spilled::default();
     spill_buckets(pages, core, root, &mut spilled)?;
-    let Workspace { arena, alloc, .. } = core;
+    let Workspace { arena, writes, .. } = core;
     let rebalance_started = Instant::now();
-    root.tree.rebalance(pages, arena, alloc)?;
+    root.tree.rebalance(pages, arena, writes)?;
     spilled.rebalance_time += rebalance_started.elapsed();
     let root_pgid = match root.tree.root_pgid() {
         Some(pgid) if !root.tree.is_dirty() => pgid,
-        _ => root.tree.spill(pages, arena, alloc)?,
+        _ => root.tree.spill(pages, arena, writes)?,
     };
     // The nested buckets' states are gone from the root now: keep their counters.
     stats.node_count += spilled.trees.node_count;
@@ -255,10 +240,10 @@ fn spill_bucket(
     parent: &mut BucketState,
     spilled: &mut Spilled,
 ) -> Result<()> {
-    let inline_max = core.alloc.page_size / 4;
-    let Workspace { arena, alloc, .. } = core;
+    let inline_max = core.writes.page_size / 4;
+    let Workspace { arena, writes, .. } = core;
     let rebalance_started = Instant::now();
-    child.tree.rebalance(pages, arena, alloc)?;
+    child.tree.rebalance(pages, arena, writes)?;
     spilled.rebalance_time += rebalance_started.elapsed();
     if !child.tree.is_dirty() {
         return Ok(());
@@ -269,7 +254,7 @@ fn spill_bucket(
     let header_value;
     let value: &[u8] = match child.tree.inline_size(inline_max) {
         Some(size) => {
-            child.tree.free_all(pages, alloc)?;
+            child.tree.free_all(pages, writes)?;
             inline_value.resize(inline_bucket_size(size), 0u8);
             let header = BucketHeader::new(Pgid(0), child.sequence);
             child
@@ -278,7 +263,7 @@ fn spill_bucket(
             &inline_value
         }
         None => {
-            let root = child.tree.spill(pages, arena, alloc)?;
+            let root = child.tree.spill(pages, arena, writes)?;
             header_value = BucketHeader::new(root, child.sequence).to_bytes();
             &header_value
         }
@@ -299,7 +284,7 @@ fn spill_bucket(
 /// [`PGID_NO_FREELIST`].
 fn write_freelist(
     pages: Pages<'_>,
-    alloc: &mut TxAlloc,
+    writes: &mut PageWrites,
     arena: &mut Arena,
     base: &Meta,
     shrink: bool,
@@ -307,33 +292,31 @@ fn write_freelist(
 ) -> Result<Pgid> {
     crate::trace::phase!("commit.freelist");
     failpoint!("commit::before-freelist");
-    let txid: Txid = alloc.txid;
-    // What a vacuum step reserved and no page took goes back; the freelist page may land
-    // anywhere the step's cut allows (it is the last page written).
-    alloc.return_reserved();
-    alloc.return_runs();
-    alloc.cut = None;
+    let txid: Txid = writes.txid();
+    // What the spill took ahead of need goes back; the freelist page may land anywhere below
+    // the limits (it is the last page written).
+    writes.allocator.end_spill();
     if base.freelist != PGID_NO_FREELIST.0 {
         let old = base.freelist_pgid();
         let span = pages.page(Pgid(0), old)?;
         let overflow = PageHeader::read(span).map_or(0, |h| h.overflow);
-        alloc.freelist.free(txid, old, overflow)?;
+        writes.freelist().free(txid, old, overflow)?;
     }
     if shrink {
         // Free pages at the end of the file leave the freelist and the file's mapped extent,
         // before the freelist page is sized (see `vacuum`).
-        alloc.high_water = alloc.freelist.trim_tail(txid, alloc.high_water);
+        writes.allocator.trim_tail();
     }
     if !write_page {
         return Ok(PGID_NO_FREELIST);
     }
-    let n_pages = pages_for(alloc.freelist.write_size(), alloc.page_size);
-    let (pgid, mut buf) = alloc.allocate_buffer(n_pages, arena)?;
-    let used = alloc
-        .freelist
+    let n_pages = pages_for(writes.freelist().write_size(), writes.page_size);
+    let (pgid, mut buf) = writes.allocate_buffer(n_pages, arena)?;
+    let used = writes
+        .freelist()
         .write_into(&mut buf, pgid, (n_pages - 1) as u32);
     buf[used..].fill(0);
-    alloc.push(pgid, buf);
+    writes.push(pgid, buf);
     Ok(pgid)
 }
 
@@ -364,12 +347,12 @@ fn map_for_growth(engine: &Engine, current: &Mapping, needed: u64) -> Result<Opt
 
 /// Phase 4, the data: grows the file to `needed` bytes and writes every queued page, giving
 /// the buffers back to `arena`.
-fn write_data(alloc: &mut TxAlloc, arena: &mut Arena, needed: u64) -> Result<()> {
+fn write_data(writes: &mut PageWrites, arena: &mut Arena, needed: u64) -> Result<()> {
     crate::trace::phase!("commit.write_data", needed);
     failpoint!("commit::before-grow");
-    alloc.ensure_file_len(needed)?;
+    writes.ensure_file_len(needed)?;
     failpoint!("commit::before-write");
-    alloc.flush(arena)
+    writes.flush(arena)
 }
 
 /// The first sync, of the data: an `fsync` when the file's length changed since the last
@@ -389,14 +372,15 @@ fn first_sync(engine: &Engine, length_changed: bool) -> Result<()> {
 /// writer's list of them follows the commit: the extents it freed leave, those it wrote come
 /// in. Called once the meta write has begun (an error from there on poisons the handle, so
 /// the list never holds a commit that did not happen).
-fn unsynced_digest(writer: &mut Writer, alloc: &mut TxAlloc) -> rbolt_page::PagesDigest {
+fn unsynced_digest(writer: &mut Writer, writes: &mut PageWrites) -> rbolt_page::PagesDigest {
     let mut sum = writer.unsynced_digest;
-    for (pgid, _) in alloc.freelist.pending().spans_freed_by(alloc.txid) {
+    let txid = writes.txid();
+    for (pgid, _) in writes.freelist().pending().spans_freed_by(txid) {
         if let Some(digest) = writer.unsynced_pages.remove(&pgid) {
             sum = sum.wrapping_sub(digest);
         }
     }
-    for (pgid, digest) in alloc.written.drain(..) {
+    for (pgid, digest) in writes.written.drain(..) {
         if let Some(old) = writer.unsynced_pages.insert(pgid, digest) {
             sum = sum.wrapping_sub(old);
         }
@@ -466,7 +450,7 @@ fn write_meta_head(engine: &Engine, head: &[u8; META_PAGE_READ_LEN], txid: u64) 
 fn publish(
     engine: &Engine,
     writer: &mut Writer,
-    alloc: &mut TxAlloc,
+    writes: &mut PageWrites,
     new_map: Option<Arc<Mapping>>,
     current: &Arc<Mapping>,
     meta: Meta,
@@ -477,16 +461,17 @@ fn publish(
         writer.became_durable(meta);
         writer.length_unsynced = false;
     } else {
-        writer.length_unsynced |= alloc.grew_without_sync;
+        writer.length_unsynced |= writes.grew_without_sync;
     }
-    alloc.freelist.commit(alloc.txid);
-    let grew = writer.file_len < alloc.file_len;
-    writer.file_len = alloc.file_len;
+    let txid = writes.txid();
+    writes.freelist().commit(txid);
+    let grew = writer.file_len < writes.file_len;
+    writer.file_len = writes.file_len;
     let remapped = new_map.is_some();
     let map = new_map.unwrap_or_else(|| current.clone());
     if engine.options.mlock && (grew || remapped) {
         // Best effort: the commit is durable already, and bbolt also only logs this.
-        let _ = map.lock(alloc.file_len as usize);
+        let _ = map.lock(writes.file_len as usize);
     }
     let mut snapshot = engine
         .current
@@ -505,7 +490,7 @@ pub(crate) fn write_durable_meta(engine: &Engine, writer: &mut Writer, meta: &Me
     write_meta_head(engine, &head, meta.txid).inspect_err(|_| engine.poison())?;
     engine.sync_or_poison()?;
     writer.became_durable(written);
-    crate::shrink::after_durable(engine, writer);
+    crate::engine::shrink::after_durable(engine, writer);
     Ok(())
 }
 
@@ -515,7 +500,7 @@ mod tests {
     use crate::{Db, Error, Options};
     use std::sync::Arc;
 
-    /// Issue 46, finding 8: a vacuum step may not pass its high-water mark (`mark_max`), and
+    /// Issue 46, finding 8: a vacuum step may not pass its high-water mark (its `mark`), and
     /// one that would was refused only after its spill, which writes its pages out once they
     /// reach 8 MiB (and grows the file for them). Now the allocation that would pass the mark
     /// fails, before anything is written.
@@ -527,7 +512,8 @@ mod tests {
             .unwrap();
         let (writes, len) = (sim.counts().writes(), sim.len().unwrap());
         let mut tx = db.begin_write().unwrap();
-        tx.mark_max = Some(tx.base.pgid);
+        let mark = tx.base.high_water();
+        tx.allocator_mut().vacuum_step(&[], None, mark);
         let value = vec![7u8; 4000];
         let mut b = tx.bucket_mut("b").unwrap().unwrap();
         for i in 0..4000u32 {
