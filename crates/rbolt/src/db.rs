@@ -85,6 +85,10 @@ impl Db {
     /// ```
     pub fn open_with(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
+        if !options.read_only && !path.as_ref().exists() {
+            // Refused before the file is made (`open_storage` checks again at creation).
+            options.check_max_size_for_new_file(options.page_size_for_new_file())?;
+        }
         let storage = open_file(path.as_ref(), &options)?;
         Db::open_storage(Arc::new(storage), options)
     }
@@ -137,6 +141,7 @@ impl Db {
                     },
                 });
             }
+            options.check_max_size_for_new_file(page_size)?;
             if file_len > 0 {
                 trace::recovered_interrupted_creation(path.as_deref(), file_len);
             }

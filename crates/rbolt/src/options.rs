@@ -219,22 +219,28 @@ impl Options {
                 self.page_size
             ));
         }
-        // The 4 pages of an empty database (two metas, the freelist, the root): no file is
-        // smaller, so a smaller limit could be neither kept nor written under.
-        let smallest = 4 * self.page_size_for_new_file() as u64;
-        if self.max_size != 0 && self.max_size < smallest {
-            return invalid(format!(
-                "max_size {} is smaller than an empty database ({smallest} bytes: 4 pages of \
-                 {}); 0 means no limit",
-                self.max_size,
-                self.page_size_for_new_file()
-            ));
-        }
         if crate::engine::snapshot::map_size(self.initial_mmap_size as u64).is_none() {
             return invalid(format!(
                 "initial_mmap_size {} does not fit in the address space",
                 self.initial_mmap_size
             ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a size limit a new file of `page_size` could not keep: below the 4 pages of an
+    /// empty database (two metas, the freelist, the root). An existing file may be larger
+    /// than its limit (it then cannot grow), as in bbolt.
+    pub(crate) fn check_max_size_for_new_file(&self, page_size: usize) -> crate::Result<()> {
+        let smallest = 4 * page_size as u64;
+        if self.max_size != 0 && self.max_size < smallest {
+            return Err(crate::Error::InvalidOptions {
+                reason: format!(
+                    "max_size {} is smaller than an empty database ({smallest} bytes: 4 pages \
+                     of {page_size}); 0 means no limit",
+                    self.max_size
+                ),
+            });
         }
         Ok(())
     }
