@@ -270,3 +270,19 @@ fn room_for_the_freelist_is_checked_without_taking_it() {
     let mut roomy = allocator(FreelistKind::Array, &[], 10, 11 * PAGE as u64);
     assert_eq!(roomy.ensure_room_for_freelist(), Ok(()));
 }
+
+/// Over the freelist and over the plan's copy alike, the free set says whether it is empty.
+#[test]
+fn the_free_set_says_when_it_is_empty() {
+    use crate::FreePages;
+    for kind in [FreelistKind::Array, FreelistKind::Span] {
+        let mut alloc = allocator(kind, &[5], 10, 0);
+        let mut plan = alloc.plan();
+        assert!(!FreePages::is_empty(alloc.free_set()), "{kind:?}");
+        assert!(!FreePages::is_empty(plan.free_set()), "{kind:?}");
+        assert_eq!(alloc.allocate(1), Ok(Pgid(5)));
+        assert_eq!(plan.allocate(1), Ok(Pgid(5)));
+        assert!(FreePages::is_empty(alloc.free_set()), "{kind:?}");
+        assert!(FreePages::is_empty(plan.free_set()), "{kind:?}");
+    }
+}
