@@ -410,3 +410,27 @@ fn runs_give_way_at_exactly_an_eighth_isolated() {
     assert_eq!(alloc.allocate(RUNS_AFTER_PAGES as usize), Ok(Pgid(10)));
     assert_eq!(alloc.allocate(1), Ok(Pgid(2)));
 }
+
+/// The end of the spill gives back all that is left of the last run, not only its next page.
+#[test]
+fn the_end_of_the_spill_gives_back_the_whole_rest_of_the_last_run() {
+    let ids = [2, 4, 6, 10, 11, 12, 20, 21, 22, 23];
+    let mut alloc = allocator(FreelistKind::Array, &ids, 1000, 0);
+    alloc.choose_strategy(true, false);
+    assert_eq!(alloc.allocate(RUNS_AFTER_PAGES as usize), Ok(Pgid(1000)));
+    let next: Vec<u64> = (0..4).map(|_| alloc.allocate(1).unwrap().0).collect();
+    assert_eq!(next, [10, 11, 12, 20]);
+    alloc.end_spill();
+    let free: Vec<u64> = alloc.free_set().free_ids().map(|id| id.0).collect();
+    assert_eq!(free, [2, 4, 6, 21, 22, 23]);
+}
+
+/// A shrinking commit's cut lowers the high-water mark past the free pages at the end of the
+/// file and says where it now is.
+#[test]
+fn trimming_the_tail_lowers_the_high_water_mark() {
+    let mut alloc = allocator(FreelistKind::Span, &[3, 7, 8, 9], 10, 0);
+    assert_eq!(alloc.trim_tail(), Pgid(7));
+    assert_eq!(alloc.high_water(), Pgid(7));
+    assert_eq!(alloc.free_set().free_ids().collect::<Vec<_>>(), [Pgid(3)]);
+}
