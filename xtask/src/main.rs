@@ -1,9 +1,11 @@
 //! `cargo xtask`: project automation. `cargo xtask bench` runs the benchmark suite;
-//! `cargo xtask soak` runs the reliability suites at soak size. xtask drives cargo and the
+//! `cargo xtask soak` runs the reliability suites at soak size; `cargo xtask mutants` runs
+//! mutation testing over the lower crates. xtask drives cargo and the
 //! benchmark binaries as child processes; it does not link rbolt. Its tests hold the tidy
 //! test (`tidy.rs`), which keeps the house rules over the whole repository.
 
 mod bench;
+mod mutants;
 mod soak;
 #[cfg(test)]
 mod tidy;
@@ -26,6 +28,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Runs the reliability suites at soak size.
     Soak(soak::SoakArgs),
+    /// Mutation testing of the lower crates (cargo-mutants), each mutant against its crate's
+    /// own tests; fails on a missed mutant not listed in xtask/mutants-equivalent.txt.
+    Mutants(mutants::MutantsArgs),
 }
 
 fn main() -> Result<()> {
@@ -33,5 +38,6 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::main(args, &raw),
         Command::Soak(args) => soak::soak(&args),
+        Command::Mutants(args) => mutants::mutants(&args),
     }
 }

@@ -228,6 +228,7 @@ fn allocations_past_the_size_limit_or_the_mark_take_nothing() {
     let mut alloc = allocator(FreelistKind::Span, &[3], 10, 0);
     alloc.vacuum_step(&[], Some(Pgid(8)), Pgid(11));
     assert_eq!(alloc.allocate(1).unwrap(), Pgid(3));
+    assert_eq!(alloc.allocated_past_cut(), 0, "page 3 lies below the cut");
     assert_eq!(
         alloc.allocate(2),
         Err(FreelistError::MarkReached {
@@ -269,4 +270,167 @@ fn room_for_the_freelist_is_checked_without_taking_it() {
     ));
     let mut roomy = allocator(FreelistKind::Array, &[], 10, 11 * PAGE as u64);
     assert_eq!(roomy.ensure_room_for_freelist(), Ok(()));
+}
+
+/// Over the freelist and over the plan's copy alike, the free set says whether it is empty.
+#[test]
+fn the_free_set_says_when_it_is_empty() {
+    use crate::FreePages;
+    for kind in [FreelistKind::Array, FreelistKind::Span] {
+        let mut alloc = allocator(kind, &[5], 10, 0);
+        let mut plan = alloc.plan();
+        assert!(!FreePages::is_empty(alloc.free_set()), "{kind:?}");
+        assert!(!FreePages::is_empty(plan.free_set()), "{kind:?}");
+        assert_eq!(alloc.allocate(1), Ok(Pgid(5)));
+        assert_eq!(plan.allocate(1), Ok(Pgid(5)));
+        assert!(FreePages::is_empty(alloc.free_set()), "{kind:?}");
+        assert!(FreePages::is_empty(plan.free_set()), "{kind:?}");
+    }
+}
+
+/// Pages taken from the high-water mark are recorded as the transaction's, so that once freed
+/// they are released between long readers like pages taken from the free set.
+#[test]
+fn pages_from_the_high_water_mark_are_released_after_the_readers_before_them() {
+    let mut alloc = allocator(FreelistKind::Span, &[], 10, 0);
+    assert_eq!(alloc.allocate(2), Ok(Pgid(10)));
+    let mut freelist = alloc.into_freelist();
+    freelist.commit(TXID);
+    freelist.free(Txid(8), Pgid(10), 1).unwrap();
+    freelist.commit(Txid(8));
+    // A reader at 6 saw neither: the pages were allocated (7) and freed (8) after it.
+    freelist.release_pending(&[Txid(6)]);
+    assert_eq!(
+        freelist.free_ids().collect::<Vec<_>>(),
+        [Pgid(10), Pgid(11)]
+    );
+}
+
+/// Both faces answer `take_pages` and `put_back_pages` alike, for no pages and for pages that
+/// are free already too: the plan is only as good as its agreement with the freelist.
+#[test]
+fn both_faces_refuse_to_take_no_pages_or_give_back_free_ones() {
+    use crate::FreePages;
+    let alloc = allocator(FreelistKind::Array, &[5, 6], 10, 0);
+    let mut plan = alloc.plan();
+    let mut freelist = alloc.into_freelist();
+    assert!(!FreePages::take_pages(&mut freelist, TXID, Pgid(5), 0));
+    assert!(!FreePages::take_pages(
+        plan.free_set_mut(),
+        TXID,
+        Pgid(5),
+        0
+    ));
+    assert!(FreePages::take_pages(plan.free_set_mut(), TXID, Pgid(5), 2));
+    assert!(FreePages::put_back_pages(
+        plan.free_set_mut(),
+        TXID,
+        Pgid(5),
+        2
+    ));
+    for (start, n_pages) in [(6, 1), (7, 0)] {
+        assert!(!FreePages::put_back_pages(
+            &mut freelist,
+            TXID,
+            Pgid(start),
+            n_pages
+        ));
+        let plan_free = plan.free_set_mut();
+        assert!(!FreePages::put_back_pages(
+            plan_free,
+            TXID,
+            Pgid(start),
+            n_pages
+        ));
+    }
+    assert_eq!(FreePages::len(plan.free_set()), 2);
+}
+
+/// The plan gives back the rest of the last free run at the end of the spill, as the commit
+/// does (`runs_skip_isolated_pages_and_give_back_what_they_did_not_use`).
+#[test]
+fn the_plan_gives_back_what_its_runs_did_not_use() {
+    let ids = [2, 4, 6, 10, 11, 12, 20, 21];
+    let mut plan = allocator(FreelistKind::Span, &ids, 1000, 0).plan();
+    assert_eq!(plan.txid(), TXID);
+    plan.choose_strategy(true, false);
+    for _ in 0..RUNS_AFTER_PAGES {
+        plan.allocate(4).unwrap();
+    }
+    let next: Vec<u64> = (0..4).map(|_| plan.allocate(1).unwrap().0).collect();
+    assert_eq!(next, [10, 11, 12, 20]);
+    plan.end_spill();
+    let free: Vec<u64> = crate::FreePages::ids(plan.free_set())
+        .map(|id| id.0)
+        .collect();
+    assert_eq!(free, [2, 4, 6, 21]);
+}
+
+/// Under `Runs`, the commit's first `RUNS_AFTER_PAGES` pages are lowest first and the next
+/// one is a run's: not one page earlier, not one later.
+#[test]
+fn runs_start_right_after_the_first_pages() {
+    let mut alloc = allocator(FreelistKind::Array, &[2, 4, 500, 501, 502], 1000, 0);
+    alloc.choose_strategy(true, false);
+    let first = RUNS_AFTER_PAGES as usize - 1;
+    assert_eq!(alloc.allocate(first), Ok(Pgid(1000)));
+    assert_eq!(
+        alloc.allocate(1),
+        Ok(Pgid(2)),
+        "the last of the first pages"
+    );
+    assert_eq!(
+        alloc.allocate(1),
+        Ok(Pgid(500)),
+        "the first page after them"
+    );
+}
+
+/// The isolated free pages `Runs` weighs against the file are the free pages outside runs:
+/// two here, against a file of 1,101 pages, so runs are preferred.
+#[test]
+fn runs_weigh_only_the_pages_outside_runs() {
+    let ids: Vec<u64> = [2, 4].into_iter().chain(300..400).collect();
+    let mut alloc = allocator(FreelistKind::Span, &ids, 1000, 0);
+    alloc.choose_strategy(true, false);
+    assert_eq!(alloc.allocate(101), Ok(Pgid(1000)));
+    assert_eq!(alloc.allocate(1), Ok(Pgid(300)));
+}
+
+/// At exactly an eighth of the file in isolated free pages (20 of 160), `Runs` gives way.
+#[test]
+fn runs_give_way_at_exactly_an_eighth_isolated() {
+    let ids: Vec<u64> = [2]
+        .into_iter()
+        .chain(10..80)
+        .chain((82..=118).step_by(2))
+        .collect();
+    let mut alloc = allocator(FreelistKind::Array, &ids, 160, 0);
+    alloc.choose_strategy(true, false);
+    assert_eq!(alloc.allocate(RUNS_AFTER_PAGES as usize), Ok(Pgid(10)));
+    assert_eq!(alloc.allocate(1), Ok(Pgid(2)));
+}
+
+/// The end of the spill gives back all that is left of the last run, not only its next page.
+#[test]
+fn the_end_of_the_spill_gives_back_the_whole_rest_of_the_last_run() {
+    let ids = [2, 4, 6, 10, 11, 12, 20, 21, 22, 23];
+    let mut alloc = allocator(FreelistKind::Array, &ids, 1000, 0);
+    alloc.choose_strategy(true, false);
+    assert_eq!(alloc.allocate(RUNS_AFTER_PAGES as usize), Ok(Pgid(1000)));
+    let next: Vec<u64> = (0..4).map(|_| alloc.allocate(1).unwrap().0).collect();
+    assert_eq!(next, [10, 11, 12, 20]);
+    alloc.end_spill();
+    let free: Vec<u64> = alloc.free_set().free_ids().map(|id| id.0).collect();
+    assert_eq!(free, [2, 4, 6, 21, 22, 23]);
+}
+
+/// A shrinking commit's cut lowers the high-water mark past the free pages at the end of the
+/// file and says where it now is.
+#[test]
+fn trimming_the_tail_lowers_the_high_water_mark() {
+    let mut alloc = allocator(FreelistKind::Span, &[3, 7, 8, 9], 10, 0);
+    assert_eq!(alloc.trim_tail(), Pgid(7));
+    assert_eq!(alloc.high_water(), Pgid(7));
+    assert_eq!(alloc.free_set().free_ids().collect::<Vec<_>>(), [Pgid(3)]);
 }

@@ -940,3 +940,5 @@ fn page_header_counts_past_0xffff() {
     assert!(view.has_extended_count());
     assert!(view.iter().eq(ids.iter().copied()));
 }
+
+mod edges;

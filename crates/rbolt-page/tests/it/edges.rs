@@ -11,7 +11,7 @@ use rbolt_page::{
     BranchBuilder, BranchPage, BucketHeader, BucketValue, Corruption, FLAG_FREELIST, FLAG_LEAF,
     FREELIST_COUNT_OVERFLOW, FreelistPage, LEAF_FLAG_BUCKET, LeafBuilder, LeafEntry, LeafPage,
     Meta, PageHeader, PageKind, PageRef, Pgid, Reason, check_overflow, freelist_page_size,
-    leaf_page_size, pages_for, read_meta, span_len, write_freelist, write_meta,
+    key_prefix, leaf_page_size, pages_for, read_meta, span_len, write_freelist, write_meta,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -858,4 +858,24 @@ fn the_leaf_layout_in_the_format_document() {
     assert_eq!(fields(1), Some((0, 19, 1, 1)));
     assert_eq!(&page[48..53], b"axybz");
     assert_eq!(leaf.payload_len(), Ok(53));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key prefixes.
+
+/// `key_prefix` is the key's first eight bytes read as a big-endian number, zero-padded: what
+/// a node compares before it compares whole keys. (A constant would keep every search right,
+/// only slower, so no search test can tell; the value is the contract.)
+#[test]
+fn key_prefixes_are_the_first_eight_bytes_big_endian() {
+    #[track_caller]
+    fn check(key: &[u8], expected: u64) {
+        assert_eq!(key_prefix(key), expected, "{key:?}");
+    }
+    check(b"", 0);
+    check(&[1], 0x0100_0000_0000_0000);
+    check(&[0xAB, 0xCD], 0xABCD_0000_0000_0000);
+    check(&[0xFF; 7], 0xFFFF_FFFF_FFFF_FF00);
+    check(b"abcdefgh", u64::from_be_bytes(*b"abcdefgh"));
+    check(b"abcdefghXYZ", u64::from_be_bytes(*b"abcdefgh"));
 }
