@@ -42,6 +42,17 @@
 //! failure of the node's storage fails `apply`, which openraft treats as fatal. Applications
 //! should still validate requests before proposing them; this is the last line.
 //!
+//! # A full disk
+//!
+//! A write that fails for want of space ([`Error::is_no_space`]: `ENOSPC`, `EDQUOT`, an rbolt
+//! file at its `max_size`) failed before rbolt's commit point, so it changed nothing; the
+//! stores then ask [`Observer::no_space`] whether to run it again, and do while it says so
+//! (by default it does not, and openraft stops the node as on any storage failure). An
+//! application that frees space or waits there keeps its node up through a full disk: the
+//! append, apply batch or snapshot that waits completes once there is room, in order, and
+//! nothing committed is lost. Replicas have equal disks, so without this the entry that fills
+//! one disk stops every node, and again at every restart.
+//!
 //! # Backups
 //!
 //! [`StateMachine::backup_to`] writes one consistent copy of the state file; [`check_backup`]

@@ -4,7 +4,7 @@
 use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
 use crate::files::{create_dir_durable, open_or_create, sync_dir};
-use crate::observe::{NoObserver, Observer};
+use crate::observe::{NoObserver, Observer, retry_no_space};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
@@ -275,41 +275,22 @@ impl<C: RaftTypeConfig> Shared<C> {
     /// entries before the failed one are applied again in a new one (they succeeded and are
     /// deterministic), the failed one gets [`Machine::refused`]'s result and that prefix
     /// commits; the rest of the batch goes on in a fresh transaction. Each entry is applied
-    /// at most twice, and a failure costs one more commit.
+    /// at most twice per attempt, and a failure costs one more commit.
+    ///
+    /// A transaction whose commit fails for want of space changed nothing, so it runs again,
+    /// from the same entry, while the observer asks for it ([`Observer::no_space`]): entries
+    /// are applied in order, once each, whatever the disk does.
     fn apply_batch<M: Machine<C>>(&self, machine: &M, entries: &[C::Entry]) -> Result<Vec<C::R>> {
         let started = Instant::now();
-        let db = self.db();
+        let path = self.state_path();
         let mut responses = Vec::with_capacity(entries.len());
         let mut rest = entries;
         while !rest.is_empty() {
-            let mut tx = db.begin_write()?;
-            let mut failed = None;
-            for (at, entry) in rest.iter().enumerate() {
-                match machine.apply(&mut tx, entry) {
-                    Ok(response) => responses.push(response),
-                    Err(error) if error.is_entry_error() => {
-                        failed = Some((at, error));
-                        break;
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            let done = match failed {
-                None => rest.len(),
-                Some((at, error)) => {
-                    drop(tx);
-                    tx = db.begin_write()?;
-                    for entry in &rest[..at] {
-                        machine.apply(&mut tx, entry)?;
-                    }
-                    let entry = &rest[at];
-                    self.observer().entry_refused(entry.index(), &error);
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                    responses.push(machine.refused(entry, error)?);
-                    at + 1
-                }
-            };
-            commit_applied::<C>(tx, &rest[..done])?;
+            let kept = responses.len();
+            let done = retry_no_space(self.observer(), &path, || {
+                responses.truncate(kept);
+                self.apply_prefix(machine, rest, &mut responses)
+            })?;
             rest = &rest[done..];
         }
         self.apply_commits.fetch_add(1, Ordering::Relaxed);
@@ -320,12 +301,62 @@ impl<C: RaftTypeConfig> Shared<C> {
         Ok(responses)
     }
 
+    /// Applies `rest` in one transaction up to and including the first entry that fails with
+    /// an error of its own (see [`Shared::apply_batch`]), pushes their responses and commits;
+    /// returns how many entries it applied.
+    fn apply_prefix<M: Machine<C>>(
+        &self,
+        machine: &M,
+        rest: &[C::Entry],
+        responses: &mut Vec<C::R>,
+    ) -> Result<usize> {
+        let db = self.db();
+        let mut tx = db.begin_write()?;
+        let mut failed = None;
+        for (at, entry) in rest.iter().enumerate() {
+            match machine.apply(&mut tx, entry) {
+                Ok(response) => responses.push(response),
+                Err(error) if error.is_entry_error() => {
+                    failed = Some((at, error));
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let done = match failed {
+            None => rest.len(),
+            Some((at, error)) => {
+                drop(tx);
+                tx = db.begin_write()?;
+                for entry in &rest[..at] {
+                    machine.apply(&mut tx, entry)?;
+                }
+                let entry = &rest[at];
+                // Reported again if the commit below is retried for want of space.
+                self.observer().entry_refused(entry.index(), &error);
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                responses.push(machine.refused(entry, error)?);
+                at + 1
+            }
+        };
+        commit_applied::<C>(tx, &rest[..done])?;
+        Ok(done)
+    }
+
     /// Copies the state file as of one read transaction into a new snapshot file and makes it
     /// the current snapshot unless a newer one is already there.
     fn build_snapshot(&self) -> Result<SnapshotOf<C, File>> {
+        let tmp = self.tmp_path("building");
+        // A copy that fails for want of space is deleted (below) and made again while the
+        // observer asks for it.
+        retry_no_space(self.observer(), &tmp, || self.build_snapshot_at(&tmp))
+    }
+
+    /// [`Shared::build_snapshot`] into the temporary file `tmp`.
+    fn build_snapshot_at(&self, tmp: &Path) -> Result<SnapshotOf<C, File>> {
         let started = Instant::now();
         let db = self.db();
-        let tmp = self.tmp_path("building");
+        let tmp = tmp.to_path_buf();
         let built = (|| {
             let tx = db.begin_read()?;
             let (last_log_id, last_membership) = read_sm_meta::<C>(&tx)?;
@@ -376,28 +407,55 @@ impl<C: RaftTypeConfig> Shared<C> {
         let started = Instant::now();
         let incoming = self.tmp_path("incoming");
         let state_tmp = self.tmp_path("state");
+        // Staging that fails for want of space removes both files (below) and starts over
+        // while the observer asks for it; nothing current changed yet.
+        retry_no_space(self.observer(), &incoming, || {
+            self.stage_install(meta, &mut data, &incoming, &state_tmp)
+        })?;
+        self.replace_with_installed(meta, incoming, state_tmp, started)
+    }
+
+    /// Steps 1 to 3 of [`Shared::install_snapshot`]: receives `data` into `incoming`, verifies
+    /// it and copies it to `state_tmp`, durably; on an error neither file is left.
+    fn stage_install(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        data: &mut File,
+        incoming: &Path,
+        state_tmp: &Path,
+    ) -> Result<()> {
         let staged = (|| {
             // 1. Receive, durably.
-            data.seek(SeekFrom::Start(0))
-                .map_err(Error::io(&incoming))?;
-            let mut out = File::create_new(&incoming).map_err(Error::io(&incoming))?;
-            io::copy(&mut data, &mut out).map_err(Error::io(&incoming))?;
-            out.sync_all().map_err(Error::io(&incoming))?;
+            data.seek(SeekFrom::Start(0)).map_err(Error::io(incoming))?;
+            let mut out = File::create_new(incoming).map_err(Error::io(incoming))?;
+            io::copy(data, &mut out).map_err(Error::io(incoming))?;
+            out.sync_all().map_err(Error::io(incoming))?;
             drop(out);
             // 2. Verify: a sound rbolt file holding the state the meta claims.
-            self.verify(&incoming, meta)?;
+            self.verify(incoming, meta)?;
             // 3. Stage the new state file, durably.
-            fs::copy(&incoming, &state_tmp).map_err(Error::io(&state_tmp))?;
-            File::open(&state_tmp)
+            fs::copy(incoming, state_tmp).map_err(Error::io(state_tmp))?;
+            File::open(state_tmp)
                 .and_then(|f| f.sync_all())
-                .map_err(Error::io(&state_tmp))?;
+                .map_err(Error::io(state_tmp))?;
             Ok(())
         })();
         if let Err(error) = staged {
-            let _ = fs::remove_file(&incoming);
-            let _ = fs::remove_file(&state_tmp);
+            let _ = fs::remove_file(incoming);
+            let _ = fs::remove_file(state_tmp);
             return Err(error);
         }
+        Ok(())
+    }
+
+    /// Steps 4 and 5 of [`Shared::install_snapshot`]: the staged files become current.
+    fn replace_with_installed(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        incoming: PathBuf,
+        state_tmp: PathBuf,
+        started: Instant,
+    ) -> Result<()> {
         // 4. The snapshot becomes current. A crash from here until step 5 leaves a snapshot
         // newer than the state file; at restart openraft installs it again.
         {

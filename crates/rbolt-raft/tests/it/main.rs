@@ -5,6 +5,7 @@
 
 mod cluster;
 mod common;
+mod no_space;
 mod power_loss;
 mod reader;
 mod reopen;
