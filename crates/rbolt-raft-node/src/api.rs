@@ -22,6 +22,9 @@ pub const PATH_TRANSFER: &str = "/raft/transfer";
 /// `POST`: a [`Hello`] in a frame (the node a leader is about to add checks in), answered with
 /// this node's [`Hello`] in a frame.
 pub const PATH_HELLO: &str = "/raft/hello";
+/// `POST`: an [`AlarmRaise`] in a frame (a member short of space asks the leader to raise
+/// its NOSPACE alarm), answered `200` once the alarm is committed.
+pub const PATH_ALARM: &str = "/raft/alarm";
 /// The header of [`PATH_SNAPSHOT`] requests: [`SnapshotHeader`] as JSON.
 pub const HEADER_SNAPSHOT: &str = "x-rbolt-raft-snapshot";
 /// The sender's cluster id, on snapshot requests (frames carry it themselves).
@@ -67,6 +70,13 @@ pub const PATH_KV: &str = "/kv";
 pub const PATH_LEARNERS: &str = "/cluster/learners";
 /// `POST` [`ChangeMembers`]: makes exactly these nodes the voters; `GET`: [`Members`].
 pub const PATH_MEMBERS: &str = "/cluster/members";
+/// `GET`: the raised alarms ([`Alarms`]).
+pub const PATH_ALARMS: &str = "/maintenance/alarms";
+/// `POST`: clears every alarm (through the leader), answered with [`Alarms`] as they were.
+pub const PATH_ALARMS_DISARM: &str = "/maintenance/alarms/disarm";
+/// `POST`: runs the online vacuum of this node's files (not the leader's: each member's
+/// own), answered with [`VacuumReply`]. Writes go on meanwhile.
+pub const PATH_VACUUM: &str = "/maintenance/vacuum";
 /// The header a client authenticates its writes with: `Bearer TOKEN`.
 pub const HEADER_AUTHORIZATION: &str = "authorization";
 
@@ -115,6 +125,49 @@ pub struct Hello {
     pub id: u64,
     /// Its cluster, `""` if it has not joined one yet.
     pub cluster: String,
+}
+
+/// A member's request to raise its NOSPACE alarm ([`PATH_ALARM`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlarmRaise {
+    /// The member short of space: the sender itself.
+    pub member: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// The raised alarms, as the answering node has applied them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alarms {
+    /// The member whose space ran out, and why; puts are refused while this is not empty.
+    pub nospace: BTreeMap<u64, String>,
+    /// The log index of the disarm, on an answer to [`PATH_ALARMS_DISARM`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disarmed_at: Option<u64>,
+}
+
+/// What a vacuum of one file did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VacuumFile {
+    /// The file's length before, in bytes.
+    pub bytes_before: u64,
+    /// Its length after.
+    pub bytes_after: u64,
+    /// Commits the vacuum made.
+    pub steps: u64,
+    /// Milliseconds it took.
+    pub elapsed_ms: u64,
+}
+
+/// The answer to [`PATH_VACUUM`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VacuumReply {
+    /// The node that vacuumed its files.
+    pub id: u64,
+    /// The state file.
+    pub state: VacuumFile,
+    /// The log file.
+    pub log: VacuumFile,
 }
 
 /// The body of a [`PATH_LEADER`] request.
@@ -240,4 +293,18 @@ pub struct Status {
     /// Why the node stopped serving (`storage failed: ...` or `removed at index N`).
     #[serde(default)]
     pub stopped: Option<String>,
+    /// The raised NOSPACE alarms, by member, as this node has applied them: puts are refused
+    /// cluster-wide while there is one.
+    #[serde(default)]
+    pub alarms: BTreeMap<u64, String>,
+    /// Why this node is short of space now, if it is (its alarm is then raised, or about to
+    /// be).
+    #[serde(default)]
+    pub space_shortage: Option<String>,
+    /// The bytes the pages in use of its state file take.
+    #[serde(default)]
+    pub store_in_use_bytes: u64,
+    /// Its `--quota-backend-bytes` (0: none).
+    #[serde(default)]
+    pub quota_backend_bytes: u64,
 }

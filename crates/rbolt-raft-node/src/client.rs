@@ -2,9 +2,10 @@
 //! follow the `307` redirects a follower answers with to the leader.
 
 use crate::api::{
-    AddLearner, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, HEADER_OUTCOME, Health,
-    LeaderReply, Members, MembershipReply, OUTCOME_UNKNOWN, PATH_BACKUP, PATH_HEALTH, PATH_KV,
-    PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS, PATH_STATUS, Status, TransferLeader, WriteReply,
+    AddLearner, Alarms, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, HEADER_OUTCOME, Health,
+    LeaderReply, Members, MembershipReply, OUTCOME_UNKNOWN, PATH_ALARMS, PATH_ALARMS_DISARM,
+    PATH_BACKUP, PATH_HEALTH, PATH_KV, PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS, PATH_STATUS,
+    PATH_VACUUM, Status, TransferLeader, VacuumReply, WriteReply,
 };
 use crate::http::{self, Answer, HttpClient, SendError};
 use bytes::Bytes;
@@ -417,6 +418,24 @@ impl Client {
             return Err(status_error(addr, &answer));
         }
         Ok(answer.body)
+    }
+
+    /// The alarms raised, as `addr` has applied them.
+    pub async fn alarms(&self, addr: &str) -> Result<Alarms, ClientError> {
+        self.call(addr, Method::GET, PATH_ALARMS, Bytes::new())
+            .await
+    }
+
+    /// Clears every alarm (through the leader); answers the alarms cleared.
+    pub async fn disarm_alarms(&self, addr: &str) -> Result<Alarms, ClientError> {
+        self.call(addr, Method::POST, PATH_ALARMS_DISARM, Bytes::new())
+            .await
+    }
+
+    /// Runs the online vacuum of `addr`'s own files (never redirected).
+    pub async fn vacuum(&self, addr: &str) -> Result<VacuumReply, ClientError> {
+        self.call(addr, Method::POST, PATH_VACUUM, Bytes::new())
+            .await
     }
 
     /// Makes exactly `voters` the voting members.

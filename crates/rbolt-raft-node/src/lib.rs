@@ -29,5 +29,6 @@ pub mod node;
 pub mod observe;
 pub mod peer;
 pub mod server;
+pub mod space;
 pub mod tls;
 pub mod wire;

@@ -11,6 +11,7 @@ use crate::limits::{Limits, REPLICATION_BATCH_BYTES};
 use crate::network::Network;
 use crate::observe::{Metrics, StoreObserver};
 use crate::server::{self, Access, App};
+use crate::space::Space;
 use crate::tls::TlsFiles;
 use anyhow::{Context, bail};
 use openraft::error::{InitializeError, RaftError};
@@ -62,6 +63,10 @@ pub struct NodeOptions {
     pub access: Access,
     /// Listen on a non-loopback address without TLS and client authentication.
     pub insecure: bool,
+    /// The store's quota in bytes (`--quota-backend-bytes`, 0: none; see [`crate::space`]).
+    pub quota_bytes: u64,
+    /// The space reserve a full disk gives back, in bytes (`--space-reserve-bytes`, 0: none).
+    pub reserve_bytes: u64,
 }
 
 /// Raft's timing and snapshot policy for a node.
@@ -278,8 +283,19 @@ pub async fn run(
         ..
     } = options.clone();
     let metrics = Arc::new(Metrics::new(&data_dir));
+    let space = Arc::new(Space::new(
+        &data_dir,
+        options.quota_bytes,
+        options.reserve_bytes,
+        Arc::clone(&metrics),
+    ));
+    {
+        let space = Arc::clone(&space);
+        tokio::task::spawn_blocking(move || space.ensure_reserve()).await?;
+    }
     let observer = Arc::new(StoreObserver {
         metrics: Arc::clone(&metrics),
+        space: Arc::clone(&space),
     });
     log.set_observer(observer.clone());
     log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
@@ -290,6 +306,7 @@ pub async fn run(
         options.limits,
         cluster,
         metrics,
+        Arc::clone(&space),
     ));
     let server_tls = options.tls.server(options.access.peer_mtls)?;
     let client_tls = options.tls.client(options.access.peer_mtls)?;
@@ -336,6 +353,7 @@ pub async fn run(
     };
     let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
+    tokio::spawn(crate::space::watch(Arc::clone(&app)));
     if initial_state == InitialState::New && !peers.is_empty() {
         bootstrap(&raft, &peers).await?;
     }
@@ -348,6 +366,8 @@ pub async fn run(
         "serving"
     );
     serving.await?;
+    // A store write waiting for space fails now, so that Raft can stop.
+    space.stop();
     let _ = raft.shutdown().await;
     if let Some(crate::context::Stopped::StorageFailed(reason)) = ctx.stopped() {
         bail!("storage failed: {reason}");

@@ -409,7 +409,10 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
     let query = request.uri().query().map(str::to_owned);
     match (&method, path.as_str()) {
         (&Method::GET, api::PATH_LIVEZ) => return health(app, Check::Live),
-        (&Method::GET, api::PATH_HEALTH) => return health(app, Check::Health),
+        (&Method::GET, api::PATH_HEALTH) => {
+            let exclude_nospace = query.as_deref() == Some("exclude=NOSPACE");
+            return health(app, Check::Health { exclude_nospace });
+        }
         (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
         (&Method::GET, api::PATH_METRICS) => return metrics(app),
         _ => {}
@@ -444,6 +447,18 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         (&Method::POST, api::PATH_LEADER) => {
             membership::transfer_leader(app, request, &path_and_query).await
         }
+        (&Method::GET, api::PATH_ALARMS) => match read_state(app, kv::alarms).await {
+            Ok(nospace) => json(
+                StatusCode::OK,
+                &api::Alarms {
+                    nospace,
+                    disarmed_at: None,
+                },
+            ),
+            Err(answer) => answer,
+        },
+        (&Method::POST, api::PATH_ALARMS_DISARM) => disarm(app, &path_and_query).await,
+        (&Method::POST, api::PATH_VACUUM) => vacuum(app).await,
         (&Method::GET, api::PATH_BACKUP) => match read_mode(query.as_deref()) {
             Ok(mode) => backup(app, mode, &path_and_query).await,
             Err(e) => error(StatusCode::BAD_REQUEST, e),
@@ -548,9 +563,13 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 enum Check {
     /// The process serves and its storage has not failed.
     Live,
-    /// It knows a leader (a leader: it heard from a quorum within an election timeout) and
-    /// its storage is sound.
-    Health,
+    /// It knows a leader (a leader: it heard from a quorum within an election timeout), its
+    /// storage is sound, and no NOSPACE alarm is raised (as etcd's `/health`; unless
+    /// `?exclude=NOSPACE`: reads are still served during one).
+    Health {
+        /// `?exclude=NOSPACE`: a raised alarm does not fail the check.
+        exclude_nospace: bool,
+    },
     /// As `Health`, and it has applied what it knows is committed.
     Ready,
 }
@@ -574,6 +593,15 @@ fn health(app: &App, check: Check) -> Answer {
             metrics.last_applied.map(|id| id.index),
             metrics.local_committed.map(|id| id.index)
         )),
+        (
+            Check::Health {
+                exclude_nospace: false,
+            },
+            None,
+        ) => kv::alarms(&app.state)
+            .ok()
+            .filter(|alarms| !alarms.is_empty())
+            .map(|alarms| kv::describe_alarms(&alarms)),
         _ => None,
     };
     let status = if reason.is_none() {
@@ -607,6 +635,10 @@ fn metrics(app: &App) -> Answer {
         .set(index(raft.last_applied.map(|id| id.index)));
     m.committed_index
         .set(index(raft.local_committed.map(|id| id.index)));
+    // The state file is read where the scrape is: a page or two of the mapping.
+    let alarms = kv::alarms(&app.state).unwrap_or_default();
+    m.alarm_active.set(i64::from(!alarms.is_empty()));
+    app.ctx.space.update_metrics(&app.state);
     answer(
         StatusCode::OK,
         // What `encode` writes: OpenMetrics text (counters' `_total`, the closing `# EOF`).
@@ -653,6 +685,10 @@ pub fn status(app: &App) -> api::Status {
         cluster: app.ctx.cluster(),
         entries_refused: apply.refused,
         stopped,
+        alarms: kv::alarms(&app.state).unwrap_or_default(),
+        space_shortage: app.ctx.space.last_shortage(),
+        store_in_use_bytes: crate::space::in_use_bytes(&app.state).unwrap_or(0),
+        quota_backend_bytes: app.ctx.space.quota_bytes,
     }
 }
 
@@ -666,6 +702,21 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
         app.ctx.metrics.refused("quorum_lost");
         return error(StatusCode::SERVICE_UNAVAILABLE, lost);
     }
+    // A put under an alarm is refused before it is proposed, so that a full disk does not
+    // fill with refused entries; one proposed just before the alarm is refused at apply.
+    if matches!(request, Request::Put { .. }) {
+        match read_state(app, kv::alarms).await {
+            Ok(alarms) if !alarms.is_empty() => {
+                app.ctx.metrics.refused("nospace");
+                return error(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    kv::describe_alarms(&alarms),
+                );
+            }
+            Ok(_) => {}
+            Err(answer) => return answer,
+        }
+    }
     let started = Instant::now();
     // A write proposed just before the quorum is lost would wait for it to come back.
     let written = tokio::select! {
@@ -678,6 +729,18 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
         }
     };
     match written {
+        Ok(written) if written.data.alarm.is_some() => {
+            app.ctx.metrics.refused("nospace");
+            error(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "the put was committed at index {} but an alarm refused it, so it changed \
+                     nothing: {}",
+                    written.log_id.index,
+                    written.data.alarm.unwrap_or_default()
+                ),
+            )
+        }
         Ok(written) if written.data.refused.is_none() => {
             app.ctx
                 .metrics
@@ -864,4 +927,70 @@ pub async fn decode_json<T: DeserializeOwned>(
 ) -> Result<T, Answer> {
     let body = limited_body(request, limit, "request").await?;
     serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))
+}
+
+/// `POST /maintenance/alarms/disarm`: clears every alarm through the leader; answers the
+/// alarms it cleared and the index of the disarm.
+async fn disarm(app: &App, path_and_query: &str) -> Answer {
+    let before = match read_state(app, kv::alarms).await {
+        Ok(alarms) => alarms,
+        Err(answer) => return answer,
+    };
+    match app.raft.client_write(Request::DisarmAlarms).await {
+        Ok(written) => {
+            tracing::warn!(index = written.log_id.index, alarms = ?before, "alarms disarmed");
+            json(
+                StatusCode::OK,
+                &api::Alarms {
+                    nospace: before,
+                    disarmed_at: Some(written.log_id.index),
+                },
+            )
+        }
+        Err(e) => write_error(app, e, path_and_query),
+    }
+}
+
+/// `POST /maintenance/vacuum`: the online vacuum of this node's state file, then of its log
+/// file (one at a time per node: `409` while one runs). Each step is one short commit, so
+/// applies and appends interleave with it; the files end shorter by the free pages their
+/// ends held, which go back to the filesystem.
+async fn vacuum(app: &App) -> Answer {
+    use std::sync::atomic::Ordering as O;
+    if app.ctx.vacuuming.swap(true, O::AcqRel) {
+        return error(StatusCode::CONFLICT, "a vacuum of this node is running");
+    }
+    let state = app.state.db();
+    let log = app.log.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let one = |db: &rbolt::Db| -> rbolt::Result<api::VacuumFile> {
+            let report = db.vacuum(rbolt::VacuumOptions::default(), |_| {
+                std::ops::ControlFlow::Continue(())
+            })?;
+            Ok(api::VacuumFile {
+                bytes_before: report.file_len_before,
+                bytes_after: report.file_len,
+                steps: report.steps,
+                elapsed_ms: report.elapsed.as_millis() as u64,
+            })
+        };
+        Ok::<_, rbolt::Error>((one(&state)?, one(log.db())?))
+    })
+    .await;
+    app.ctx.vacuuming.store(false, O::Release);
+    match done {
+        Ok(Ok((state, log))) => {
+            tracing::info!(?state, ?log, "vacuum done");
+            json(
+                StatusCode::OK,
+                &api::VacuumReply {
+                    id: app.id(),
+                    state,
+                    log,
+                },
+            )
+        }
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("vacuum: {e}")),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("vacuum: {e}")),
+    }
 }
