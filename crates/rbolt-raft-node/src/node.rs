@@ -282,24 +282,7 @@ pub async fn run(
         initial_state,
         ..
     } = options.clone();
-    let metrics = Arc::new(Metrics::new(&data_dir));
-    let space = Arc::new(Space::new(
-        &data_dir,
-        options.quota_bytes,
-        options.reserve_bytes,
-        Arc::clone(&metrics),
-    ));
-    {
-        let space = Arc::clone(&space);
-        tokio::task::spawn_blocking(move || space.ensure_reserve()).await?;
-    }
-    let observer = Arc::new(StoreObserver {
-        metrics: Arc::clone(&metrics),
-        space: Arc::clone(&space),
-    });
-    log.set_observer(observer.clone());
-    log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
-    state.set_observer(observer);
+    let (metrics, space) = observe_storage(&options, &log, &state).await?;
     let ctx = Arc::new(Ctx::new(
         id,
         data_dir.clone(),
@@ -374,6 +357,34 @@ pub async fn run(
     }
     tracing::info!(id, "stopped");
     Ok(())
+}
+
+/// The node's metrics and space, given to its stores as their observer (the space reserve
+/// written first, if there is room for it).
+async fn observe_storage(
+    options: &NodeOptions,
+    log: &rbolt_raft::LogStore<KvConfig>,
+    state: &KvStateMachine,
+) -> anyhow::Result<(Arc<Metrics>, Arc<Space>)> {
+    let metrics = Arc::new(Metrics::new(&options.data_dir));
+    let space = Arc::new(Space::new(
+        &options.data_dir,
+        options.quota_bytes,
+        options.reserve_bytes,
+        Arc::clone(&metrics),
+    ));
+    {
+        let space = Arc::clone(&space);
+        tokio::task::spawn_blocking(move || space.ensure_reserve()).await?;
+    }
+    let observer = Arc::new(StoreObserver {
+        metrics: Arc::clone(&metrics),
+        space: Arc::clone(&space),
+    });
+    log.set_observer(observer.clone());
+    log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
+    state.set_observer(observer);
+    Ok((metrics, space))
 }
 
 /// Initializes the cluster with `peers` as its voters, unless this node's Raft already is
