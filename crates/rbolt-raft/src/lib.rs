@@ -78,7 +78,10 @@
 //! - `save_committed`: kept in memory and written with the next commit of the log (see
 //!   [`LogStore`] for why that is safe).
 //! - `apply`: each batch of entries commits, with its last applied log id and membership,
-//!   before any client hears back.
+//!   before any client hears back; durably, unless [`StateMachine::set_sync_every`] lets the
+//!   batches commit without syncs, which the log's durable entries then stand in for (a power
+//!   loss reopens the state file at its last durable commit, and openraft applies the
+//!   committed entries after it again).
 //! - Building a snapshot reads the last applied id and membership in the same read transaction
 //!   whose `write_to` streams the file, then syncs it and renames it into place.
 //! - Installing a snapshot writes it to a temporary file and syncs it, verifies it (opens it,

@@ -10,7 +10,7 @@ use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::type_config::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::{OptionalSend, RaftTypeConfig, StoredMembership};
-use rbolt::{Db, ReadTx, WriteTx};
+use rbolt::{Db, Durability, ReadTx, WriteTx};
 use std::fmt::Debug;
 use std::fs::{self, File};
 use std::io::{self, Seek, SeekFrom};
@@ -113,6 +113,14 @@ struct Shared<C: RaftTypeConfig> {
     installs: AtomicU64,
     /// Entries whose apply failed with an error of their own.
     refused: AtomicU64,
+    /// Apply batches commit durably when this is at most 1; above, they commit without syncs
+    /// and the file is synced once this many entries were applied since the last sync (see
+    /// [`StateMachine::set_sync_every`]).
+    sync_every: AtomicU64,
+    /// Entries applied by commits without syncs since the last durable point.
+    unsynced_entries: AtomicU64,
+    /// Durable points made after commits without syncs.
+    syncs: AtomicU64,
     /// Told of apply batches and snapshots.
     observer: OnceLock<Arc<dyn Observer>>,
 }
@@ -120,7 +128,8 @@ struct Shared<C: RaftTypeConfig> {
 /// What a [`StateMachine`] has written since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplyCounters {
-    /// Durable commits of apply batches (two `fdatasync`s each).
+    /// Commits of apply batches (each durable, two `fdatasync`s, unless
+    /// [`StateMachine::set_sync_every`] says otherwise).
     pub commits: u64,
     /// Entries applied by them.
     pub entries_applied: u64,
@@ -129,6 +138,8 @@ pub struct ApplyCounters {
     /// Entries whose apply failed with an error of their own, answered by
     /// [`Machine::refused`].
     pub refused: u64,
+    /// Syncs of the state file after commits without syncs ([`StateMachine::set_sync_every`]).
+    pub syncs: u64,
 }
 
 /// The state machine: the application's buckets and [`SM_META_BUCKET`] in one rbolt file,
@@ -296,9 +307,28 @@ impl<C: RaftTypeConfig> Shared<C> {
         self.apply_commits.fetch_add(1, Ordering::Relaxed);
         self.entries_applied
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        self.sync_if_due(entries.len() as u64)?;
         self.observer()
             .applied(entries.len() as u64, started.elapsed());
         Ok(responses)
+    }
+
+    /// After commits without syncs of `applied` more entries: syncs the state file once
+    /// [`StateMachine::set_sync_every`]'s count is reached. A failed sync poisons the handle
+    /// and fails the apply (openraft stops the node; at restart it applies again from the
+    /// last durable point).
+    fn sync_if_due(&self, applied: u64) -> Result<()> {
+        let every = self.sync_every.load(Ordering::Relaxed);
+        if every <= 1 {
+            return Ok(());
+        }
+        let unsynced = self.unsynced_entries.fetch_add(applied, Ordering::Relaxed) + applied;
+        if unsynced >= every {
+            self.db().sync()?;
+            self.unsynced_entries.store(0, Ordering::Relaxed);
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Applies `rest` in one transaction up to and including the first entry that fails with
@@ -311,7 +341,15 @@ impl<C: RaftTypeConfig> Shared<C> {
         responses: &mut Vec<C::R>,
     ) -> Result<usize> {
         let db = self.db();
-        let mut tx = db.begin_write()?;
+        let unsynced = self.sync_every.load(Ordering::Relaxed) > 1;
+        let begin = || -> Result<WriteTx<'_>> {
+            let tx = db.begin_write()?;
+            if unsynced {
+                tx.set_durability(Durability::None);
+            }
+            Ok(tx)
+        };
+        let mut tx = begin()?;
         let mut failed = None;
         for (at, entry) in rest.iter().enumerate() {
             match machine.apply(&mut tx, entry) {
@@ -327,7 +365,7 @@ impl<C: RaftTypeConfig> Shared<C> {
             None => rest.len(),
             Some((at, error)) => {
                 drop(tx);
-                tx = db.begin_write()?;
+                tx = begin()?;
                 for entry in &rest[..at] {
                     machine.apply(&mut tx, entry)?;
                 }
@@ -470,6 +508,8 @@ impl<C: RaftTypeConfig> Shared<C> {
         sync_dir(&self.dir)?;
         let db = Db::open_with(&state_path, self.options.clone())?;
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(db);
+        // The installed file is durable: nothing applied since the last sync is left on it.
+        self.unsynced_entries.store(0, Ordering::Relaxed);
         self.installs.fetch_add(1, Ordering::Relaxed);
         self.observer().snapshot_installed(
             meta.last_log_id.as_ref().map(|id| id.index()),
@@ -575,6 +615,9 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
                 entries_applied: AtomicU64::new(0),
                 installs: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
+                sync_every: AtomicU64::new(1),
+                unsynced_entries: AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
                 observer: OnceLock::new(),
             }),
             machine: Arc::new(machine),
@@ -621,7 +664,28 @@ impl<C: RaftTypeConfig, M> StateMachine<C, M> {
             entries_applied: self.shared.entries_applied.load(Ordering::Relaxed),
             installs: self.shared.installs.load(Ordering::Relaxed),
             refused: self.shared.refused.load(Ordering::Relaxed),
+            syncs: self.shared.syncs.load(Ordering::Relaxed),
         }
+    }
+
+    /// With `entries` above 1, apply batches commit without syncs (`Durability::None`) and
+    /// the state file is synced once `entries` entries were applied since the last sync; at 0
+    /// or 1 (the default) every batch is one durable commit. Set it before the state machine
+    /// goes to openraft.
+    ///
+    /// The log is the durable record of every committed entry, so the state file need not be
+    /// durable at every batch (etcd's backend commits in batches too): a crash of the process
+    /// keeps commits without syncs (rbolt finds them at the next open in the same boot), and
+    /// a power loss or an OS crash reopens the file at its last durable commit, whole, whose
+    /// last applied id is the one recorded with its data (never more than it holds). openraft
+    /// then applies the committed entries after it again, from the log, or installs the
+    /// snapshot if that is newer (a snapshot is a synced copy, and the log is purged only
+    /// behind one). A client hears of its write once its entry is durable in a majority's logs
+    /// and applied here, durably or not. What it costs: after a power loss, the entries since
+    /// the last durable point are applied again at the start, and until a sync rbolt keeps the
+    /// pages of the last durable commit, so the file can grow by up to its live pages.
+    pub fn set_sync_every(&self, entries: u64) {
+        self.shared.sync_every.store(entries, Ordering::Relaxed);
     }
 
     /// Tells `observer` of every apply batch, refused entry and snapshot from now on. Only

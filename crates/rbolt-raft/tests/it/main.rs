@@ -11,6 +11,7 @@ mod reader;
 mod reopen;
 mod suite;
 mod total;
+mod unsynced;
 
 #[path = "../../examples/kv_cluster/app.rs"]
 mod app;
