@@ -37,6 +37,12 @@ pub const HEADER_FROM: &str = "x-rbolt-from";
 pub const HEADER_OUTCOME: &str = "x-rbolt-outcome";
 /// The value of [`HEADER_OUTCOME`] on a write that may or may not take effect.
 pub const OUTCOME_UNKNOWN: &str = "unknown";
+/// On a `PUT` or `DELETE` of a key: the client's id of the request (1 to 64 printable ASCII
+/// characters, unique per write). The write takes effect at most once per id, so a client may
+/// send again a write whose outcome it does not know (a `503` with [`HEADER_OUTCOME`]
+/// `unknown`, a timeout) under the same id; a resend of one that took effect is answered
+/// `200` with [`WriteReply::duplicate_of`].
+pub const HEADER_REQUEST_ID: &str = "x-rbolt-request-id";
 /// The cluster's peer secret (`--peer-secret-file`), on every peer request when one is set.
 pub const HEADER_PEER_SECRET: &str = "x-rbolt-peer-secret";
 /// On a `410 Gone` answer to a peer: the log index of the committed membership that leaves
@@ -96,6 +102,10 @@ pub struct WriteReply {
     pub index: u64,
     /// The key's value before the write.
     pub previous: Option<String>,
+    /// Set on a resend of a request id that took effect already ([`HEADER_REQUEST_ID`]): the
+    /// log index where it did. This one changed nothing, and `previous` is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<u64>,
 }
 
 /// The body of an error answer.
@@ -277,7 +287,8 @@ pub struct Status {
     pub log_appends: u64,
     /// Entries appended by them.
     pub log_entries_appended: u64,
-    /// Durable commits of apply batches since start (each two `fdatasync`s).
+    /// Commits of apply batches since start (each two `fdatasync`s when
+    /// `--apply-sync-every` is 0 or 1, else none; see `apply_syncs`).
     pub apply_commits: u64,
     /// Entries applied by them.
     pub entries_applied: u64,
@@ -307,4 +318,8 @@ pub struct Status {
     /// Its `--quota-backend-bytes` (0: none).
     #[serde(default)]
     pub quota_backend_bytes: u64,
+    /// Syncs of the state file after apply batches without syncs, since start
+    /// (`--apply-sync-every`).
+    #[serde(default)]
+    pub apply_syncs: u64,
 }

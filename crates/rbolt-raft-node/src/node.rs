@@ -67,6 +67,10 @@ pub struct NodeOptions {
     pub quota_bytes: u64,
     /// The space reserve a full disk gives back, in bytes (`--space-reserve-bytes`, 0: none).
     pub reserve_bytes: u64,
+    /// Apply batches commit without syncs, the state file synced once every this many
+    /// entries (`--apply-sync-every`; 0 or 1: every batch durable). See
+    /// `rbolt_raft::StateMachine::set_sync_every`.
+    pub apply_sync_every: u64,
 }
 
 /// Raft's timing and snapshot policy for a node.
@@ -360,7 +364,7 @@ pub async fn run(
 }
 
 /// The node's metrics and space, given to its stores as their observer (the space reserve
-/// written first, if there is room for it).
+/// written first, if there is room for it), and the state machine's syncs.
 async fn observe_storage(
     options: &NodeOptions,
     log: &rbolt_raft::LogStore<KvConfig>,
@@ -384,6 +388,7 @@ async fn observe_storage(
     log.set_observer(observer.clone());
     log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
     state.set_observer(observer);
+    state.set_sync_every(options.apply_sync_every);
     Ok((metrics, space))
 }
 

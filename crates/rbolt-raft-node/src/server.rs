@@ -18,7 +18,7 @@ use crate::context::{Ctx, Stopped};
 use crate::kv::{self, KvConfig, KvRaft, KvStateMachine, Request};
 use crate::limits::Refusal;
 use crate::tls::KeyUsages;
-use crate::{membership, peer};
+use crate::{maintenance, membership, peer};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::Full;
@@ -447,18 +447,9 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         (&Method::POST, api::PATH_LEADER) => {
             membership::transfer_leader(app, request, &path_and_query).await
         }
-        (&Method::GET, api::PATH_ALARMS) => match read_state(app, kv::alarms).await {
-            Ok(nospace) => json(
-                StatusCode::OK,
-                &api::Alarms {
-                    nospace,
-                    disarmed_at: None,
-                },
-            ),
-            Err(answer) => answer,
-        },
-        (&Method::POST, api::PATH_ALARMS_DISARM) => disarm(app, &path_and_query).await,
-        (&Method::POST, api::PATH_VACUUM) => vacuum(app).await,
+        (&Method::GET, api::PATH_ALARMS) => maintenance::alarms(app).await,
+        (&Method::POST, api::PATH_ALARMS_DISARM) => maintenance::disarm(app, &path_and_query).await,
+        (&Method::POST, api::PATH_VACUUM) => maintenance::vacuum(app).await,
         (&Method::GET, api::PATH_BACKUP) => match read_mode(query.as_deref()) {
             Ok(mode) => backup(app, mode, &path_and_query).await,
             Err(e) => error(StatusCode::BAD_REQUEST, e),
@@ -494,6 +485,13 @@ async fn kv_route(
     if let Err(refused) = limits.check(&Request::Delete { key: key.clone() }) {
         return refusal(app, &refused);
     }
+    let id = match request_id(&request) {
+        Ok(id) => id,
+        Err(answer) => {
+            app.ctx.metrics.refused("request_id");
+            return answer;
+        }
+    };
     match method {
         Method::GET => match read_mode(query) {
             Ok(mode) => get(app, &key, mode, path_and_query).await,
@@ -510,10 +508,33 @@ async fn kv_route(
                     return answer;
                 }
             };
-            write(app, Request::Put { key, value }, path_and_query).await
+            write(app, once(id, Request::Put { key, value }), path_and_query).await
         }
-        Method::DELETE => write(app, Request::Delete { key }, path_and_query).await,
+        Method::DELETE => write(app, once(id, Request::Delete { key }), path_and_query).await,
         _ => error(StatusCode::METHOD_NOT_ALLOWED, "GET, PUT or DELETE"),
+    }
+}
+
+/// The request id a client sent with a write ([`api::HEADER_REQUEST_ID`]), checked.
+fn request_id(request: &hyper::Request<Incoming>) -> Result<Option<String>, Answer> {
+    let Some(value) = request.headers().get(api::HEADER_REQUEST_ID) else {
+        return Ok(None);
+    };
+    let id = value.to_str().unwrap_or("");
+    crate::limits::check_request_id(id).map_err(|refused| match refused {
+        Refusal::Key(why) | Refusal::TooLarge(why) => error(StatusCode::BAD_REQUEST, why),
+    })?;
+    Ok(Some(id.to_owned()))
+}
+
+/// `request` under request id `id`, if the client sent one.
+fn once(id: Option<String>, request: Request) -> Request {
+    match id {
+        Some(id) => Request::Once {
+            id,
+            request: Box::new(request),
+        },
+        None => request,
     }
 }
 
@@ -689,6 +710,7 @@ pub fn status(app: &App) -> api::Status {
         space_shortage: app.ctx.space.last_shortage(),
         store_in_use_bytes: crate::space::in_use_bytes(&app.state).unwrap_or(0),
         quota_backend_bytes: app.ctx.space.quota_bytes,
+        apply_syncs: apply.syncs,
     }
 }
 
@@ -704,7 +726,7 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
     }
     // A put under an alarm is refused before it is proposed, so that a full disk does not
     // fill with refused entries; one proposed just before the alarm is refused at apply.
-    if matches!(request, Request::Put { .. }) {
+    if request.is_put() {
         match read_state(app, kv::alarms).await {
             Ok(alarms) if !alarms.is_empty() => {
                 app.ctx.metrics.refused("nospace");
@@ -751,6 +773,7 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
                 &WriteReply {
                     index: written.log_id.index,
                     previous: written.data.previous,
+                    duplicate_of: written.data.duplicate_of,
                 },
             )
         }
@@ -842,7 +865,7 @@ pub async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
 }
 
 /// Runs a read of the state machine on the blocking pool (it may fault pages in).
-async fn read_state<T: Send + 'static>(
+pub async fn read_state<T: Send + 'static>(
     app: &App,
     read: impl FnOnce(&KvStateMachine) -> rbolt_raft::Result<T> + Send + 'static,
 ) -> Result<T, Answer> {
@@ -927,70 +950,4 @@ pub async fn decode_json<T: DeserializeOwned>(
 ) -> Result<T, Answer> {
     let body = limited_body(request, limit, "request").await?;
     serde_json::from_slice(&body).map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))
-}
-
-/// `POST /maintenance/alarms/disarm`: clears every alarm through the leader; answers the
-/// alarms it cleared and the index of the disarm.
-async fn disarm(app: &App, path_and_query: &str) -> Answer {
-    let before = match read_state(app, kv::alarms).await {
-        Ok(alarms) => alarms,
-        Err(answer) => return answer,
-    };
-    match app.raft.client_write(Request::DisarmAlarms).await {
-        Ok(written) => {
-            tracing::warn!(index = written.log_id.index, alarms = ?before, "alarms disarmed");
-            json(
-                StatusCode::OK,
-                &api::Alarms {
-                    nospace: before,
-                    disarmed_at: Some(written.log_id.index),
-                },
-            )
-        }
-        Err(e) => write_error(app, e, path_and_query),
-    }
-}
-
-/// `POST /maintenance/vacuum`: the online vacuum of this node's state file, then of its log
-/// file (one at a time per node: `409` while one runs). Each step is one short commit, so
-/// applies and appends interleave with it; the files end shorter by the free pages their
-/// ends held, which go back to the filesystem.
-async fn vacuum(app: &App) -> Answer {
-    use std::sync::atomic::Ordering as O;
-    if app.ctx.vacuuming.swap(true, O::AcqRel) {
-        return error(StatusCode::CONFLICT, "a vacuum of this node is running");
-    }
-    let state = app.state.db();
-    let log = app.log.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        let one = |db: &rbolt::Db| -> rbolt::Result<api::VacuumFile> {
-            let report = db.vacuum(rbolt::VacuumOptions::default(), |_| {
-                std::ops::ControlFlow::Continue(())
-            })?;
-            Ok(api::VacuumFile {
-                bytes_before: report.file_len_before,
-                bytes_after: report.file_len,
-                steps: report.steps,
-                elapsed_ms: report.elapsed.as_millis() as u64,
-            })
-        };
-        Ok::<_, rbolt::Error>((one(&state)?, one(log.db())?))
-    })
-    .await;
-    app.ctx.vacuuming.store(false, O::Release);
-    match done {
-        Ok(Ok((state, log))) => {
-            tracing::info!(?state, ?log, "vacuum done");
-            json(
-                StatusCode::OK,
-                &api::VacuumReply {
-                    id: app.id(),
-                    state,
-                    log,
-                },
-            )
-        }
-        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("vacuum: {e}")),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("vacuum: {e}")),
-    }
 }

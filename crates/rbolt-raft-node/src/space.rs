@@ -159,9 +159,10 @@ impl Space {
             .dir
             .join(format!("{RESERVE_FILE}{}", rbolt_raft::TMP_SUFFIX));
         let written = (|| {
+            // Not synced: a reserve a crash loses is written again at the next start, and a
+            // sync would stall the disk the stores are syncing on.
             let file = std::fs::File::create(&tmp)?;
             allocate(&file, self.reserve_bytes)?;
-            file.sync_all()?;
             std::fs::rename(&tmp, self.reserve_path())
         })();
         match written {
