@@ -133,7 +133,8 @@ const APPLY_SYNC_EVERY_DEFAULT: u64 = 1000;
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs a node until SIGINT or SIGTERM.
+    /// Runs a node until SIGINT or SIGTERM (a leader hands leadership over first, and the
+    /// requests in flight are answered).
     Serve(Box<ServeArgs>),
     /// Sets KEY to VALUE (through the leader; done means committed and applied).
     Put {

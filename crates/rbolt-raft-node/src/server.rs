@@ -87,6 +87,11 @@ pub struct App {
     pub scheme: &'static str,
     /// Numbers files in transit (received snapshots, backups).
     transit_seq: AtomicU64,
+    /// Requests being answered, for the drain at a graceful stop.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Set once the node is stopping: every answer closes its connection, so that clients
+    /// move to another node instead of sending more on it.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -109,7 +114,14 @@ impl App {
             probe,
             scheme,
             transit_seq: AtomicU64::new(0),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Requests being answered now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
     }
 
     /// The node's id.
@@ -219,13 +231,39 @@ async fn handshake(
     None
 }
 
+/// Counts a request in flight until it is answered or dropped (its client went away).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> InFlight<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn serve_connection<S>(stream: S, app: Arc<App>, conn: Conn)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
         let app = Arc::clone(&app);
-        async move { Ok::<_, Infallible>(route(&app, conn, request).await) }
+        async move {
+            let _counted = InFlight::new(&app.in_flight);
+            let mut answer = route(&app, conn, request).await;
+            if app.stopping.load(Ordering::Acquire) {
+                answer.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, Infallible>(answer)
+        }
     });
     // A peer or client that goes away mid-request ends only its own connection.
     let _ = http1::Builder::new()
