@@ -11,17 +11,21 @@
 //! distinct 16-byte keys and 100-byte values:
 //! - **cluster**: three `rbolt-raft-node` processes on loopback; each writer sends `PUT`s to the
 //!   leader over HTTP and waits for each acknowledgement (committed on two of three nodes and
-//!   applied on the leader, every append and apply durable with two `fdatasync`s);
+//!   applied on the leader, every append durable with two `fdatasync`s; apply batches are
+//!   synced once every `--apply-sync-every` entries);
 //! - **Db::update**: one rbolt file, each writer a thread committing one key per transaction;
 //! - **Db::batch**: the same through `Db::batch`, which coalesces concurrent writers into one
 //!   commit, as openraft coalesces concurrent proposals into one append.
 //!
 //! The cluster's log counters tell how many entries each append carried, hence the
 //! `fdatasync`s per entry (two per append and two per apply batch, on the leader and on each
-//! follower). Environment: `RBOLT_RAFT_BENCH_SECONDS` (default 5), `RBOLT_RAFT_BENCH_REPEATS`
-//! (3), `RBOLT_RAFT_BENCH_WRITERS` (`1,16,64`: the writer counts, each measured in its own
-//! interleaved repeats), `RBOLT_RAFT_BENCH_COMPARE_EXE` (a node binary to measure beside this
-//! build's; it is started with the same options, so it must take them).
+//! follower). Each acknowledged write's latency is recorded: the medians of the runs' p50 and
+//! p99 are printed. Environment: `RBOLT_RAFT_BENCH_SECONDS` (default 5),
+//! `RBOLT_RAFT_BENCH_REPEATS` (3), `RBOLT_RAFT_BENCH_WRITERS` (`1,16,64`: the writer counts,
+//! each measured in its own interleaved repeats), `RBOLT_RAFT_BENCH_COMPARE_EXE` (a node binary
+//! to measure beside this build's; it is started with the same options, so it must take them)
+//! and `RBOLT_RAFT_BENCH_COMPARE_ARGS` (more `serve` options for it, split at spaces: this
+//! build with `--apply-sync-every 1` is the node with every apply batch durable).
 
 use rbolt_raft_node::api::Status;
 use rbolt_raft_node::client::Client;
@@ -55,12 +59,17 @@ fn free_port() -> u16 {
 /// What one cluster run measured.
 struct ClusterRun {
     writes_per_sec: f64,
+    /// Acknowledgement latency percentiles, in milliseconds.
+    p50_ms: f64,
+    p99_ms: f64,
+    /// Writes that failed (not acknowledged).
+    failed: u64,
     /// On the leader, during the run.
     entries_per_append: f64,
     entries_per_apply: f64,
 }
 
-fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
+fn run_cluster(exe: &str, extra: &[String], seconds: u64, writers: u64) -> ClusterRun {
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let addrs: Vec<String> = (0..3)
         .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -79,6 +88,7 @@ fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
                 .args(["serve", "--id", &(i + 1).to_string(), "--listen", addr])
                 .args(["--peers", &peers, "--data-dir"])
                 .arg(root.path().join(format!("node-{}", i + 1)))
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -127,11 +137,23 @@ fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
                 );
                 tokio::spawn(async move {
                     let mut n = 0;
+                    let mut latencies = Vec::new();
+                    let mut failed = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        client.put(&addr, &key(w, n), &value).await.expect("write");
+                        let sent = Instant::now();
+                        // A loaded machine can starve the followers past an election timeout
+                        // (the leader then refuses writes, naming its lost quorum): counted,
+                        // not fatal.
+                        if client.put(&addr, &key(w, n), &value).await.is_err() {
+                            failed += 1;
+                            n += 1;
+                            continue;
+                        }
+                        latencies.push(sent.elapsed());
                         acked.fetch_add(1, Ordering::Relaxed);
                         n += 1;
                     }
+                    (latencies, failed)
                 })
             })
             .collect();
@@ -141,15 +163,26 @@ fn run_cluster(exe: &str, seconds: u64, writers: u64) -> ClusterRun {
         let elapsed = started.elapsed();
         let after: Status = quick.status(&leader_addr).await.expect("leader status");
         stop.store(true, Ordering::Relaxed);
+        let (mut latencies, mut failed) = (Vec::new(), 0);
         for task in tasks {
-            task.await.expect("writer");
+            let (each, each_failed) = task.await.expect("writer");
+            latencies.extend(each);
+            failed += each_failed;
         }
+        latencies.sort();
+        let at = |q: f64| {
+            let i = ((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1));
+            latencies.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        };
         let appends = (after.log_appends - before.log_appends).max(1);
         let entries = after.log_entries_appended - before.log_entries_appended;
         let applies = (after.apply_commits - before.apply_commits).max(1);
         let applied = after.entries_applied - before.entries_applied;
         ClusterRun {
             writes_per_sec: done as f64 / elapsed.as_secs_f64(),
+            p50_ms: at(0.50),
+            p99_ms: at(0.99),
+            failed,
             entries_per_append: entries as f64 / appends as f64,
             entries_per_apply: applied as f64 / applies as f64,
         }
@@ -218,27 +251,37 @@ fn median(values: &mut [f64]) -> f64 {
 }
 
 /// Medians of one writer count's repeats.
-fn measure(seconds: u64, repeats: u64, writers: u64, compare: Option<&str>) {
+fn measure(seconds: u64, repeats: u64, writers: u64, compare: Option<&(String, Vec<String>)>) {
     let (mut cluster, mut other, mut update, mut batch) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut per_append, mut per_apply) = (Vec::new(), Vec::new());
     let (mut vs_update, mut vs_batch) = (Vec::new(), Vec::new());
+    let (mut p50, mut p99, mut other_p50, mut other_p99) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for repeat in 0..repeats {
-        let run = run_cluster(NODE_EXE, seconds, writers);
-        let compared = compare.map(|exe| run_cluster(exe, seconds, writers));
+        let run = run_cluster(NODE_EXE, &[], seconds, writers);
+        let compared = compare.map(|(exe, args)| run_cluster(exe, args, seconds, writers));
         let u = run_db(seconds, writers, false);
         let b = run_db(seconds, writers, true);
         eprintln!(
-            "{writers} writers, repeat {repeat}: cluster {:.0} writes/s ({:.1} entries per \
-             append, {:.1} per apply batch), compared build {}, Db::update {u:.0}/s, Db::batch \
-             {b:.0}/s",
+            "{writers} writers, repeat {repeat}: cluster {:.0} writes/s ({} failed; {:.1} \
+             entries per append, {:.1} per apply batch), compared build {}, Db::update \
+             {u:.0}/s, Db::batch {b:.0}/s",
             run.writes_per_sec,
+            run.failed,
             run.entries_per_append,
             run.entries_per_apply,
-            compared
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), |c| format!("{:.0}/s", c.writes_per_sec))
+            compared.as_ref().map_or_else(
+                || "-".to_owned(),
+                |c| format!("{:.0}/s ({} failed)", c.writes_per_sec, c.failed)
+            )
         );
+        p50.push(run.p50_ms);
+        p99.push(run.p99_ms);
+        if let Some(c) = &compared {
+            other_p50.push(c.p50_ms);
+            other_p99.push(c.p99_ms);
+        }
         vs_update.push(run.writes_per_sec / u);
         vs_batch.push(run.writes_per_sec / b);
         cluster.push(run.writes_per_sec);
@@ -253,20 +296,29 @@ fn measure(seconds: u64, repeats: u64, writers: u64, compare: Option<&str>) {
     let compared = if other.is_empty() {
         String::new()
     } else {
-        format!(", compared build {:.0} writes/s", median(&mut other))
+        format!(
+            ", compared build {:.0} writes/s (p50 {:.1} ms, p99 {:.1} ms)",
+            median(&mut other),
+            median(&mut other_p50),
+            median(&mut other_p99)
+        )
     };
     println!(
         "raft throughput: {writers} writers, {seconds} s x {repeats} interleaved repeats, \
-         medians: 3-node cluster {:.0} writes/s{compared}, single Db::update {:.0}/s, single \
+         medians: 3-node cluster {:.0} writes/s (p50 {:.1} ms, p99 {:.1} ms){compared}, \
+         single Db::update {:.0}/s, single \
          Db::batch {:.0}/s; cluster/update {:.2}x, cluster/batch {:.2}x; leader: \
-         {per_append:.1} entries per log append, {per_apply:.1} per apply batch = {:.2} \
-         fdatasyncs per entry on the leader (each follower about the same)",
+         {per_append:.1} entries per log append ({:.2} fdatasyncs per entry), {per_apply:.1} \
+         per apply batch (two fdatasyncs each with --apply-sync-every 1; by default two per \
+         thousand entries)",
         median(&mut cluster),
+        median(&mut p50),
+        median(&mut p99),
         median(&mut update),
         median(&mut batch),
         median(&mut vs_update),
         median(&mut vs_batch),
-        2.0 / per_append + 2.0 / per_apply
+        2.0 / per_append
     );
 }
 
@@ -279,8 +331,13 @@ fn main() {
         .filter_map(|w| w.trim().parse().ok())
         .map(|w: u64| w.max(1))
         .collect();
-    let compare = std::env::var("RBOLT_RAFT_BENCH_COMPARE_EXE").ok();
+    let compare = std::env::var("RBOLT_RAFT_BENCH_COMPARE_EXE")
+        .ok()
+        .map(|exe| {
+            let args = std::env::var("RBOLT_RAFT_BENCH_COMPARE_ARGS").unwrap_or_default();
+            (exe, args.split_whitespace().map(str::to_owned).collect())
+        });
     for writers in writers {
-        measure(seconds, repeats, writers, compare.as_deref());
+        measure(seconds, repeats, writers, compare.as_ref());
     }
 }

@@ -22,6 +22,9 @@ pub const PATH_TRANSFER: &str = "/raft/transfer";
 /// `POST`: a [`Hello`] in a frame (the node a leader is about to add checks in), answered with
 /// this node's [`Hello`] in a frame.
 pub const PATH_HELLO: &str = "/raft/hello";
+/// `POST`: an [`AlarmRaise`] in a frame (a member short of space asks the leader to raise
+/// its NOSPACE alarm), answered `200` once the alarm is committed.
+pub const PATH_ALARM: &str = "/raft/alarm";
 /// The header of [`PATH_SNAPSHOT`] requests: [`SnapshotHeader`] as JSON.
 pub const HEADER_SNAPSHOT: &str = "x-rbolt-raft-snapshot";
 /// The sender's cluster id, on snapshot requests (frames carry it themselves).
@@ -34,6 +37,12 @@ pub const HEADER_FROM: &str = "x-rbolt-from";
 pub const HEADER_OUTCOME: &str = "x-rbolt-outcome";
 /// The value of [`HEADER_OUTCOME`] on a write that may or may not take effect.
 pub const OUTCOME_UNKNOWN: &str = "unknown";
+/// On a `PUT` or `DELETE` of a key: the client's id of the request (1 to 64 printable ASCII
+/// characters, unique per write). The write takes effect at most once per id, so a client may
+/// send again a write whose outcome it does not know (a `503` with [`HEADER_OUTCOME`]
+/// `unknown`, a timeout) under the same id; a resend of one that took effect is answered
+/// `200` with [`WriteReply::duplicate_of`].
+pub const HEADER_REQUEST_ID: &str = "x-rbolt-request-id";
 /// The cluster's peer secret (`--peer-secret-file`), on every peer request when one is set.
 pub const HEADER_PEER_SECRET: &str = "x-rbolt-peer-secret";
 /// On a `410 Gone` answer to a peer: the log index of the committed membership that leaves
@@ -67,6 +76,13 @@ pub const PATH_KV: &str = "/kv";
 pub const PATH_LEARNERS: &str = "/cluster/learners";
 /// `POST` [`ChangeMembers`]: makes exactly these nodes the voters; `GET`: [`Members`].
 pub const PATH_MEMBERS: &str = "/cluster/members";
+/// `GET`: the raised alarms ([`Alarms`]).
+pub const PATH_ALARMS: &str = "/maintenance/alarms";
+/// `POST`: clears every alarm (through the leader), answered with [`Alarms`] as they were.
+pub const PATH_ALARMS_DISARM: &str = "/maintenance/alarms/disarm";
+/// `POST`: runs the online vacuum of this node's files (not the leader's: each member's
+/// own), answered with [`VacuumReply`]. Writes go on meanwhile.
+pub const PATH_VACUUM: &str = "/maintenance/vacuum";
 /// The header a client authenticates its writes with: `Bearer TOKEN`.
 pub const HEADER_AUTHORIZATION: &str = "authorization";
 
@@ -86,6 +102,10 @@ pub struct WriteReply {
     pub index: u64,
     /// The key's value before the write.
     pub previous: Option<String>,
+    /// Set on a resend of a request id that took effect already ([`HEADER_REQUEST_ID`]): the
+    /// log index where it did. This one changed nothing, and `previous` is not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<u64>,
 }
 
 /// The body of an error answer.
@@ -115,6 +135,49 @@ pub struct Hello {
     pub id: u64,
     /// Its cluster, `""` if it has not joined one yet.
     pub cluster: String,
+}
+
+/// A member's request to raise its NOSPACE alarm ([`PATH_ALARM`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlarmRaise {
+    /// The member short of space: the sender itself.
+    pub member: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// The raised alarms, as the answering node has applied them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alarms {
+    /// The member whose space ran out, and why; puts are refused while this is not empty.
+    pub nospace: BTreeMap<u64, String>,
+    /// The log index of the disarm, on an answer to [`PATH_ALARMS_DISARM`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disarmed_at: Option<u64>,
+}
+
+/// What a vacuum of one file did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VacuumFile {
+    /// The file's length before, in bytes.
+    pub bytes_before: u64,
+    /// Its length after.
+    pub bytes_after: u64,
+    /// Commits the vacuum made.
+    pub steps: u64,
+    /// Milliseconds it took.
+    pub elapsed_ms: u64,
+}
+
+/// The answer to [`PATH_VACUUM`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VacuumReply {
+    /// The node that vacuumed its files.
+    pub id: u64,
+    /// The state file.
+    pub state: VacuumFile,
+    /// The log file.
+    pub log: VacuumFile,
 }
 
 /// The body of a [`PATH_LEADER`] request.
@@ -224,7 +287,8 @@ pub struct Status {
     pub log_appends: u64,
     /// Entries appended by them.
     pub log_entries_appended: u64,
-    /// Durable commits of apply batches since start (each two `fdatasync`s).
+    /// Commits of apply batches since start (each two `fdatasync`s when
+    /// `--apply-sync-every` is 0 or 1, else none; see `apply_syncs`).
     pub apply_commits: u64,
     /// Entries applied by them.
     pub entries_applied: u64,
@@ -240,4 +304,22 @@ pub struct Status {
     /// Why the node stopped serving (`storage failed: ...` or `removed at index N`).
     #[serde(default)]
     pub stopped: Option<String>,
+    /// The raised NOSPACE alarms, by member, as this node has applied them: puts are refused
+    /// cluster-wide while there is one.
+    #[serde(default)]
+    pub alarms: BTreeMap<u64, String>,
+    /// Why this node is short of space now, if it is (its alarm is then raised, or about to
+    /// be).
+    #[serde(default)]
+    pub space_shortage: Option<String>,
+    /// The bytes the pages in use of its state file take.
+    #[serde(default)]
+    pub store_in_use_bytes: u64,
+    /// Its `--quota-backend-bytes` (0: none).
+    #[serde(default)]
+    pub quota_backend_bytes: u64,
+    /// Syncs of the state file after apply batches without syncs, since start
+    /// (`--apply-sync-every`).
+    #[serde(default)]
+    pub apply_syncs: u64,
 }

@@ -2,9 +2,10 @@
 //! follow the `307` redirects a follower answers with to the leader.
 
 use crate::api::{
-    AddLearner, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, HEADER_OUTCOME, Health,
-    LeaderReply, Members, MembershipReply, OUTCOME_UNKNOWN, PATH_BACKUP, PATH_HEALTH, PATH_KV,
-    PATH_LEADER, PATH_LEARNERS, PATH_MEMBERS, PATH_STATUS, Status, TransferLeader, WriteReply,
+    AddLearner, Alarms, ChangeMembers, ErrorReply, HEADER_AUTHORIZATION, HEADER_OUTCOME,
+    HEADER_REQUEST_ID, Health, LeaderReply, Members, MembershipReply, OUTCOME_UNKNOWN, PATH_ALARMS,
+    PATH_ALARMS_DISARM, PATH_BACKUP, PATH_HEALTH, PATH_KV, PATH_LEADER, PATH_LEARNERS,
+    PATH_MEMBERS, PATH_STATUS, PATH_VACUUM, Status, TransferLeader, VacuumReply, WriteReply,
 };
 use crate::http::{self, Answer, HttpClient, SendError};
 use bytes::Bytes;
@@ -86,6 +87,7 @@ pub struct Client {
     follow: bool,
     retry: bool,
     token: Option<String>,
+    request_ids: bool,
 }
 
 impl Default for Client {
@@ -118,6 +120,7 @@ impl Client {
             follow: true,
             retry: true,
             token: None,
+            request_ids: false,
         }
     }
 
@@ -163,6 +166,18 @@ impl Client {
         }
     }
 
+    /// This client, sending every put and delete under a new request id
+    /// ([`crate::api::HEADER_REQUEST_ID`]) or not. With ids, a write whose outcome is unknown
+    /// (a `503` with `x-rbolt-outcome: unknown`) is sent again under its id while this client
+    /// retries: the cluster applies it at most once, and a resend of one that took effect is
+    /// answered with [`WriteReply::duplicate_of`].
+    pub fn with_request_ids(&self, request_ids: bool) -> Client {
+        Client {
+            request_ids,
+            ..self.clone()
+        }
+    }
+
     /// Sends a request to `addr`, following redirects if this client does; returns the
     /// address that answered and its answer.
     ///
@@ -180,19 +195,41 @@ impl Client {
         path_and_query: &str,
         body: Bytes,
     ) -> Result<(String, Answer), ClientError> {
+        self.request_with_id(addr, method, path_and_query, body, None)
+            .await
+    }
+
+    /// [`Client::request`] of a write under request id `id`, if any: then a `503` whose
+    /// outcome is unknown is retried too (under the same id, it takes effect at most once).
+    async fn request_with_id(
+        &self,
+        addr: &str,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+        id: Option<&str>,
+    ) -> Result<(String, Answer), ClientError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             let attempt = self
-                .request_once(addr, method.clone(), path_and_query, body.clone(), deadline)
+                .request_once(
+                    addr,
+                    method.clone(),
+                    path_and_query,
+                    body.clone(),
+                    deadline,
+                    id,
+                )
                 .await;
             let retry = match &attempt {
                 Err(ClientError::Send(SendError::Unreachable { .. })) => true,
                 Ok((_, answer)) => {
                     answer.status == StatusCode::SERVICE_UNAVAILABLE
-                        && answer
-                            .headers
-                            .get(HEADER_OUTCOME)
-                            .is_none_or(|v| v.as_bytes() != OUTCOME_UNKNOWN.as_bytes())
+                        && (id.is_some()
+                            || answer
+                                .headers
+                                .get(HEADER_OUTCOME)
+                                .is_none_or(|v| v.as_bytes() != OUTCOME_UNKNOWN.as_bytes()))
                 }
                 Err(_) => false,
             };
@@ -210,14 +247,16 @@ impl Client {
         path_and_query: &str,
         body: Bytes,
         deadline: tokio::time::Instant,
+        id: Option<&str>,
     ) -> Result<(String, Answer), ClientError> {
         let mut addr = addr.to_owned();
         let mut path_and_query = path_and_query.to_owned();
-        let headers: Vec<(&str, String)> = self
+        let mut headers: Vec<(&str, String)> = self
             .token
             .iter()
             .map(|token| (HEADER_AUTHORIZATION, format!("Bearer {token}")))
             .collect();
+        headers.extend(id.map(|id| (HEADER_REQUEST_ID, id.to_owned())));
         for _ in 0..=REDIRECTS_MAX {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let answer = http::send(
@@ -258,13 +297,22 @@ impl Client {
         body: Bytes,
     ) -> Result<T, ClientError> {
         let (addr, answer) = self.request(addr, method, path, body).await?;
-        if answer.status != StatusCode::OK {
-            return Err(status_error(addr, &answer));
-        }
-        serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode {
-            addr,
-            reason: e.to_string(),
-        })
+        decoded(addr, &answer)
+    }
+
+    /// A put or delete: under a new request id if this client sends them.
+    async fn write(
+        &self,
+        addr: &str,
+        method: Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<WriteReply, ClientError> {
+        let id = self.request_ids.then(new_request_id);
+        let (addr, answer) = self
+            .request_with_id(addr, method, path, body, id.as_deref())
+            .await?;
+        decoded(addr, &answer)
     }
 
     async fn post<Q: Serialize, T: DeserializeOwned>(
@@ -283,12 +331,12 @@ impl Client {
     /// Sets `key` to `value` through the leader; `Ok` means committed and applied.
     pub async fn put(&self, addr: &str, key: &str, value: &str) -> Result<WriteReply, ClientError> {
         let body = Bytes::copy_from_slice(value.as_bytes());
-        self.call(addr, Method::PUT, &key_path(key), body).await
+        self.write(addr, Method::PUT, &key_path(key), body).await
     }
 
     /// Deletes `key` through the leader; `Ok` means committed and applied.
     pub async fn delete(&self, addr: &str, key: &str) -> Result<WriteReply, ClientError> {
-        self.call(addr, Method::DELETE, &key_path(key), Bytes::new())
+        self.write(addr, Method::DELETE, &key_path(key), Bytes::new())
             .await
     }
 
@@ -419,6 +467,24 @@ impl Client {
         Ok(answer.body)
     }
 
+    /// The alarms raised, as `addr` has applied them.
+    pub async fn alarms(&self, addr: &str) -> Result<Alarms, ClientError> {
+        self.call(addr, Method::GET, PATH_ALARMS, Bytes::new())
+            .await
+    }
+
+    /// Clears every alarm (through the leader); answers the alarms cleared.
+    pub async fn disarm_alarms(&self, addr: &str) -> Result<Alarms, ClientError> {
+        self.call(addr, Method::POST, PATH_ALARMS_DISARM, Bytes::new())
+            .await
+    }
+
+    /// Runs the online vacuum of `addr`'s own files (never redirected).
+    pub async fn vacuum(&self, addr: &str) -> Result<VacuumReply, ClientError> {
+        self.call(addr, Method::POST, PATH_VACUUM, Bytes::new())
+            .await
+    }
+
     /// Makes exactly `voters` the voting members.
     pub async fn change_members(
         &self,
@@ -428,6 +494,37 @@ impl Client {
         self.post(addr, PATH_MEMBERS, &ChangeMembers { voters })
             .await
     }
+}
+
+/// The JSON body of a `200`, or the error the answer is.
+fn decoded<T: DeserializeOwned>(addr: String, answer: &Answer) -> Result<T, ClientError> {
+    if answer.status != StatusCode::OK {
+        return Err(status_error(addr, answer));
+    }
+    serde_json::from_slice(&answer.body).map_err(|e| ClientError::Decode {
+        addr,
+        reason: e.to_string(),
+    })
+}
+
+/// A new request id: 128 bits from the standard library's per-process random hash keys,
+/// a counter and the clock, in hex (unique, not secret).
+fn new_request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = |salt: u64| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.write_u64(seq);
+        hasher.write_u128(nanos);
+        hasher.write_u32(std::process::id());
+        hasher.finish()
+    };
+    format!("{:016x}{:016x}", half(1), half(2))
 }
 
 fn status_error(addr: String, answer: &Answer) -> ClientError {

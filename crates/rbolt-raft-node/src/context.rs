@@ -37,6 +37,10 @@ pub struct Ctx {
     pub limits: Limits,
     /// Its metrics.
     pub metrics: Arc<Metrics>,
+    /// Its space: quota, reserve, and whether it is short.
+    pub space: Arc<crate::space::Space>,
+    /// Set while a vacuum of its files runs (one at a time).
+    pub vacuuming: std::sync::atomic::AtomicBool,
     /// Its Raft, once started.
     pub raft: OnceLock<KvRaft>,
     /// The cluster it belongs to; `None` until a node that joins hears from its leader.
@@ -56,19 +60,23 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Ctx {
-    /// The context of node `id` in `dir`, of cluster `cluster` if it is known.
+    /// The context of node `id` in `dir`, of cluster `cluster` if it is known, with its
+    /// `metrics` and `space`.
     pub fn new(
         id: u64,
         dir: PathBuf,
         limits: Limits,
         cluster: Option<String>,
         metrics: Arc<Metrics>,
+        space: Arc<crate::space::Space>,
     ) -> Ctx {
         Ctx {
             id,
             dir,
             limits,
             metrics,
+            space,
+            vacuuming: std::sync::atomic::AtomicBool::new(false),
             raft: OnceLock::new(),
             cluster: RwLock::new(cluster),
             stopped: Mutex::new(None),

@@ -5,7 +5,8 @@
 //! rustls TLS): openraft's RPCs in binary frames that name the cluster (append entries, vote)
 //! and a streamed rbolt file (install snapshot), and a client API: `PUT`, `DELETE` and
 //! `GET /kv/KEY` (linearizable through the leader, or `?read=local`), `GET /kv`, status,
-//! health checks, Prometheus metrics, backups, and membership changes. A follower answers
+//! health checks, Prometheus metrics, backups, membership changes, the NOSPACE alarms and
+//! the online vacuum. A follower answers
 //! requests for the leader with a `307` redirect to it. Every request is checked against the
 //! node's limits before anything is proposed. The `rbolt-raft-node` binary runs a node
 //! (`serve`), seeds one from a backup (`restore`), and is also a client of one (`put`, `get`,
@@ -23,11 +24,13 @@ pub mod http;
 pub mod identity;
 pub mod kv;
 pub mod limits;
+pub mod maintenance;
 pub mod membership;
 pub mod network;
 pub mod node;
 pub mod observe;
 pub mod peer;
 pub mod server;
+pub mod space;
 pub mod tls;
 pub mod wire;

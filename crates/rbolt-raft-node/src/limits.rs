@@ -46,6 +46,22 @@ pub enum Refusal {
     TooLarge(String),
 }
 
+/// The longest request id a client may send, in bytes.
+pub const REQUEST_ID_BYTES_MAX: usize = 64;
+
+/// Checks a client's request id: 1 to [`REQUEST_ID_BYTES_MAX`] printable ASCII characters.
+pub fn check_request_id(id: &str) -> Result<(), Refusal> {
+    if id.is_empty() || id.len() > REQUEST_ID_BYTES_MAX || !id.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(Refusal::Key(format!(
+            "a request id is 1 to {REQUEST_ID_BYTES_MAX} printable ASCII characters without \
+             spaces, not {} bytes",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
 impl Limits {
     /// Limits with `max_request_bytes`, checked against [`MAX_REQUEST_BYTES_CAP`].
     pub fn new(max_request_bytes: usize) -> anyhow::Result<Limits> {
@@ -77,6 +93,18 @@ impl Limits {
         let (key, value) = match request {
             Request::Put { key, value } => (key, Some(value)),
             Request::Delete { key } => (key, None),
+            // Proposed by nodes and operators, never from a client's key or value.
+            Request::RaiseAlarm { .. } | Request::DisarmAlarms => return Ok(()),
+            Request::Once { id, request } => {
+                check_request_id(id)?;
+                return match request.as_ref() {
+                    Request::Put { .. } | Request::Delete { .. } => self.check(request),
+                    other => Err(Refusal::Key(format!(
+                        "a request id goes with a put or a delete, not {}",
+                        other.kind()
+                    ))),
+                };
+            }
         };
         if key.is_empty() {
             return Err(Refusal::Key("empty key".to_owned()));

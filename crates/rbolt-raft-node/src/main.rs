@@ -1,7 +1,7 @@
 //! `rbolt-raft-node`: runs one replica of the replicated key/value store (`serve`), seeds a
 //! new node from a backup (`restore`), or talks to one as a client (`put`, `get`, `delete`,
 //! `status`, `members`, `add-learner`, `remove-learner`, `change-members`, `transfer-leader`,
-//! `health`, `snapshot save`).
+//! `health`, `alarm list`, `alarm disarm`, `vacuum`, `snapshot save`).
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -107,11 +107,34 @@ struct ServeArgs {
     /// Entries kept in the log behind a snapshot.
     #[arg(long, default_value_t = RaftTiming::default().logs_to_keep)]
     logs_to_keep: u64,
+    /// The store's quota in bytes (0: none): once the pages in use of a member's state file
+    /// pass it, the member raises the NOSPACE alarm and the cluster refuses puts (507) until an
+    /// operator frees space and runs `alarm disarm`; reads and deletes go on (etcd's
+    /// --quota-backend-bytes).
+    #[arg(long, default_value_t = 0)]
+    quota_backend_bytes: u64,
+    /// Bytes of disk the node keeps in a reserve file (`space-reserve` in --data-dir) and
+    /// gives back to its stores when the disk fills, so that a full disk raises the NOSPACE
+    /// alarm instead of stopping the node (0: none). It is written while the disk has room
+    /// for it twice over.
+    #[arg(long, default_value_t = rbolt_raft_node::space::SPACE_RESERVE_BYTES_DEFAULT)]
+    space_reserve_bytes: u64,
+    /// Apply committed entries to the state file without syncing it, and sync it once every
+    /// this many entries (0 or 1: every apply batch is durable, two more fdatasyncs per
+    /// write). The log is the durable record: after a power loss the node applies the entries
+    /// since the last sync again from it.
+    #[arg(long, default_value_t = APPLY_SYNC_EVERY_DEFAULT)]
+    apply_sync_every: u64,
 }
+
+/// `--apply-sync-every` unless given: a sync every thousand entries costs nothing measurable,
+/// and a power loss makes a node apply at most that many entries again at its start.
+const APPLY_SYNC_EVERY_DEFAULT: u64 = 1000;
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs a node until SIGINT or SIGTERM.
+    /// Runs a node until SIGINT or SIGTERM (a leader hands leadership over first, and the
+    /// requests in flight are answered).
     Serve(Box<ServeArgs>),
     /// Sets KEY to VALUE (through the leader; done means committed and applied).
     Put {
@@ -196,6 +219,17 @@ enum Command {
         #[arg(long)]
         to: u64,
     },
+    /// Alarms: `alarm list`, `alarm disarm` (after freeing space).
+    Alarm {
+        #[command(subcommand)]
+        command: AlarmCommand,
+    },
+    /// Runs the online vacuum of the node's own files (not the leader's): free pages at their
+    /// ends go back to the filesystem; writes go on meanwhile.
+    Vacuum {
+        #[command(flatten)]
+        node: NodeArg,
+    },
     /// Backups: `snapshot save FILE`.
     Snapshot {
         #[command(subcommand)]
@@ -219,6 +253,21 @@ enum Command {
         /// The new cluster's token (else derived from --peers and the backup).
         #[arg(long)]
         initial_cluster_token: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AlarmCommand {
+    /// Prints the raised alarms as JSON.
+    List {
+        #[command(flatten)]
+        node: NodeArg,
+    },
+    /// Clears every alarm (through the leader); a member still short of space raises its
+    /// alarm again.
+    Disarm {
+        #[command(flatten)]
+        node: NodeArg,
     },
 }
 
@@ -284,10 +333,12 @@ impl NodeArg {
             Some(path) => Some(read_token(path)?),
             None => std::env::var("RBOLT_RAFT_TOKEN").ok(),
         };
+        // Writes go under request ids: one whose outcome is unknown is sent again safely.
         Ok(Client::new()
             .with_timeout(timeout)
             .with_tls(tls)
-            .with_token(token))
+            .with_token(token)
+            .with_request_ids(true))
     }
 }
 
@@ -350,6 +401,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             client_auth_reads: args.client_auth_reads,
         },
         insecure: args.insecure,
+        quota_bytes: args.quota_backend_bytes,
+        reserve_bytes: args.space_reserve_bytes,
+        apply_sync_every: args.apply_sync_every,
     };
     let result = node::run(options, stop_signal()).await;
     if let Err(e) = &result {
@@ -489,6 +543,13 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::TransferLeader { node, to } => {
             print_json(&node.client()?.transfer_leader(&node.node, to).await?)?;
         }
+        Command::Alarm {
+            command: AlarmCommand::List { node },
+        } => print_json(&node.client()?.alarms(&node.node).await?)?,
+        Command::Alarm {
+            command: AlarmCommand::Disarm { node },
+        } => print_json(&node.client()?.disarm_alarms(&node.node).await?)?,
+        Command::Vacuum { node } => print_json(&node.client()?.vacuum(&node.node).await?)?,
         Command::Snapshot {
             command:
                 SnapshotCommand::Save {

@@ -11,6 +11,7 @@ use crate::limits::{Limits, REPLICATION_BATCH_BYTES};
 use crate::network::Network;
 use crate::observe::{Metrics, StoreObserver};
 use crate::server::{self, Access, App};
+use crate::space::Space;
 use crate::tls::TlsFiles;
 use anyhow::{Context, bail};
 use openraft::error::{InitializeError, RaftError};
@@ -62,6 +63,14 @@ pub struct NodeOptions {
     pub access: Access,
     /// Listen on a non-loopback address without TLS and client authentication.
     pub insecure: bool,
+    /// The store's quota in bytes (`--quota-backend-bytes`, 0: none; see [`crate::space`]).
+    pub quota_bytes: u64,
+    /// The space reserve a full disk gives back, in bytes (`--space-reserve-bytes`, 0: none).
+    pub reserve_bytes: u64,
+    /// Apply batches commit without syncs, the state file synced once every this many
+    /// entries (`--apply-sync-every`; 0 or 1: every batch durable). See
+    /// `rbolt_raft::StateMachine::set_sync_every`.
+    pub apply_sync_every: u64,
 }
 
 /// Raft's timing and snapshot policy for a node.
@@ -277,19 +286,14 @@ pub async fn run(
         initial_state,
         ..
     } = options.clone();
-    let metrics = Arc::new(Metrics::new(&data_dir));
-    let observer = Arc::new(StoreObserver {
-        metrics: Arc::clone(&metrics),
-    });
-    log.set_observer(observer.clone());
-    log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
-    state.set_observer(observer);
+    let (metrics, space) = observe_storage(&options, &log, &state).await?;
     let ctx = Arc::new(Ctx::new(
         id,
         data_dir.clone(),
         options.limits,
         cluster,
         metrics,
+        Arc::clone(&space),
     ));
     let server_tls = options.tls.server(options.access.peer_mtls)?;
     let client_tls = options.tls.client(options.access.peer_mtls)?;
@@ -328,16 +332,20 @@ pub async fn run(
         let ctx = Arc::clone(&ctx);
         async move { ctx.failed.notified().await }
     };
-    let stop = async move {
-        tokio::select! {
-            () = shutdown => {}
-            () = failed => {}
+    let stop = {
+        let app = Arc::clone(&app);
+        async move {
+            tokio::select! {
+                () = shutdown => stopping(&app).await,
+                () = failed => {}
+            }
         }
     };
     let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
+    tokio::spawn(crate::space::watch(Arc::clone(&app)));
     if initial_state == InitialState::New && !peers.is_empty() {
-        bootstrap(&raft, &peers).await?;
+        bootstrap_unless_running(&app, &peers).await?;
     }
     tracing::info!(
         id,
@@ -348,12 +356,180 @@ pub async fn run(
         "serving"
     );
     serving.await?;
+    drain(&app).await;
+    // A store write waiting for space fails now, so that Raft can stop.
+    space.stop();
     let _ = raft.shutdown().await;
     if let Some(crate::context::Stopped::StorageFailed(reason)) = ctx.stopped() {
         bail!("storage failed: {reason}");
     }
     tracing::info!(id, "stopped");
     Ok(())
+}
+
+/// The node's metrics and space, given to its stores as their observer (the space reserve
+/// written first, if there is room for it), and the state machine's syncs.
+async fn observe_storage(
+    options: &NodeOptions,
+    log: &rbolt_raft::LogStore<KvConfig>,
+    state: &KvStateMachine,
+) -> anyhow::Result<(Arc<Metrics>, Arc<Space>)> {
+    let metrics = Arc::new(Metrics::new(&options.data_dir));
+    let space = Arc::new(Space::new(
+        &options.data_dir,
+        options.quota_bytes,
+        options.reserve_bytes,
+        Arc::clone(&metrics),
+    ));
+    {
+        let space = Arc::clone(&space);
+        tokio::task::spawn_blocking(move || space.ensure_reserve()).await?;
+    }
+    let observer = Arc::new(StoreObserver {
+        metrics: Arc::clone(&metrics),
+        space: Arc::clone(&space),
+    });
+    log.set_observer(observer.clone());
+    log.set_read_bytes_max(REPLICATION_BATCH_BYTES);
+    state.set_observer(observer);
+    state.set_sync_every(options.apply_sync_every);
+    Ok((metrics, space))
+}
+
+/// How long a leader that is asked to stop waits for the voter it hands leadership to.
+pub const HAND_OFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a stopping node waits for the requests in flight to be answered.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The node is asked to stop: every answer closes its connection from now on, and a leader
+/// hands leadership over while it still serves.
+async fn stopping(app: &App) {
+    app.stopping
+        .store(true, std::sync::atomic::Ordering::Release);
+    hand_off(&app.raft, app.id()).await;
+}
+
+/// A leader asked to stop (SIGTERM) hands leadership to the voter it has replicated the most
+/// to, and waits (at most [`HAND_OFF_TIMEOUT`]) until that voter leads, still serving: writes
+/// that reach it meanwhile are redirected to the new leader once there is one. Without this,
+/// the cluster would wait an election timeout and an election for a new leader.
+async fn hand_off(raft: &KvRaft, id: u64) {
+    let m = raft.metrics().borrow_watched().clone();
+    if m.current_leader != Some(id) {
+        return;
+    }
+    let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+    let successor = m.replication.as_ref().and_then(|matched| {
+        matched
+            .iter()
+            .filter(|(node, _)| **node != id && voters.contains(node))
+            .max_by_key(|(_, log_id)| log_id.as_ref().map(|l| l.index))
+            .map(|(node, _)| *node)
+    });
+    let Some(to) = successor else { return };
+    if raft.trigger().transfer_leader(to).await.is_err() {
+        return;
+    }
+    let mut watch = raft.metrics();
+    let moved = tokio::time::timeout(HAND_OFF_TIMEOUT, async {
+        loop {
+            let now = watch.borrow_watched().clone();
+            if now.current_leader.is_some_and(|l| l != id) {
+                return now.current_leader;
+            }
+            if watch.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+    .await;
+    match moved {
+        Ok(Some(leader)) => tracing::info!(to = leader, "stopping: leadership handed over"),
+        _ => tracing::warn!(
+            to,
+            "stopping: the leadership hand-over did not finish in time"
+        ),
+    }
+}
+
+/// Waits (at most [`DRAIN_TIMEOUT`]) until every request in flight has been answered; no new
+/// connection is accepted by then.
+async fn drain(app: &App) {
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while app.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    if app.in_flight() > 0 {
+        tracing::warn!(
+            in_flight = app.in_flight(),
+            "stopping with requests still in flight"
+        );
+    }
+}
+
+/// How long a node with an empty log waits for each peer's status before it bootstraps.
+pub const PEER_STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When this node's log is empty: the first of `peers` of this node's cluster that answers
+/// its status with a leader known in a term above 0 (the cluster has run), and that term.
+/// Bootstrapping then would give the running cluster a member with an empty log and no vote
+/// (issue 47, item 6).
+async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, u64)> {
+    if app.raft.is_initialized().await.unwrap_or(true) {
+        return None;
+    }
+    let headers: Vec<(&str, String)> = app
+        .access
+        .client_token
+        .iter()
+        .map(|token| (crate::api::HEADER_AUTHORIZATION, format!("Bearer {token}")))
+        .collect();
+    for (&peer, addr) in peers.iter().filter(|(id, _)| **id != app.id()) {
+        let answer = crate::http::send_limited(
+            &app.probe,
+            addr,
+            hyper::Method::GET,
+            crate::api::PATH_STATUS,
+            &headers,
+            crate::http::full(Vec::new()),
+            PEER_STATUS_TIMEOUT,
+            crate::limits::SMALL_RPC_BYTES_MAX,
+        )
+        .await;
+        let status = answer
+            .ok()
+            .filter(|a| a.status == hyper::StatusCode::OK)
+            .and_then(|a| serde_json::from_slice::<crate::api::Status>(&a.body).ok());
+        // A node of another cluster (a foreign data directory, `--peers` reused) does not
+        // count, whatever it thinks of its own leader.
+        if let Some(status) = status
+            && status.leader.is_some()
+            && status.term > 0
+            && status.cluster == app.ctx.cluster()
+        {
+            return Some((peer, status.term));
+        }
+    }
+    None
+}
+
+/// Bootstraps the cluster with `peers` unless this node's log is empty and the cluster
+/// already runs (see `running_peer`).
+async fn bootstrap_unless_running(app: &App, peers: &BTreeMap<u64, String>) -> anyhow::Result<()> {
+    match running_peer(app, peers).await {
+        Some((peer, term)) => {
+            tracing::warn!(
+                peer,
+                term,
+                "this node's log is empty and the cluster already runs (node {peer} knows a \
+                 leader in term {term}): it does not bootstrap, it waits for the leader's \
+                 entries; if it was a member whose data was lost, remove it and add it back as \
+                 a learner"
+            );
+            Ok(())
+        }
+        None => bootstrap(&app.raft, peers).await,
+    }
 }
 
 /// Initializes the cluster with `peers` as its voters, unless this node's Raft already is

@@ -106,6 +106,18 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// 1 once the node's storage failed (the process exits).
     pub storage_failed: Gauge,
+    /// 1 while a store write waits for space (the disk is full).
+    pub storage_full: Gauge,
+    /// Store writes that failed for want of space (each retried).
+    pub no_space_errors: Counter,
+    /// 1 while a NOSPACE alarm is raised (puts are refused cluster-wide).
+    pub alarm_active: Gauge,
+    /// `--quota-backend-bytes` (0: none).
+    pub quota_backend_bytes: Gauge,
+    /// The bytes the pages in use of the state file take.
+    pub store_in_use_bytes: Gauge,
+    /// Bytes free on the disk of the data directory.
+    pub disk_free_bytes: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -138,6 +150,12 @@ impl Metrics {
             apply_seconds: latency_histogram(),
             fsync_seconds: latency_histogram(),
             storage_failed: Gauge::default(),
+            storage_full: Gauge::default(),
+            no_space_errors: Counter::default(),
+            alarm_active: Gauge::default(),
+            quota_backend_bytes: Gauge::default(),
+            store_in_use_bytes: Gauge::default(),
+            disk_free_bytes: Gauge::default(),
         };
         let r = &mut registry;
         r.register(
@@ -221,6 +239,36 @@ impl Metrics {
             "1 once the node's storage failed",
             metrics.storage_failed.clone(),
         );
+        r.register(
+            "storage_full",
+            "1 while a store write waits for space",
+            metrics.storage_full.clone(),
+        );
+        r.register(
+            "no_space_errors",
+            "Store writes that failed for want of space (each retried)",
+            metrics.no_space_errors.clone(),
+        );
+        r.register(
+            "alarm_nospace",
+            "1 while a NOSPACE alarm is raised: puts are refused cluster-wide",
+            metrics.alarm_active.clone(),
+        );
+        r.register(
+            "quota_backend_bytes",
+            "The store's quota in bytes (0: none)",
+            metrics.quota_backend_bytes.clone(),
+        );
+        r.register(
+            "store_in_use_bytes",
+            "Bytes the pages in use of the state file take",
+            metrics.store_in_use_bytes.clone(),
+        );
+        r.register(
+            "disk_free_bytes",
+            "Bytes free on the disk of the data directory",
+            metrics.disk_free_bytes.clone(),
+        );
         Metrics {
             registry,
             ..metrics
@@ -268,19 +316,28 @@ impl Metrics {
     }
 }
 
-/// Feeds the stores' reports into the metrics and the log.
+/// Feeds the stores' reports into the metrics and the log, and lets a full disk wait for
+/// space instead of stopping the node ([`crate::space`]).
 pub struct StoreObserver {
     /// The node's metrics.
     pub metrics: std::sync::Arc<Metrics>,
+    /// The node's space.
+    pub space: std::sync::Arc<crate::space::Space>,
 }
 
 impl rbolt_raft::Observer for StoreObserver {
     fn log_written(&self, _write: rbolt_raft::LogWrite, _entries: u64, elapsed: Duration) {
         self.metrics.fsync_seconds.observe(elapsed.as_secs_f64());
+        self.space.wrote();
     }
 
     fn applied(&self, _entries: u64, elapsed: Duration) {
         self.metrics.apply_seconds.observe(elapsed.as_secs_f64());
+        self.space.wrote();
+    }
+
+    fn no_space(&self, file: &Path, error: &rbolt_raft::Error, attempt: u32) -> bool {
+        self.space.no_space(file, error, attempt)
     }
 
     fn entry_refused(&self, index: u64, error: &rbolt_raft::Error) {

@@ -6,9 +6,9 @@
 //! of campaigning forever.
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET, HEADER_REMOVED_NODE,
-    HEADER_SNAPSHOT, Hello, PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE,
-    SnapshotHeader,
+    AlarmRaise, HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET,
+    HEADER_REMOVED_NODE, HEADER_SNAPSHOT, Hello, PATH_ALARM, PATH_APPEND, PATH_HELLO,
+    PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
 use crate::context::Stopped;
 use crate::kv::KvConfig;
@@ -66,6 +66,7 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
             .await
         }
         (&Method::POST, PATH_HELLO) => hello(app, request).await,
+        (&Method::POST, PATH_ALARM) => alarm(app, request).await,
         (&Method::POST, PATH_SNAPSHOT) => receive_snapshot(app, request).await,
         _ => error(
             StatusCode::NOT_FOUND,
@@ -261,6 +262,52 @@ async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
         );
     }
     framed(app, &app.raft.vote(rpc).await)
+}
+
+/// A member short of space asks this node, the leader, to raise its NOSPACE alarm. Only a
+/// member's own alarm, and only a member's.
+async fn alarm(app: &App, request: hyper::Request<Incoming>) -> Answer {
+    let (envelope, raise) = match receive::<AlarmRaise>(app, request, SMALL_RPC_BYTES_MAX).await {
+        Ok(received) => received,
+        Err(answer) => return answer,
+    };
+    if raise.member != envelope.from {
+        return refused(
+            app,
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            envelope.from,
+            format!(
+                "node {} raised the alarm of member {}",
+                envelope.from, raise.member
+            ),
+        );
+    }
+    let metrics = app.raft.metrics().borrow_watched().clone();
+    if metrics
+        .membership_config
+        .membership()
+        .get_node(&raise.member)
+        .is_none()
+    {
+        return refused(
+            app,
+            StatusCode::FORBIDDEN,
+            "not_member",
+            envelope.from,
+            format!("node {} is not a member", raise.member),
+        );
+    }
+    if metrics.current_leader != Some(app.id()) {
+        return error(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this node does not lead; ask the leader",
+        );
+    }
+    match crate::space::propose_raise(app, raise.member, raise.reason).await {
+        Ok(()) => framed(app, &()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
 }
 
 /// A node about to add this one checks that it answers and who it is.

@@ -18,7 +18,7 @@ use crate::context::{Ctx, Stopped};
 use crate::kv::{self, KvConfig, KvRaft, KvStateMachine, Request};
 use crate::limits::Refusal;
 use crate::tls::KeyUsages;
-use crate::{membership, peer};
+use crate::{maintenance, membership, peer};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::Full;
@@ -87,6 +87,11 @@ pub struct App {
     pub scheme: &'static str,
     /// Numbers files in transit (received snapshots, backups).
     transit_seq: AtomicU64,
+    /// Requests being answered, for the drain at a graceful stop.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Set once the node is stopping: every answer closes its connection, so that clients
+    /// move to another node instead of sending more on it.
+    pub stopping: std::sync::atomic::AtomicBool,
 }
 
 impl App {
@@ -109,7 +114,14 @@ impl App {
             probe,
             scheme,
             transit_seq: AtomicU64::new(0),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Requests being answered now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
     }
 
     /// The node's id.
@@ -219,13 +231,39 @@ async fn handshake(
     None
 }
 
+/// Counts a request in flight until it is answered or dropped (its client went away).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> InFlight<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn serve_connection<S>(stream: S, app: Arc<App>, conn: Conn)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request| {
         let app = Arc::clone(&app);
-        async move { Ok::<_, Infallible>(route(&app, conn, request).await) }
+        async move {
+            let _counted = InFlight::new(&app.in_flight);
+            let mut answer = route(&app, conn, request).await;
+            if app.stopping.load(Ordering::Acquire) {
+                answer.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, Infallible>(answer)
+        }
     });
     // A peer or client that goes away mid-request ends only its own connection.
     let _ = http1::Builder::new()
@@ -409,7 +447,10 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
     let query = request.uri().query().map(str::to_owned);
     match (&method, path.as_str()) {
         (&Method::GET, api::PATH_LIVEZ) => return health(app, Check::Live),
-        (&Method::GET, api::PATH_HEALTH) => return health(app, Check::Health),
+        (&Method::GET, api::PATH_HEALTH) => {
+            let exclude_nospace = query.as_deref() == Some("exclude=NOSPACE");
+            return health(app, Check::Health { exclude_nospace });
+        }
         (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
         (&Method::GET, api::PATH_METRICS) => return metrics(app),
         _ => {}
@@ -444,6 +485,9 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         (&Method::POST, api::PATH_LEADER) => {
             membership::transfer_leader(app, request, &path_and_query).await
         }
+        (&Method::GET, api::PATH_ALARMS) => maintenance::alarms(app).await,
+        (&Method::POST, api::PATH_ALARMS_DISARM) => maintenance::disarm(app, &path_and_query).await,
+        (&Method::POST, api::PATH_VACUUM) => maintenance::vacuum(app).await,
         (&Method::GET, api::PATH_BACKUP) => match read_mode(query.as_deref()) {
             Ok(mode) => backup(app, mode, &path_and_query).await,
             Err(e) => error(StatusCode::BAD_REQUEST, e),
@@ -479,6 +523,13 @@ async fn kv_route(
     if let Err(refused) = limits.check(&Request::Delete { key: key.clone() }) {
         return refusal(app, &refused);
     }
+    let id = match request_id(&request) {
+        Ok(id) => id,
+        Err(answer) => {
+            app.ctx.metrics.refused("request_id");
+            return answer;
+        }
+    };
     match method {
         Method::GET => match read_mode(query) {
             Ok(mode) => get(app, &key, mode, path_and_query).await,
@@ -495,10 +546,33 @@ async fn kv_route(
                     return answer;
                 }
             };
-            write(app, Request::Put { key, value }, path_and_query).await
+            write(app, once(id, Request::Put { key, value }), path_and_query).await
         }
-        Method::DELETE => write(app, Request::Delete { key }, path_and_query).await,
+        Method::DELETE => write(app, once(id, Request::Delete { key }), path_and_query).await,
         _ => error(StatusCode::METHOD_NOT_ALLOWED, "GET, PUT or DELETE"),
+    }
+}
+
+/// The request id a client sent with a write ([`api::HEADER_REQUEST_ID`]), checked.
+fn request_id(request: &hyper::Request<Incoming>) -> Result<Option<String>, Answer> {
+    let Some(value) = request.headers().get(api::HEADER_REQUEST_ID) else {
+        return Ok(None);
+    };
+    let id = value.to_str().unwrap_or("");
+    crate::limits::check_request_id(id).map_err(|refused| match refused {
+        Refusal::Key(why) | Refusal::TooLarge(why) => error(StatusCode::BAD_REQUEST, why),
+    })?;
+    Ok(Some(id.to_owned()))
+}
+
+/// `request` under request id `id`, if the client sent one.
+fn once(id: Option<String>, request: Request) -> Request {
+    match id {
+        Some(id) => Request::Once {
+            id,
+            request: Box::new(request),
+        },
+        None => request,
     }
 }
 
@@ -548,9 +622,13 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 enum Check {
     /// The process serves and its storage has not failed.
     Live,
-    /// It knows a leader (a leader: it heard from a quorum within an election timeout) and
-    /// its storage is sound.
-    Health,
+    /// It knows a leader (a leader: it heard from a quorum within an election timeout), its
+    /// storage is sound, and no NOSPACE alarm is raised (as etcd's `/health`; unless
+    /// `?exclude=NOSPACE`: reads are still served during one).
+    Health {
+        /// `?exclude=NOSPACE`: a raised alarm does not fail the check.
+        exclude_nospace: bool,
+    },
     /// As `Health`, and it has applied what it knows is committed.
     Ready,
 }
@@ -574,6 +652,15 @@ fn health(app: &App, check: Check) -> Answer {
             metrics.last_applied.map(|id| id.index),
             metrics.local_committed.map(|id| id.index)
         )),
+        (
+            Check::Health {
+                exclude_nospace: false,
+            },
+            None,
+        ) => kv::alarms(&app.state)
+            .ok()
+            .filter(|alarms| !alarms.is_empty())
+            .map(|alarms| kv::describe_alarms(&alarms)),
         _ => None,
     };
     let status = if reason.is_none() {
@@ -607,6 +694,10 @@ fn metrics(app: &App) -> Answer {
         .set(index(raft.last_applied.map(|id| id.index)));
     m.committed_index
         .set(index(raft.local_committed.map(|id| id.index)));
+    // The state file is read where the scrape is: a page or two of the mapping.
+    let alarms = kv::alarms(&app.state).unwrap_or_default();
+    m.alarm_active.set(i64::from(!alarms.is_empty()));
+    app.ctx.space.update_metrics(&app.state);
     answer(
         StatusCode::OK,
         // What `encode` writes: OpenMetrics text (counters' `_total`, the closing `# EOF`).
@@ -653,6 +744,11 @@ pub fn status(app: &App) -> api::Status {
         cluster: app.ctx.cluster(),
         entries_refused: apply.refused,
         stopped,
+        alarms: kv::alarms(&app.state).unwrap_or_default(),
+        space_shortage: app.ctx.space.last_shortage(),
+        store_in_use_bytes: crate::space::in_use_bytes(&app.state).unwrap_or(0),
+        quota_backend_bytes: app.ctx.space.quota_bytes,
+        apply_syncs: apply.syncs,
     }
 }
 
@@ -666,6 +762,21 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
         app.ctx.metrics.refused("quorum_lost");
         return error(StatusCode::SERVICE_UNAVAILABLE, lost);
     }
+    // A put under an alarm is refused before it is proposed, so that a full disk does not
+    // fill with refused entries; one proposed just before the alarm is refused at apply.
+    if request.is_put() {
+        match read_state(app, kv::alarms).await {
+            Ok(alarms) if !alarms.is_empty() => {
+                app.ctx.metrics.refused("nospace");
+                return error(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    kv::describe_alarms(&alarms),
+                );
+            }
+            Ok(_) => {}
+            Err(answer) => return answer,
+        }
+    }
     let started = Instant::now();
     // A write proposed just before the quorum is lost would wait for it to come back.
     let written = tokio::select! {
@@ -678,6 +789,18 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
         }
     };
     match written {
+        Ok(written) if written.data.alarm.is_some() => {
+            app.ctx.metrics.refused("nospace");
+            error(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!(
+                    "the put was committed at index {} but an alarm refused it, so it changed \
+                     nothing: {}",
+                    written.log_id.index,
+                    written.data.alarm.unwrap_or_default()
+                ),
+            )
+        }
         Ok(written) if written.data.refused.is_none() => {
             app.ctx
                 .metrics
@@ -688,6 +811,7 @@ async fn write(app: &App, request: Request, path_and_query: &str) -> Answer {
                 &WriteReply {
                     index: written.log_id.index,
                     previous: written.data.previous,
+                    duplicate_of: written.data.duplicate_of,
                 },
             )
         }
@@ -779,7 +903,7 @@ pub async fn linearize(app: &App, path_and_query: &str) -> Result<(), Answer> {
 }
 
 /// Runs a read of the state machine on the blocking pool (it may fault pages in).
-async fn read_state<T: Send + 'static>(
+pub async fn read_state<T: Send + 'static>(
     app: &App,
     read: impl FnOnce(&KvStateMachine) -> rbolt_raft::Result<T> + Send + 'static,
 ) -> Result<T, Answer> {

@@ -98,6 +98,36 @@ impl Error {
     }
 }
 
+/// `ENOSPC` and `EDQUOT` on Linux (errno 28 and 122): older kernels' and filesystems' codes
+/// that `io::ErrorKind` may not map to `StorageFull` or `QuotaExceeded`.
+const NO_SPACE_ERRNOS: [i32; 2] = [28, 122];
+
+/// Whether `error` says the disk or the user's quota is full.
+fn io_is_no_space(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    ) || error
+        .raw_os_error()
+        .is_some_and(|code| NO_SPACE_ERRNOS.contains(&code))
+}
+
+impl Error {
+    /// Whether this error is a full disk (`ENOSPC`), a full quota (`EDQUOT`) or an rbolt file
+    /// at its `Options::max_size`: the write failed before its commit point (rbolt grows a
+    /// file, and writes its pages, before the first sync), so the same write may succeed once
+    /// there is room. The stores ask their [`crate::Observer::no_space`] whether to try again.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::Rbolt(rbolt::Error::Io { source, .. }) | Error::Io { source, .. } => {
+                io_is_no_space(source)
+            }
+            Error::Rbolt(rbolt::Error::MaxSizeReached { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
 impl From<Error> for io::Error {
     fn from(error: Error) -> io::Error {
         let kind = match &error {

@@ -42,6 +42,17 @@
 //! failure of the node's storage fails `apply`, which openraft treats as fatal. Applications
 //! should still validate requests before proposing them; this is the last line.
 //!
+//! # A full disk
+//!
+//! A write that fails for want of space ([`Error::is_no_space`]: `ENOSPC`, `EDQUOT`, an rbolt
+//! file at its `max_size`) failed before rbolt's commit point, so it changed nothing; the
+//! stores then ask [`Observer::no_space`] whether to run it again, and do while it says so
+//! (by default it does not, and openraft stops the node as on any storage failure). An
+//! application that frees space or waits there keeps its node up through a full disk: the
+//! append, apply batch or snapshot that waits completes once there is room, in order, and
+//! nothing committed is lost. Replicas have equal disks, so without this the entry that fills
+//! one disk stops every node, and again at every restart.
+//!
 //! # Backups
 //!
 //! [`StateMachine::backup_to`] writes one consistent copy of the state file; [`check_backup`]
@@ -67,7 +78,10 @@
 //! - `save_committed`: kept in memory and written with the next commit of the log (see
 //!   [`LogStore`] for why that is safe).
 //! - `apply`: each batch of entries commits, with its last applied log id and membership,
-//!   before any client hears back.
+//!   before any client hears back; durably, unless [`StateMachine::set_sync_every`] lets the
+//!   batches commit without syncs, which the log's durable entries then stand in for (a power
+//!   loss reopens the state file at its last durable commit, and openraft applies the
+//!   committed entries after it again).
 //! - Building a snapshot reads the last applied id and membership in the same read transaction
 //!   whose `write_to` streams the file, then syncs it and renames it into place.
 //! - Installing a snapshot writes it to a temporary file and syncs it, verifies it (opens it,

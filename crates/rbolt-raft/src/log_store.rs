@@ -6,7 +6,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::files::open_or_create;
-use crate::observe::{LogWrite, NoObserver, Observer};
+use crate::observe::{LogWrite, NoObserver, Observer, retry_no_space};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::type_config::alias::{LogIdOf, VoteOf};
@@ -275,9 +275,11 @@ impl<C: RaftTypeConfig> LogStore<C> {
     /// Runs `f` in one write transaction on the blocking pool and commits it durably, with the
     /// newest committed id if it has not been written yet.
     /// `f` returns its value, the kind of write and the entries it appended, for the observer.
+    /// A commit that fails for want of space ran `f` in a transaction that rolled back, so it
+    /// runs again in a new one while the observer asks for it ([`Observer::no_space`]).
     async fn write<T: Send + 'static>(
         &mut self,
-        f: impl FnOnce(&mut WriteTx<'_>) -> Result<(T, LogWrite, u64)> + Send + 'static,
+        f: impl Fn(&mut WriteTx<'_>) -> Result<(T, LogWrite, u64)> + Send + 'static,
     ) -> Result<T> {
         let committed = if self.committed_unsaved {
             Some(encode("committed log id", &self.committed)?)
@@ -287,12 +289,15 @@ impl<C: RaftTypeConfig> LogStore<C> {
         let file = Arc::clone(&self.file);
         let value = blocking::<C, _>(move || {
             let started = Instant::now();
-            let mut tx = file.db.begin_write()?;
-            let (value, write, entries) = f(&mut tx)?;
-            if let Some(committed) = committed {
-                meta_bucket(&mut tx)?.put(KEY_COMMITTED, &committed)?;
-            }
-            tx.commit()?;
+            let (value, write, entries) = retry_no_space(file.observer(), &file.path, || {
+                let mut tx = file.db.begin_write()?;
+                let done = f(&mut tx)?;
+                if let Some(committed) = &committed {
+                    meta_bucket(&mut tx)?.put(KEY_COMMITTED, committed)?;
+                }
+                tx.commit()?;
+                Ok(done)
+            })?;
             file.commits.fetch_add(1, Ordering::Relaxed);
             file.observer()
                 .log_written(write, entries, started.elapsed());
@@ -396,6 +401,13 @@ fn last_index(bucket: &rbolt::Bucket<'_>) -> Result<Option<u64>> {
 }
 
 impl<C: RaftTypeConfig> LogReader<C> {
+    /// The rbolt database holding the log, for inspection and maintenance (an online
+    /// vacuum moves pages and changes no entry). Writing entries to it behind the store's
+    /// back breaks the store's invariants.
+    pub fn db(&self) -> &Db {
+        &self.file.db
+    }
+
     /// What the store of this file has written since it was opened.
     pub fn counters(&self) -> LogCounters {
         let entries_appended = self.file.entries_appended.load(Ordering::Relaxed);

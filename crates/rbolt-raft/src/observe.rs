@@ -1,6 +1,7 @@
 //! [`Observer`]: what the stores report as they work, for an application's metrics and logs.
 
 use crate::Error;
+use std::path::Path;
 use std::time::Duration;
 
 /// The kind of a durable write of the log file.
@@ -49,6 +50,43 @@ pub trait Observer: Send + Sync + 'static {
     /// A snapshot up to index `last` received from the leader was installed in `elapsed`.
     fn snapshot_installed(&self, last: Option<u64>, elapsed: Duration) {
         let _ = (last, elapsed);
+    }
+
+    /// A write to `file` failed for want of space ([`Error::is_no_space`]) before its commit
+    /// point, so nothing of it is on disk; this is its `attempt`th failure in a row (from 1).
+    /// Return `true` to run the same write again (after freeing space, or after waiting: the
+    /// call is on a blocking thread, and may sleep), `false` to fail it.
+    ///
+    /// The default fails it, and openraft stops the node on a failed storage write. An
+    /// application that would rather keep serving reads while the disk is full retries: an
+    /// append or an apply that waits here holds back only what comes after it (a waiting
+    /// append stalls this node's Raft; a waiting apply, its state machine), nothing committed
+    /// is lost, and the write completes once there is room. It is called for appends,
+    /// truncations, purges, votes, apply batches, snapshot builds and installs.
+    fn no_space(&self, file: &Path, error: &Error, attempt: u32) -> bool {
+        let _ = (file, error, attempt);
+        false
+    }
+}
+
+/// Runs `write` (one write to `file` that leaves nothing on disk when it fails for want of
+/// space) until it succeeds, fails otherwise, or `observer` declines another attempt.
+pub(crate) fn retry_no_space<T>(
+    observer: &dyn Observer,
+    file: &Path,
+    mut write: impl FnMut() -> crate::Result<T>,
+) -> crate::Result<T> {
+    let mut attempt = 0u32;
+    loop {
+        match write() {
+            Err(error) if error.is_no_space() => {
+                attempt = attempt.saturating_add(1);
+                if !observer.no_space(file, &error, attempt) {
+                    return Err(error);
+                }
+            }
+            done => return done,
+        }
     }
 }
 

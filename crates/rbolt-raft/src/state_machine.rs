@@ -4,13 +4,13 @@
 use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
 use crate::files::{create_dir_durable, open_or_create, sync_dir};
-use crate::observe::{NoObserver, Observer};
+use crate::observe::{NoObserver, Observer, retry_no_space};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::type_config::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::{OptionalSend, RaftTypeConfig, StoredMembership};
-use rbolt::{Db, ReadTx, WriteTx};
+use rbolt::{Db, Durability, ReadTx, WriteTx};
 use std::fmt::Debug;
 use std::fs::{self, File};
 use std::io::{self, Seek, SeekFrom};
@@ -113,6 +113,14 @@ struct Shared<C: RaftTypeConfig> {
     installs: AtomicU64,
     /// Entries whose apply failed with an error of their own.
     refused: AtomicU64,
+    /// Apply batches commit durably when this is at most 1; above, they commit without syncs
+    /// and the file is synced once this many entries were applied since the last sync (see
+    /// [`StateMachine::set_sync_every`]).
+    sync_every: AtomicU64,
+    /// Entries applied by commits without syncs since the last durable point.
+    unsynced_entries: AtomicU64,
+    /// Durable points made after commits without syncs.
+    syncs: AtomicU64,
     /// Told of apply batches and snapshots.
     observer: OnceLock<Arc<dyn Observer>>,
 }
@@ -120,7 +128,8 @@ struct Shared<C: RaftTypeConfig> {
 /// What a [`StateMachine`] has written since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplyCounters {
-    /// Durable commits of apply batches (two `fdatasync`s each).
+    /// Commits of apply batches (each durable, two `fdatasync`s, unless
+    /// [`StateMachine::set_sync_every`] says otherwise).
     pub commits: u64,
     /// Entries applied by them.
     pub entries_applied: u64,
@@ -129,6 +138,8 @@ pub struct ApplyCounters {
     /// Entries whose apply failed with an error of their own, answered by
     /// [`Machine::refused`].
     pub refused: u64,
+    /// Syncs of the state file after commits without syncs ([`StateMachine::set_sync_every`]).
+    pub syncs: u64,
 }
 
 /// The state machine: the application's buckets and [`SM_META_BUCKET`] in one rbolt file,
@@ -275,57 +286,115 @@ impl<C: RaftTypeConfig> Shared<C> {
     /// entries before the failed one are applied again in a new one (they succeeded and are
     /// deterministic), the failed one gets [`Machine::refused`]'s result and that prefix
     /// commits; the rest of the batch goes on in a fresh transaction. Each entry is applied
-    /// at most twice, and a failure costs one more commit.
+    /// at most twice per attempt, and a failure costs one more commit.
+    ///
+    /// A transaction whose commit fails for want of space changed nothing, so it runs again,
+    /// from the same entry, while the observer asks for it ([`Observer::no_space`]): entries
+    /// are applied in order, once each, whatever the disk does.
     fn apply_batch<M: Machine<C>>(&self, machine: &M, entries: &[C::Entry]) -> Result<Vec<C::R>> {
         let started = Instant::now();
-        let db = self.db();
+        let path = self.state_path();
         let mut responses = Vec::with_capacity(entries.len());
         let mut rest = entries;
         while !rest.is_empty() {
-            let mut tx = db.begin_write()?;
-            let mut failed = None;
-            for (at, entry) in rest.iter().enumerate() {
-                match machine.apply(&mut tx, entry) {
-                    Ok(response) => responses.push(response),
-                    Err(error) if error.is_entry_error() => {
-                        failed = Some((at, error));
-                        break;
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-            let done = match failed {
-                None => rest.len(),
-                Some((at, error)) => {
-                    drop(tx);
-                    tx = db.begin_write()?;
-                    for entry in &rest[..at] {
-                        machine.apply(&mut tx, entry)?;
-                    }
-                    let entry = &rest[at];
-                    self.observer().entry_refused(entry.index(), &error);
-                    self.refused.fetch_add(1, Ordering::Relaxed);
-                    responses.push(machine.refused(entry, error)?);
-                    at + 1
-                }
-            };
-            commit_applied::<C>(tx, &rest[..done])?;
+            let kept = responses.len();
+            let done = retry_no_space(self.observer(), &path, || {
+                responses.truncate(kept);
+                self.apply_prefix(machine, rest, &mut responses)
+            })?;
             rest = &rest[done..];
         }
         self.apply_commits.fetch_add(1, Ordering::Relaxed);
         self.entries_applied
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        self.sync_if_due(entries.len() as u64)?;
         self.observer()
             .applied(entries.len() as u64, started.elapsed());
         Ok(responses)
     }
 
+    /// After commits without syncs of `applied` more entries: syncs the state file once
+    /// [`StateMachine::set_sync_every`]'s count is reached. A failed sync poisons the handle
+    /// and fails the apply (openraft stops the node; at restart it applies again from the
+    /// last durable point).
+    fn sync_if_due(&self, applied: u64) -> Result<()> {
+        let every = self.sync_every.load(Ordering::Relaxed);
+        if every <= 1 {
+            return Ok(());
+        }
+        let unsynced = self.unsynced_entries.fetch_add(applied, Ordering::Relaxed) + applied;
+        if unsynced >= every {
+            self.db().sync()?;
+            self.unsynced_entries.store(0, Ordering::Relaxed);
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Applies `rest` in one transaction up to and including the first entry that fails with
+    /// an error of its own (see [`Shared::apply_batch`]), pushes their responses and commits;
+    /// returns how many entries it applied.
+    fn apply_prefix<M: Machine<C>>(
+        &self,
+        machine: &M,
+        rest: &[C::Entry],
+        responses: &mut Vec<C::R>,
+    ) -> Result<usize> {
+        let db = self.db();
+        let unsynced = self.sync_every.load(Ordering::Relaxed) > 1;
+        let begin = || -> Result<WriteTx<'_>> {
+            let tx = db.begin_write()?;
+            if unsynced {
+                tx.set_durability(Durability::None);
+            }
+            Ok(tx)
+        };
+        let mut tx = begin()?;
+        let mut failed = None;
+        for (at, entry) in rest.iter().enumerate() {
+            match machine.apply(&mut tx, entry) {
+                Ok(response) => responses.push(response),
+                Err(error) if error.is_entry_error() => {
+                    failed = Some((at, error));
+                    break;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let done = match failed {
+            None => rest.len(),
+            Some((at, error)) => {
+                drop(tx);
+                tx = begin()?;
+                for entry in &rest[..at] {
+                    machine.apply(&mut tx, entry)?;
+                }
+                let entry = &rest[at];
+                // Reported again if the commit below is retried for want of space.
+                self.observer().entry_refused(entry.index(), &error);
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                responses.push(machine.refused(entry, error)?);
+                at + 1
+            }
+        };
+        commit_applied::<C>(tx, &rest[..done])?;
+        Ok(done)
+    }
+
     /// Copies the state file as of one read transaction into a new snapshot file and makes it
     /// the current snapshot unless a newer one is already there.
     fn build_snapshot(&self) -> Result<SnapshotOf<C, File>> {
+        let tmp = self.tmp_path("building");
+        // A copy that fails for want of space is deleted (below) and made again while the
+        // observer asks for it.
+        retry_no_space(self.observer(), &tmp, || self.build_snapshot_at(&tmp))
+    }
+
+    /// [`Shared::build_snapshot`] into the temporary file `tmp`.
+    fn build_snapshot_at(&self, tmp: &Path) -> Result<SnapshotOf<C, File>> {
         let started = Instant::now();
         let db = self.db();
-        let tmp = self.tmp_path("building");
+        let tmp = tmp.to_path_buf();
         let built = (|| {
             let tx = db.begin_read()?;
             let (last_log_id, last_membership) = read_sm_meta::<C>(&tx)?;
@@ -376,28 +445,55 @@ impl<C: RaftTypeConfig> Shared<C> {
         let started = Instant::now();
         let incoming = self.tmp_path("incoming");
         let state_tmp = self.tmp_path("state");
+        // Staging that fails for want of space removes both files (below) and starts over
+        // while the observer asks for it; nothing current changed yet.
+        retry_no_space(self.observer(), &incoming, || {
+            self.stage_install(meta, &mut data, &incoming, &state_tmp)
+        })?;
+        self.replace_with_installed(meta, incoming, state_tmp, started)
+    }
+
+    /// Steps 1 to 3 of [`Shared::install_snapshot`]: receives `data` into `incoming`, verifies
+    /// it and copies it to `state_tmp`, durably; on an error neither file is left.
+    fn stage_install(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        data: &mut File,
+        incoming: &Path,
+        state_tmp: &Path,
+    ) -> Result<()> {
         let staged = (|| {
             // 1. Receive, durably.
-            data.seek(SeekFrom::Start(0))
-                .map_err(Error::io(&incoming))?;
-            let mut out = File::create_new(&incoming).map_err(Error::io(&incoming))?;
-            io::copy(&mut data, &mut out).map_err(Error::io(&incoming))?;
-            out.sync_all().map_err(Error::io(&incoming))?;
+            data.seek(SeekFrom::Start(0)).map_err(Error::io(incoming))?;
+            let mut out = File::create_new(incoming).map_err(Error::io(incoming))?;
+            io::copy(data, &mut out).map_err(Error::io(incoming))?;
+            out.sync_all().map_err(Error::io(incoming))?;
             drop(out);
             // 2. Verify: a sound rbolt file holding the state the meta claims.
-            self.verify(&incoming, meta)?;
+            self.verify(incoming, meta)?;
             // 3. Stage the new state file, durably.
-            fs::copy(&incoming, &state_tmp).map_err(Error::io(&state_tmp))?;
-            File::open(&state_tmp)
+            fs::copy(incoming, state_tmp).map_err(Error::io(state_tmp))?;
+            File::open(state_tmp)
                 .and_then(|f| f.sync_all())
-                .map_err(Error::io(&state_tmp))?;
+                .map_err(Error::io(state_tmp))?;
             Ok(())
         })();
         if let Err(error) = staged {
-            let _ = fs::remove_file(&incoming);
-            let _ = fs::remove_file(&state_tmp);
+            let _ = fs::remove_file(incoming);
+            let _ = fs::remove_file(state_tmp);
             return Err(error);
         }
+        Ok(())
+    }
+
+    /// Steps 4 and 5 of [`Shared::install_snapshot`]: the staged files become current.
+    fn replace_with_installed(
+        &self,
+        meta: &SnapshotMetaOf<C>,
+        incoming: PathBuf,
+        state_tmp: PathBuf,
+        started: Instant,
+    ) -> Result<()> {
         // 4. The snapshot becomes current. A crash from here until step 5 leaves a snapshot
         // newer than the state file; at restart openraft installs it again.
         {
@@ -412,6 +508,8 @@ impl<C: RaftTypeConfig> Shared<C> {
         sync_dir(&self.dir)?;
         let db = Db::open_with(&state_path, self.options.clone())?;
         *self.db.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(db);
+        // The installed file is durable: nothing applied since the last sync is left on it.
+        self.unsynced_entries.store(0, Ordering::Relaxed);
         self.installs.fetch_add(1, Ordering::Relaxed);
         self.observer().snapshot_installed(
             meta.last_log_id.as_ref().map(|id| id.index()),
@@ -517,6 +615,9 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
                 entries_applied: AtomicU64::new(0),
                 installs: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
+                sync_every: AtomicU64::new(1),
+                unsynced_entries: AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
                 observer: OnceLock::new(),
             }),
             machine: Arc::new(machine),
@@ -563,7 +664,28 @@ impl<C: RaftTypeConfig, M> StateMachine<C, M> {
             entries_applied: self.shared.entries_applied.load(Ordering::Relaxed),
             installs: self.shared.installs.load(Ordering::Relaxed),
             refused: self.shared.refused.load(Ordering::Relaxed),
+            syncs: self.shared.syncs.load(Ordering::Relaxed),
         }
+    }
+
+    /// With `entries` above 1, apply batches commit without syncs (`Durability::None`) and
+    /// the state file is synced once `entries` entries were applied since the last sync; at 0
+    /// or 1 (the default) every batch is one durable commit. Set it before the state machine
+    /// goes to openraft.
+    ///
+    /// The log is the durable record of every committed entry, so the state file need not be
+    /// durable at every batch (etcd's backend commits in batches too): a crash of the process
+    /// keeps commits without syncs (rbolt finds them at the next open in the same boot), and
+    /// a power loss or an OS crash reopens the file at its last durable commit, whole, whose
+    /// last applied id is the one recorded with its data (never more than it holds). openraft
+    /// then applies the committed entries after it again, from the log, or installs the
+    /// snapshot if that is newer (a snapshot is a synced copy, and the log is purged only
+    /// behind one). A client hears of its write once its entry is durable in a majority's logs
+    /// and applied here, durably or not. What it costs: after a power loss, the entries since
+    /// the last durable point are applied again at the start, and until a sync rbolt keeps the
+    /// pages of the last durable commit, so the file can grow by up to its live pages.
+    pub fn set_sync_every(&self, entries: u64) {
+        self.shared.sync_every.store(entries, Ordering::Relaxed);
     }
 
     /// Tells `observer` of every apply batch, refused entry and snapshot from now on. Only

@@ -1,7 +1,9 @@
 //! The client API and the command line on a running cluster: put, get (linearizable and
 //! local), delete, and a membership change that adds a fourth node and later removes it.
 
-use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, node_exe};
+use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, node_exe, raw};
+use hyper::{Method, StatusCode};
+use rbolt_raft_node::api::{HEADER_REQUEST_ID, WriteReply};
 use rbolt_raft_node::client::Client;
 use std::process::Command;
 use tokio::time::Instant;
@@ -95,6 +97,56 @@ async fn the_command_line_writes_reads_and_changes_membership() {
             .expect("local get");
         assert_eq!(local.as_deref(), Some("seen"), "node {id}");
     }
+
+    // A write sent again under its request id takes effect once, even around another
+    // client's write of the same key (issue 47, item 6); a bad id is refused.
+    let leader_addr = cluster.addr(leader.id);
+    let put_as = |id: Option<&'static str>, value: &'static str| {
+        let headers: Vec<(&str, String)> = id
+            .map(|id| (HEADER_REQUEST_ID, id.to_owned()))
+            .into_iter()
+            .collect();
+        let addr = leader_addr.clone();
+        async move { raw(&addr, Method::PUT, "/kv/idem", &headers, value.into()).await }
+    };
+    let (status, first) = put_as(Some("req-1"), "first").await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let first: WriteReply = serde_json::from_str(&first).expect("reply");
+    assert_eq!(put_as(None, "other").await.0, StatusCode::OK);
+    let (status, again) = put_as(Some("req-1"), "first").await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    let again: WriteReply = serde_json::from_str(&again).expect("reply");
+    assert_eq!(again.duplicate_of, Some(first.index), "{again:?}");
+    assert_eq!(
+        client
+            .get(&via, "idem", false)
+            .await
+            .expect("get")
+            .as_deref(),
+        Some("other"),
+        "the resend took effect a second time"
+    );
+    for bad in ["", "with space", &"x".repeat(65)] {
+        let headers = [(HEADER_REQUEST_ID, bad.to_owned())];
+        let (status, body) = raw(
+            &leader_addr,
+            Method::PUT,
+            "/kv/idem",
+            &headers,
+            b"v".to_vec(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad:?}: {body}");
+    }
+    // The client library sends ids when asked, and the command line always does.
+    let ided = client.with_request_ids(true);
+    assert_eq!(
+        ided.put(&via, "idem", "by id")
+            .await
+            .expect("put")
+            .duplicate_of,
+        None
+    );
 
     // Membership: node 4 joins as a learner, becomes a voter, and leaves again.
     cluster.start_with_peers(4, "");

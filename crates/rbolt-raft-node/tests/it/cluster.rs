@@ -342,6 +342,16 @@ impl Cluster {
         child.wait().expect("reap");
     }
 
+    /// Sends node `id` SIGTERM (a graceful stop); [`Cluster::wait_exit`] reaps it.
+    pub fn terminate(&mut self, id: u64) {
+        let pid = self.children[&id].id();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "SIGTERM to node {id}");
+    }
+
     pub fn is_running(&self, id: u64) -> bool {
         self.children.contains_key(&id)
     }

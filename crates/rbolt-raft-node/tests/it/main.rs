@@ -14,5 +14,6 @@ mod ops;
 mod partition;
 mod regressions;
 mod snapshot;
+mod space;
 mod sweep;
 mod tls;

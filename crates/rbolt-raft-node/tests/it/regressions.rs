@@ -629,6 +629,20 @@ async fn a_damaged_log_stops_the_start_naming_the_entry() {
             && log.contains(&format!("log entry {} is damaged", written.index)),
         "{log}"
     );
+    // The documented recovery: the directory moved aside, the node started on a new one. It
+    // does not bootstrap into the running cluster (issue 47, item 6): it waits for the leader,
+    // which sends it the log, the damaged entry's write included.
+    let dir = cluster.nodes[&3].dir.clone();
+    std::fs::rename(&dir, dir.with_extension("damaged")).expect("move aside");
+    cluster.start(3);
+    let data = cluster.wait_converged().await;
+    assert_eq!(data[&3].get("marked"), Some(&marker), "node 3 caught up");
+    let log = cluster.log_text(3);
+    assert!(
+        log.contains("the cluster already runs"),
+        "{}",
+        cluster.log_tail(3)
+    );
 }
 
 /// A node whose directory was bootstrapped but whose log is still empty (killed before the

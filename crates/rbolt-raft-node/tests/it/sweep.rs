@@ -11,7 +11,7 @@ use crate::cluster::{Cluster, Load, SERIAL, TIMING_ARGS, check_data, raw, value_
 use hyper::{Method, StatusCode};
 use openraft::Vote;
 use openraft::raft::{AppendEntriesRequest, TransferLeaderRequest, VoteRequest};
-use rbolt_raft_node::api::{HEADER_PEER_SECRET, Hello};
+use rbolt_raft_node::api::{AlarmRaise, HEADER_PEER_SECRET, Hello};
 use rbolt_raft_node::kv::{KvConfig, Request};
 use rbolt_raft_node::wire;
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,6 +145,7 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         "/raft/vote",
         "/raft/hello",
         "/raft/transfer",
+        "/raft/alarm",
     ] {
         for n in &truncations {
             let answer = raw(addr, Method::POST, path, &peer(), frame[..*n].to_vec()).await;
@@ -182,10 +183,20 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
         },
     )
     .expect("encode");
+    // (Not to /raft/alarm: frames are typed by their path, and a hello's fields, an id and a
+    // string, read as a sound alarm of its sender, which a member may raise.)
     for path in ["/raft/append", "/raft/vote", "/raft/transfer"] {
         let answer = raw(addr, Method::POST, path, &peer(), hello.clone()).await;
         tally.count("wrong message", path, answer, &[400]);
     }
+    // An alarm raised by one member for another (a member raises only its own).
+    let alarm = AlarmRaise {
+        member: from + 1,
+        reason: "forged".to_owned(),
+    };
+    let forged = wire::encode(TOKEN, from, &alarm).expect("encode");
+    let answer = raw(addr, Method::POST, "/raft/alarm", &peer(), forged).await;
+    tally.count("wrong message", "/raft/alarm", answer, &[400]);
     // A vote whose frame names another sender than the vote.
     let forged = wire::encode(
         TOKEN,
@@ -312,7 +323,7 @@ pub fn forged_append(cluster: &str, leader: u64, term: u64, last_term: u64, last
 
 /// Forged peer messages, sent to every node of a quiet cluster without the peer secret or with
 /// a wrong one: the vote and append of a sender posing as the leader in a far future term
-/// (which Raft would take), a transfer, a hello and a snapshot. Each must be refused (`401`)
+/// (which Raft would take), a transfer, a hello, an alarm and a snapshot. Each must be refused (`401`)
 /// before Raft sees it, counted and logged; every node's term and log stay as they were, and
 /// no node holds `forged`.
 async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
@@ -357,6 +368,18 @@ async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
             )
             .expect("encode"),
         ),
+        (
+            "/raft/alarm",
+            wire::encode(
+                TOKEN,
+                leader.id,
+                &AlarmRaise {
+                    member: leader.id,
+                    reason: "forged: puts would stop".to_owned(),
+                },
+            )
+            .expect("encode"),
+        ),
     ];
     let wrong = [(HEADER_PEER_SECRET, "not-the-peer-secret-at-all".to_owned())];
     let snapshot = [
@@ -387,9 +410,13 @@ async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
             (was.term, was.last_log_index, was.leader),
             "node {id}: forged messages moved its term or log"
         );
+        assert!(
+            now.alarms.is_empty(),
+            "node {id}: a forged alarm was raised"
+        );
         let (_, metrics) = raw(&cluster.addr(*id), Method::GET, "/metrics", &[], Vec::new()).await;
         for reason in ["no_secret", "wrong_secret"] {
-            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}} 5");
+            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}} 6");
             assert!(
                 metrics.contains(&line),
                 "node {id}: no {line:?} in\n{metrics}"

@@ -5,11 +5,13 @@
 
 mod cluster;
 mod common;
+mod no_space;
 mod power_loss;
 mod reader;
 mod reopen;
 mod suite;
 mod total;
+mod unsynced;
 
 #[path = "../../examples/kv_cluster/app.rs"]
 mod app;
