@@ -237,11 +237,9 @@ mod tests {
     fn random_runs(base: u64) {
         let mut bits = PageSet::default();
         let mut model = BTreeSet::new();
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut rng = rbolt_testkit::rng::Rng::new(0x2545_F491_4F6C_DD1D);
         for _ in 0..4000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = rng.next_u64();
             let start = base + 2 + state % 700;
             let n = 1 + (state >> 20) % if state.is_multiple_of(7) { 150 } else { 3 };
             let run: Vec<u64> = (start..start + n).collect();

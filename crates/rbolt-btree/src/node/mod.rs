@@ -584,11 +584,9 @@ mod tests {
         let mut arena = Arena::new(PAGE);
         let mut node = Node::empty(&mut arena, PAGE, true);
         let mut model = std::collections::BTreeMap::new();
-        let mut state = 0x9E37_79B9u32;
+        let mut rng = rbolt_testkit::rng::Rng::new(0x9E37_79B9);
         for round in 0..1500u32 {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
+            let state = rng.next_u64() as u32;
             let key = [
                 b'k',
                 (state % 29) as u8,

@@ -71,11 +71,9 @@ fn edits_match_a_model_in_both_layouts() {
     for gap in [false, true] {
         let mut image = leaf();
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut state = 0x1234_5678u32;
+        let mut rng = rbolt_testkit::rng::Rng::new(0x1234_5678);
         for round in 0..2000 {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
+            let state = rng.next_u64() as u32;
             // Inserts switch a packed image to the gap layout after a few: each edit here
             // starts in the layout under test.
             if gap && image.is_packed() && image.count() > 0 {

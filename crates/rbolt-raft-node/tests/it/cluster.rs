@@ -40,13 +40,13 @@ pub const TIMING_ARGS: &[&str] = &[
 /// up) on a loaded two-core machine.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A small xorshift generator: tests print their seed so a failure can be replayed with
-/// `RBOLT_RAFT_SEED`.
-pub struct Rng(u64);
+/// The test kit's generator, seeded from `RBOLT_RAFT_SEED` or the clock: tests print their
+/// seed so a failure can be replayed.
+pub struct Rng(rbolt_testkit::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
+        Rng(rbolt_testkit::rng::Rng::new(seed))
     }
 
     pub fn from_env_or_time(test: &str) -> Rng {
@@ -61,16 +61,11 @@ impl Rng {
                     ^ u64::from(std::process::id())
             });
         eprintln!("{test}: RBOLT_RAFT_SEED={seed}");
-        Rng(seed.max(1))
+        Rng::new(seed)
     }
 
     pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+        self.0.next_u64()
     }
 
     /// A number in `0..n`.

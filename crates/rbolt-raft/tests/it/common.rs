@@ -115,12 +115,13 @@ pub fn data(state: &TestState) -> BTreeMap<u64, String> {
         .expect("the state machine reads")
 }
 
-/// A small xorshift generator: tests print their seed so a failure can be replayed.
-pub struct Rng(u64);
+/// The test kit's generator, seeded from `RBOLT_RAFT_SEED` or the clock: tests print their
+/// seed so a failure can be replayed.
+pub struct Rng(rbolt_testkit::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
+        Rng(rbolt_testkit::rng::Rng::new(seed))
     }
 
     pub fn from_env_or_time() -> (Rng, u64) {
@@ -138,12 +139,7 @@ impl Rng {
     }
 
     pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+        self.0.next_u64()
     }
 
     /// A number in `0..n`.
