@@ -191,18 +191,7 @@ const FORMAT_SIZES: &[&str] = &[
 
 /// Member manifests that still name their own dependency versions, and why. The list only
 /// shrinks.
-const MANIFESTS_ALLOWED: &[(&str, &str)] = &[
-    (
-        "crates/rbolt-raft/Cargo.toml",
-        "openraft, tokio and the serialisation crates are named here; under rework for issue \
-         47 on its own branch, where its dependencies move to the workspace",
-    ),
-    (
-        "crates/rbolt-raft-node/Cargo.toml",
-        "the HTTP, TLS and metrics stack is named here; under rework for issue 47, as \
-         rbolt-raft",
-    ),
-];
+const MANIFESTS_ALLOWED: &[(&str, &str)] = &[];
 
 /// Library crates whose modules still import one another in a circle, and why. The list only
 /// shrinks: an entry whose crate has no circle left fails `every_exception_is_still_needed`.
