@@ -673,7 +673,12 @@ fn repository() -> Vec<(String, String)> {
         "the walk did not find the facade; is {} the repository?",
         root.display()
     );
-    files
+    read_all(&root, files)
+}
+
+/// Each of `paths` (relative to `root`) with its text.
+fn read_all(root: &Path, paths: Vec<String>) -> Vec<(String, String)> {
+    paths
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(root.join(&path))
@@ -706,17 +711,18 @@ fn check_imports(files: &[(String, String)], out: &mut Vec<Violation>) {
         if allowed(IMPORT_CIRCLES_ALLOWED, &src) {
             continue;
         }
-        let crate_files: Vec<(String, String)> = files
-            .iter()
-            .filter_map(|(path, text)| {
-                let file = path.strip_prefix(&src)?;
-                Some((file.to_owned(), text.clone()))
-            })
-            .collect();
-        for circle in imports::circles(&src, &crate_files) {
+        for circle in imports::circles(&src, &crate_files(files, &src)) {
             report_circle(&src, &circle, out);
         }
     }
+}
+
+/// The files below `src` (paths relative to it) with their texts.
+fn crate_files(files: &[(String, String)], src: &str) -> Vec<(String, String)> {
+    files
+        .iter()
+        .filter_map(|(path, text)| Some((path.strip_prefix(src)?.to_owned(), text.clone())))
+        .collect()
 }
 
 /// One violation for each edge of `circle`, among the modules of the crate at `src`.
@@ -758,14 +764,7 @@ fn member_manifests() -> Vec<(String, String)> {
         }
     }
     found.sort();
-    found
-        .into_iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(root.join(&path))
-                .unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-            (path, text)
-        })
-        .collect()
+    read_all(&root, found)
 }
 
 /// The `manifest` rule over the member crates' manifests.
@@ -910,12 +909,8 @@ fn format_offset_exceptions_are_needed(files: &[(String, String)]) {
 #[cfg(test)]
 fn import_circle_exceptions_are_needed(files: &[(String, String)]) {
     for (src, _) in IMPORT_CIRCLES_ALLOWED {
-        let crate_files: Vec<(String, String)> = files
-            .iter()
-            .filter_map(|(path, text)| Some((path.strip_prefix(src)?.to_owned(), text.clone())))
-            .collect();
         assert!(
-            !imports::circles(src, &crate_files).is_empty(),
+            !imports::circles(src, &crate_files(files, src)).is_empty(),
             "the modules of {src} import one another in no circle any more; remove it from \
              IMPORT_CIRCLES_ALLOWED"
         );

@@ -238,3 +238,21 @@ fn a_size_limit_below_an_empty_database_is_refused() {
     let db = Db::open_with(&path, Options::default().max_size(1)).unwrap();
     assert!(db.begin_read().is_ok());
 }
+
+/// The same refusal where the storage is given (`Db::open_storage`, which creates the
+/// database in an empty storage): nothing is written to it.
+#[test]
+fn a_size_limit_below_an_empty_database_is_refused_on_a_given_storage() {
+    use rbolt::storage::{SimFile, Storage};
+    let sim = SimFile::new().unwrap();
+    let options = Options::default().page_size(4096).max_size(4 * 4096 - 1);
+    let error = Db::open_storage(std::sync::Arc::new(sim.clone()), options).unwrap_err();
+    assert!(matches!(error, Error::InvalidOptions { .. }), "{error:?}");
+    assert_eq!(
+        sim.len().unwrap(),
+        0,
+        "the refused open wrote to the storage"
+    );
+    let options = Options::default().page_size(4096).max_size(4 * 4096);
+    assert!(Db::open_storage(std::sync::Arc::new(sim), options).is_ok());
+}
