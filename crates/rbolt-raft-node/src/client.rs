@@ -50,13 +50,24 @@ pub enum ClientError {
         /// Its error message.
         message: String,
     },
-    /// A redirect without a usable `Location`, or more than [`REDIRECTS_MAX`] of them.
+    /// A redirect without a usable `Location`.
     #[error("redirect from {addr}: {reason}")]
     Redirect {
         /// The node that redirected.
         addr: String,
         /// What was wrong with it.
         reason: String,
+    },
+    /// More than [`REDIRECTS_MAX`] redirects in a row: the nodes disagree about who leads. A
+    /// retrying client waits such a disagreement out (as while leadership moves: a redirect
+    /// means no node took the request) and returns this only when its time runs out.
+    #[error(
+        "redirect from {addr}: more than {REDIRECTS_MAX} redirects in a row (the nodes \
+         disagree about who leads)"
+    )]
+    RedirectLoop {
+        /// The node that redirected last.
+        addr: String,
     },
     /// A body that is not what the API promises.
     #[error("unexpected answer from {addr}: {reason}")]
@@ -222,7 +233,13 @@ impl Client {
                 )
                 .await;
             let retry = match &attempt {
-                Err(ClientError::Send(SendError::Unreachable { .. })) => true,
+                // Nothing was taken: unreachable, or passed on between nodes whose views of
+                // the leader differ for a moment (a leader handing over, a follower that has
+                // not yet heard of the new one).
+                Err(
+                    ClientError::Send(SendError::Unreachable { .. })
+                    | ClientError::RedirectLoop { .. },
+                ) => true,
                 Ok((_, answer)) => {
                     answer.status == StatusCode::SERVICE_UNAVAILABLE
                         && (id.is_some()
@@ -282,10 +299,7 @@ impl Client {
             addr = next;
             path_and_query = next_path;
         }
-        Err(ClientError::Redirect {
-            addr,
-            reason: format!("more than {REDIRECTS_MAX} redirects"),
-        })
+        Err(ClientError::RedirectLoop { addr })
     }
 
     /// A request whose success is a JSON body of `T`.
@@ -559,6 +573,85 @@ mod tests {
                 .decode_utf8()
                 .expect("utf-8");
             assert_eq!(decoded, key);
+        }
+    }
+
+    /// Two nodes that send every request to each other (a leader handing over, a follower
+    /// that has not heard of the new leader) for the first `bounces` requests, after which the
+    /// first answers `200`: the request, passed on between them more than [`REDIRECTS_MAX`]
+    /// times, is tried again after a pause rather than failed.
+    async fn bouncing_pair(bounces: usize) -> String {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listeners = [
+            tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind"),
+            tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind"),
+        ];
+        let addrs: Vec<String> = listeners
+            .iter()
+            .map(|l| l.local_addr().expect("addr").to_string())
+            .collect();
+        let seen = Arc::new(AtomicUsize::new(0));
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let (other, seen) = (addrs[1 - i].clone(), Arc::clone(&seen));
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = if seen.fetch_add(1, Ordering::SeqCst) < bounces || i == 1 {
+                        format!(
+                            "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{other}/x\r\n\
+                             Content-Length: 0\r\nConnection: close\r\n\r\n"
+                        )
+                    } else {
+                        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                            .to_owned()
+                    };
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                }
+            });
+        }
+        addrs[0].clone()
+    }
+
+    #[tokio::test]
+    async fn a_redirect_loop_is_waited_out_while_time_is_left() {
+        let addr = bouncing_pair(3 * (REDIRECTS_MAX + 1)).await;
+        let (at, answer) = Client::new()
+            .with_timeout(Duration::from_secs(10))
+            .request(&addr, Method::GET, "/x", Bytes::new())
+            .await
+            .expect("answered once the nodes agree");
+        assert_eq!((at, answer.status), (addr, StatusCode::OK));
+    }
+
+    #[tokio::test]
+    async fn a_redirect_loop_fails_when_time_runs_out_or_retries_are_off() {
+        let addr = bouncing_pair(usize::MAX).await;
+        for client in [
+            Client::new().with_timeout(Duration::from_millis(500)),
+            Client::new().retrying(false),
+        ] {
+            let error = client
+                .request(&addr, Method::GET, "/x", Bytes::new())
+                .await
+                .expect_err("the nodes never agree");
+            assert!(matches!(error, ClientError::RedirectLoop { .. }), "{error}");
+            assert!(
+                error.to_string().contains("disagree about who leads"),
+                "{error}"
+            );
         }
     }
 

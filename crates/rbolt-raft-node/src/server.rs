@@ -209,7 +209,10 @@ async fn handshake(
     stream: tokio::net::TcpStream,
     remote: std::net::SocketAddr,
 ) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, Conn)> {
-    let failed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+    // The fallible accept hands the connection back on failure: it is closed only after the
+    // refusal is counted and logged, so a client that sees it closed finds it in the metrics.
+    let accept = acceptor.accept(stream).into_fallible();
+    let (failed, _connection) = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
         Ok(Ok(stream)) => {
             let certs = stream.get_ref().1.peer_certificates();
             let conn = Conn {
@@ -221,8 +224,8 @@ async fn handshake(
             };
             return Some((stream, conn));
         }
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+        Ok(Err((e, connection))) => (e.to_string(), Some(connection)),
+        Err(_) => (format!("no handshake within {HANDSHAKE_TIMEOUT:?}"), None),
     };
     app.ctx.metrics.refused("tls_handshake");
     if app.ctx.warn_now(&format!("handshake {}", remote.ip())) {

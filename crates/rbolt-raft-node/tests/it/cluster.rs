@@ -425,6 +425,19 @@ impl Cluster {
         self.leader().await.expect("a leader every node follows")
     }
 
+    /// Waits until node `id`'s log holds `line`.
+    pub async fn wait_for_log(&self, id: u64, line: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.log_text(id).contains(line) {
+            assert!(
+                Instant::now() < deadline,
+                "node {id} never logged {line:?}:\n{}",
+                self.log_tail(id)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until node `id` answers.
     pub async fn wait_until_up(&mut self, id: u64) {
         let deadline = Instant::now() + PATIENCE;

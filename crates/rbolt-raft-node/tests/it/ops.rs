@@ -41,19 +41,6 @@ async fn wait_for(cluster: &Cluster, id: u64, path: &str, status: StatusCode) ->
     }
 }
 
-/// Waits until node `id`'s log holds `line`.
-async fn wait_for_line(cluster: &Cluster, id: u64, line: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    while !cluster.log_text(id).contains(line) {
-        assert!(
-            Instant::now() < deadline,
-            "node {id} never logged {line:?}:\n{}",
-            cluster.log_tail(id)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_metrics_and_logs_follow_the_cluster() {
     let _serial = SERIAL.lock().await;
@@ -122,8 +109,8 @@ async fn health_metrics_and_logs_follow_the_cluster() {
     ] {
         assert!(metric(&text, name).is_some(), "{name} in:\n{text}");
     }
-    wait_for_line(&cluster, leader.id, "snapshot built").await;
-    wait_for_line(&cluster, leader.id, "membership").await;
+    cluster.wait_for_log(leader.id, "snapshot built").await;
+    cluster.wait_for_log(leader.id, "membership").await;
 
     // The leader dies: the others elect one, and say so.
     cluster.kill(leader.id);
@@ -134,10 +121,10 @@ async fn health_metrics_and_logs_follow_the_cluster() {
         .collect();
     let next = cluster.wait_for_leader(&others, leader.term).await;
     for &id in &others {
-        wait_for_line(&cluster, id, "leader changed").await;
+        cluster.wait_for_log(id, "leader changed").await;
         wait_for(&cluster, id, "/health", StatusCode::OK).await;
     }
-    wait_for_line(&cluster, next.id, "election started").await;
+    cluster.wait_for_log(next.id, "election started").await;
     // The new leader saw two leaders, the first and itself: two changes, not the three of
     // counting the time without one too (issue 47).
     let deadline = Instant::now() + PATIENCE;

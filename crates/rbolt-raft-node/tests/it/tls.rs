@@ -185,22 +185,29 @@ async fn a_tls_cluster_refuses_what_lacks_a_token_or_certificate() {
         plain.status(&addr).await.is_err(),
         "plain HTTP is not served"
     );
-    // The refused handshake and the refused writes are counted and logged.
-    let (_, answer) = base
-        .request(&addr, Method::GET, "/metrics", bytes::Bytes::new())
-        .await
-        .expect("metrics");
-    let metrics = String::from_utf8_lossy(&answer.body);
+    // The refused handshake and the refused writes are counted and logged (by the node's
+    // connection task, which may run after the client has its answer: waited for).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     for reason in ["tls_handshake", "unauthorized"] {
         let line = format!("rbolt_raft_requests_refused_total{{reason=\"{reason}\"}}");
-        assert!(metrics.contains(&line), "no {line} in\n{metrics}");
+        loop {
+            let (_, answer) = base
+                .request(&addr, Method::GET, "/metrics", bytes::Bytes::new())
+                .await
+                .expect("metrics");
+            let metrics = String::from_utf8_lossy(&answer.body);
+            if metrics.contains(&line) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {line} in\n{metrics}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     for line in ["TLS handshake refused", "client request refused"] {
-        assert!(
-            cluster.log_text(1).contains(line),
-            "node 1 never logged {line:?}:\n{}",
-            cluster.log_tail(1)
-        );
+        cluster.wait_for_log(1, line).await;
     }
     let data = cluster.wait_converged().await;
     for all in data.values() {
