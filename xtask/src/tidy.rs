@@ -195,20 +195,7 @@ const MANIFESTS_ALLOWED: &[(&str, &str)] = &[];
 
 /// Library crates whose modules still import one another in a circle, and why. The list only
 /// shrinks: an entry whose crate has no circle left fails `every_exception_is_still_needed`.
-const IMPORT_CIRCLES_ALLOWED: &[(&str, &str)] = &[
-    (
-        "crates/rbolt-raft/src/",
-        "files.rs and state_machine.rs call each other (snapshot files and the state machine \
-         that writes them); the raft crates are under rework for issue 47 on their own \
-         branch, where the circle is to be broken",
-    ),
-    (
-        "crates/rbolt-raft-node/src/",
-        "context/observe and server/peer/membership call each other (the node's shared state \
-         and its metrics; the server and the peer and membership routes it mounts); under \
-         rework for issue 47, as rbolt-raft",
-    ),
-];
+const IMPORT_CIRCLES_ALLOWED: &[(&str, &str)] = &[];
 
 /// The calls of the facade that decide allocation other than by allocating: the allocator's
 /// (reservations, the cut and the mark, the strategy, the end of the spill, the tail cut off,

@@ -14,9 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// How often one kind of repeated warning (a peer that is down, a foreign node knocking) is
-/// logged, at most.
-pub const WARN_EVERY: Duration = Duration::from_secs(10);
+pub use crate::observe::WARN_EVERY;
 
 /// Why a node stopped serving.
 #[derive(Clone, Debug, PartialEq, Eq)]

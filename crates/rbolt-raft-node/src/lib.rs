@@ -17,7 +17,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alarm;
 pub mod api;
+pub mod app;
 pub mod client;
 pub mod context;
 pub mod http;

@@ -5,6 +5,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use rbolt_raft_node::app::Access;
 use rbolt_raft_node::client::Client;
 use rbolt_raft_node::identity::{
     self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, check_node_id, cluster_id_for, peers_text,
@@ -13,7 +14,6 @@ use rbolt_raft_node::identity::{
 use rbolt_raft_node::kv::KvConfig;
 use rbolt_raft_node::limits::{Limits, MAX_REQUEST_BYTES_DEFAULT};
 use rbolt_raft_node::node::{self, InitialState, NodeOptions, RaftTiming};
-use rbolt_raft_node::server::Access;
 use rbolt_raft_node::tls::TlsFiles;
 use std::collections::BTreeSet;
 use std::io::Write;

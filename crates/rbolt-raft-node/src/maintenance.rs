@@ -3,8 +3,8 @@
 //! (`POST /maintenance/vacuum`); see [`crate::space`].
 
 use crate::api;
+use crate::app::{Answer, App, error, json, read_state, write_error};
 use crate::kv::{self, Request};
-use crate::server::{Answer, App, error, json, read_state, write_error};
 use hyper::StatusCode;
 
 /// `GET /maintenance/alarms`: the alarms as this node has applied them.

@@ -5,10 +5,10 @@
 use crate::api::{
     self, AddLearner, ChangeMembers, Hello, LeaderReply, Member, MembershipReply, TransferLeader,
 };
+use crate::app::{Answer, App, decode_json, error, forward, json, write_error};
 use crate::identity::check_addr;
 use crate::kv::KvConfig;
 use crate::limits::SMALL_RPC_BYTES_MAX;
-use crate::server::{Answer, App, decode_json, error, forward, json, write_error};
 use crate::wire;
 use hyper::body::Incoming;
 use hyper::{Method, StatusCode};

@@ -1,6 +1,7 @@
 //! Starting a node: its checks, its storage, its Raft, its server, the first start of a
 //! cluster, and the watcher that logs what Raft does and stops the node if its storage fails.
 
+use crate::app::{Access, App};
 use crate::context::Ctx;
 use crate::identity::{
     self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, REMOVED_FILE, check_node_id, cluster_id_for,
@@ -9,9 +10,10 @@ use crate::identity::{
 use crate::kv::{KvConfig, KvMachine, KvRaft, KvStateMachine};
 use crate::limits::{Limits, REPLICATION_BATCH_BYTES};
 use crate::network::Network;
-use crate::observe::{Metrics, StoreObserver};
-use crate::server::{self, Access, App};
+use crate::observe::Metrics;
+use crate::server;
 use crate::space::Space;
+use crate::space::StoreObserver;
 use crate::tls::TlsFiles;
 use anyhow::{Context, bail};
 use openraft::error::{InitializeError, RaftError};
@@ -343,7 +345,7 @@ pub async fn run(
     };
     let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
-    tokio::spawn(crate::space::watch(Arc::clone(&app)));
+    tokio::spawn(crate::alarm::watch(Arc::clone(&app)));
     if initial_state == InitialState::New && !peers.is_empty() {
         bootstrap_unless_running(&app, &peers).await?;
     }

@@ -2,7 +2,6 @@
 //! election, membership change, snapshot and error), and [`Metrics`] in Prometheus' text
 //! format for `GET /metrics`.
 
-use crate::context::WARN_EVERY;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -18,6 +17,10 @@ use tracing::callsite::Identifier;
 use tracing_subscriber::filter::{LevelFilter, Targets, dynamic_filter_fn};
 use tracing_subscriber::layer::{Filter, Layer, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
+
+/// How often one kind of repeated warning (a peer that is down, a foreign node knocking) is
+/// logged, at most.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// Installs the log subscriber: lines on stderr at `level` and above for this node, and for
 /// openraft at `warn` and above unless `level` is `debug` or `trace` (openraft's `info` is a
@@ -313,51 +316,5 @@ impl Metrics {
         self.peer_rpcs_refused
             .get_or_create(&vec![("reason", reason)])
             .inc();
-    }
-}
-
-/// Feeds the stores' reports into the metrics and the log, and lets a full disk wait for
-/// space instead of stopping the node ([`crate::space`]).
-pub struct StoreObserver {
-    /// The node's metrics.
-    pub metrics: std::sync::Arc<Metrics>,
-    /// The node's space.
-    pub space: std::sync::Arc<crate::space::Space>,
-}
-
-impl rbolt_raft::Observer for StoreObserver {
-    fn log_written(&self, _write: rbolt_raft::LogWrite, _entries: u64, elapsed: Duration) {
-        self.metrics.fsync_seconds.observe(elapsed.as_secs_f64());
-        self.space.wrote();
-    }
-
-    fn applied(&self, _entries: u64, elapsed: Duration) {
-        self.metrics.apply_seconds.observe(elapsed.as_secs_f64());
-        self.space.wrote();
-    }
-
-    fn no_space(&self, file: &Path, error: &rbolt_raft::Error, attempt: u32) -> bool {
-        self.space.no_space(file, error, attempt)
-    }
-
-    fn entry_refused(&self, index: u64, error: &rbolt_raft::Error) {
-        self.metrics.entries_refused.inc();
-        tracing::error!(index, %error, "a committed entry could not be applied; it is answered as refused on every node and changes nothing");
-    }
-
-    fn snapshot_built(&self, last: Option<u64>, bytes: u64, elapsed: Duration) {
-        self.metrics
-            .snapshots
-            .get_or_create(&vec![("kind", "built")])
-            .inc();
-        tracing::info!(last_index = ?last, bytes, elapsed_ms = elapsed.as_millis() as u64, "snapshot built");
-    }
-
-    fn snapshot_installed(&self, last: Option<u64>, elapsed: Duration) {
-        self.metrics
-            .snapshots
-            .get_or_create(&vec![("kind", "installed")])
-            .inc();
-        tracing::info!(last_index = ?last, elapsed_ms = elapsed.as_millis() as u64, "snapshot installed from the leader");
     }
 }

@@ -10,10 +10,10 @@ use crate::api::{
     HEADER_REMOVED_NODE, HEADER_SNAPSHOT, Hello, PATH_ALARM, PATH_APPEND, PATH_HELLO,
     PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
+use crate::app::{Answer, App, Conn, answer, constant_time_eq, error, limited_body};
 use crate::context::Stopped;
 use crate::kv::KvConfig;
 use crate::limits::SMALL_RPC_BYTES_MAX;
-use crate::server::{Answer, App, Conn, answer, constant_time_eq, error, limited_body};
 use crate::wire;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -304,7 +304,7 @@ async fn alarm(app: &App, request: hyper::Request<Incoming>) -> Answer {
             "this node does not lead; ask the leader",
         );
     }
-    match crate::space::propose_raise(app, raise.member, raise.reason).await {
+    match crate::alarm::propose_raise(app, raise.member, raise.reason).await {
         Ok(()) => framed(app, &()),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }

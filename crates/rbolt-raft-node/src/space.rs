@@ -15,26 +15,21 @@
 //!   go on meanwhile.
 //! - **The alarm stops what fills the disk.** A member whose store is over its quota, or
 //!   that ran out of space, or whose disk has less free than twice its reserve (so the reserve
-//!   cannot be put back), raises its NOSPACE alarm through the log ([`Request::RaiseAlarm`],
-//!   [`watch`] checks every [`CHECK_EVERY`]). From that entry on every replica refuses puts
+//!   cannot be put back), raises its NOSPACE alarm through the log ([`crate::kv::Request::RaiseAlarm`],
+//!   [`crate::alarm::watch`] checks every [`CHECK_EVERY`]). From that entry on every replica refuses puts
 //!   (`507`, naming the alarm) and serves reads and deletes, which the reserve's room lets
 //!   through even on a disk that was full.
 //! - **An operator clears it.** After freeing space (deleting keys, `POST
 //!   /maintenance/vacuum` to give the room back to the filesystem, or a larger disk), `POST
-//!   /maintenance/alarms/disarm` proposes [`Request::DisarmAlarms`]; a member still short of
+//!   /maintenance/alarms/disarm` proposes [`crate::kv::Request::DisarmAlarms`]; a member still short of
 //!   space raises its alarm again within a check. The reserve is written again once the disk
 //!   has room for it twice over.
 //!
 //! The quota is on the bytes the state file uses (its pages in use), as etcd's is on its
 //! backend; the reserve is on the disk, whatever else fills it.
 
-use crate::api::{self, AlarmRaise};
-use crate::kv::{self, KvStateMachine, Request};
+use crate::kv::KvStateMachine;
 use crate::observe::Metrics;
-use crate::server::App;
-use crate::wire;
-use hyper::{Method, StatusCode};
-use openraft::type_config::async_runtime::WatchReceiver;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +53,7 @@ pub const RAISE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The reserve is written in chunks of this many bytes.
 const RESERVE_CHUNK_BYTES: usize = 1 << 20;
 /// How often a node still short of space logs that it is.
-const WARN_EVERY: Duration = crate::context::WARN_EVERY;
+const WARN_EVERY: Duration = crate::observe::WARN_EVERY;
 
 /// A node's view of its space (see the module's docs).
 pub struct Space {
@@ -74,10 +69,10 @@ pub struct Space {
     stopping: AtomicBool,
     /// When a wait for space was last logged.
     warned: Mutex<Option<Instant>>,
-    /// What the last check ([`watch`]) found: why this member is short of space.
+    /// What the last check ([`crate::alarm::watch`]) found: why this member is short of space.
     last_shortage: Mutex<Option<String>>,
-    /// Woken when a store write finds no space, so that [`watch`] checks at once.
-    short: tokio::sync::Notify,
+    /// Woken when a store write finds no space, so that [`crate::alarm::watch`] checks at once.
+    pub(crate) short: tokio::sync::Notify,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -305,6 +300,17 @@ impl Space {
         None
     }
 
+    /// One check of this node's space ([`crate::alarm::watch`] runs it every
+    /// [`CHECK_EVERY`]): puts the reserve back when there is room for it, updates the gauges,
+    /// and finds and keeps what this node is short of (see [`Space::shortage`]).
+    pub fn check(&self, state: &KvStateMachine) -> Option<String> {
+        self.ensure_reserve();
+        self.update_metrics(state);
+        let shortage = self.shortage(state);
+        lock(&self.last_shortage).clone_from(&shortage);
+        shortage
+    }
+
     /// What the last check found (see [`Space::shortage`]), without touching the disk.
     pub fn last_shortage(&self) -> Option<String> {
         lock(&self.last_shortage).clone()
@@ -321,121 +327,48 @@ impl Space {
     }
 }
 
-/// Checks this node's space every [`CHECK_EVERY`] and raises its NOSPACE alarm through the
-/// leader while it is short and the alarm is not raised; keeps the alarm gauge current.
-pub async fn watch(app: Arc<App>) {
-    let mut last_raise: Option<Instant> = None;
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(CHECK_EVERY) => {}
-            () = app.ctx.space.short.notified() => {}
-        }
-        if app.ctx.stopped().is_some() {
-            return;
-        }
-        let checked = {
-            let app = Arc::clone(&app);
-            tokio::task::spawn_blocking(move || {
-                let space = &app.ctx.space;
-                space.ensure_reserve();
-                space.update_metrics(&app.state);
-                let shortage = space.shortage(&app.state);
-                lock(&space.last_shortage).clone_from(&shortage);
-                let alarms = kv::alarms(&app.state).unwrap_or_default();
-                (shortage, alarms)
-            })
-            .await
-        };
-        let Ok((shortage, alarms)) = checked else {
-            continue;
-        };
-        app.ctx
-            .metrics
-            .alarm_active
-            .set(i64::from(!alarms.is_empty()));
-        let Some(reason) = shortage else { continue };
-        if alarms.contains_key(&app.id())
-            || last_raise.is_some_and(|at| at.elapsed() < CHECK_EVERY * 2)
-        {
-            continue;
-        }
-        last_raise = Some(Instant::now());
-        let raised = tokio::time::timeout(RAISE_TIMEOUT, raise(&app, &reason)).await;
-        match raised.unwrap_or_else(|_| Err(format!("no answer within {RAISE_TIMEOUT:?}"))) {
-            Ok(()) => tracing::warn!(%reason, "NOSPACE alarm raised for this member"),
-            Err(e) => {
-                if app.ctx.warn_now("raise alarm") {
-                    tracing::warn!(%reason, error = %e, "raising the NOSPACE alarm failed; retrying");
-                }
-            }
-        }
-    }
+/// Feeds the stores' reports into the metrics and the log, and lets a full disk wait for
+/// space instead of stopping the node (see the module's docs).
+pub struct StoreObserver {
+    /// The node's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The node's space.
+    pub space: Arc<Space>,
 }
 
-/// Raises this member's alarm: proposed here if this node leads, else sent to the leader.
-async fn raise(app: &App, reason: &str) -> Result<(), String> {
-    let metrics = app.raft.metrics().borrow_watched().clone();
-    let Some(leader) = metrics.current_leader else {
-        return Err("no leader is known".to_owned());
-    };
-    if leader == app.id() {
-        return propose_raise(app, app.id(), reason.to_owned()).await;
+impl rbolt_raft::Observer for StoreObserver {
+    fn log_written(&self, _write: rbolt_raft::LogWrite, _entries: u64, elapsed: Duration) {
+        self.metrics.fsync_seconds.observe(elapsed.as_secs_f64());
+        self.space.wrote();
     }
-    let Some(node) = metrics.membership_config.membership().get_node(&leader) else {
-        return Err(format!("leader {leader} is not in the membership"));
-    };
-    let message = AlarmRaise {
-        member: app.id(),
-        reason: reason.to_owned(),
-    };
-    let frame = wire::encode(&app.ctx.cluster(), app.id(), &message).map_err(|e| e.to_string())?;
-    let headers: Vec<(&str, String)> = app
-        .access
-        .peer_secret
-        .iter()
-        .map(|secret| (api::HEADER_PEER_SECRET, secret.clone()))
-        .collect();
-    let answer = crate::http::send_limited(
-        &app.probe,
-        &node.addr,
-        Method::POST,
-        api::PATH_ALARM,
-        &headers,
-        crate::http::full(frame),
-        RAISE_TIMEOUT,
-        crate::limits::SMALL_RPC_BYTES_MAX,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    if answer.status != StatusCode::OK {
-        return Err(format!(
-            "leader {leader} answered {}: {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body)
-        ));
-    }
-    Ok(())
-}
 
-/// The longest reason an alarm carries into the log, in bytes.
-pub const ALARM_REASON_BYTES_MAX: usize = 1024;
-
-/// Proposes member `member`'s alarm on this node, which must lead; waits at most
-/// [`RAISE_TIMEOUT`].
-pub async fn propose_raise(app: &App, member: u64, mut reason: String) -> Result<(), String> {
-    if reason.len() > ALARM_REASON_BYTES_MAX {
-        let mut end = ALARM_REASON_BYTES_MAX;
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        reason.truncate(end);
+    fn applied(&self, _entries: u64, elapsed: Duration) {
+        self.metrics.apply_seconds.observe(elapsed.as_secs_f64());
+        self.space.wrote();
     }
-    let written = tokio::time::timeout(
-        RAISE_TIMEOUT,
-        app.raft
-            .client_write(Request::RaiseAlarm { member, reason }),
-    )
-    .await
-    .map_err(|_| format!("not committed within {RAISE_TIMEOUT:?}"))?;
-    written.map(drop).map_err(|e| e.to_string())
+
+    fn no_space(&self, file: &Path, error: &rbolt_raft::Error, attempt: u32) -> bool {
+        self.space.no_space(file, error, attempt)
+    }
+
+    fn entry_refused(&self, index: u64, error: &rbolt_raft::Error) {
+        self.metrics.entries_refused.inc();
+        tracing::error!(index, %error, "a committed entry could not be applied; it is answered as refused on every node and changes nothing");
+    }
+
+    fn snapshot_built(&self, last: Option<u64>, bytes: u64, elapsed: Duration) {
+        self.metrics
+            .snapshots
+            .get_or_create(&vec![("kind", "built")])
+            .inc();
+        tracing::info!(last_index = ?last, bytes, elapsed_ms = elapsed.as_millis() as u64, "snapshot built");
+    }
+
+    fn snapshot_installed(&self, last: Option<u64>, elapsed: Duration) {
+        self.metrics
+            .snapshots
+            .get_or_create(&vec![("kind", "installed")])
+            .inc();
+        tracing::info!(last_index = ?last, elapsed_ms = elapsed.as_millis() as u64, "snapshot installed from the leader");
+    }
 }

@@ -6,13 +6,17 @@
 //! temporary name (its buckets and format key included), synced, then linked to its real name
 //! (which fails if another process got there first) and its directory synced: a process killed
 //! at any moment of its first start leaves the real name absent or complete. The temporary
-//! names end in [`crate::TMP_SUFFIX`], so `StateMachine::open` deletes any left by a crash.
+//! names end in [`TMP_SUFFIX`], so `StateMachine::open` deletes any left by a crash.
 
 use crate::error::{Error, Result};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Files being written (snapshots being built or received, a state file being replaced, a
+/// new file being created) end in this; any left by a crash are deleted at open.
+pub const TMP_SUFFIX: &str = ".tmp";
 
 /// Numbers the temporary files of this process's file creations.
 static CREATE_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -119,7 +123,7 @@ fn creating_path(path: &Path) -> PathBuf {
     parent_of(path).join(format!(
         "{name}.creating-{}-{seq}{}",
         std::process::id(),
-        crate::TMP_SUFFIX
+        TMP_SUFFIX
     ))
 }
 

@@ -179,6 +179,7 @@ mod restore;
 mod state_machine;
 
 pub use error::{Error, Result};
+pub use files::TMP_SUFFIX;
 pub use log_store::{
     LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogCounters, LogReader, LogStore,
 };
@@ -186,7 +187,7 @@ pub use observe::{LogWrite, Observer};
 pub use restore::{check_backup, restore};
 pub use state_machine::{
     APPLY_BATCH_ENTRIES_MAX, ApplyCounters, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE,
-    SnapshotBuilder, StateMachine, TMP_SUFFIX,
+    SnapshotBuilder, StateMachine,
 };
 
 use openraft::RaftTypeConfig;

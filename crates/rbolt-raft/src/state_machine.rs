@@ -3,7 +3,7 @@
 
 use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
-use crate::files::{create_dir_durable, open_or_create, sync_dir};
+use crate::files::{TMP_SUFFIX, create_dir_durable, open_or_create, sync_dir};
 use crate::observe::{NoObserver, Observer, retry_no_space};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
@@ -27,9 +27,6 @@ pub const STATE_FILE: &str = "state.db";
 /// The current snapshot, in the state machine's directory: a copy of the state file as of the
 /// snapshot's last log id.
 pub const SNAPSHOT_FILE: &str = "snapshot.db";
-/// Files being written (snapshots being built or received, a state file being replaced) end
-/// in this; any left by a crash are deleted at open.
-pub const TMP_SUFFIX: &str = ".tmp";
 /// `apply` commits at least once per this many entries, so that a long catch-up neither holds
 /// all its entries in memory nor delays every reply to the end.
 pub const APPLY_BATCH_ENTRIES_MAX: usize = 1024;
