@@ -51,6 +51,9 @@ pub struct Ctx {
     warned: Mutex<BTreeMap<String, Instant>>,
     /// The term this node last became leader in, and when (see [`Ctx::quorum_lost`]).
     leading_since: Mutex<Option<(u64, Instant)>>,
+    /// The log index this node must hold before it grants a vote; 0 when it votes freely
+    /// (see [`Ctx::withhold_votes_until`]).
+    votes_withheld_below: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -81,7 +84,41 @@ impl Ctx {
             failed: Notify::new(),
             warned: Mutex::new(BTreeMap::new()),
             leading_since: Mutex::new(None),
+            votes_withheld_below: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Withholds this node's vote until its log holds `index`. A node that starts with an
+    /// empty log while its cluster runs (its data was lost, or its directory was replaced)
+    /// may be a voter of the membership; granting votes before it holds the entries the
+    /// cluster committed could elect a leader that lacks some of them (the committed entry
+    /// held by the old leader and this node alone). So it takes the leader's entries first,
+    /// and votes once it holds the commit index a running peer reported.
+    pub fn withhold_votes_until(&self, index: u64) {
+        self.votes_withheld_below
+            .store(index, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The index this node must hold before it votes, if it withholds its vote while holding
+    /// only `last_log_index`; clears the withholding once it holds it.
+    pub fn votes_withheld(&self, last_log_index: Option<u64>) -> Option<u64> {
+        let below = self
+            .votes_withheld_below
+            .load(std::sync::atomic::Ordering::Acquire);
+        if below == 0 {
+            return None;
+        }
+        if last_log_index.is_some_and(|last| last >= below) {
+            self.votes_withheld_below
+                .store(0, std::sync::atomic::Ordering::Release);
+            tracing::info!(
+                index = below,
+                "this node holds the entries the cluster had committed when it started: it \
+                 votes again"
+            );
+            return None;
+        }
+        Some(below)
     }
 
     /// The cluster id, or `""` while it is not known.

@@ -111,6 +111,12 @@ impl RaftTiming {
             install_snapshot_timeout: 60_000,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.logs_to_keep,
+            // A follower whose log went back (its data directory lost or replaced, the
+            // documented recovery from a damaged log) is sent its entries again from the
+            // start, rather than left unmatched for ever (openraft without this asserts, in
+            // a debug build, that it never happens). That node withholds its vote until it
+            // has them again (`Ctx::withhold_votes_until`).
+            allow_log_reversion: Some(true),
             ..Default::default()
         };
         Ok(Arc::new(config.validate().context("Raft configuration")?))
@@ -473,10 +479,10 @@ async fn drain(app: &App) {
 pub const PEER_STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// When this node's log is empty: the first of `peers` of this node's cluster that answers
-/// its status with a leader known in a term above 0 (the cluster has run), and that term.
-/// Bootstrapping then would give the running cluster a member with an empty log and no vote
-/// (issue 47, item 6).
-async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, u64)> {
+/// its status with a leader known in a term above 0 (the cluster has run), that term, and
+/// the commit index it knows. Bootstrapping then would give the running cluster a member with
+/// an empty log and no vote (issue 47, item 6).
+async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, u64, u64)> {
     if app.raft.is_initialized().await.unwrap_or(true) {
         return None;
     }
@@ -509,7 +515,7 @@ async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, 
             && status.term > 0
             && status.cluster == app.ctx.cluster()
         {
-            return Some((peer, status.term));
+            return Some((peer, status.term, status.committed.unwrap_or(0)));
         }
     }
     None
@@ -519,14 +525,16 @@ async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, 
 /// already runs (see `running_peer`).
 async fn bootstrap_unless_running(app: &App, peers: &BTreeMap<u64, String>) -> anyhow::Result<()> {
     match running_peer(app, peers).await {
-        Some((peer, term)) => {
+        Some((peer, term, committed)) => {
+            app.ctx.withhold_votes_until(committed);
             tracing::warn!(
                 peer,
                 term,
+                committed,
                 "this node's log is empty and the cluster already runs (node {peer} knows a \
                  leader in term {term}): it does not bootstrap, it waits for the leader's \
-                 entries; if it was a member whose data was lost, remove it and add it back as \
-                 a learner"
+                 entries, and withholds its vote until it holds index {committed}; if it was a \
+                 member whose data was lost, remove it and add it back as a learner"
             );
             Ok(())
         }
@@ -558,6 +566,8 @@ async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
     loop {
         let now = rx.borrow_watched().clone();
         report(&ctx, last.as_ref(), &now);
+        // Ends a withheld vote once the entries are in (logged then, not at the next vote).
+        ctx.votes_withheld(now.last_log_index);
         if let Err(fatal) = &now.running_state {
             // `Stopped` is a shutdown asked for (a signal, a removal); anything else is Raft
             // stopping on its storage.

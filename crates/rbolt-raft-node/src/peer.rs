@@ -221,7 +221,8 @@ where
     }
 }
 
-/// A vote request, unless its candidate is not in the committed membership.
+/// A vote request, unless its candidate is not in the committed membership or this node
+/// withholds its vote while it catches up ([`crate::context::Ctx::withhold_votes_until`]).
 async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
     let (envelope, rpc) =
         match receive::<VoteRequest<KvConfig>>(app, request, SMALL_RPC_BYTES_MAX).await {
@@ -236,6 +237,19 @@ async fn vote(app: &App, request: hyper::Request<Incoming>) -> Answer {
             "malformed",
             envelope.from,
             format!("node {} sent the vote of node {candidate}", envelope.from),
+        );
+    }
+    let last_log_index = app.raft.metrics().borrow_watched().last_log_index;
+    if let Some(index) = app.ctx.votes_withheld(last_log_index) {
+        return refused(
+            app,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "catching_up",
+            envelope.from,
+            format!(
+                "this node started with an empty log while the cluster ran; it votes once it \
+                 holds index {index} (it holds {last_log_index:?})"
+            ),
         );
     }
     let committed = app

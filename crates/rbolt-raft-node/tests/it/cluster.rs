@@ -487,10 +487,16 @@ impl Cluster {
                     return data;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "the nodes did not converge within {PATIENCE:?}: {statuses:#?}"
-            );
+            if Instant::now() >= deadline {
+                let tails: Vec<String> = running
+                    .iter()
+                    .map(|&id| format!("node {id}'s log:\n{}", self.log_tail(id)))
+                    .collect();
+                panic!(
+                    "the nodes did not converge within {PATIENCE:?}: {statuses:#?}\n{}",
+                    tails.join("\n")
+                );
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
