@@ -213,9 +213,13 @@ pub struct VacuumProgress {
     pub pages_merged: u64,
     /// The high-water mark now, in pages.
     pub high_water: u64,
-    /// The pages in use (see [`VacuumStep::live_pages`]).
+    /// The pages in use (see [`VacuumStep::live_pages`]); in the last report, as the vacuum
+    /// left the file.
     pub live_pages: u64,
-    /// Pages in use still past where a packed file would end (see [`VacuumStep::pages_to_go`]).
+    /// Pages in use still past where a packed file would end (see [`VacuumStep::pages_to_go`]):
+    /// as the last step began, and in the last report (`finished`) as the vacuum left the
+    /// file. It can go up from one step to the next: merged leaves lower `live_pages`, where
+    /// a packed file would end, and pages just below the old end then count as still to go.
     pub pages_to_go: u64,
     /// Bytes between the high-water mark and where a packed file would end: how much more
     /// the file could shrink.
@@ -465,7 +469,14 @@ impl Db {
         }
         self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
+        // A step's figures are those it began with; the last report is of the file as the
+        // vacuum leaves it.
+        (report.live_pages, report.pages_to_go) = self.vacuum_survey()?;
         report.high_water = self.engine.snapshot().meta.pgid;
+        report.bytes_to_go = report
+            .high_water
+            .saturating_sub(report.live_pages)
+            .saturating_mul(self.engine.page_size as u64);
         report.file_len = self.file_len()?;
         report.elapsed = started.elapsed();
         report.finished = true;
@@ -500,6 +511,19 @@ impl Db {
             }
             result => result,
         }
+    }
+
+    /// The pages in use and the pages in use past where a packed file would end, as the file
+    /// is now (the survey a step begins with, in a transaction rolled back).
+    fn vacuum_survey(&self) -> Result<(u64, u64)> {
+        let mut tx = self.begin_write()?;
+        let plan = {
+            let alloc = tx.allocation_plan();
+            let (pages, meta, freelist) = tx.vacuum_view();
+            plan(pages, meta, freelist, alloc, 1, !self.engine.options.no_freelist_sync)?
+        };
+        tx.rollback();
+        Ok((plan.live_pages, plan.pages_to_go))
     }
 
     fn fill_progress(

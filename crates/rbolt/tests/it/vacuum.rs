@@ -823,3 +823,29 @@ fn a_vacuum_reaches_the_compacted_size() {
         eprintln!("vacuum-figures: page_size={page_size} vacuumed again: steps=0");
     }
 }
+
+/// The last report of a vacuum (`finished`) gives the file as the vacuum left it, not as its
+/// last step began (issue 49: `pages_to_go: 1` with `finished: true`): a step right after
+/// begins with the same figures.
+#[test]
+fn the_last_vacuum_report_is_of_the_file_as_left() {
+    for (seed, pages_per_step) in [(3, 8), (11, 32), (19, 4096)] {
+        let sim = SimFile::new().unwrap();
+        let db = open(&sim, Options::default());
+        fill_and_thin(&db, seed, 1500, 90);
+        let model = read_db(&db).unwrap();
+        let report = checked_vacuum(&db, &model, pages_per_step);
+        let next = db.vacuum_step(pages_per_step).unwrap();
+        assert_eq!(
+            (report.live_pages, report.pages_to_go),
+            (next.live_pages, next.pages_to_go),
+            "{report:?} {next:?}"
+        );
+        assert_eq!(report.high_water, next.high_water, "{report:?} {next:?}");
+        assert_eq!(
+            report.bytes_to_go,
+            (report.high_water - report.live_pages) * db.page_size() as u64,
+            "{report:?}"
+        );
+    }
+}
