@@ -98,6 +98,30 @@ pub trait Value {
 /// })?;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
+///
+/// Floats (`f32`, `f64`) sort as [`f64::total_cmp`] orders them, and every float is a key,
+/// NaN included: a key is its bytes, so a NaN finds the NaN stored with the same bits
+/// (although `NaN != NaN` in Rust), a positive NaN sorts after `∞` and a negative one before
+/// `-∞`, and `-0.0` and `0.0` are two keys. (A NaN *value* is refused by [`Json`] only,
+/// because JSON has no NaN; as an `f64` value it is stored as it is.)
+///
+/// ```
+/// use rbolt::BucketDef;
+/// const READINGS: BucketDef<f64, &str> = BucketDef::new("readings");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut readings = tx.open_bucket(READINGS)?;
+///     for (at, what) in [(f64::NAN, "missing"), (1.5, "ok"), (f64::NEG_INFINITY, "low")] {
+///         readings.put(at, what)?;
+///     }
+///     assert_eq!(readings.get(f64::NAN)?, Some("missing"));
+///     let last = readings.iter().next_back().transpose()?.map(|(k, _)| k);
+///     assert!(last.is_some_and(f64::is_nan));
+///     Ok::<_, rbolt::Error>(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
 pub trait Key: Value {}
 
 /// A [`Key`] whose bytes always have the same length: it can come first in a tuple key,
@@ -515,7 +539,9 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
             let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN_MAX)]);
             let more = if bytes.len() > SHOWN_MAX { "..." } else { "" };
             return Err(encode_error::<Self>(format!(
-                "serde_json writes it as `{shown}{more}`, which does not read back: {e}"
+                "serde_json writes it as `{shown}{more}`, which does not read back: {e} (JSON \
+                 has no NaN or infinity: keep such a float in a field of its own type, as \
+                 `f64` values are stored as they are)"
             )));
         }
         Ok(bytes)
