@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 /// The crates with criterion benchmarks.
-const CRATES: &[&str] = &["rbolt-freelist", "rbolt-btree", "rbolt"];
+const CRATES: &[&str] = &["rbolt-freelist", "rbolt-btree", "rbolt-bench"];
 
 pub struct Bench {
     /// Criterion's full id: `group/function[/parameter]`.

@@ -520,7 +520,14 @@ impl Db {
         let plan = {
             let alloc = tx.allocation_plan();
             let (pages, meta, freelist) = tx.vacuum_view();
-            plan(pages, meta, freelist, alloc, 1, !self.engine.options.no_freelist_sync)?
+            plan(
+                pages,
+                meta,
+                freelist,
+                alloc,
+                1,
+                !self.engine.options.no_freelist_sync,
+            )?
         };
         tx.rollback();
         Ok((plan.live_pages, plan.pages_to_go))

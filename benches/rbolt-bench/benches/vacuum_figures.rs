@@ -5,7 +5,7 @@
 //! same workload with no vacuum, interleaved repeats.
 //!
 //! Not a criterion benchmark: one vacuum changes the file it measures. Run it in release:
-//! `cargo bench -p rbolt --bench vacuum_figures` (`RBOLT_VACUUM_KEYS`, default 1,000,000;
+//! `cargo bench -p rbolt-bench --bench vacuum_figures` (`RBOLT_VACUUM_KEYS`, default 1,000,000;
 //! `RBOLT_VACUUM_REPEAT`, default 3; `RBOLT_VACUUM_DIR`, default the system's temp dir).
 
 use rbolt::{Db, Options, VacuumOptions};
