@@ -349,21 +349,33 @@ pub async fn run(
             }
         }
     };
-    let serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
+    let mut serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
     tokio::spawn(crate::alarm::watch(Arc::clone(&app)));
+    let log_serving = || {
+        tracing::info!(
+            id,
+            %listen,
+            data_dir = %data_dir.display(),
+            cluster = %ctx.cluster(),
+            tls = app.scheme == "https",
+            "serving"
+        );
+    };
     if initial_state == InitialState::New && !peers.is_empty() {
-        bootstrap_unless_running(&app, &peers).await?;
+        // A stop while it waits for its peers ends the wait.
+        tokio::select! {
+            bootstrapped = bootstrap_unless_running(&app, &peers) => {
+                bootstrapped?;
+                log_serving();
+                serving.await?;
+            }
+            served = &mut serving => served?,
+        }
+    } else {
+        log_serving();
+        serving.await?;
     }
-    tracing::info!(
-        id,
-        %listen,
-        data_dir = %data_dir.display(),
-        cluster = %ctx.cluster(),
-        tls = app.scheme == "https",
-        "serving"
-    );
-    serving.await?;
     drain(&app).await;
     // A store write waiting for space fails now, so that Raft can stop.
     space.stop();
@@ -478,20 +490,40 @@ async fn drain(app: &App) {
 /// How long a node with an empty log waits for each peer's status before it bootstraps.
 pub const PEER_STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// When this node's log is empty: the first of `peers` of this node's cluster that answers
-/// its status with a leader known in a term above 0 (the cluster has run), that term, and
-/// the commit index it knows. Bootstrapping then would give the running cluster a member with
-/// an empty log and no vote (issue 47, item 6).
-async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, u64, u64)> {
-    if app.raft.is_initialized().await.unwrap_or(true) {
-        return None;
-    }
+/// What the initial peers say of the cluster when this node's log is empty.
+#[derive(Debug, PartialEq, Eq)]
+enum PeersSay {
+    /// The cluster has run: `peer` knows a leader, or holds entries past the initial
+    /// membership. The node must not bootstrap; it withholds its vote until it holds
+    /// `committed` (at least 1), the highest commit index the peers reported.
+    Running {
+        peer: u64,
+        term: u64,
+        committed: u64,
+    },
+    /// A majority of the initial members (this node counted) answered with an empty log and
+    /// no leader: a first start, which this node may bootstrap.
+    FirstStart,
+    /// Too few answered to tell: wait and ask again.
+    Unknown,
+}
+
+/// Asks each of `peers` of this node's cluster for its status (see [`PeersSay`]). A node
+/// whose data was lost (a damaged log's directory moved aside) starts like a new one: if it
+/// bootstrapped while the cluster it belonged to had run, or voted before it held what the
+/// cluster had committed, it could elect a leader without an acknowledged write (issue 47,
+/// item 6). Peers of another cluster (a foreign data directory, `--peers` reused) do not
+/// count.
+async fn ask_peers(app: &App, peers: &BTreeMap<u64, String>) -> PeersSay {
     let headers: Vec<(&str, String)> = app
         .access
         .client_token
         .iter()
         .map(|token| (crate::api::HEADER_AUTHORIZATION, format!("Bearer {token}")))
         .collect();
+    let mut fresh = 1; // this node
+    let mut running: Option<(u64, u64)> = None;
+    let mut committed = 0;
     for (&peer, addr) in peers.iter().filter(|(id, _)| **id != app.id()) {
         let answer = crate::http::send_limited(
             &app.probe,
@@ -504,41 +536,75 @@ async fn running_peer(app: &App, peers: &BTreeMap<u64, String>) -> Option<(u64, 
             crate::limits::SMALL_RPC_BYTES_MAX,
         )
         .await;
-        let status = answer
+        let Some(status) = answer
             .ok()
             .filter(|a| a.status == hyper::StatusCode::OK)
-            .and_then(|a| serde_json::from_slice::<crate::api::Status>(&a.body).ok());
-        // A node of another cluster (a foreign data directory, `--peers` reused) does not
-        // count, whatever it thinks of its own leader.
-        if let Some(status) = status
-            && status.leader.is_some()
-            && status.term > 0
-            && status.cluster == app.ctx.cluster()
-        {
-            return Some((peer, status.term, status.committed.unwrap_or(0)));
+            .and_then(|a| serde_json::from_slice::<crate::api::Status>(&a.body).ok())
+            .filter(|status| status.cluster == app.ctx.cluster())
+        else {
+            continue;
+        };
+        let has_run = (status.leader.is_some() && status.term > 0)
+            || status.last_log_index.is_some_and(|last| last >= 1);
+        if has_run {
+            running.get_or_insert((peer, status.term));
+            committed = committed.max(status.committed.unwrap_or(0));
+        } else {
+            fresh += 1;
         }
     }
-    None
+    match running {
+        Some((peer, term)) => PeersSay::Running {
+            peer,
+            term,
+            committed: committed.max(1),
+        },
+        None if fresh * 2 > peers.len() => PeersSay::FirstStart,
+        None => PeersSay::Unknown,
+    }
 }
 
-/// Bootstraps the cluster with `peers` unless this node's log is empty and the cluster
-/// already runs (see `running_peer`).
+/// How often a node with an empty log asks its peers again while too few answer.
+const ASK_PEERS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Bootstraps the cluster with `peers` at its first start (see [`PeersSay`]): not when the
+/// cluster has run, and not before a majority of its initial members answered.
 async fn bootstrap_unless_running(app: &App, peers: &BTreeMap<u64, String>) -> anyhow::Result<()> {
-    match running_peer(app, peers).await {
-        Some((peer, term, committed)) => {
-            app.ctx.withhold_votes_until(committed);
-            tracing::warn!(
+    let mut waiting_logged = false;
+    loop {
+        if app.raft.is_initialized().await.unwrap_or(true) || app.ctx.stopped().is_some() {
+            return Ok(());
+        }
+        match ask_peers(app, peers).await {
+            PeersSay::Running {
                 peer,
                 term,
                 committed,
-                "this node's log is empty and the cluster already runs (node {peer} knows a \
-                 leader in term {term}): it does not bootstrap, it waits for the leader's \
-                 entries, and withholds its vote until it holds index {committed}; if it was a \
-                 member whose data was lost, remove it and add it back as a learner"
-            );
-            Ok(())
+            } => {
+                app.ctx.withhold_votes_until(committed);
+                tracing::warn!(
+                    peer,
+                    term,
+                    committed,
+                    "this node's log is empty and the cluster already runs (node {peer} is in \
+                     term {term}): it does not bootstrap, it waits for the leader's entries, and \
+                     withholds its vote until it holds index {committed}; if it was a member \
+                     whose data was lost, remove it and add it back as a learner"
+                );
+                return Ok(());
+            }
+            PeersSay::FirstStart => return bootstrap(&app.raft, peers).await,
+            PeersSay::Unknown => {
+                if !waiting_logged {
+                    waiting_logged = true;
+                    tracing::info!(
+                        "this node's log is empty: it bootstraps the cluster once a majority \
+                         of the initial members answer that theirs are empty too"
+                    );
+                }
+                tokio::time::sleep(ASK_PEERS_EVERY).await;
+            }
         }
-        None => bootstrap(&app.raft, peers).await,
     }
 }
 

@@ -689,3 +689,59 @@ pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// Stands in for the nodes of `ids` on their addresses: answers every request with `status`
+/// (its id replaced by each one's), as members started with an empty log and no leader do,
+/// until dropped. A node with an empty log bootstraps the cluster only once a majority of its
+/// initial members answer so; these let a test start one node alone as at a first start.
+pub struct EmptyPeers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl EmptyPeers {
+    pub async fn stand_in(cluster: &Cluster, ids: &[u64], status: &Status) -> EmptyPeers {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tasks = Vec::new();
+        for &id in ids {
+            let listener = tokio::net::TcpListener::bind(cluster.addr(id))
+                .await
+                .expect("the node's address is free");
+            let mut status = status.clone();
+            status.id = id;
+            status.state = "Follower".to_owned();
+            status.leader = None;
+            status.term = 0;
+            status.last_log_index = None;
+            status.committed = None;
+            let body = serde_json::to_vec(&status).expect("status as JSON");
+            tasks.push(tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \
+                         {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(&body).await;
+                }
+            }));
+        }
+        EmptyPeers { tasks }
+    }
+}
+
+impl Drop for EmptyPeers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}

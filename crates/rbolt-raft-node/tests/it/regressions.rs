@@ -5,7 +5,9 @@
 //! `add-learner` answering before the learner caught up. Each failed on the build before the fix (run them on an older binary
 //! with `RBOLT_RAFT_NODE_EXE=path`).
 
-use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe, raw};
+use crate::cluster::{
+    Cluster, EmptyPeers, PATIENCE, SERIAL, TIMING_ARGS, free_port, node_exe, raw,
+};
 use hyper::{Method, StatusCode};
 use rbolt_raft_node::identity::REMOVED_FILE;
 use rbolt_raft_node::membership::PROMOTE_LAG_ENTRIES_MAX;
@@ -674,9 +676,13 @@ async fn a_damaged_log_stops_the_start_naming_the_entry() {
 async fn a_node_with_an_empty_log_bootstraps_the_recorded_membership_not_a_changed_one() {
     let _serial = SERIAL.lock().await;
     let mut cluster = Cluster::new(3, TIMING_ARGS);
-    // Node 1 alone: it records the cluster and its membership, and bootstraps it.
+    // Node 1 alone, the others standing in with empty logs (a majority of the initial
+    // members must answer so before a node bootstraps): it records the cluster and its
+    // membership, and bootstraps it.
     cluster.start(1);
     cluster.wait_until_up(1).await;
+    let empty = cluster.status(1).await.expect("node 1 answers");
+    let _stand_ins = EmptyPeers::stand_in(&cluster, &[2, 3], &empty).await;
     let first = wait_status(&cluster, 1, "bootstraps", |s| !s.voters.is_empty()).await;
     assert_eq!(first.voters, vec![1, 2, 3]);
     cluster.kill(1);
@@ -703,4 +709,74 @@ async fn a_node_with_an_empty_log_bootstraps_the_recorded_membership_not_a_chang
         "the recorded membership is bootstrapped, not --peers {changed}"
     );
     assert!(cluster.log_text(1).contains("--peers differs"));
+}
+
+/// Issue 47, item 6, with the other members down when the one whose data was lost restarts:
+/// a follower misses a write that the leader and the other follower commit; the leader and
+/// that follower stop, and the follower's directory is lost (moved aside, as the recovery of a
+/// damaged log says). Restarted alone, it does not bootstrap (too few members answer); once
+/// the member that missed the write is back, it does not vote for it (with its vote that
+/// member would lead and overwrite the write): no leader is elected. Once the old leader is
+/// back the cluster converges, and every node holds the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_data_was_lost_neither_bootstraps_nor_votes_a_write_away() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = three(&["--snapshot-every", "100000"]).await;
+    let leader = cluster.settled_leader().await.id;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+    let (missed, lost) = (followers[0], followers[1]);
+    cluster.kill(missed);
+    let client = cluster.client(PATIENCE);
+    client
+        .put(&cluster.addr(leader), "kept", "acknowledged")
+        .await
+        .expect("committed by the leader and one follower");
+    cluster.kill(leader);
+    cluster.kill(lost);
+    let dir = cluster.nodes[&lost].dir.clone();
+    std::fs::rename(&dir, dir.with_extension("lost")).expect("move aside");
+    cluster.start(lost);
+    cluster.wait_until_up(lost).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let alone = cluster.status(lost).await.expect("it answers");
+    assert!(alone.voters.is_empty(), "it bootstrapped alone: {alone:?}");
+    assert!(
+        cluster
+            .log_text(lost)
+            .contains("once a majority of the initial members answer"),
+        "{}",
+        cluster.log_tail(lost)
+    );
+    cluster.start(missed);
+    cluster.wait_until_up(missed).await;
+    cluster
+        .wait_for_log(lost, "withholds its vote until it holds index")
+        .await;
+    // Several election timeouts (300 to 600 ms here): the member that missed the write
+    // campaigns, and the one that lost its data refuses its votes.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for id in [missed, lost] {
+            let status = cluster.status(id).await;
+            assert!(
+                status.as_ref().is_none_or(|s| s.state != "Leader"),
+                "node {id} leads without the write: {status:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.start(leader);
+    let data = cluster.wait_converged().await;
+    for (id, all) in &data {
+        assert_eq!(
+            all.get("kept").map(String::as_str),
+            Some("acknowledged"),
+            "node {id} lost the acknowledged write"
+        );
+    }
+    cluster.wait_for_log(lost, "it votes again").await;
 }
