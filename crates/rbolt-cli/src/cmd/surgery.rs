@@ -513,13 +513,13 @@ fn freelist_abandon(args: &BaseArgs) -> Result<()> {
     }
     if skipped.len() == 2 {
         bail!(
-            "neither meta page is valid ({}); nothing was written",
+            "neither meta page could be rewritten ({}); nothing was written",
             skipped.join("; ")
         );
     }
     output.finish()?;
     for reason in &skipped {
-        writeln!(w, "WARNING: left an invalid meta page as it is: {reason}")?;
+        writeln!(w, "WARNING: left a meta page as it is: {reason}")?;
     }
     writeln!(w, "The freelist was abandoned in both meta pages.")?;
     writeln!(
