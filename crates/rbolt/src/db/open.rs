@@ -192,14 +192,13 @@ impl FoundMetas {
 
     /// The durable meta in the other slot than `chosen`'s, when it holds a sound one: what a
     /// non-durable `chosen` builds on (commits without syncs never write its slot).
-    pub(super) fn durable_beside(&self, chosen: &Meta) -> Option<Meta> {
+    pub(super) fn durable_beside(&self, chosen: &Meta) -> Option<(Meta, MetaDurability)> {
         let other = (1 - chosen.txid % 2) as usize;
         match (&self.metas[other], self.durability[other]) {
-            (MetaState::Valid(meta), MetaDurability::Durable | MetaDurability::OneSync)
-                if meta.txid < chosen.txid =>
-            {
-                Some(*meta)
-            }
+            (
+                MetaState::Valid(meta),
+                durability @ (MetaDurability::Durable | MetaDurability::OneSync),
+            ) if meta.txid < chosen.txid => Some((*meta, durability)),
             _ => None,
         }
     }
@@ -668,19 +667,20 @@ pub(super) fn trust_unsynced(
         return Ok((meta, durability, None));
     };
     let durable = found.durable_beside(&meta);
-    let intact = durable.and_then(|durable| {
+    let intact = durable.and_then(|(durable, _)| {
         unsynced_pages_intact(map, page_size, &meta, &durable, &digest, options)
     });
     match (intact, durable) {
         (Some(pages), _) => Ok((meta, durability, Some(pages))),
-        (None, Some(durable)) => {
+        (None, Some((durable, its_durability))) => {
             crate::trace::recovered_older_meta(
                 path,
                 durable.txid,
                 "pages the newest commits made without syncs wrote have changed since \
                  (another writer, or a failed sync)",
             );
-            Ok((durable, MetaDurability::Durable, None))
+            // A one-sync meta stays one: the open writes one in Go's form after it.
+            Ok((durable, its_durability, None))
         }
         (None, None) => Err(Error::from_meta(
             path,
