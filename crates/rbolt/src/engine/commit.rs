@@ -144,7 +144,6 @@ impl WriteTx<'_> {
             sync,
         );
         self.writer.durable_one_sync = one_sync;
-        self.meta_started = false;
         // The tree pages this commit wrote are in the file as written: checked pages (the
         // arena cleared their old marks before writing).
         arena.mark_staged();
@@ -155,6 +154,11 @@ impl WriteTx<'_> {
         crate::engine::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
+        // Only now may a way out leave the handle usable: a panic above (after the commit
+        // was published) would otherwise roll back the freelist of a commit that happened
+        // and leave the handle to write from it (issue 51: the close's commit in Go's form
+        // after a one-sync commit did, and leaked the pages the commit had freed).
+        self.meta_started = false;
         self.give_back();
         self.writer.verify.after(|| engine.snapshot());
         Ok(())
