@@ -199,28 +199,46 @@ type OneSyncCase = (&'static str, Vec<PageRun>, [u8; 16], Option<u16>);
 /// sound case, whose runs give the digest, opens at meta 1.
 fn one_sync_metas(ps: usize) -> Vec<(String, Vec<u8>)> {
     let n_pages = 8u64;
+    let base = crafted(ps, n_pages, |_| {});
+    let sound = [PageRun {
+        start: Pgid(2),
+        n_pages: 2,
+    }];
+    let mut sum = 0u128;
+    for r in &sound {
+        let at = r.start.0 as usize * ps;
+        let bytes = &base[at..at + r.n_pages as usize * ps];
+        sum = sum.wrapping_add(run_digest(r.start, &[bytes]));
+    }
+    one_sync_cases(n_pages, &sound, sum.to_le_bytes())
+        .into_iter()
+        .map(|(what, runs, digest, count)| {
+            let mut image = base.clone();
+            let meta = Meta {
+                txid: 3,
+                pgid: n_pages,
+                ..new_meta(ps, 1)
+            };
+            let page = page_mut(&mut image, ps, 1);
+            write_meta_one_sync(page, &meta, &runs, &digest);
+            if let Some(count) = count {
+                write_field(page, 86, 2, u64::from(count));
+            }
+            (format!("a one-sync meta 1 with {what}"), image)
+        })
+        .collect()
+}
+
+/// The one-sync metas of [`one_sync_metas`] on a file of `n_pages`: the sound one (`sound`,
+/// whose runs give `digest`), then the damaged ones.
+fn one_sync_cases(n_pages: u64, sound: &[PageRun], digest: [u8; 16]) -> Vec<OneSyncCase> {
     let run = |start, n_pages| PageRun {
         start: Pgid(start),
         n_pages,
     };
-    let base = crafted(ps, n_pages, |_| {});
-    let sound_digest = |runs: &[PageRun]| -> [u8; 16] {
-        let mut sum = 0u128;
-        for r in runs {
-            let at = r.start.0 as usize * ps;
-            let bytes = &base[at..at + r.n_pages as usize * ps];
-            sum = sum.wrapping_add(run_digest(r.start, &[bytes]));
-        }
-        sum.to_le_bytes()
-    };
-    let sound = vec![run(2, 2)];
-    let cases: Vec<OneSyncCase> = vec![
-        (
-            "sound (opens at meta 1)",
-            sound.clone(),
-            sound_digest(&sound),
-            None,
-        ),
+    let sound = sound.to_vec();
+    vec![
+        ("sound (opens at meta 1)", sound.clone(), digest, None),
         ("a wrong digest", sound.clone(), [0xA5; 16], None),
         ("a run past the file", vec![run(n_pages, 4)], [0; 16], None),
         ("a run of 2^63 pages", vec![run(2, 1 << 63)], [0; 16], None),
@@ -239,37 +257,8 @@ fn one_sync_metas(ps: usize) -> Vec<(String, Vec<u8>)> {
             [0; 16],
             None,
         ),
-        (
-            "a count past the page",
-            sound.clone(),
-            [0; 16],
-            Some(u16::MAX),
-        ),
-    ];
-    cases
-        .into_iter()
-        .map(|(what, runs, digest, count)| {
-            let mut image = base.clone();
-            let meta = Meta {
-                txid: 3,
-                ..new_meta(ps, 1)
-            };
-            let page = page_mut(&mut image, ps, 1);
-            write_meta_one_sync(
-                page,
-                &Meta {
-                    pgid: n_pages,
-                    ..meta
-                },
-                &runs,
-                &digest,
-            );
-            if let Some(count) = count {
-                write_field(page, 86, 2, u64::from(count));
-            }
-            (format!("a one-sync meta 1 with {what}"), image)
-        })
-        .collect()
+        ("a count past the page", sound, [0; 16], Some(u16::MAX)),
+    ]
 }
 
 /// `buckets` nested buckets, each a chain of `depth` one-child branch pages over a leaf that
