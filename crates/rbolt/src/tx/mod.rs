@@ -732,7 +732,8 @@ impl<'db> WriteTx<'db> {
 
     /// Sets how this transaction's commit reaches the disk; the default is
     /// `Durability::Immediate`, or `Durability::None` when the database was opened with
-    /// `Options::no_sync`. A bulk load can make its commits `None` and end with one
+    /// `Options::no_sync`, or `Durability::OneSync` (durable with one sync) with
+    /// `Options::one_sync`. A bulk load can make its commits `None` and end with one
     /// `Immediate` commit or [`Db::sync`](crate::Db::sync), with no reopen.
     ///
     /// ```
@@ -864,7 +865,8 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Writes every change and makes it durable: dirty pages, then an fdatasync, then the
-    /// meta, then an fdatasync (no syncs with [`Durability::None`], see there). A durable
+    /// meta, then an fdatasync (no syncs with [`Durability::None`], one after the meta with
+    /// [`Durability::OneSync`], see there). A durable
     /// commit that changed nothing writes nothing, but still makes the commits before it
     /// durable if some were made without syncs. On error nothing of this transaction is
     /// visible; an error at or after the first sync poisons the handle. The `on_commit` hooks
