@@ -11,8 +11,8 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt_page::{
-    Corruption, META_PAGE_LEN, META_PAGE_READ_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader,
-    Pgid, Reason, find_meta1, read_meta, read_meta_page,
+    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid, Reason,
+    find_meta1, read_meta, read_meta_page,
 };
 use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use std::path::{Path, PathBuf};
@@ -177,8 +177,9 @@ impl RawFile {
     /// Both metas, each with whether it passes the database's checks.
     pub fn metas(&self) -> Result<[MetaSlot; 2]> {
         let slot = |index: u64| -> Result<MetaSlot> {
-            // The record and, for a meta written without syncs, the boot id after it.
-            let read_len = META_PAGE_READ_LEN.min(self.page_size);
+            // The record and, for a meta written without syncs, the boot id after it; for a
+            // one-sync commit's, its runs, up to the end of its page's first 4 KiB.
+            let read_len = rbolt_page::ONE_SYNC_LEN_MAX.min(self.page_size);
             let bytes = self.read_short(index * self.page_size as u64, read_len)?;
             let meta = Meta::read_unchecked(&bytes);
             let valid = if bytes.len() < META_PAGE_LEN {
@@ -191,7 +192,7 @@ impl RawFile {
                     },
                 ))
             } else {
-                // Either kind of meta is sound: one written without syncs carries a second
+                // Every kind of meta is sound: one written without syncs carries a second
                 // checksum over the boot id (the database trusts it only in that boot).
                 read_meta_page(&bytes, Pgid(index))
                     .and_then(|(meta, _)| {

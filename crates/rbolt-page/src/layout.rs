@@ -300,7 +300,7 @@ pub const PAGES_DIGEST_SIZE: usize = 16;
 /// passes as a durable meta.
 pub const NON_DURABLE_CHECKSUM_MASK: u64 = u64::from_le_bytes(*b"nodurabl");
 
-const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+pub(crate) const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a, 64-bit: the meta checksum.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
@@ -308,7 +308,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// FNV-1a 64 of `bytes` continued from `hash` (the hash of what came before them).
-fn fnv1a64_continue(mut hash: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64_continue(mut hash: u64, bytes: &[u8]) -> u64 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     for &byte in bytes {
         hash ^= u64::from(byte);

@@ -43,6 +43,7 @@ mod build;
 mod edit;
 mod error;
 mod layout;
+mod one_sync;
 mod page_set;
 mod types;
 mod view;
@@ -62,6 +63,11 @@ pub use error::{Corruption, Reason, Result};
 pub use layout::{
     BOOT_ID_SIZE, BootId, BranchElement, BucketHeader, LeafElement, Meta,
     NON_DURABLE_CHECKSUM_MASK, PAGES_DIGEST_SIZE, PageHeader, PagesDigest, fnv1a64,
+};
+pub use one_sync::{
+    ONE_SYNC_BYTES_MAX, ONE_SYNC_CHECKSUM_MASK, ONE_SYNC_HEAD_LEN, ONE_SYNC_LEN_MAX,
+    ONE_SYNC_RUN_SIZE, ONE_SYNC_TAG, ONE_SYNC_VERSION, OneSyncRecord, PageRun, one_sync_meta_len,
+    one_sync_runs_max, run_digest, write_meta_one_sync,
 };
 pub use page_set::{PageSet, PageSetIds};
 pub use types::*;

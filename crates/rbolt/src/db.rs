@@ -202,8 +202,12 @@ impl Db {
             make_durable_at_open(engine, &meta, durability, &extents.unwrap_or_default())?;
         }
         // A file written without a freelist, opened by a writer that keeps one: write it now,
-        // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does).
-        if !engine.options.read_only && !engine.options.no_freelist_sync && !meta.has_freelist() {
+        // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does). A
+        // one-sync meta (which Go rejects) is followed by a meta in Go's form the same way,
+        // so that Go opens the file once rbolt has.
+        let go_form = durability == rbolt_page::MetaDurability::OneSync;
+        let add_freelist = !engine.options.no_freelist_sync && !meta.has_freelist();
+        if !engine.options.read_only && !created && (add_freelist || go_form) {
             let mut tx = engine.begin_write()?;
             tx.commit_unchanged = true;
             tx.set_durability(crate::Durability::Immediate);
@@ -468,7 +472,7 @@ impl Db {
         if self.engine.options.read_only {
             return Ok(());
         }
-        self.engine.begin_write()?.make_durable(true)
+        self.engine.begin_write()?.make_durable(true, false)
     }
 
     /// Closes the database: makes commits made without syncs durable (as [`Db::sync`] does),
@@ -507,7 +511,7 @@ impl Db {
         // A poisoned handle cannot make anything durable: the close says so (issue 46: it
         // returned `Ok` after a failed `Db::sync`, and the commits before were then lost).
         engine.check_poisoned()?;
-        engine.begin_write()?.make_durable(false)
+        engine.begin_write()?.make_durable(false, true)
     }
 
     /// Counters of the database and its freelist (bbolt's `DB.Stats`).

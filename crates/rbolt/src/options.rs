@@ -71,6 +71,28 @@ pub enum Durability {
     ///
     /// [`Db::sync`]: crate::Db::sync
     None,
+    /// Durable with one sync (issue 51): the commit writes its pages and its meta, then syncs
+    /// once (`fdatasync`, or `fsync` when the file grew). When `commit` returns, the commit
+    /// and every one before it survive a crash of the process, an OS crash or a power loss,
+    /// as with [`Durability::Immediate`]. Its meta lists the page runs the commit wrote and a
+    /// digest of their bytes; an open trusts it only when the pages still give the digest,
+    /// and otherwise (a power loss during the sync kept the meta but not every page) opens the
+    /// commit before it, which this one could not have touched.
+    ///
+    /// What Go bbolt sees: such a meta carries a checksum Go rejects, so Go opens the other
+    /// meta. rbolt writes a meta in Go's form over it at close and at the open after a crash,
+    /// so Go opens every file rbolt closed, and every crashed file once rbolt has opened it;
+    /// a crashed file that Go opens first may show Go an older commit, or no valid meta at
+    /// all when both slots hold such metas. Use [`Durability::Immediate`] for a file that Go
+    /// may open straight after a crash.
+    ///
+    /// Made with two syncs instead where its meta could not be trusted (the rules of
+    /// [`Durability::None`]: meta slot 0 of a file whose pages are not the system's page size,
+    /// a meta that would not fit its page within one 4 KiB block), when its page runs do not
+    /// fit the meta page or pass [`rbolt_page::ONE_SYNC_BYTES_MAX`] bytes, and right after
+    /// commits without syncs (whose pages its digest does not cover). Vacuum steps are always
+    /// made with two syncs. Set for every transaction with [`Options::one_sync`].
+    OneSync,
 }
 
 /// Options for [`Db::open_with`](crate::Db::open_with). `Options::default()` gives bbolt's
@@ -121,6 +143,11 @@ pub struct Options {
     /// since the last durable point (`Db::sync`, a close, an `Immediate` commit) and opens that
     /// one, whole. For bulk loads that can be redone. A vacuum's steps are durable regardless.
     pub no_sync: bool,
+    /// Commit with [`Durability::OneSync`] unless a transaction says otherwise (and unless
+    /// `no_sync`): durable commits with one sync instead of two. Off by default in this first
+    /// landing (issue 51): after a crash, Go bbolt may not open the file until rbolt has
+    /// opened it once, and a file shared with Go wants bbolt's two syncs.
+    pub one_sync: bool,
     /// Create the file when it does not exist (read-write opens; the default). With `false`,
     /// opening a missing file is an error, so a mistyped path does not make a new database.
     pub create: bool,
@@ -178,6 +205,7 @@ impl Default for Options {
             lock_timeout: Some(Duration::ZERO),
             read_only: false,
             no_sync: false,
+            one_sync: false,
             create: true,
             no_grow_sync: false,
             no_freelist_sync: false,
@@ -290,6 +318,16 @@ setters! {
     read_only: bool,
     /// Sets `no_sync`.
     no_sync: bool,
+    /// Sets `one_sync`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open_with(dir.path().join("db"), rbolt::Options::default().one_sync(true))?;
+    /// let tx = db.begin_write()?;
+    /// assert_eq!(tx.durability(), rbolt::Durability::OneSync);
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    one_sync: bool,
     /// Sets `create`.
     ///
     /// ```

@@ -1,5 +1,5 @@
 //! The crash writer: an rbolt process that creates a file, makes a planned run of durable
-//! commits, commits without syncs (`Durability::None`) and `Db::sync`s on it, reports each
+//! commits (two syncs or one), commits without syncs (`Durability::None`) and `Db::sync`s on it, reports each
 //! step on stdout before (`begin N`, and `txid T` for a commit) and after (`acked N`) it,
 //! and is killed (SIGKILL) by the suite, either while it idles after its plan or at a random
 //! moment inside it. Its workload
@@ -33,6 +33,9 @@ pub enum Step {
     Unsynced,
     /// `Db::sync`: a durable point without a commit.
     Sync,
+    /// A commit with `Durability::OneSync` (issue 51): durable, in a meta Go cannot read
+    /// until rbolt has opened the file again.
+    OneSync,
 }
 
 impl Step {
@@ -41,13 +44,14 @@ impl Step {
     }
 }
 
-/// A plan as the child's command line spells it: `D`, `N` and `S` for each step.
+/// A plan as the child's command line spells it: `D`, `N`, `S` and `O` for each step.
 pub fn parse_plan(text: &str) -> Result<Vec<Step>, String> {
     text.chars()
         .map(|letter| match letter {
             'D' => Ok(Step::Durable),
             'N' => Ok(Step::Unsynced),
             'S' => Ok(Step::Sync),
+            'O' => Ok(Step::OneSync),
             other => Err(format!("unknown step {other:?} in plan {text:?}")),
         })
         .collect()
@@ -153,8 +157,10 @@ pub fn child_main(args: &[String]) -> Result<(), String> {
             } else {
                 let tx = db.begin_write()?;
                 say(&format!("begin {i} txid {}", tx.id().0));
-                if *step == Step::Unsynced {
-                    tx.set_durability(Durability::None);
+                match step {
+                    Step::Unsynced => tx.set_durability(Durability::None),
+                    Step::OneSync => tx.set_durability(Durability::OneSync),
+                    Step::Durable | Step::Sync => {}
                 }
                 let mut bucket = tx.create_bucket_if_not_exists(BUCKET)?;
                 for op in commit_ops(seed, page_size, commit) {

@@ -108,7 +108,9 @@ struct Setup {
 
 fn setup(seed: u64) -> Setup {
     Setup {
-        options: Options::default(),
+        // Even seeds commit durably with one sync (issue 51): the same failpoints, with the
+        // one-sync meta's write and sync where the two-sync protocol has its second.
+        options: Options::default().one_sync(seed.is_multiple_of(2)),
         workload: Workload::new(seed, rbolt::PAGE_SIZE_DEFAULT),
     }
 }

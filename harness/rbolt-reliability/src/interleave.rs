@@ -156,7 +156,9 @@ fn plan(seed: u64, actions: usize) -> Plan {
             FreelistKind::Span
         })
         .no_freelist_sync(rng.chance(1, 3))
-        .auto_shrink(rng.coin());
+        .auto_shrink(rng.coin())
+        // Durable commits with one sync or two (issue 51).
+        .one_sync(rng.coin());
     let script = |rng: &mut Rng| -> Vec<Action> {
         (0..actions)
             .map(|_| match rng.below(10) {
@@ -612,6 +614,8 @@ fn run_action(
             };
             tx.set_durability(if none {
                 Durability::None
+            } else if db.options().one_sync {
+                Durability::OneSync
             } else {
                 Durability::Immediate
             });

@@ -49,6 +49,11 @@ pub enum Mode {
     AutoShrink,
     /// Commits durable or not at random, a vacuum step after some.
     Vacuum,
+    /// Every commit durable with one sync (`Durability::OneSync`, issue 51).
+    OneSync,
+    /// Each commit with one sync, two or none at random, a `Db::sync` or a vacuum step after
+    /// some.
+    OneSyncMixed,
 }
 
 /// What follows a step's commit.
@@ -64,7 +69,7 @@ pub enum After {
 
 impl Mode {
     /// Every cell.
-    pub const ALL: [Mode; 7] = [
+    pub const ALL: [Mode; 9] = [
         Mode::Immediate,
         Mode::NoneOnly,
         Mode::Mixed,
@@ -72,6 +77,8 @@ impl Mode {
         Mode::NoSyncOption,
         Mode::AutoShrink,
         Mode::Vacuum,
+        Mode::OneSync,
+        Mode::OneSyncMixed,
     ];
 
     /// Its name in summary lines.
@@ -84,6 +91,8 @@ impl Mode {
             Mode::NoSyncOption => "no_sync",
             Mode::AutoShrink => "auto_shrink",
             Mode::Vacuum => "vacuum",
+            Mode::OneSync => "one_sync",
+            Mode::OneSyncMixed => "one_sync+mixed",
         }
     }
 
@@ -97,6 +106,8 @@ impl Mode {
             Mode::NoSyncOption => "power-loss[no_sync]",
             Mode::AutoShrink => "power-loss[auto_shrink]",
             Mode::Vacuum => "power-loss[vacuum]",
+            Mode::OneSync => "power-loss[one_sync]",
+            Mode::OneSyncMixed => "power-loss[one_sync+mixed]",
         }
     }
 
@@ -115,6 +126,23 @@ impl Mode {
     pub fn plan(self, seed: u64, step: u64) -> (Durability, After) {
         let mut rng = Rng::derive(seed ^ 0xD0_5A7E, step);
         let coin = rng.coin();
+        match self {
+            Mode::OneSync => return (Durability::OneSync, After::Nothing),
+            Mode::OneSyncMixed => {
+                let durability = match rng.below(3) {
+                    0 => Durability::OneSync,
+                    1 => Durability::Immediate,
+                    _ => Durability::None,
+                };
+                let after = match rng.below(6) {
+                    0 => After::Sync,
+                    1 => After::VacuumStep,
+                    _ => After::Nothing,
+                };
+                return (durability, after);
+            }
+            _ => {}
+        }
         let (none, after) = match self {
             Mode::Immediate => (false, After::Nothing),
             Mode::NoneOnly => (true, After::Nothing),
@@ -122,6 +150,7 @@ impl Mode {
             Mode::Sync => (true, after_if(rng.chance(1, 3), After::Sync)),
             Mode::NoSyncOption => (!rng.chance(1, 5), after_if(rng.chance(1, 5), After::Sync)),
             Mode::Vacuum => (coin, after_if(rng.chance(1, 3), After::VacuumStep)),
+            Mode::OneSync | Mode::OneSyncMixed => unreachable!("planned above"),
         };
         let durability = if none {
             Durability::None
@@ -155,7 +184,7 @@ fn run_step(
         acked.durable = acked.step;
     }
     acked.step = Some(step);
-    if durability == Durability::Immediate {
+    if durability != Durability::None {
         acked.durable = Some(step);
     }
     match after {

@@ -17,6 +17,9 @@ pub struct Rbolt {
     file: Arc<FileStorage>,
     /// What each write transaction asks for (`WriteTx::set_durability`).
     durability: Durability,
+    /// What a synced transaction asks for: `Durability::Immediate` (two syncs), or
+    /// `Durability::OneSync` when `RBOLT_COMPARE_ONE_SYNC` is set (issue 51).
+    durable: Durability,
 }
 
 impl Engine for Rbolt {
@@ -33,19 +36,21 @@ impl Engine for Rbolt {
         let file = Arc::new(FileStorage::open(data_file(dir), FileOptions::new())?);
         let db = Db::open_storage(file.clone(), Options::default())?;
         db.update(|tx| tx.create_bucket(BUCKET).map(|_| ()))?;
+        let durable = if std::env::var_os("RBOLT_COMPARE_ONE_SYNC").is_some() {
+            Durability::OneSync
+        } else {
+            Durability::Immediate
+        };
         Ok(Rbolt {
             db,
             file,
-            durability: Durability::Immediate,
+            durability: durable,
+            durable,
         })
     }
 
     fn set_sync(&mut self, sync: bool) -> Result<()> {
-        self.durability = if sync {
-            Durability::Immediate
-        } else {
-            Durability::None
-        };
+        self.durability = if sync { self.durable } else { Durability::None };
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! Damaged, foreign, missing and locked files: one clear error line naming the file, a
 //! non-zero exit, never a panic; `check` lists what is wrong.
 
-use crate::support::{Dir, arg, assert_one_error_line, rbolt, unchanged};
+use crate::support::{Dir, arg, assert_one_error_line, contents, rbolt, unchanged};
 use std::path::Path;
 
 /// Every read command, with the arguments it needs after the path.
@@ -274,4 +274,44 @@ fn check_judges_the_older_meta_as_the_database_does() {
     });
     let out = check_finds_errors(&both);
     assert!(out.contains("meta page 1: high-water mark 100"), "{out}");
+}
+
+/// Issue 51: a file a crash left with one-sync metas (the newest commit's and the one
+/// before) is no damaged file: `check` passes, `info` reads it, and `surgery freelist
+/// abandon` leaves rbolt's own meta forms alone instead of calling them invalid.
+#[test]
+fn one_sync_metas_read_as_sound() {
+    let dir = Dir::new();
+    let path = dir.path("live.db");
+    let db = rbolt::Db::open_with(&path, rbolt::Options::default().one_sync(true)).unwrap();
+    for i in 0..3u32 {
+        db.update(|tx| {
+            tx.create_bucket_if_not_exists("b")?
+                .put(i.to_be_bytes(), "v")
+        })
+        .unwrap();
+    }
+    // What a crash leaves: the file as the page cache holds it, no close.
+    let crashed = dir.path("crashed.db");
+    std::fs::copy(&path, &crashed).unwrap();
+    drop(db);
+    let bytes = contents(&crashed);
+    for slot in 0..2 {
+        let page = &bytes[slot * 4096..(slot + 1) * 4096];
+        let (_, kind) = rbolt_page::read_meta_page(page, rbolt_page::Pgid(slot as u64)).unwrap();
+        assert_eq!(kind, rbolt_page::MetaDurability::OneSync, "meta {slot}");
+    }
+    assert_eq!(rbolt(["check", arg(&crashed)]).ok(), "OK\n");
+    rbolt(["info", arg(&crashed)]).ok();
+    let output = dir.path("abandoned.db");
+    rbolt([
+        "surgery",
+        "freelist",
+        "abandon",
+        "--output",
+        arg(&output),
+        arg(&crashed),
+    ])
+    .fails_with("one-sync commit");
+    assert_eq!(contents(&crashed), bytes, "surgery wrote the file");
 }

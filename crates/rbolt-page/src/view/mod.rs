@@ -659,12 +659,18 @@ pub enum MetaDurability {
         /// that this meta reaches (see [`page_digest`](crate::page_digest)).
         digest: crate::PagesDigest,
     },
+    /// Written by a commit that synced once, after its pages and this meta: whole only while
+    /// the runs its [`OneSyncRecord`](crate::OneSyncRecord) names still give its digest (the
+    /// sync may not have finished before a power loss).
+    OneSync,
 }
 
 /// Reads the meta page at the start of `bytes` (page `pgid`) of either durability: as
 /// [`read_meta`], and a checksum that matches the non-durable variant over the boot id after the
-/// record makes it [`MetaDurability::NonDurable`]. A checksum that matches neither is the plain
-/// checksum's error.
+/// record makes it [`MetaDurability::NonDurable`], and a one-sync tail whose checksum matches
+/// ([`OneSyncRecord::read`](crate::OneSyncRecord::read); pass up to
+/// [`ONE_SYNC_LEN_MAX`](crate::ONE_SYNC_LEN_MAX) bytes to see one) makes it
+/// [`MetaDurability::OneSync`]. A checksum that matches none is the plain checksum's error.
 pub fn read_meta_page(bytes: &[u8], pgid: Pgid) -> Result<(Meta, MetaDurability)> {
     let error = match read_meta(bytes, pgid) {
         Ok(meta) => return Ok((meta, MetaDurability::Durable)),
@@ -673,8 +679,13 @@ pub fn read_meta_page(bytes: &[u8], pgid: Pgid) -> Result<(Meta, MetaDurability)
     if !matches!(error.reason, Reason::BadChecksum { .. }) {
         return Err(error);
     }
-    let tail = bytes.get(META_PAGE_LEN..META_PAGE_READ_LEN);
-    let (Some(meta), Some(tail)) = (Meta::read_unchecked(bytes), tail) else {
+    let Some(meta) = Meta::read_unchecked(bytes) else {
+        return Err(error);
+    };
+    if crate::OneSyncRecord::read(bytes, &meta).is_some() {
+        return Ok((meta, MetaDurability::OneSync));
+    }
+    let Some(tail) = bytes.get(META_PAGE_LEN..META_PAGE_READ_LEN) else {
         return Err(error);
     };
     let (boot_id, digest) = tail.split_at(BOOT_ID_SIZE);
@@ -700,16 +711,21 @@ pub fn find_meta1<E>(
     file_len: u64,
     mut read_at: impl FnMut(&mut [u8], u64) -> std::result::Result<(), E>,
 ) -> std::result::Result<Option<Meta>, E> {
+    // Meta 1 of a durable kind: Go's, or a one-sync meta (its tail up to 4 KiB on).
     let meta_at = |bytes: &[u8], offset: u64| {
         let header = PageHeader::read(bytes)?;
         if header.id != 1 || header.flags != FLAG_META {
             return None;
         }
-        read_meta(bytes, Pgid(1))
-            .ok()
-            .filter(|meta| u64::from(meta.page_size) == offset)
+        match read_meta_page(bytes, Pgid(1)) {
+            Ok((meta, MetaDurability::Durable | MetaDurability::OneSync)) => {
+                Some(meta).filter(|meta| u64::from(meta.page_size) == offset)
+            }
+            _ => None,
+        }
     };
-    let mut buf = [0u8; META_PAGE_LEN];
+    let overlap = crate::ONE_SYNC_LEN_MAX;
+    let mut buf = [0u8; crate::ONE_SYNC_LEN_MAX];
     let powers = (0..u32::BITS)
         .map(|shift| 1u32 << shift)
         .filter(|size| (PAGE_SIZE_MIN..=PAGE_SIZE_MAX).contains(size));
@@ -717,27 +733,45 @@ pub fn find_meta1<E>(
         if offset + META_PAGE_LEN as u64 > file_len {
             break;
         }
-        read_at(&mut buf, offset)?;
-        if let Some(meta) = meta_at(&buf, offset) {
+        let len = ((file_len - offset) as usize).min(buf.len());
+        read_at(&mut buf[..len], offset)?;
+        if let Some(meta) = meta_at(&buf[..len], offset) {
             return Ok(Some(meta));
         }
     }
-    let end = file_len.min(u64::from(PAGE_SIZE_SCAN_MAX) + META_PAGE_LEN as u64);
+    // Candidates up to the largest page size scanned; bytes past it for a meta's tail.
+    let Some(last_start) = file_len
+        .checked_sub(META_PAGE_LEN as u64)
+        .map(|last| last.min(u64::from(PAGE_SIZE_SCAN_MAX)))
+    else {
+        return Ok(None);
+    };
+    let end = file_len.min(u64::from(PAGE_SIZE_SCAN_MAX) + overlap as u64);
     let mut offset = u64::from(PAGE_SIZE_MIN);
     // No larger than what is left to scan: a small file gets a small buffer.
-    let chunk_len = (end.saturating_sub(offset) as usize).min(SCAN_CHUNK_BYTES + META_PAGE_LEN);
+    let chunk_len = (end.saturating_sub(offset) as usize).min(SCAN_CHUNK_BYTES + overlap);
     let mut chunk = vec![0u8; chunk_len];
-    while offset + META_PAGE_LEN as u64 <= end {
+    while offset <= last_start {
         let len = ((end - offset) as usize).min(chunk.len());
         read_at(&mut chunk[..len], offset)?;
-        for start in 0..=len - META_PAGE_LEN {
+        // The last start here: in the file's last chunk, any a meta fits after; else one
+        // whose 4 KiB tail is in this chunk (the next chunk starts after it).
+        let starts = if offset + len as u64 == end {
+            len - META_PAGE_LEN
+        } else {
+            len - overlap
+        };
+        for start in 0..=starts {
             let at = offset + start as u64;
-            if let Some(meta) = meta_at(&chunk[start..start + META_PAGE_LEN], at) {
+            if at > last_start {
+                break;
+            }
+            let bytes = &chunk[start..(start + overlap).min(len)];
+            if let Some(meta) = meta_at(bytes, at) {
                 return Ok(Some(meta));
             }
         }
-        // The next chunk starts where a meta could no longer fit in this one.
-        offset += (len - META_PAGE_LEN + 1) as u64;
+        offset += starts as u64 + 1;
     }
     Ok(None)
 }

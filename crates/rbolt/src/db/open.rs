@@ -13,8 +13,9 @@ use rbolt_btree::Pages;
 use rbolt_freelist::{AnyFreelist, Freelist};
 use rbolt_page::{
     BootId, Corruption, EMPTY_DB_PAGES, FreelistPage, MAGIC, META_PAGE_LEN, META_PAGE_READ_LEN,
-    Meta, MetaDurability, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST, PagesDigest, Pgid, Reason,
-    empty_db_prefixes, find_meta1, page_digest, read_meta_page, write_empty_db,
+    Meta, MetaDurability, ONE_SYNC_LEN_MAX, OneSyncRecord, PAGE_SIZE_SCAN_MAX, PGID_NO_FREELIST,
+    PagesDigest, Pgid, Reason, empty_db_prefixes, find_meta1, page_digest, read_meta_page,
+    run_digest, write_empty_db,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -119,6 +120,10 @@ enum MetaState {
     /// Intact, but written without a sync in another boot than this one: a power loss or an
     /// OS crash since may have dropped any page it points at, so it is not opened.
     Stale(Meta),
+    /// Intact, written by a one-sync commit whose pages do not give its digest (or lie
+    /// outside the file): its one sync did not finish before a power loss, so it is not
+    /// opened, and the other meta, which its commit could not have touched, is.
+    Unverified(Meta),
     /// Not a meta: torn, absent or of another format.
     Broken(Corruption),
 }
@@ -130,7 +135,8 @@ impl MetaState {
             MetaState::Valid(meta)
             | MetaState::PastEnd(meta)
             | MetaState::Unsound(meta, _)
-            | MetaState::Stale(meta) => Some(meta),
+            | MetaState::Stale(meta)
+            | MetaState::Unverified(meta) => Some(meta),
             MetaState::Broken(_) => None,
         }
     }
@@ -138,7 +144,7 @@ impl MetaState {
     /// The meta, if it is intact and may be opened (not stale).
     fn trusted(&self) -> Option<&Meta> {
         match self {
-            MetaState::Stale(_) => None,
+            MetaState::Stale(_) | MetaState::Unverified(_) => None,
             state => state.intact(),
         }
     }
@@ -156,7 +162,7 @@ pub(super) struct FoundMetas {
     durability: [MetaDurability; 2],
     /// The first bytes of the file, to tell "not a bbolt file" from a damaged one; `None`
     /// when the file is too short to hold them.
-    first: Option<[u8; META_PAGE_READ_LEN]>,
+    first: Option<[u8; ONE_SYNC_LEN_MAX]>,
     /// Why meta 0 did not give the page size.
     meta0_error: Option<Corruption>,
 }
@@ -186,12 +192,13 @@ impl FoundMetas {
 
     /// The durable meta in the other slot than `chosen`'s, when it holds a sound one: what a
     /// non-durable `chosen` builds on (commits without syncs never write its slot).
-    pub(super) fn durable_beside(&self, chosen: &Meta) -> Option<Meta> {
+    pub(super) fn durable_beside(&self, chosen: &Meta) -> Option<(Meta, MetaDurability)> {
         let other = (1 - chosen.txid % 2) as usize;
         match (&self.metas[other], self.durability[other]) {
-            (MetaState::Valid(meta), MetaDurability::Durable) if meta.txid < chosen.txid => {
-                Some(*meta)
-            }
+            (
+                MetaState::Valid(meta),
+                durability @ (MetaDurability::Durable | MetaDurability::OneSync),
+            ) if meta.txid < chosen.txid => Some((*meta, durability)),
             _ => None,
         }
     }
@@ -209,6 +216,9 @@ impl FoundMetas {
             }
             MetaState::Stale(meta) if meta.txid > chosen.txid => {
                 Some("the newest commits were made without syncs before the last reboot")
+            }
+            MetaState::Unverified(meta) if meta.txid > chosen.txid => {
+                Some("the newest commit's one sync did not finish: its pages are not all there")
             }
             _ => None,
         }
@@ -272,6 +282,11 @@ impl FoundMetas {
         if let Some(meta) = past_end {
             return Err(truncated(meta));
         }
+        Err(self.no_sound_meta(path))
+    }
+
+    /// The error of a file none of whose metas may be opened: the first meta's reason.
+    fn no_sound_meta(&self, path: Option<&Path>) -> Error {
         let error = self
             .metas
             .iter()
@@ -280,10 +295,14 @@ impl FoundMetas {
                 MetaState::Stale(meta) => {
                     Some(Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta))
                 }
+                MetaState::Unverified(meta) => Some(Corruption::new(
+                    Pgid(meta.txid % 2),
+                    Reason::Other("a one-sync meta whose pages do not give its digest"),
+                )),
                 _ => None,
             })
             .expect("no sound meta means an error was recorded");
-        Err(Error::from_meta(path, error))
+        Error::from_meta(path, error)
     }
 }
 
@@ -300,8 +319,8 @@ pub(super) fn read_metas(
     // an invalid meta (falling back to the older meta would hide the newest commit). A file
     // that ends within the boot id of a non-durable meta reads it as zeros (the meta then
     // fails its checksum, as its write was cut short).
-    let read_at = |offset: u64| -> Result<Option<[u8; META_PAGE_READ_LEN]>> {
-        let mut buf = [0u8; META_PAGE_READ_LEN];
+    let read_at = |offset: u64| -> Result<Option<[u8; ONE_SYNC_LEN_MAX]>> {
+        let mut buf = [0u8; ONE_SYNC_LEN_MAX];
         if offset.saturating_add(META_PAGE_LEN as u64) > file_len {
             return Ok(None);
         }
@@ -379,6 +398,15 @@ pub(super) fn read_metas(
                 durability[index as usize] = written;
                 meta
             }
+            Ok((meta, MetaDurability::OneSync)) => {
+                let verified = one_sync_pages_intact(storage, path, file_len, page_size, &buf)?;
+                if !verified {
+                    metas.push(MetaState::Unverified(meta));
+                    continue;
+                }
+                durability[index as usize] = MetaDurability::OneSync;
+                meta
+            }
             Err(error) => {
                 metas.push(MetaState::Broken(error));
                 continue;
@@ -411,6 +439,44 @@ pub(super) fn read_metas(
         first: Some(first),
         meta0_error,
     })
+}
+
+/// Whether the one-sync meta page `bytes` (read from a file of `file_len` bytes whose pages
+/// are `page_size` bytes) may be opened: its fields are sound, its runs are a list its commit
+/// can have written, lie within the file and still give its digest. Any other answer is
+/// `false`: the open takes the other meta, which that commit could not have touched. Only a
+/// read that fails is an error.
+fn one_sync_pages_intact(
+    storage: &dyn Storage,
+    path: Option<&Path>,
+    file_len: u64,
+    page_size: u64,
+    bytes: &[u8],
+) -> Result<bool> {
+    let Some(meta) = Meta::read_unchecked(bytes) else {
+        return Ok(false);
+    };
+    let Some(record) = OneSyncRecord::read(bytes, &meta) else {
+        return Ok(false);
+    };
+    // Its mark past the end too: the length its one sync was to make durable is not there.
+    if u64::from(meta.page_size) != page_size
+        || meta.validate_fields(Pgid(meta.txid % 2), file_len).is_err()
+        || !record.runs_plausible(&meta)
+    {
+        return Ok(false);
+    }
+    let mut sum = 0u128;
+    let mut buf = Vec::new();
+    for run in record.runs() {
+        // Within the mark (`runs_plausible`), which is within the file (`validate_fields`).
+        buf.resize((run.n_pages * page_size) as usize, 0);
+        storage
+            .read_exact_at(&mut buf, run.start.0 * page_size)
+            .map_err(|e| Error::io(path, e))?;
+        sum = sum.wrapping_add(run_digest(run.start, &[&buf]));
+    }
+    Ok(sum.to_le_bytes() == record.digest)
 }
 
 /// Loads the freelist of `snapshot`: from its page, or by scanning for unreachable pages when
@@ -493,15 +559,23 @@ pub(super) fn unsynced_pages_intact(
 /// meta whose sync failed may be in the cache, clean, and not on the disk. Where the device
 /// holds it, nothing is written (an in-place rewrite of a durable meta that a power loss then
 /// garbles would lose it); where the storage cannot tell, only the sync follows.
-pub(super) fn meta_on_disk(storage: &dyn Storage, page_size: usize, txid: u64) -> Result<()> {
+///
+/// `len`: how many bytes of the meta page to compare and write (a one-sync meta's runs reach
+/// further than the other kinds' fields).
+pub(super) fn meta_on_disk(
+    storage: &dyn Storage,
+    page_size: usize,
+    txid: u64,
+    len: usize,
+) -> Result<()> {
     let io = |e| Error::io(storage.path(), e);
-    let len = META_PAGE_READ_LEN.min(page_size);
+    let len = len.min(page_size).min(ONE_SYNC_LEN_MAX);
     let offset = (txid % 2) * page_size as u64;
-    let mut cached = [0u8; META_PAGE_READ_LEN];
+    let mut cached = [0u8; ONE_SYNC_LEN_MAX];
     storage
         .read_exact_at(&mut cached[..len], offset)
         .map_err(io)?;
-    let mut on_disk = [0u8; META_PAGE_READ_LEN];
+    let mut on_disk = [0u8; ONE_SYNC_LEN_MAX];
     let differs = match storage.read_durable(&mut on_disk[..len], offset) {
         Ok(told) => told && on_disk[..len] != cached[..len],
         // The device could not be read: write it again.
@@ -540,6 +614,38 @@ pub(super) fn rewrite_extents(
     Ok(())
 }
 
+/// Writes the runs the one-sync meta of `txid` names again, as the page cache holds them (the
+/// open verified them already), for the reason [`rewrite_extents`] gives.
+fn rewrite_one_sync_runs(storage: &dyn Storage, page_size: usize, txid: u64) -> Result<()> {
+    let io = |e| Error::io(storage.path(), e);
+    let offset = (txid % 2) * page_size as u64;
+    let mut head = [0u8; ONE_SYNC_LEN_MAX];
+    let len = page_size.min(ONE_SYNC_LEN_MAX);
+    storage
+        .read_exact_at(&mut head[..len], offset)
+        .map_err(io)?;
+    let record = Meta::read_unchecked(&head)
+        .and_then(|meta| OneSyncRecord::read(&head[..len], &meta).map(|r| (meta, r)));
+    let Some((meta, record)) = record.filter(|(meta, r)| r.runs_plausible(meta)) else {
+        return Err(Error::from_meta(
+            storage.path(),
+            Corruption::new(
+                Pgid(txid % 2),
+                Reason::Other("the one-sync meta changed while the file was opened"),
+            ),
+        ));
+    };
+    let page_size = u64::from(meta.page_size);
+    let mut buf = Vec::new();
+    for run in record.runs() {
+        buf.resize((run.n_pages * page_size) as usize, 0);
+        let at = run.start.0 * page_size;
+        storage.read_exact_at(&mut buf, at).map_err(io)?;
+        storage.write_all_at(&buf, at).map_err(io)?;
+    }
+    Ok(())
+}
+
 /// What a trusted non-durable meta reaches: every page, and the first pages of the extents its
 /// digest covered (the pages written since the durable meta).
 pub(super) type UnsyncedPages = (PageSet, Vec<Pgid>);
@@ -561,19 +667,20 @@ pub(super) fn trust_unsynced(
         return Ok((meta, durability, None));
     };
     let durable = found.durable_beside(&meta);
-    let intact = durable.and_then(|durable| {
+    let intact = durable.and_then(|(durable, _)| {
         unsynced_pages_intact(map, page_size, &meta, &durable, &digest, options)
     });
     match (intact, durable) {
         (Some(pages), _) => Ok((meta, durability, Some(pages))),
-        (None, Some(durable)) => {
+        (None, Some((durable, its_durability))) => {
             crate::trace::recovered_older_meta(
                 path,
                 durable.txid,
                 "pages the newest commits made without syncs wrote have changed since \
                  (another writer, or a failed sync)",
             );
-            Ok((durable, MetaDurability::Durable, None))
+            // A one-sync meta stays one: the open writes one in Go's form after it.
+            Ok((durable, its_durability, None))
         }
         (None, None) => Err(Error::from_meta(
             path,
@@ -603,9 +710,26 @@ pub(crate) fn make_durable_at_open(
             Error::io(engine.path(), e)
         })
     };
-    if durability == MetaDurability::Durable {
-        meta_on_disk(storage, engine.page_size, meta.txid).inspect_err(|_| engine.poison())?;
-        return sync_all();
+    match durability {
+        MetaDurability::Durable => {
+            meta_on_disk(storage, engine.page_size, meta.txid, META_PAGE_READ_LEN)
+                .inspect_err(|_| engine.poison())?;
+            return sync_all();
+        }
+        MetaDurability::OneSync => {
+            // Its pages gave its digest from the page cache: written again, they are dirty,
+            // and the sync writes them even if a failed sync left them clean there; the meta
+            // likewise, as far as it reaches in its 4 KiB block.
+            let offset = (meta.txid % 2) * engine.page_size as u64;
+            let len = ONE_SYNC_LEN_MAX - (offset % ONE_SYNC_LEN_MAX as u64) as usize;
+            rewrite_one_sync_runs(storage, engine.page_size, meta.txid)
+                .inspect_err(|_| engine.poison())?;
+            meta_on_disk(storage, engine.page_size, meta.txid, len)
+                .inspect_err(|_| engine.poison())?;
+            engine.lock_writer().durable_one_sync = true;
+            return sync_all();
+        }
+        MetaDurability::NonDurable { .. } => {}
     }
     crate::trace::recovered_unsynced(engine.path(), meta.txid);
     let mut writer = engine.lock_writer();

@@ -47,8 +47,14 @@ impl WriteTx<'_> {
         let engine = self.engine;
         let txid = self.shared.core.get_mut().writes.txid();
         // Some commits cannot skip their syncs whatever they ask for (`may_skip_syncs`).
-        let sync = self.durability.get() == Durability::Immediate
+        let durability = self.durability.get();
+        let sync = durability != Durability::None
             || !crate::engine::may_skip_syncs(engine.page_size, txid);
+        // A one-sync commit's digest covers its own pages only: right after commits without
+        // syncs (whose pages it reaches unsynced) it syncs twice.
+        let one_sync = durability == Durability::OneSync
+            && self.writer.durable.txid == self.base.txid
+            && crate::engine::one_sync_runs_max(engine.page_size, txid) > 0;
         // A durable commit keeps its promise that every commit before it is durable even when
         // it changed nothing: after commits without syncs it is written as one anyway.
         let durable_after_unsynced = sync && self.writer.durable.txid != self.base.txid;
@@ -67,6 +73,10 @@ impl WriteTx<'_> {
         let core = shared.core.get_mut();
         // A commit without syncs lists what it writes for its meta's digest.
         core.writes.digest_writes = !sync;
+        // A one-sync commit lists the runs it writes for its meta.
+        core.writes.record_runs = one_sync;
+        core.writes.runs.clear();
+        core.writes.runs_digest = 0;
 
         // Only this commit's node pages may be marked checked when it is done.
         core.arena.clear_staged();
@@ -104,16 +114,22 @@ impl WriteTx<'_> {
         let write_started = Instant::now();
         write_data(writes, arena, needed)?;
         failpoint!("commit::before-data-sync");
-        if sync {
-            let length_changed = self.writer.length_unsynced || writes.grew_without_sync;
+        let length_changed = self.writer.length_unsynced || writes.grew_without_sync;
+        // The runs are known now: a list the meta page cannot hold means two syncs after all.
+        let one_sync = one_sync && one_sync_fits(engine.page_size, txid, writes);
+        if sync && !one_sync {
             first_sync(engine, length_changed).map_err(|error| poisoned(engine, error))?;
         }
         // From the moment the meta write starts the disk may hold the new txid, so any way out
         // of here but success poisons (an error below, or a panic through `abort`).
         failpoint!("commit::before-meta");
         self.meta_started = true;
-        let digest = (!sync).then(|| unsynced_digest(&mut self.writer, writes));
-        let meta = write_meta_page(engine, &meta, digest);
+        let meta = if one_sync {
+            write_one_sync_meta(engine, &meta, writes, length_changed)
+        } else {
+            let digest = (!sync).then(|| unsynced_digest(&mut self.writer, writes));
+            write_meta_page(engine, &meta, digest)
+        };
         let meta = meta.map_err(|error| poisoned(engine, error))?;
         self.stats.write_time = write_started.elapsed();
         self.stats.writes = writes.write_calls + 1;
@@ -127,7 +143,7 @@ impl WriteTx<'_> {
             meta,
             sync,
         );
-        self.meta_started = false;
+        self.writer.durable_one_sync = one_sync;
         // The tree pages this commit wrote are in the file as written: checked pages (the
         // arena cleared their old marks before writing).
         arena.mark_staged();
@@ -138,6 +154,11 @@ impl WriteTx<'_> {
         crate::engine::shrink::after_commit(engine, &mut self.writer, &meta, self.shrink);
         // Keep the trees' counters: give_back drops the trees.
         self.stats = self.stats();
+        // Only now may a way out leave the handle usable: a panic above (after the commit
+        // was published) would otherwise roll back the freelist of a commit that happened
+        // and leave the handle to write from it (issue 51: the close's commit in Go's form
+        // after a one-sync commit did, and leaked the pages the commit had freed).
+        self.meta_started = false;
         self.give_back();
         self.writer.verify.after(|| engine.snapshot());
         Ok(())
@@ -422,6 +443,41 @@ fn write_meta_page(
     Ok(meta)
 }
 
+/// Whether the runs a one-sync commit `txid` wrote (`writes.runs`, put in page order here)
+/// fit its meta: at least one, no more than its slot has room for, and at most
+/// [`rbolt_page::ONE_SYNC_BYTES_MAX`] bytes of pages (what an open hashes before it trusts
+/// the meta).
+fn one_sync_fits(page_size: usize, txid: Txid, writes: &mut PageWrites) -> bool {
+    // Runs of several flushes (a big commit writes out as it spills) come in no order.
+    writes.runs.sort_unstable_by_key(|run| run.start);
+    let pages: u64 = writes.runs.iter().map(|run| run.n_pages).sum();
+    !writes.runs.is_empty()
+        && writes.runs.len() <= crate::engine::one_sync_runs_max(page_size, txid)
+        && pages.saturating_mul(page_size as u64) <= rbolt_page::ONE_SYNC_BYTES_MAX
+}
+
+/// Phase 5 of a one-sync commit: writes its meta (the runs `writes` wrote and their digest,
+/// see [`rbolt_page::write_meta_one_sync`]) to its slot, then the commit's one sync: an
+/// `fsync` when the file's length changed (`length_changed`), else an `fdatasync`. Returns
+/// the meta as written.
+fn write_one_sync_meta(
+    engine: &Engine,
+    meta: &Meta,
+    writes: &PageWrites,
+    length_changed: bool,
+) -> Result<Meta> {
+    crate::trace::phase!("commit.write_meta", one_sync = true);
+    let mut head = [0u8; rbolt_page::ONE_SYNC_LEN_MAX];
+    let digest = writes.runs_digest.to_le_bytes();
+    let meta = rbolt_page::write_meta_one_sync(&mut head, meta, &writes.runs, &digest);
+    let len = rbolt_page::one_sync_meta_len(writes.runs.len());
+    write_meta_head(engine, &head[..len], meta.txid)?;
+    failpoint!("commit::before-meta-sync", poison engine);
+    first_sync(engine, length_changed)?;
+    failpoint!("commit::after-meta-sync", poison engine);
+    Ok(meta)
+}
+
 /// Writes `head`, the start of a meta page for `txid`, to its slot (`txid % 2`). Only these
 /// bytes, which lie in the page's first sector, change from one meta to the next: the rest of
 /// a meta page is zeros from the file's creation on (rbolt's and Go's), and no reader looks
@@ -431,7 +487,7 @@ fn write_meta_page(
 /// With one `pwrite`, never a copy into a mapping: every commit without syncs since the last
 /// durable one writes this same slot, so a meta a kill cut short would lose all of them, not
 /// only the commit in flight.
-fn write_meta_head(engine: &Engine, head: &[u8; META_PAGE_READ_LEN], txid: u64) -> Result<()> {
+fn write_meta_head(engine: &Engine, head: &[u8], txid: u64) -> Result<()> {
     let offset = (txid % 2) * engine.page_size as u64;
     // Never into the next page: on pages smaller than the head (a durable meta needs only its
     // first `META_PAGE_LEN` bytes; non-durable ones are not written there, `may_skip_syncs`).

@@ -98,6 +98,9 @@ pub(crate) struct Writer {
     pub(crate) unsynced_digest: u128,
     /// The last write transaction's list of written extents' digests, emptied (`PageWrites::written`).
     pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
+    /// `durable` was written by a one-sync commit (`Durability::OneSync`), in a form Go bbolt
+    /// rejects: the close writes it again in Go's form (a commit with two syncs).
+    pub(crate) durable_one_sync: bool,
 }
 
 impl Writer {
@@ -119,6 +122,7 @@ impl Writer {
             unsynced_pages: PgidMap::default(),
             unsynced_digest: 0,
             written_scratch: Vec::new(),
+            durable_one_sync: false,
         }
     }
 
@@ -126,6 +130,7 @@ impl Writer {
     /// it.
     pub(crate) fn became_durable(&mut self, meta: Meta) {
         self.durable = meta;
+        self.durable_one_sync = false;
         self.unsynced_pages.clear();
         self.unsynced_digest = 0;
     }
@@ -173,6 +178,18 @@ pub(crate) fn may_skip_syncs(page_size: usize, txid: Txid) -> bool {
     (slot == 1 || page_size == rbolt_storage::system_page_size())
         && page_size >= META_PAGE_READ_LEN
         && offset % 4096 + META_PAGE_READ_LEN as u64 <= 4096
+}
+
+/// How many page runs the meta of a one-sync commit `txid` may name on a file of
+/// `page_size`-byte pages: 0 where such a meta may not go (then the commit syncs twice). The
+/// rules of [`may_skip_syncs`] for where a meta Go cannot read may go, and room for the runs
+/// in the page and in the 4 KiB block the meta starts in (see `rbolt_page::one_sync_runs_max`).
+pub(crate) fn one_sync_runs_max(page_size: usize, txid: Txid) -> usize {
+    let slot = txid.0 % 2;
+    if slot == 0 && page_size != rbolt_storage::system_page_size() {
+        return 0;
+    }
+    rbolt_page::one_sync_runs_max(page_size, slot * page_size as u64)
 }
 
 impl Engine {

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::storage::Storage;
 use rbolt_btree::{Arena, PageAlloc};
 use rbolt_freelist::{Allocator, AnyFreelist, Freelist};
-use rbolt_page::{Pgid, Txid};
+use rbolt_page::{PageRun, Pgid, Txid};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -50,6 +50,13 @@ pub(crate) struct PageWrites {
     /// The extents written and their digests (when `digest_writes`); the list's memory is the
     /// writer's, from one transaction to the next.
     pub(crate) written: Vec<(Pgid, u128)>,
+    /// Set for a one-sync commit: every run `flush` writes is listed in `runs`, and its
+    /// [`rbolt_page::run_digest`] added into `runs_digest`, for the meta that names them.
+    pub(crate) record_runs: bool,
+    /// The runs written (when `record_runs`), in the order written.
+    pub(crate) runs: Vec<PageRun>,
+    /// The sum modulo 2^128 of the runs' digests.
+    pub(crate) runs_digest: u128,
 }
 
 /// The smallest file the growth policy makes.
@@ -99,6 +106,9 @@ impl PageWrites {
             write_calls: 0,
             digest_writes: false,
             written: Vec::new(),
+            record_runs: false,
+            runs: Vec::new(),
+            runs_digest: 0,
         }
     }
 
@@ -182,6 +192,14 @@ impl PageWrites {
                 .write_vectored_at(&run, first.0 * page_size)
                 .map_err(|e| Error::io(self.storage.path(), e))?;
             self.write_calls += 1;
+            if self.record_runs {
+                self.runs.push(PageRun {
+                    start: first,
+                    n_pages: next_pgid - first.0,
+                });
+                let digest = rbolt_page::run_digest(first, &run);
+                self.runs_digest = self.runs_digest.wrapping_add(digest);
+            }
             start = end;
             failpoint!("commit::after-first-data-write");
         }

@@ -272,6 +272,8 @@ impl<'db> WriteTx<'db> {
             meta_started: false,
             durability: Cell::new(if engine.options.no_sync {
                 Durability::None
+            } else if engine.options.one_sync {
+                Durability::OneSync
             } else {
                 Durability::Immediate
             }),
@@ -516,9 +518,12 @@ impl<'db> WriteTx<'db> {
 
     /// Makes every commit so far durable: with commits made without syncs since the last
     /// durable one, commits this (unchanged) transaction as a durable one, which writes the
-    /// freelist page and the meta; otherwise ends it, and syncs if `sync_anyway`.
-    pub(crate) fn make_durable(mut self, sync_anyway: bool) -> Result<()> {
-        if self.writer.durable.txid == self.base.txid {
+    /// freelist page and the meta; otherwise ends it, and syncs if `sync_anyway`. With
+    /// `go_form` (the close), a durable meta in the one-sync form, which Go bbolt rejects, is
+    /// followed by such a commit too, whose meta is in Go's form.
+    pub(crate) fn make_durable(mut self, sync_anyway: bool, go_form: bool) -> Result<()> {
+        let go_form_needed = go_form && self.writer.durable_one_sync;
+        if self.writer.durable.txid == self.base.txid && !go_form_needed {
             let engine = self.engine;
             self.rollback();
             return if sync_anyway {
@@ -727,7 +732,8 @@ impl<'db> WriteTx<'db> {
 
     /// Sets how this transaction's commit reaches the disk; the default is
     /// `Durability::Immediate`, or `Durability::None` when the database was opened with
-    /// `Options::no_sync`. A bulk load can make its commits `None` and end with one
+    /// `Options::no_sync`, or `Durability::OneSync` (durable with one sync) with
+    /// `Options::one_sync`. A bulk load can make its commits `None` and end with one
     /// `Immediate` commit or [`Db::sync`](crate::Db::sync), with no reopen.
     ///
     /// ```
@@ -859,7 +865,8 @@ impl<'db> WriteTx<'db> {
     }
 
     /// Writes every change and makes it durable: dirty pages, then an fdatasync, then the
-    /// meta, then an fdatasync (no syncs with [`Durability::None`], see there). A durable
+    /// meta, then an fdatasync (no syncs with [`Durability::None`], one after the meta with
+    /// [`Durability::OneSync`], see there). A durable
     /// commit that changed nothing writes nothing, but still makes the commits before it
     /// durable if some were made without syncs. On error nothing of this transaction is
     /// visible; an error at or after the first sync poisons the handle. The `on_commit` hooks

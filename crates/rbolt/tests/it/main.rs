@@ -14,6 +14,7 @@ mod faults;
 mod fixtures;
 mod go_writer;
 mod histories;
+mod one_sync;
 mod open;
 mod readme;
 mod regressions;

@@ -66,7 +66,7 @@ const LONG: &str = "DNNDNNNNSNNDNNNNNNDNNNN";
 
 /// The plans, each killed idle after its last step (`None`) or after the step given has
 /// been acknowledged and a random moment more (`Some`).
-const PLANS: [(&str, Option<usize>); 8] = [
+const PLANS: [(&str, Option<usize>); 11] = [
     // Everything durable: Go and rbolt see the same state.
     ("DDD", None),
     // One commit without syncs after a durable one.
@@ -81,7 +81,15 @@ const PLANS: [(&str, Option<usize>); 8] = [
     (LONG, Some(1)),
     (LONG, Some(6)),
     (LONG, Some(13)),
+    // One-sync commits (issue 51), alone and among the others: Go reads the file once
+    // rbolt has opened it (`rbolt_then_go`).
+    ("DOOO", None),
+    (LONG_ONE_SYNC, Some(3)),
+    (LONG_ONE_SYNC, Some(9)),
 ];
+
+/// A long plan with one-sync commits among the others, killed at random moments inside it.
+const LONG_ONE_SYNC: &str = "DOONOONSOOONNOODOO";
 
 /// What one round can end as, besides its allowed outcomes.
 #[derive(Debug, Default)]
@@ -121,6 +129,8 @@ pub struct Counts {
     /// Round 1: Go's read-write opens that committed (a freelist page, on files rbolt wrote
     /// without one).
     pub go_open_commits: usize,
+    /// Plans with one-sync commits: images Go read, after rbolt's open, as rbolt did.
+    pub one_sync_go_read: usize,
     pub opens: Failures,
     /// Round 2: Go transactions that died after writing pages, and the pages they wrote.
     pub go_died: usize,
@@ -144,7 +154,8 @@ impl Counts {
     pub fn line(&self) -> String {
         format!(
             "crash: states={} (in_flight={}) | go opens: go_read_durable={} (upgraded={}, \
-             unsynced_unseen={}) go_open_commits={} rbolt_kept_acked={} rbolt_kept_go={} \
+             unsynced_unseen={}) go_open_commits={} one_sync_go_read={} rbolt_kept_acked={} \
+             rbolt_kept_go={} \
              lost={} wrong={} unopenable={} | go dies: go_died={} (inside={}, pages={}) \
              fell_back={} kept_unsynced={} only_durable={} lost={} wrong={} unopenable={} | \
              setup_failures={}",
@@ -154,6 +165,7 @@ impl Counts {
             self.go_read_upgraded,
             self.states_unsynced,
             self.go_open_commits,
+            self.one_sync_go_read,
             self.rbolt_kept_acked,
             self.rbolt_kept_go,
             self.opens.lost,
@@ -184,6 +196,9 @@ impl Counts {
                 "crash round 1: no reopen after unsynced commits kept them, or none after Go \
                  wrote ({self:?})"
             ));
+        }
+        if self.one_sync_go_read == 0 {
+            missing.push("crash: no plan with one-sync commits was read by Go".into());
         }
         if self.go_open_commits == 0 {
             missing.push("crash round 1: no file without a freelist page".into());
@@ -298,6 +313,15 @@ pub fn run(go: &GoInterop, dir: &Path, counts: &mut Counts, failures: &mut Vec<S
             };
             counts.states += 1;
             counts.in_flight += usize::from(image.in_flight);
+            if image.steps.contains(&Step::OneSync) {
+                if rbolt_then_go(go, &image, &label, counts, failures).is_some() {
+                    let _ = std::fs::remove_file(image.path.with_extension("db"));
+                    let _ = std::fs::remove_file(image.path.with_extension("opens.db"));
+                } else {
+                    crate::keep_failed(&image.path);
+                }
+                continue;
+            }
             let label = format!(
                 "{label} (acked {} steps{})",
                 image.acked,
@@ -320,6 +344,33 @@ pub fn run(go: &GoInterop, dir: &Path, counts: &mut Counts, failures: &mut Vec<S
             }
         }
     }
+}
+
+/// The round of a plan with one-sync commits (issue 51): Go cannot read a one-sync meta, so
+/// it reads the file once rbolt has opened it. rbolt's read-write open must hold every
+/// acknowledged commit (and the one in flight or not), check clean, and leave a file Go
+/// checks and dumps to the same content. Returns `None` if it failed.
+fn rbolt_then_go(
+    go: &GoInterop,
+    image: &Image,
+    label: &str,
+    counts: &mut Counts,
+    failures: &mut Vec<String>,
+) -> Option<()> {
+    let file = image.copy("opens");
+    let label = format!("{label} (one-sync: rbolt opens, then Go)");
+    let fails = &mut counts.opens;
+    let export = match rbolt_recovers(&file) {
+        Ok(export) => export,
+        Err(error) => return read_failed(error, &label, fails, failures),
+    };
+    let allowed = image.rbolt_allowed();
+    let verdict = judge(image, export.as_bytes(), &allowed);
+    allowed_state(verdict, &allowed, "rbolt's reopen", &label, fails, failures)?;
+    counts.rbolt_kept_acked += 1;
+    go_reads_recovered(go, &file, image.page_size, &export, &label, fails, failures)?;
+    counts.one_sync_go_read += 1;
+    Some(())
 }
 
 /// Runs the crash writer on a new file and SIGKILLs it: idle after its plan, or a random

@@ -35,6 +35,9 @@ pub struct Case {
     pub whole_vacuum: bool,
     /// rbolt rounds mix `Durability::None` commits with durable ones.
     pub durability_mix: bool,
+    /// rbolt rounds open with `Options::one_sync`: their durable commits sync once, and
+    /// their metas are in rbolt's one-sync form until the close writes one in Go's (issue 51).
+    pub one_sync: bool,
     /// Values of 1 to 10 MB.
     pub big: bool,
     /// A chain of buckets this deep (0: none), made by the creator's first round.
@@ -82,6 +85,7 @@ pub fn cases() -> Vec<Case> {
                 auto_shrink: i % 4 == 3,
                 whole_vacuum: i % 6 == 5,
                 durability_mix: i % 2 == 0,
+                one_sync: i % 3 != 2,
                 big: false,
                 deep: 0,
                 big_freelist: false,

@@ -113,7 +113,8 @@ pub fn write_round(
         .page_size(case.page_size)
         .freelist(case.rbolt_freelist)
         .no_freelist_sync(case.rbolt_no_freelist_sync)
-        .auto_shrink(case.auto_shrink);
+        .auto_shrink(case.auto_shrink)
+        .one_sync(case.one_sync);
     // As `Db::open_with` opens it, with the file kept to read its `copied_bytes`.
     let file = FileStorage::open(path, FileOptions::new()).map_err(|error| rbolt::Error::Io {
         path: Some(path.to_owned()),

@@ -5,8 +5,9 @@ use super::fields::{fix_meta_checksum, high_water, u16_at, u32_at, u64_at, write
 use super::{SHAPE_PAGE_SIZE, Shape};
 use rbolt_fixtures::rng::Rng;
 use rbolt_page::{
-    BranchBuilder, EMPTY_DB_PAGES, LEAF_FLAG_BUCKET, LeafBuilder, Meta, PGID_NO_FREELIST, Pgid,
-    empty_db_prefixes, read_meta, write_empty_db, write_meta,
+    BranchBuilder, EMPTY_DB_PAGES, LEAF_FLAG_BUCKET, LeafBuilder, Meta, PGID_NO_FREELIST, PageRun,
+    Pgid, empty_db_prefixes, read_meta, run_digest, write_empty_db, write_meta,
+    write_meta_one_sync,
 };
 
 /// Nesting deeper than the 1,024 levels rbolt once capped buckets at.
@@ -184,7 +185,80 @@ pub fn crafted_files() -> Vec<(String, Vec<u8>)> {
             l.finish();
         }),
     ));
+    files.extend(one_sync_metas(ps));
     files
+}
+
+/// A one-sync meta to craft: what it is, its runs, its digest, and a run count to write over
+/// the true one.
+type OneSyncCase = (&'static str, Vec<PageRun>, [u8; 16], Option<u16>);
+
+/// Files whose meta 1 is a one-sync meta (issue 51) that passes its checksum but whose run
+/// list or digest is damaged, or points outside the file: each must open at meta 0 (the
+/// fallback) or fail with a typed error, never panic or read the whole address space. One
+/// sound case, whose runs give the digest, opens at meta 1.
+fn one_sync_metas(ps: usize) -> Vec<(String, Vec<u8>)> {
+    let n_pages = 8u64;
+    let base = crafted(ps, n_pages, |_| {});
+    let sound = [PageRun {
+        start: Pgid(2),
+        n_pages: 2,
+    }];
+    let mut sum = 0u128;
+    for r in &sound {
+        let at = r.start.0 as usize * ps;
+        let bytes = &base[at..at + r.n_pages as usize * ps];
+        sum = sum.wrapping_add(run_digest(r.start, &[bytes]));
+    }
+    one_sync_cases(n_pages, &sound, sum.to_le_bytes())
+        .into_iter()
+        .map(|(what, runs, digest, count)| {
+            let mut image = base.clone();
+            let meta = Meta {
+                txid: 3,
+                pgid: n_pages,
+                ..new_meta(ps, 1)
+            };
+            let page = page_mut(&mut image, ps, 1);
+            write_meta_one_sync(page, &meta, &runs, &digest);
+            if let Some(count) = count {
+                write_field(page, 86, 2, u64::from(count));
+            }
+            (format!("a one-sync meta 1 with {what}"), image)
+        })
+        .collect()
+}
+
+/// The one-sync metas of [`one_sync_metas`] on a file of `n_pages`: the sound one (`sound`,
+/// whose runs give `digest`), then the damaged ones.
+fn one_sync_cases(n_pages: u64, sound: &[PageRun], digest: [u8; 16]) -> Vec<OneSyncCase> {
+    let run = |start, n_pages| PageRun {
+        start: Pgid(start),
+        n_pages,
+    };
+    let sound = sound.to_vec();
+    vec![
+        ("sound (opens at meta 1)", sound.clone(), digest, None),
+        ("a wrong digest", sound.clone(), [0xA5; 16], None),
+        ("a run past the file", vec![run(n_pages, 4)], [0; 16], None),
+        ("a run of 2^63 pages", vec![run(2, 1 << 63)], [0; 16], None),
+        ("a run that wraps", vec![run(u64::MAX, 2)], [0; 16], None),
+        ("a run of no pages", vec![run(3, 0)], [0; 16], None),
+        ("a run over the metas", vec![run(0, 3)], [0; 16], None),
+        (
+            "runs out of order",
+            vec![run(5, 1), run(3, 1)],
+            [0; 16],
+            None,
+        ),
+        (
+            "overlapping runs",
+            vec![run(3, 2), run(4, 1)],
+            [0; 16],
+            None,
+        ),
+        ("a count past the page", sound, [0; 16], Some(u16::MAX)),
+    ]
 }
 
 /// `buckets` nested buckets, each a chain of `depth` one-child branch pages over a leaf that

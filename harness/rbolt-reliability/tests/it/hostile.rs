@@ -41,3 +41,24 @@ fn shapes_are_as_named() {
         }
     }
 }
+
+/// The bad-input sweep's one-sync metas (issue 51): the sound one opens at its own meta
+/// (txid 3), every damaged one falls back to meta 0 (txid 0); none is called corrupt.
+#[test]
+fn one_sync_metas_open_only_when_sound() {
+    let mut seen = 0;
+    for (what, image) in rbolt_reliability::hostile::crafted_files() {
+        if !what.contains("one-sync") {
+            continue;
+        }
+        seen += 1;
+        let sim = rbolt::storage::SimFile::from_image(image).unwrap();
+        let options = rbolt::Options::default().read_only(true);
+        let db = rbolt::Db::open_storage(std::sync::Arc::new(sim), options)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let txid = db.begin_read().unwrap().id().0;
+        let expected = if what.contains("sound") { 3 } else { 0 };
+        assert_eq!(txid, expected, "{what}");
+    }
+    assert!(seen >= 10, "{seen} one-sync cases");
+}

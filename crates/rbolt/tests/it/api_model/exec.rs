@@ -362,10 +362,12 @@ pub fn apply<'db>(
         } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
         Op::OnCommit { update } => hooks.register(db, tx, *update, cx.tally),
-        Op::SetDurability { none } => {
+        Op::SetDurability { none, one_sync } => {
             cx.tally.kind("set_durability");
             let durability = if *none {
                 rbolt::Durability::None
+            } else if *one_sync {
+                rbolt::Durability::OneSync
             } else {
                 rbolt::Durability::Immediate
             };

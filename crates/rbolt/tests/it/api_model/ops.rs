@@ -186,9 +186,11 @@ pub enum Op {
         seed: u32,
         steps: u8,
     },
-    /// Sets the open write transaction's durability (`None`: commit without syncs).
+    /// Sets the open write transaction's durability (`None`: commit without syncs; else
+    /// durable, with one sync or two).
     SetDurability {
         none: bool,
+        one_sync: bool,
     },
     /// `Db::sync`: refused on the thread holding the write transaction; then, after a
     /// commit, every commit so far is durable.
@@ -438,6 +440,7 @@ impl Arbitrary for Op {
             "old-reader" => Op::OldReader,
             "durability" => Op::SetDurability {
                 none: u8::arbitrary(g) % 3 != 0,
+                one_sync: bool::arbitrary(g),
             },
             "sync" => Op::Sync,
             "vacuum-step" => Op::VacuumStep {

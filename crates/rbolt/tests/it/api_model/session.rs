@@ -322,7 +322,7 @@ impl World {
     ) {
         cx.tally.event("commits");
         let tx = tx.expect("a transaction is open");
-        let durable = tx.durability() == Durability::Immediate;
+        let durable = tx.durability() != Durability::None;
         cx.tally.event(if durable {
             "durable-commits"
         } else {
@@ -619,6 +619,7 @@ impl World {
             .no_freelist_sync(rng.percent() < 30)
             .no_grow_sync(rng.percent() < 30)
             .no_sync(rng.percent() < 25)
+            .one_sync(rng.percent() < 33)
             .auto_shrink(rng.percent() < 25)
             // Ignored for an existing file, which keeps its own.
             .page_size(PAGE_SIZES[rng.below(PAGE_SIZES.len())])
