@@ -68,7 +68,29 @@
 //!
 //! - The closure API takes the application's own error type: [`Db::update`], [`Db::view`]
 //!   and [`Db::batch`] return whatever error the closure returns, any type with
-//!   `From<rbolt::Error>` (see [`Db::update`] for an example with thiserror).
+//!   `From<rbolt::Error>` (see [`Db::update`] for an example with thiserror). So a closure
+//!   whose only errors are rbolt's and that ends in `Ok(..)` must name its error type, as the
+//!   example above does; rustc's own suggestion, `Ok::<(), E>(())`, names `update`'s type
+//!   parameter and does not compile. Any of these three reads well:
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let db = rbolt::Db::open(dir.path().join("app.db"))?;
+//! // 1. End in an rbolt call: its `rbolt::Result` is the closure's.
+//! db.update(|tx| tx.create_bucket_if_not_exists("users")?.put("alice", "admin"))?;
+//! // 2. Name the error where the closure ends.
+//! db.update(|tx| {
+//!     tx.bucket_mut("users")?.expect("created").put("bob", "guest")?;
+//!     Ok::<_, rbolt::Error>(())
+//! })?;
+//! // 3. Give the closure a return type.
+//! let n = db.view(|tx| -> rbolt::Result<usize> {
+//!     Ok(tx.bucket("users")?.expect("created").iter().count())
+//! })?;
+//! assert_eq!(n, 2);
+//! # Ok::<(), rbolt::Error>(())
+//! ```
+//!
 //! - A [`WriteTx`] is not `Send` and cannot be held across an `.await` in a spawned task; run
 //!   the transaction on a blocking thread (`Db::update_async` with the `tokio` feature).
 //! - Opening a file another process holds fails at once with [`Error::Locked`]; waiting is
