@@ -2,10 +2,11 @@
 //! [`TypedBucketMut`], and the transaction and bucket methods that open them.
 
 use super::iter::{TypedCursor, TypedIter, encode_bound};
-use super::{Key, Value};
+use super::{Key, KeyPart, TupleKey, Value};
 use crate::bucket::{Bucket, BucketMut};
 use crate::error::Result;
 use crate::tx::{ReadTx, WriteTx};
+use smallvec::SmallVec;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::ops::RangeBounds;
@@ -365,6 +366,24 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
         }
     }
 
+    /// The keys and values whose tuple keys begin with the component `first`, in key order;
+    /// double-ended: "every id under tag T" for a `(tag, id)` key. A component's bytes say
+    /// where they end ([`KeyPart`]), so `"rust"` does not take `"rusty"`'s keys. See
+    /// [`KeyPart`] for an example.
+    pub fn with_first<'k>(
+        &self,
+        first: impl Borrow<<K::First as Value>::SelfType<'k>>,
+    ) -> TypedIter<'a, K, V>
+    where
+        K: TupleKey,
+    {
+        let mut bytes: SmallVec<[u8; 32]> = SmallVec::new();
+        match K::First::write_part(first.borrow(), &mut |part| bytes.extend_from_slice(part)) {
+            Ok(()) => TypedIter::new(self.bucket.prefix(bytes)),
+            Err(error) => TypedIter::failed(error),
+        }
+    }
+
     /// The entry with the smallest key, if the bucket holds one (nested buckets are skipped).
     ///
     /// ```
@@ -685,6 +704,18 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
     /// ```
     pub fn prefix<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedIter<'_, K, V> {
         self.as_typed_bucket().prefix(prefix)
+    }
+
+    /// The keys and values whose tuple keys begin with the component `first`; see
+    /// [`TypedBucket::with_first`].
+    pub fn with_first<'k>(
+        &self,
+        first: impl Borrow<<K::First as Value>::SelfType<'k>>,
+    ) -> TypedIter<'_, K, V>
+    where
+        K: TupleKey,
+    {
+        self.as_typed_bucket().with_first(first)
     }
 
     /// The entry with the smallest key; see [`TypedBucket::first`].

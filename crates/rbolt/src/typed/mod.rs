@@ -150,6 +150,186 @@ pub trait FixedWidth: Key {
     const WIDTH: usize;
 }
 
+/// A [`Key`] that can come before the last component of a tuple key: its bytes in the tuple
+/// say where they end, so the next component starts there, and the tuple's bytes still sort
+/// as the tuple does. Every [`FixedWidth`] key is one (its bytes as they are). Text and byte
+/// strings are too: their bytes, each zero byte written as `00 FF`, then `00 00` — so a
+/// shorter string sorts before a longer one it begins, whatever follows it (FoundationDB's
+/// tuple layer escapes the same way). `&str` and `&[u8]` components borrow from the page, so
+/// they refuse a zero byte (`Error::Encode`; use `String` or `Vec<u8>`, which take it).
+///
+/// ```
+/// use rbolt::BucketDef;
+/// // An index: (tag, post id), every id under a tag one prefix scan.
+/// const BY_TAG: BucketDef<(&str, u64), ()> = BucketDef::new("by_tag");
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// db.update(|tx| {
+///     let mut by_tag = tx.open_bucket(BY_TAG)?;
+///     for (tag, id) in [("rust", 7), ("db", 3), ("rust", 2), ("rusty", 1)] {
+///         by_tag.put((tag, id), ())?;
+///     }
+///     let ids: Vec<u64> = by_tag
+///         .with_first("rust")
+///         .map(|entry| entry.map(|((_, id), ())| id))
+///         .collect::<rbolt::Result<_>>()?;
+///     assert_eq!(ids, [2, 7]); // not "rusty"'s
+///     Ok::<_, rbolt::Error>(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+pub trait KeyPart: Key {
+    /// Passes the component's bytes, ending included, to `out` (in one or more pieces).
+    fn write_part(value: &Self::SelfType<'_>, out: &mut dyn FnMut(&[u8])) -> Result<()>;
+
+    /// Reads the component at the front of `bytes`: its value, and how many bytes it took.
+    fn read_part(bytes: &[u8]) -> Result<(Self::SelfType<'_>, usize)>;
+}
+
+/// A tuple key, whose first component can be scanned for alone (see
+/// [`TypedBucket::with_first`]).
+pub trait TupleKey: Key {
+    /// The type of the first component.
+    type First: KeyPart;
+}
+
+impl<T: FixedWidth> KeyPart for T {
+    fn write_part(value: &Self::SelfType<'_>, out: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let bytes = T::to_bytes(value)?;
+        let bytes = bytes.as_ref();
+        if bytes.len() != T::WIDTH {
+            return Err(encode_error::<T>(format!(
+                "a fixed-width component wrote {} bytes, not its WIDTH {}",
+                bytes.len(),
+                T::WIDTH
+            )));
+        }
+        out(bytes);
+        Ok(())
+    }
+
+    fn read_part(bytes: &[u8]) -> Result<(Self::SelfType<'_>, usize)> {
+        let Some((part, _)) = bytes.split_at_checked(T::WIDTH) else {
+            return Err(decode_error::<T>(format!(
+                "{} bytes left for a component of {}: too short",
+                bytes.len(),
+                T::WIDTH
+            )));
+        };
+        Ok((T::from_bytes(part)?, T::WIDTH))
+    }
+}
+
+/// The end of a string component in a tuple: `00 00`; a zero byte inside it is `00 FF`.
+const PART_END: [u8; 2] = [0, 0];
+const PART_ZERO: [u8; 2] = [0, 0xFF];
+
+/// Writes `bytes` escaped and terminated.
+fn write_escaped(bytes: &[u8], out: &mut dyn FnMut(&[u8])) {
+    let mut pieces = bytes.split(|&b| b == 0);
+    if let Some(first) = pieces.next() {
+        out(first);
+    }
+    for piece in pieces {
+        out(&PART_ZERO);
+        out(piece);
+    }
+    out(&PART_END);
+}
+
+/// Writes `bytes`, which must hold no zero byte, terminated.
+fn write_unescaped<T: Value + ?Sized>(bytes: &[u8], out: &mut dyn FnMut(&[u8])) -> Result<()> {
+    if bytes.contains(&0) {
+        return Err(encode_error::<T>(
+            "a zero byte in a borrowed component before a tuple's last: it would be escaped, \
+             and could not be read back borrowed (use String or Vec<u8> for it)",
+        ));
+    }
+    out(bytes);
+    out(&PART_END);
+    Ok(())
+}
+
+/// The bytes of an escaped and terminated component at the front of `bytes`, unescaped, and
+/// how many bytes it took.
+fn read_escaped<T: Value + ?Sized>(bytes: &[u8]) -> Result<(Vec<u8>, usize)> {
+    let mut value = Vec::new();
+    let mut at = 0;
+    loop {
+        let Some(zero) = bytes[at..].iter().position(|&b| b == 0) else {
+            return Err(decode_error::<T>("a component without its end (00 00)"));
+        };
+        value.extend_from_slice(&bytes[at..at + zero]);
+        match bytes.get(at + zero + 1) {
+            Some(0) => return Ok((value, at + zero + 2)),
+            Some(0xFF) => value.push(0),
+            _ => return Err(decode_error::<T>("a zero byte not followed by 00 or FF")),
+        }
+        at += zero + 2;
+    }
+}
+
+/// The bytes of an unescaped and terminated component at the front of `bytes`, and how many
+/// bytes it took.
+fn read_unescaped<T: Value + ?Sized>(bytes: &[u8]) -> Result<(&[u8], usize)> {
+    let Some(zero) = bytes.iter().position(|&b| b == 0) else {
+        return Err(decode_error::<T>("a component without its end (00 00)"));
+    };
+    match bytes.get(zero + 1) {
+        Some(0) => Ok((&bytes[..zero], zero + 2)),
+        Some(0xFF) => Err(decode_error::<T>(
+            "a component with a zero byte, which a borrowed type cannot hold: read it as \
+             String or Vec<u8>",
+        )),
+        _ => Err(decode_error::<T>("a zero byte not followed by 00 or FF")),
+    }
+}
+
+impl KeyPart for &str {
+    fn write_part(value: &&str, out: &mut dyn FnMut(&[u8])) -> Result<()> {
+        write_unescaped::<&str>(value.as_bytes(), out)
+    }
+
+    fn read_part(bytes: &[u8]) -> Result<(&str, usize)> {
+        let (part, used) = read_unescaped::<&str>(bytes)?;
+        Ok((<&str>::from_bytes(part)?, used))
+    }
+}
+
+impl KeyPart for &[u8] {
+    fn write_part(value: &&[u8], out: &mut dyn FnMut(&[u8])) -> Result<()> {
+        write_unescaped::<&[u8]>(value, out)
+    }
+
+    fn read_part(bytes: &[u8]) -> Result<(&[u8], usize)> {
+        read_unescaped::<&[u8]>(bytes)
+    }
+}
+
+impl KeyPart for String {
+    fn write_part(value: &String, out: &mut dyn FnMut(&[u8])) -> Result<()> {
+        write_escaped(value.as_bytes(), out);
+        Ok(())
+    }
+
+    fn read_part(bytes: &[u8]) -> Result<(String, usize)> {
+        let (part, used) = read_escaped::<String>(bytes)?;
+        let text = String::from_utf8(part).map_err(|e| decode_error::<String>(e.to_string()))?;
+        Ok((text, used))
+    }
+}
+
+impl KeyPart for Vec<u8> {
+    fn write_part(value: &Vec<u8>, out: &mut dyn FnMut(&[u8])) -> Result<()> {
+        write_escaped(value, out);
+        Ok(())
+    }
+
+    fn read_part(bytes: &[u8]) -> Result<(Vec<u8>, usize)> {
+        read_escaped::<Vec<u8>>(bytes)
+    }
+}
+
 fn decode_error<T: Value + ?Sized>(reason: impl Into<String>) -> Error {
     Error::Decode {
         type_name: T::type_name(),
@@ -432,13 +612,13 @@ impl FixedWidth for bool {
     const WIDTH: usize = 1;
 }
 
-/// Tuples whose components but the last are fixed-width: their bytes are the components'
-/// bytes one after the other, so they sort by the first component, then the next. A
-/// fixed-width component whose bytes are not `WIDTH` long (a mistaken `FixedWidth` impl)
-/// is an encode error: such a key could not be read back.
+/// Tuples: each component's bytes one after the other, so they sort by the first
+/// component, then the next. A component before the last is a [`KeyPart`], whose bytes say
+/// where they end: fixed-width components as they are, text and byte strings escaped and
+/// terminated. The last component is any [`Value`] (any [`Key`], for a tuple key), as it is.
 macro_rules! tuples {
     ($($head:ident),+ ; $last:ident) => {
-        impl<$($head: FixedWidth,)+ $last: Value> Value for ($($head,)+ $last,) {
+        impl<$($head: KeyPart,)+ $last: Value> Value for ($($head,)+ $last,) {
             type SelfType<'a> = ($($head::SelfType<'a>,)+ $last::SelfType<'a>,);
             type Bytes<'a> = SmallVec<[u8; 32]> where Self: 'a;
 
@@ -450,17 +630,7 @@ macro_rules! tuples {
                 let ($($head,)+ $last,) = value;
                 let mut bytes = SmallVec::new();
                 $(
-                    let component = $head::to_bytes($head)?;
-                    let component = component.as_ref();
-                    if component.len() != $head::WIDTH {
-                        return Err(encode_error::<Self>(format!(
-                            "a fixed-width component of type {} wrote {} bytes, not its WIDTH {}",
-                            $head::type_name(),
-                            component.len(),
-                            $head::WIDTH
-                        )));
-                    }
-                    bytes.extend_from_slice(component);
+                    $head::write_part($head, &mut |part| bytes.extend_from_slice(part))?;
                 )+
                 bytes.extend_from_slice($last::to_bytes($last)?.as_ref());
                 Ok(bytes)
@@ -470,17 +640,20 @@ macro_rules! tuples {
             fn from_bytes(bytes: &[u8]) -> Result<Self::SelfType<'_>> {
                 let mut rest = bytes;
                 $(
-                    let Some(($head, tail)) = rest.split_at_checked($head::WIDTH) else {
-                        return Err(decode_error::<Self>(format!("{} bytes: too short", bytes.len())));
-                    };
-                    let $head = $head::from_bytes($head)?;
-                    rest = tail;
+                    let ($head, used) = $head::read_part(rest)?;
+                    rest = &rest[used..];
                 )+
                 let $last = $last::from_bytes(rest)?;
                 Ok(($($head,)+ $last,))
             }
         }
-        impl<$($head: FixedWidth,)+ $last: Key> Key for ($($head,)+ $last,) {}
+        impl<$($head: KeyPart,)+ $last: Key> Key for ($($head,)+ $last,) {}
+        tuples!(@first $($head),+ ; $last);
+    };
+    (@first $first:ident $(, $head:ident)* ; $last:ident) => {
+        impl<$first: KeyPart, $($head: KeyPart,)* $last: Key> TupleKey for ($first, $($head,)* $last,) {
+            type First = $first;
+        }
     };
 }
 
