@@ -14,6 +14,7 @@ use rbolt_raft_node::identity::{
 use rbolt_raft_node::kv::KvConfig;
 use rbolt_raft_node::limits::{Limits, MAX_REQUEST_BYTES_DEFAULT};
 use rbolt_raft_node::node::{self, InitialState, NodeOptions, RaftTiming};
+use rbolt_raft_node::observe::LogFormat;
 use rbolt_raft_node::tls::TlsFiles;
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -63,6 +64,15 @@ struct ServeArgs {
     /// The least severe log lines written: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: LevelFilter,
+    /// How log lines are written: text (one line per event) or json (one JSON object per
+    /// line, for a log collector).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// A second address serving only /metrics and the health checks (/livez, /readyz,
+    /// /health), in plain HTTP and without credentials, for a monitoring system that must not
+    /// reach the client and peer API (etcd's --listen-metrics-urls).
+    #[arg(long)]
+    listen_metrics: Option<SocketAddr>,
     /// The node's certificate chain (PEM): it then serves HTTPS to clients and peers.
     #[arg(long)]
     tls_cert: Option<PathBuf>,
@@ -364,7 +374,7 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    rbolt_raft_node::observe::init_logging(args.log_level);
+    rbolt_raft_node::observe::init_logging(args.log_level, args.log_format);
     let client_token = args
         .client_token_file
         .as_deref()
@@ -374,6 +384,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         id: args.id,
         data_dir: args.data_dir,
         listen: args.listen,
+        listen_metrics: args.listen_metrics,
         peers: node::parse_peers(&args.peers).context("--peers")?,
         initial_state: args.initial_cluster_state,
         cluster_token: args.initial_cluster_token,

@@ -47,6 +47,9 @@ pub struct NodeOptions {
     /// Where it listens for peers and clients. Its connections to peers leave from this
     /// address's IP (unless it is unspecified, `0.0.0.0`).
     pub listen: SocketAddr,
+    /// Where it serves only `/metrics` and the health checks, in plain HTTP
+    /// (`--listen-metrics`), if anywhere.
+    pub listen_metrics: Option<SocketAddr>,
     /// The initial members of the cluster, this node included, by id: `host:port` each. Read
     /// only when the directory is new (see [`InitialState`]); empty for a node that joins.
     pub peers: BTreeMap<u64, String>,
@@ -311,6 +314,14 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
+    let metrics_listener = match options.listen_metrics {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("listening on {address} (--listen-metrics)"))?,
+        ),
+        None => None,
+    };
     let local = (!listen.ip().is_unspecified()).then(|| listen.ip());
     let client = crate::http::client_with(local, client_tls);
     let reader = log.reader();
@@ -350,6 +361,13 @@ pub async fn run(
         }
     };
     let mut serving = tokio::spawn(server::serve(listener, Arc::clone(&app), server_tls, stop));
+    // The metrics listener serves as long as this function runs.
+    let _metrics_serving = metrics_listener.map(|listener| {
+        AbortOnDrop(tokio::spawn(server::serve_metrics(
+            listener,
+            Arc::clone(&app),
+        )))
+    });
     tokio::spawn(watch(raft.clone(), Arc::clone(&ctx)));
     tokio::spawn(crate::alarm::watch(Arc::clone(&app)));
     let log_serving = || {
@@ -385,6 +403,15 @@ pub async fn run(
     }
     tracing::info!(id, "stopped");
     Ok(())
+}
+
+/// A task that ends when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The node's metrics and space, given to its stores as their observer (the space reserve

@@ -22,12 +22,23 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// logged, at most.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Installs the log subscriber: lines on stderr at `level` and above for this node, and for
-/// openraft at `warn` and above unless `level` is `debug` or `trace` (openraft's `info` is a
-/// line per RPC). Below `debug`, each of openraft's log lines is written at most once every
-/// [`WARN_EVERY`] (per place in its code): it warns again on every retry to a peer that is
-/// down, a few dozen lines a second.
-pub fn init_logging(level: LevelFilter) {
+/// How log lines are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, for a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `fields` with `message`, `target`),
+    /// for a log collector.
+    Json,
+}
+
+/// Installs the log subscriber: lines on stderr, in `format`, at `level` and above for this
+/// node, and for openraft at `warn` and above unless `level` is `debug` or `trace` (openraft's
+/// `info` is a line per RPC). Below `debug`, each of openraft's log lines is written at most
+/// once every [`WARN_EVERY`] (per place in its code): it warns again on every retry to a peer
+/// that is down, a few dozen lines a second.
+pub fn init_logging(level: LevelFilter, format: LogFormat) {
     let debugging = level >= LevelFilter::DEBUG;
     let openraft = if debugging {
         level
@@ -37,14 +48,19 @@ pub fn init_logging(level: LevelFilter) {
     let filter = Targets::new()
         .with_target("openraft", openraft)
         .with_default(level);
-    let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter((!debugging).then(openraft_repeats_limited));
+    let limited = (!debugging).then(openraft_repeats_limited);
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     // A second call (tests that start nodes in one process) keeps the first subscriber.
-    let _ = tracing_subscriber::registry()
-        .with(layer)
-        .with(filter)
-        .try_init();
+    let _ = match format {
+        LogFormat::Text => tracing_subscriber::registry()
+            .with(lines.with_filter(limited))
+            .with(filter)
+            .try_init(),
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(lines.json().with_filter(limited))
+            .with(filter)
+            .try_init(),
+    };
 }
 
 /// A filter that passes each of openraft's events at most once every [`WARN_EVERY`] per call

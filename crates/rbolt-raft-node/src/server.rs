@@ -225,15 +225,8 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
         .path_and_query()
         .map_or_else(|| path.clone(), |pq| pq.as_str().to_owned());
     let query = request.uri().query().map(str::to_owned);
-    match (&method, path.as_str()) {
-        (&Method::GET, api::PATH_LIVEZ) => return health(app, Check::Live),
-        (&Method::GET, api::PATH_HEALTH) => {
-            let exclude_nospace = query.as_deref() == Some("exclude=NOSPACE");
-            return health(app, Check::Health { exclude_nospace });
-        }
-        (&Method::GET, api::PATH_READYZ) => return health(app, Check::Ready),
-        (&Method::GET, api::PATH_METRICS) => return metrics(app),
-        _ => {}
+    if let Some(answer) = open_route(app, &method, &path, query.as_deref()) {
+        return answer;
     }
     let writes = !matches!(method, Method::GET | Method::HEAD) || path == api::PATH_BACKUP;
     if (writes || app.access.client_auth_reads)
@@ -287,6 +280,64 @@ async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answ
             StatusCode::NOT_FOUND,
             format!("no route for {method} {path}"),
         ),
+    }
+}
+
+/// The answer to a request for `/metrics` or a health check (open to anyone who reaches a
+/// listener); `None` for any other request.
+fn open_route(app: &App, method: &Method, path: &str, query: Option<&str>) -> Option<Answer> {
+    if method != Method::GET {
+        return None;
+    }
+    Some(match path {
+        api::PATH_LIVEZ => health(app, Check::Live),
+        api::PATH_HEALTH => {
+            let exclude_nospace = query == Some("exclude=NOSPACE");
+            health(app, Check::Health { exclude_nospace })
+        }
+        api::PATH_READYZ => health(app, Check::Ready),
+        api::PATH_METRICS => metrics(app),
+        _ => return None,
+    })
+}
+
+/// Serves `/metrics` and the health checks only, in plain HTTP, on `listener`
+/// (`--listen-metrics`): every other request is 404, so that a monitoring system reaches
+/// neither the client nor the peer API there.
+pub async fn serve_metrics(listener: TcpListener, app: Arc<App>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let service = service_fn(move |request: hyper::Request<Incoming>| {
+                let app = Arc::clone(&app);
+                async move {
+                    let path = request.uri().path();
+                    let answer = open_route(&app, request.method(), path, request.uri().query())
+                        .unwrap_or_else(|| {
+                            error(
+                                StatusCode::NOT_FOUND,
+                                format!(
+                                    "the metrics listener serves only GET {}, {}, {} and {}; \
+                                     {} {path} is on the client address",
+                                    api::PATH_METRICS,
+                                    api::PATH_LIVEZ,
+                                    api::PATH_READYZ,
+                                    api::PATH_HEALTH,
+                                    request.method()
+                                ),
+                            )
+                        });
+                    Ok::<_, Infallible>(answer)
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 

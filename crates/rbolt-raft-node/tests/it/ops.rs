@@ -650,3 +650,69 @@ async fn a_leader_stopped_with_sigterm_hands_over_and_drains_its_requests() {
     // An election would take an election timeout (300 to 600 ms here) and more.
     assert!(gap < Duration::from_millis(700), "{gap:?}");
 }
+
+/// `--listen-metrics` serves the metrics and the health checks on an address of their own and
+/// nothing else there; `--log-format json` writes each log line as one JSON object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_listener_serves_only_metrics_and_health_and_logs_can_be_json() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = Cluster::new(1, TIMING_ARGS);
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let peers = cluster.peers.clone();
+    cluster.start_with(
+        1,
+        &peers,
+        &["--listen-metrics", &metrics_addr, "--log-format", "json"],
+    );
+    cluster.wait_for_leader(&[1], 0).await;
+    cluster
+        .client(PATIENCE)
+        .put(&cluster.addr(1), "k", "v")
+        .await
+        .expect("a put on the client address");
+    let deadline = Instant::now() + PATIENCE;
+    let text = loop {
+        let (status, body) = raw(&metrics_addr, Method::GET, "/metrics", &[], Vec::new()).await;
+        if status == StatusCode::OK && metric(&body, "rbolt_raft_has_leader") == Some(1.0) {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/metrics on {metrics_addr}: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(metric(&text, "rbolt_raft_is_leader"), Some(1.0), "{text}");
+    for path in ["/livez", "/readyz", "/health"] {
+        let (status, body) = raw(&metrics_addr, Method::GET, path, &[], Vec::new()).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    // Neither the client API nor the peer API is there.
+    for (method, path) in [
+        (Method::GET, "/kv/k"),
+        (Method::PUT, "/kv/k"),
+        (Method::GET, "/status"),
+        (Method::POST, "/raft/vote"),
+        (Method::POST, "/metrics"),
+    ] {
+        let (status, body) = raw(&metrics_addr, method.clone(), path, &[], b"x".to_vec()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {body}");
+        assert!(body.contains("metrics listener serves only"), "{body}");
+    }
+    let (status, body) = raw(&cluster.addr(1), Method::GET, "/kv/k", &[], Vec::new()).await;
+    assert_eq!(
+        (status, body.contains('v')),
+        (StatusCode::OK, true),
+        "{body}"
+    );
+    // Every line the node wrote is a JSON object with a level and a message.
+    let log = cluster.log_text(1);
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.iter().any(|l| l.contains("serving")), "{log}");
+    for line in lines {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
+        assert!(value["level"].is_string(), "{line}");
+        assert!(value["fields"]["message"].is_string(), "{line}");
+    }
+}

@@ -119,7 +119,20 @@ async fn values_are_checked_against_the_request_limit_and_large_ones_replicate()
         );
         assert!(error.to_string().contains("1572864 bytes"), "{error}");
     }
-    let mut cluster = three(&["--max-request-bytes", "16777216"]).await;
+    // An entry of 11 MiB takes a debug build on a loaded two-core machine longer than the
+    // tests' 300 ms election timeout to send and store; meanwhile no follower answers, and the
+    // leader rightly reports its quorum lost (CI saw a 503 "quorum lost ... for 300 ms"). An
+    // election timeout must exceed the time the largest entry takes to replicate, here as in
+    // production (README, "Large values").
+    let mut cluster = three(&[
+        "--max-request-bytes",
+        "16777216",
+        "--election-timeout-ms",
+        "3000",
+        "--heartbeat-ms",
+        "200",
+    ])
+    .await;
     let client = cluster.client(PATIENCE);
     let addr = cluster.addr(1);
     client
