@@ -56,6 +56,34 @@ use std::time::Instant;
 /// # Ok::<(), rbolt::Error>(())
 /// ```
 ///
+/// A read view beside a live handle does not compile (the view wants the transaction to
+/// itself); open the second bucket as a handle, which reads too. Decision record 0010 says why
+/// the borrows are so.
+///
+/// ```compile_fail,E0502
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = rbolt::Db::open(dir.path().join("db"))?;
+/// let mut tx = db.begin_write()?;
+/// let mut posts = tx.create_bucket("posts")?;
+/// let users = tx.bucket("users")?; // error: `*tx` is borrowed by `posts`
+/// posts.put("p1", "by u1")?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = rbolt::Db::open(dir.path().join("db"))?;
+/// # db.update(|tx| tx.create_bucket("users")?.put("u1", "Ada"))?;
+/// db.update(|tx| {
+///     let mut posts = tx.create_bucket("posts")?;
+///     let users = tx.bucket_mut("users")?.expect("created above"); // a handle reads too
+///     let author = users.get("u1")?.expect("written above");
+///     posts.put("p1", author)?;
+///     Ok::<_, rbolt::Error>(())
+/// })?;
+/// # Ok::<(), rbolt::Error>(())
+/// ```
+///
 /// A commit or rollback while a handle lives does not compile: both take the transaction by
 /// value, and the handle borrows it.
 ///
