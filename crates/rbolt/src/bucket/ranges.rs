@@ -284,7 +284,9 @@ impl BucketMut<'_> {
     }
 
     /// Deletes the first key (in key order) that holds a value and returns it with its value;
-    /// `None` when there is none. Nested buckets are passed over.
+    /// `None` when there is none. Nested buckets are passed over. Leaves emptied in this
+    /// transaction are merged away only at commit, so a pop walks past them: to take out many
+    /// entries at once, [`BucketMut::extract_if`] or [`BucketMut::delete_range`] is one walk.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -200,7 +200,9 @@ impl<K: Key, V: Value> TypedBucketMut<'_, K, V> {
 
     /// Deletes the entry with the smallest key and returns what `take` makes of it; `None`
     /// when the bucket holds no value. A first entry that does not decode is
-    /// `Error::Decode`, and then nothing is deleted.
+    /// `Error::Decode`, and then nothing is deleted. To take out many entries in one
+    /// transaction, [`TypedBucketMut::extract_if`] is one walk where pops are one each (see
+    /// [`BucketMut::pop_first`](crate::BucketMut::pop_first)).
     ///
     /// ```
     /// use rbolt::BucketDef;

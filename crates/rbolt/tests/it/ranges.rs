@@ -395,3 +395,31 @@ fn a_typed_retain_that_meets_a_bad_key_changes_nothing() {
     tx.commit().unwrap();
     assert_eq!(values_of(&db, "scores"), before);
 }
+
+/// One walk copies each page it reads at most once, and keeps a copy only of what it
+/// changed: one key deleted costs its path, a clear costs every page once.
+#[test]
+fn a_walk_keeps_copies_only_of_the_pages_it_changes() {
+    let (_dir, db) = open();
+    load(&db, "b", 5000);
+    let stats = db
+        .view(|tx| tx.bucket("b")?.expect("the bucket").stats())
+        .unwrap();
+    assert!(stats.depth >= 2 && stats.leaf_page_n > 50, "{stats:?}");
+    let mut tx = db.begin_write().unwrap();
+    let mut b = tx.bucket_mut("b").unwrap().unwrap();
+    assert_eq!(b.retain(|k, _| k != key(2500)).unwrap(), 1);
+    drop(b);
+    assert_eq!(tx.stats().node_count, stats.depth as u64, "one path copied");
+    let mut b = tx.bucket_mut("b").unwrap().unwrap();
+    assert_eq!(b.clear().unwrap(), 4999);
+    drop(b);
+    assert_eq!(
+        tx.stats().node_count,
+        (stats.leaf_page_n + stats.branch_page_n) as u64,
+        "every page copied once"
+    );
+    tx.commit().unwrap();
+    assert!(values_of(&db, "b").is_empty());
+    assert_clean(&db);
+}
