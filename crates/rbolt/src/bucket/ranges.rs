@@ -12,6 +12,7 @@
 //! call: the walk keeps a copy of every node before it first changes it and puts them back.
 
 use super::write::BucketMut;
+use crate::engine::context::WriteContext;
 use crate::error::{Error, Result};
 use rbolt_btree::{Arena, Direction, Verdict};
 use rbolt_page::{Corruption, LeafEntry};
@@ -47,6 +48,20 @@ pub(crate) type Decision<E> = std::result::Result<Verdict, Stopped<E>>;
 /// A walk's decision function.
 pub(crate) type Decide<'d, E> = dyn FnMut(LeafEntry<'_>) -> Decision<E> + 'd;
 
+/// Marks the transaction broken when a walk's closure panics: the walk is then neither done
+/// nor undone, so nothing of the transaction may reach the disk (its commit is refused).
+struct BreakOnPanic<'t>(&'t WriteContext);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Ok(mut core) = self.0.core.try_borrow_mut()
+        {
+            core.broken = true;
+        }
+    }
+}
+
 /// Whether `key` lies before the end bound `end`.
 pub(crate) fn before_end(key: &[u8], end: Bound<&[u8]>) -> bool {
     match end {
@@ -71,7 +86,8 @@ impl BucketMut<'_> {
     /// do with each entry (nested buckets included, which it must keep). While it runs, the
     /// transaction's node arena is out of its workspace (a fresh one stands in), so that a
     /// closure may use the transaction's other bucket handles; the tree is exactly as before
-    /// when it fails.
+    /// when it fails. A closure that panics leaves the walk half done: the transaction then
+    /// refuses to commit.
     pub(crate) fn delete_where<E>(
         &mut self,
         start: Bound<&[u8]>,
@@ -82,12 +98,14 @@ impl BucketMut<'_> {
         let pages = tx.pages();
         let stand_in = Arena::new(tx.page_size);
         let mut arena = std::mem::replace(&mut tx.core.borrow_mut().arena, stand_in);
+        let guard = BreakOnPanic(tx);
         let walked = self
             .state_mut()
             .tree
             .delete_where(pages, &mut arena, start, direction, decide);
         // What the stand-in holds (buffers of the other buckets' edits) is dropped with it.
         drop(std::mem::replace(&mut tx.core.borrow_mut().arena, arena));
+        drop(guard);
         walked
     }
 
@@ -203,7 +221,8 @@ impl BucketMut<'_> {
 
     /// [`BucketMut::retain`] with a fallible `keep`: when it returns `Err`, the walk stops and
     /// the bucket is exactly as it was before the call (the deletes already made are undone);
-    /// the error is returned.
+    /// the error is returned. (When a closure of these methods panics instead, the walk is
+    /// left half done and the transaction refuses to commit: it can only be rolled back.)
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -423,3 +423,24 @@ fn a_walk_keeps_copies_only_of_the_pages_it_changes() {
     assert!(values_of(&db, "b").is_empty());
     assert_clean(&db);
 }
+
+/// A retain closure that panics leaves the walk half done: the transaction refuses to commit,
+/// and the file keeps what it had.
+#[test]
+fn a_retain_closure_that_panics_leaves_a_transaction_that_cannot_commit() {
+    let (_dir, db) = open();
+    let model = load(&db, "b", 2000);
+    let tx = db.begin_write().unwrap();
+    let mut b = tx.bucket_mut("b").unwrap().unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        b.retain(|k, _| {
+            assert!(k < &key(1500)[..], "the closure panics");
+            false
+        })
+    }));
+    assert!(panicked.is_err());
+    drop(b);
+    assert!(tx.commit().is_err(), "a half-done walk was committed");
+    assert_eq!(values_of(&db, "b"), model);
+    assert_clean(&db);
+}

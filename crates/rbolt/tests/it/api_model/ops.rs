@@ -294,7 +294,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (15, "stats"),
     (15, "create-path"),
     (12, "bulk"),
-    (40, "delete-many"),
+    (25, "delete-many"),
     (2, "deep-chain"),
     (12, "on-commit"),
     (25, "handles"),
