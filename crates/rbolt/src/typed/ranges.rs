@@ -17,12 +17,13 @@ use rbolt_page::LeafEntry;
 use std::borrow::Borrow;
 use std::ops::{Bound, RangeBounds};
 
-/// A key and value decoded, or the error that stops the walk.
-fn decode<'e, K: Key, V: Value>(
+/// A key and value decoded, or the error that stops the walk (as the caller's error type).
+fn decode<'e, K: Key, V: Value, E: From<Error>>(
     entry: &LeafEntry<'e>,
-) -> std::result::Result<(K::SelfType<'e>, V::SelfType<'e>), Stopped<Error>> {
-    let key = K::from_bytes(entry.key).map_err(Stopped::Caller)?;
-    let value = V::from_bytes(entry.value).map_err(Stopped::Caller)?;
+) -> std::result::Result<(K::SelfType<'e>, V::SelfType<'e>), Stopped<E>> {
+    let caller = |error: Error| Stopped::Caller(E::from(error));
+    let key = K::from_bytes(entry.key).map_err(caller)?;
+    let value = V::from_bytes(entry.value).map_err(caller)?;
     Ok((key, value))
 }
 
@@ -125,16 +126,47 @@ impl<K: Key, V: Value> TypedBucketMut<'_, K, V> {
         &mut self,
         mut keep: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> bool,
     ) -> Result<u64> {
-        let mut decide = |entry: LeafEntry<'_>| -> Decision<Error> {
+        self.try_retain(|key, value| Ok::<_, Error>(keep(key, value)))
+    }
+
+    /// [`TypedBucketMut::retain`] with a fallible `keep`: when it returns `Err` (or an entry
+    /// does not decode), the walk stops, the bucket is exactly as it was before the call, and
+    /// the error is returned.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const AGES: BucketDef<&str, u32> = BucketDef::new("ages");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut ages = tx.open_bucket(AGES)?;
+    ///     for (name, age) in [("al", 5), ("bob", 200), ("cy", 40)] {
+    ///         ages.put(name, age)?;
+    ///     }
+    ///     // An age over 150 is an error: "al", under 18 and before it, stays too.
+    ///     let checked = ages.try_retain(|_, age| {
+    ///         if age > 150 { Err(rbolt::Error::IncompatibleValue) } else { Ok(age >= 18) }
+    ///     });
+    ///     assert!(checked.is_err());
+    ///     assert_eq!(ages.len()?, 3);
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn try_retain<E: From<Error>>(
+        &mut self,
+        mut keep: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> std::result::Result<bool, E>,
+    ) -> std::result::Result<u64, E> {
+        let mut decide = |entry: LeafEntry<'_>| -> Decision<E> {
             if entry.is_bucket() {
                 return Ok(Verdict::Keep);
             }
-            let (key, value) = decode::<K, V>(&entry)?;
-            Ok(if keep(key, value) {
-                Verdict::Keep
-            } else {
-                Verdict::Delete
-            })
+            let (key, value) = decode::<K, V, E>(&entry)?;
+            match keep(key, value) {
+                Ok(true) => Ok(Verdict::Keep),
+                Ok(false) => Ok(Verdict::Delete),
+                Err(error) => Err(Stopped::Caller(error)),
+            }
         };
         self.bytes()
             .delete_where(Bound::Unbounded, Direction::Forward, &mut decide)
@@ -185,7 +217,7 @@ impl<K: Key, V: Value> TypedBucketMut<'_, K, V> {
             if entry.is_bucket() {
                 return Ok(Verdict::Keep);
             }
-            let (key, value) = decode::<K, V>(&entry)?;
+            let (key, value) = decode::<K, V, Error>(&entry)?;
             if !pred(&key, &value) {
                 return Ok(Verdict::Keep);
             }
@@ -264,7 +296,7 @@ impl<K: Key, V: Value> TypedBucketMut<'_, K, V> {
             if entry.is_bucket() {
                 return Ok(Verdict::Keep);
             }
-            let (key, value) = decode::<K, V>(&entry)?;
+            let (key, value) = decode::<K, V, Error>(&entry)?;
             if let Some(take) = take.take() {
                 popped = Some(take(key, value));
             }

@@ -379,6 +379,8 @@ fn a_typed_retain_that_meets_a_bad_key_changes_nothing() {
     let mut scores = tx.open_bucket(SCORES).unwrap();
     let failed = scores.retain(|_, _| false);
     assert!(matches!(failed, Err(Error::Decode { .. })), "{failed:?}");
+    let failed = scores.try_retain(|_, _| Ok::<_, Error>(false));
+    assert!(matches!(failed, Err(Error::Decode { .. })), "{failed:?}");
     let failed = scores.extract_if(.., |_, _| true, |k, _| k);
     assert!(matches!(failed, Err(Error::Decode { .. })), "{failed:?}");
     assert_eq!(
@@ -422,6 +424,34 @@ fn a_walk_keeps_copies_only_of_the_pages_it_changes() {
     tx.commit().unwrap();
     assert!(values_of(&db, "b").is_empty());
     assert_clean(&db);
+}
+
+/// A typed try_retain returns its closure's error and deletes nothing.
+#[test]
+fn a_typed_try_retain_that_fails_halfway_changes_nothing() {
+    let (_dir, db) = open();
+    db.update(|tx| {
+        let mut scores = tx.open_bucket(SCORES)?;
+        for i in 0..3000u32 {
+            scores.put(i, "x")?;
+        }
+        let failed = scores.try_retain(|k, _| {
+            if k == 2999 {
+                Err(Error::SameBuckets)
+            } else {
+                Ok(false)
+            }
+        });
+        assert!(matches!(failed, Err(Error::SameBuckets)), "{failed:?}");
+        assert_eq!(scores.len()?, 3000);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    db.view(|tx| {
+        assert_eq!(tx.open_bucket(SCORES)?.unwrap().len()?, 3000);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
 }
 
 /// A retain closure that panics leaves the walk half done: the transaction refuses to commit,
