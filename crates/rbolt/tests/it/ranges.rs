@@ -81,7 +81,7 @@ fn check_range(start: Bound<u32>, end: Bound<u32>, in_same_tx: bool) {
         })
         .unwrap();
     let before = model.len();
-    model.retain(|k, _| !std::ops::RangeBounds::contains(&bounds, &k.as_slice()));
+    model.retain(|k, _| !std::ops::RangeBounds::<&[u8]>::contains(&bounds, &k.as_slice()));
     assert_eq!(deleted, (before - model.len()) as u64, "{start:?}..{end:?}");
     assert_eq!(values_of(&db, "b"), model, "{start:?}..{end:?}");
     assert_clean(&db);

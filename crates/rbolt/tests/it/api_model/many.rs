@@ -77,7 +77,7 @@ fn bound(kind: u64, key: &[u8]) -> Bound<&[u8]> {
 }
 
 fn in_range(key: &[u8], (start, end): (Bound<&[u8]>, Bound<&[u8]>)) -> bool {
-    std::ops::RangeBounds::contains(&(start, end), &key)
+    std::ops::RangeBounds::<&[u8]>::contains(&(start, end), &key)
 }
 
 /// The call's parameters, drawn from the seed against the model's bucket.
