@@ -35,8 +35,8 @@ pub use tree::hazard::{
     GoHazard, branch_hazard, child_hazard, first_key, inline_hazard, tree_hazards,
 };
 pub use tree::{
-    Delete, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE, PageAlloc,
-    Put, Tree, TreeStats,
+    Delete, Direction, FILL_PERCENT_DEFAULT, FILL_PERCENT_MAX, FILL_PERCENT_MIN, MIN_KEYS_PER_PAGE,
+    PageAlloc, Put, Tree, TreeStats, Verdict,
 };
 
 /// The deepest a tree may be. A descent that goes further is reading a cycle in a corrupt

@@ -1,4 +1,6 @@
 //! Range scans, prefix scans and cursors, forwards and backwards; none of them copies a key.
+//! Then the deletes by prefix, range and predicate, each one walk over the leaves it touches
+//! (a loop over `iter()` cannot delete: the iterator borrows the bucket).
 //!
 //! `cargo run -p rbolt --example ranges_and_prefixes`
 
@@ -48,6 +50,24 @@ fn main() -> rbolt::Result<()> {
         assert_eq!(found.key(), b"src/main.rs");
         let before = cursor.prev()?.expect("one before");
         assert_eq!(before.key(), b"src/lib.rs");
+        Ok::<_, rbolt::Error>(())
+    })?;
+    db.update(|tx| {
+        let mut files = tx.bucket_mut("files")?.expect("created above");
+        let docs = files.delete_prefix("docs/")?;
+        println!("deleted under docs/: {docs}");
+        assert_eq!(docs, 2);
+        // Every file whose recorded length is under 11 bytes ("src/lib.rs" is 10).
+        let short = files.extract_if::<&str>(.., |_, len| len < b"11".as_slice())?;
+        println!("taken out: {} entry", short.len());
+        assert_eq!(short[0].0, b"src/lib.rs");
+        let rest = files.delete_range("src/".."src/util/")?;
+        assert_eq!(rest, 1); // src/main.rs
+        assert_eq!(
+            files.pop_last()?.map(|(key, _)| key),
+            Some(b"src/util/io.rs".to_vec())
+        );
+        assert_eq!(files.iter().count(), 0);
         Ok::<_, rbolt::Error>(())
     })?;
     db.close()

@@ -348,6 +348,17 @@ type KeyBound = Bound<SmallVec<[u8; 32]>>;
 /// The entries of a bucket (or a range of them) in key order, from either end. Items are
 /// `Result`s: reading a corrupt page ends the iteration with an error.
 ///
+/// Deleting inside the loop does not compile: the iterator borrows the bucket. To delete
+/// what a loop would pick, use [`BucketMut::retain`](crate::BucketMut::retain) or
+/// [`BucketMut::try_retain`](crate::BucketMut::try_retain) (by predicate),
+/// [`BucketMut::extract_if`](crate::BucketMut::extract_if) (and get the entries),
+/// [`BucketMut::delete_range`](crate::BucketMut::delete_range),
+/// [`BucketMut::delete_prefix`](crate::BucketMut::delete_prefix),
+/// [`BucketMut::clear`](crate::BucketMut::clear), or
+/// [`BucketMut::pop_first`](crate::BucketMut::pop_first) and
+/// [`BucketMut::pop_last`](crate::BucketMut::pop_last): each is one walk over the leaves it
+/// touches, and changes nothing when it fails. A [`CursorMut`] deletes where it stands too.
+///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let db = rbolt::Db::open(dir.path().join("db"))?;
@@ -519,7 +530,13 @@ enum Position {
 /// A cursor over a bucket of a write transaction that can delete the entry it is on.
 ///
 /// It remembers its key, not a path, so it stays valid across its own deletes: after
-/// `delete`, `next` gives the entry after the deleted one and `prev` the one before.
+/// `delete`, `next` gives the entry after the deleted one and `prev` the one before. Each move
+/// looks its key up again; to delete a range, a prefix or by predicate, the one-walk
+/// [`BucketMut::delete_range`](crate::BucketMut::delete_range),
+/// [`BucketMut::delete_prefix`](crate::BucketMut::delete_prefix),
+/// [`BucketMut::retain`](crate::BucketMut::retain) and
+/// [`BucketMut::extract_if`](crate::BucketMut::extract_if) are faster, and a failure in them
+/// changes nothing.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();

@@ -518,6 +518,20 @@ impl Node {
         self.image.zero_tail();
     }
 
+    /// A copy of the node in a buffer of the same size from `arena` (the node is packed
+    /// first), with its page, overflow and flags: what a walk keeps to put the node back.
+    pub fn duplicate(&mut self, arena: &mut Arena) -> Node {
+        self.ensure_packed(arena);
+        let mut copy = Node::empty(arena, self.image.buffer_len(), self.is_leaf());
+        copy.append_from(self, 0..self.count());
+        copy.image.write_header(self.pgid, 0);
+        copy.pgid = self.pgid;
+        copy.overflow = self.overflow;
+        copy.unbalanced = self.unbalanced;
+        copy.appended = self.appended;
+        copy
+    }
+
     /// Swaps the images of two nodes (for a root taking its only child's place).
     pub fn swap_image(&mut self, other: &mut Node) {
         std::mem::swap(&mut self.image, &mut other.image);

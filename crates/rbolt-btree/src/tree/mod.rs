@@ -17,6 +17,9 @@
 //!   its child's first key (`hazard.rs`).
 
 pub(crate) mod hazard;
+mod sweep;
+
+pub use sweep::{Direction, Verdict};
 
 use crate::DEPTH_MAX;
 use crate::cursor::{Entry, RootRef, TreeView};
@@ -63,7 +66,7 @@ pub trait PageAlloc {
 }
 
 /// Where a tree's root is.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Root {
     /// A new tree, empty until its first edit (then a node).
     New,

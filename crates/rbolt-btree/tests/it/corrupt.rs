@@ -9,7 +9,9 @@
 //! depths); their bytes are copied and damaged, then read through `Pages::new`.
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use rbolt_btree::{Arena, DEPTH_MAX, Delete, PageAlloc, Pages, Put, Tree, TreeView};
+use rbolt_btree::{
+    Arena, DEPTH_MAX, Delete, Direction, PageAlloc, Pages, Put, Tree, TreeView, Verdict,
+};
 use rbolt_btree::{Entry, MemStore};
 use rbolt_page::{
     BranchBuilder, Corruption, FLAG_FREELIST, FLAG_META, LeafBuilder, PageKind, PageRef, Pgid,
@@ -1626,6 +1628,66 @@ fn exercise_writes(image: &Image, probes: &[Vec<u8>], cap: usize) -> Result<(), 
     Ok(())
 }
 
+/// `Tree::delete_where` over the damaged pages, each way, after a few puts (so that nodes
+/// older than the walk exist): an error (a corrupt page met halfway) must leave the tree
+/// exactly as it was; otherwise the tree goes on to rebalance and spill.
+fn exercise_delete_where(image: &Image, probes: &[Vec<u8>]) -> Result<(), String> {
+    let pages = image.pages();
+    for forward in [true, false] {
+        let mut alloc = TestAlloc::new(pages, false);
+        guard("puts, delete_where, rebalance, spill", || {
+            let mut arena = Arena::new(pages.page_size());
+            let mut tree = Tree::from_page(image.root);
+            for (i, probe) in probes.iter().enumerate().step_by(13) {
+                if tree
+                    .put(pages, &mut arena, probe, &[i as u8; 9], 0)
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+            let before = fingerprint(&tree, pages);
+            let direction = if forward {
+                Direction::Forward
+            } else {
+                Direction::Backward
+            };
+            let mut n = 0u64;
+            let walked = tree.delete_where::<Corruption>(
+                pages,
+                &mut arena,
+                std::ops::Bound::Unbounded,
+                direction,
+                &mut |_| {
+                    n += 1;
+                    Ok(if n.is_multiple_of(2) {
+                        Verdict::Keep
+                    } else {
+                        Verdict::Delete
+                    })
+                },
+            );
+            if walked.is_err() {
+                let after = fingerprint(&tree, pages);
+                if after != before {
+                    return Err(format!(
+                        "a delete_where that failed ({walked:?}) changed the tree: {before:?} -> {after:?}"
+                    ));
+                }
+                return Ok(());
+            }
+            let _ = tree
+                .rebalance(pages, &mut arena, &mut alloc)
+                .and_then(|()| tree.spill(pages, &mut arena, &mut alloc));
+            Ok(())
+        })??;
+        if alloc.runaway {
+            return Err("delete_where: the tree freed or allocated without bound".to_string());
+        }
+    }
+    Ok(())
+}
+
 fn run_case(case: Case) -> TestResult {
     let image = case.apply();
     let Ok(pages) = Pages::new(&image.bytes, PAGE_SIZE, image.high_water) else {
@@ -1642,7 +1704,8 @@ fn run_case(case: Case) -> TestResult {
     let cap = scan_cap(&image);
     let view = TreeView::from_page(pages, image.root);
     let outcome = exercise_reads(&view, &probes, cap)
-        .and_then(|()| exercise_writes(&image, &probes[1..], cap));
+        .and_then(|()| exercise_writes(&image, &probes[1..], cap))
+        .and_then(|()| exercise_delete_where(&image, &probes[1..]));
     match outcome {
         Ok(()) => TestResult::passed(),
         Err(failure) => TestResult::error(failure),

@@ -3,7 +3,8 @@
 
 use crate::support::walk;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use rbolt_btree::{Arena, Delete, MemStore, Put, Tree};
+use rbolt_btree::{Arena, Delete, Direction, MemStore, Pages, Put, Tree, TreeStats, Verdict};
+use rbolt_page::{Corruption, Pgid, Reason};
 use rbolt_testkit::rng::Rng;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -26,6 +27,18 @@ enum Op {
         from: Vec<u8>,
         steps: u8,
         forward: bool,
+    },
+    /// `Tree::delete_where` from `start` (unbounded, included or excluded by `kind`) in one
+    /// direction, deleting every `every`th entry it is shown, stopping after `stop_after`
+    /// entries if set; with `fail_at`, the closure fails at that entry and the tree must be
+    /// exactly as before.
+    DeleteWhere {
+        start: Vec<u8>,
+        kind: u8,
+        forward: bool,
+        every: u8,
+        stop_after: Option<u16>,
+        fail_at: Option<u16>,
     },
     Commit,
     Rollback,
@@ -77,7 +90,15 @@ impl Arbitrary for Op {
                 steps: u8::arbitrary(g) % 40,
                 forward: bool::arbitrary(g),
             },
-            94..=97 => Op::Commit,
+            94..=96 => Op::Commit,
+            97..=98 => Op::DeleteWhere {
+                start: key(g),
+                kind: u8::arbitrary(g) % 3,
+                forward: bool::arbitrary(g),
+                every: 1 + u8::arbitrary(g) % 4,
+                stop_after: bool::arbitrary(g).then(|| 1 + u16::arbitrary(g) % 600),
+                fail_at: (u8::arbitrary(g) % 4 == 0).then(|| u16::arbitrary(g) % 600),
+            },
             _ => Op::Rollback,
         }
     }
@@ -279,6 +300,7 @@ fn run(case: Case) -> TestResult {
                 }
                 assert_eq!(got, want, "walk from {from:?}");
             }
+            Op::DeleteWhere { .. } => delete_where(&mut tree, pages, &mut arena, &mut model, op),
             Op::Commit => {
                 let (pages, alloc) = store.parts();
                 tree.rebalance(pages, &mut arena, alloc).unwrap();
@@ -297,6 +319,113 @@ fn run(case: Case) -> TestResult {
         }
     }
     TestResult::passed()
+}
+
+/// What can be seen of an edited tree: its entries, counters, whether it is dirty.
+type Fingerprint = (Vec<(Vec<u8>, Vec<u8>)>, TreeStats, bool);
+
+fn fingerprint(tree: &Tree, pages: Pages<'_>) -> Fingerprint {
+    let mut cursor = tree.view(pages).cursor();
+    let mut entries = Vec::new();
+    let mut entry = cursor.first().unwrap();
+    while let Some(e) = entry {
+        entries.push((e.key.to_vec(), e.value.to_vec()));
+        entry = cursor.next().unwrap();
+    }
+    (entries, tree.stats(), tree.is_dirty())
+}
+
+/// Runs an `Op::DeleteWhere` on the tree and the model.
+fn delete_where(
+    tree: &mut Tree,
+    pages: Pages<'_>,
+    arena: &mut Arena,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    op: &Op,
+) {
+    let Op::DeleteWhere {
+        start,
+        kind,
+        forward,
+        every,
+        stop_after,
+        fail_at,
+    } = op
+    else {
+        unreachable!("a DeleteWhere op");
+    };
+    let bound = match kind {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(&start[..]),
+        _ => Bound::Excluded(&start[..]),
+    };
+    // What the model says the walk is shown, in its order.
+    let shown: Vec<Vec<u8>> = if *forward {
+        model
+            .range::<[u8], _>((bound, Bound::Unbounded))
+            .map(|(k, _)| k.clone())
+            .collect()
+    } else {
+        model
+            .range::<[u8], _>((Bound::Unbounded, bound))
+            .rev()
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    let limit = stop_after.map_or(shown.len(), |n| usize::from(n).min(shown.len()));
+    let fails = fail_at.is_some_and(|at| usize::from(at) < limit);
+    let before = fingerprint(tree, pages);
+    let direction = if *forward {
+        Direction::Forward
+    } else {
+        Direction::Backward
+    };
+    let mut seen = Vec::new();
+    let outcome = tree.delete_where(pages, arena, bound, direction, &mut |entry| {
+        let n = seen.len();
+        seen.push(entry.key.to_vec());
+        if fail_at.is_some_and(|at| usize::from(at) == n) {
+            return Err(Corruption::new(
+                Pgid(0),
+                Reason::Other("the closure failed"),
+            ));
+        }
+        let delete = n % usize::from(*every) == 0;
+        let stop = stop_after.is_some_and(|s| usize::from(s) == n + 1);
+        Ok(match (delete, stop) {
+            (true, true) => Verdict::DeleteAndStop,
+            (true, false) => Verdict::Delete,
+            (false, true) => Verdict::Stop,
+            (false, false) => Verdict::Keep,
+        })
+    });
+    if fails {
+        assert!(outcome.is_err(), "the closure failed, the walk did not");
+        assert_eq!(
+            fingerprint(tree, pages),
+            before,
+            "a failed walk changed the tree"
+        );
+        return;
+    }
+    let deleted: Vec<&Vec<u8>> = shown[..limit].iter().step_by(usize::from(*every)).collect();
+    // Not the op itself in the message: its key may be 32 KiB.
+    let what = format!("kind {kind}, forward {forward}, every {every}, stop after {stop_after:?}");
+    assert_eq!(outcome.unwrap(), deleted.len() as u64, "{what}");
+    assert!(
+        seen == shown[..limit],
+        "the entries shown differ from the model's, {what}"
+    );
+    if deleted.is_empty() {
+        assert_eq!(
+            fingerprint(tree, pages),
+            before,
+            "a walk that deleted nothing changed the tree"
+        );
+    }
+    for key in deleted.into_iter().cloned().collect::<Vec<_>>() {
+        model.remove(&key);
+    }
 }
 
 /// The committed tree read through pages only equals the model, and its pages are sound and

@@ -597,7 +597,9 @@ impl BucketMut<'_> {
         CursorMut::new(tx, self.state_mut())
     }
 
-    /// All entries in key order.
+    /// All entries in key order. The iterator borrows the bucket, so a loop over it cannot
+    /// delete: see [`Iter`] for the methods that do (`retain`, `extract_if`, `delete_range`,
+    /// `delete_prefix`, `clear`, `pop_first`, `pop_last`).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

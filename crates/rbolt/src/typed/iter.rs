@@ -23,6 +23,15 @@ pub(super) fn encode_bound<'k, K: Key>(
 /// Typed keys and values of a bucket, in key order; double-ended. A key or value that does
 /// not decode as its type ends the iteration with `Error::Decode`.
 ///
+/// Deleting inside the loop does not compile (the iterator borrows the bucket): use
+/// [`TypedBucketMut::retain`](crate::TypedBucketMut::retain),
+/// [`TypedBucketMut::extract_if`](crate::TypedBucketMut::extract_if),
+/// [`TypedBucketMut::delete_range`](crate::TypedBucketMut::delete_range),
+/// [`TypedBucketMut::delete_prefix`](crate::TypedBucketMut::delete_prefix),
+/// [`TypedBucketMut::clear`](crate::TypedBucketMut::clear),
+/// [`TypedBucketMut::pop_first`](crate::TypedBucketMut::pop_first) or
+/// [`TypedBucketMut::pop_last`](crate::TypedBucketMut::pop_last).
+///
 /// ```
 /// use rbolt::BucketDef;
 /// const IDS: BucketDef<u32, &str> = BucketDef::new("ids");

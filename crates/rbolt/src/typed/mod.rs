@@ -34,6 +34,7 @@
 
 mod bucket;
 mod iter;
+mod ranges;
 
 pub use bucket::{BucketDef, TypedBucket, TypedBucketMut};
 pub use iter::{TypedCursor, TypedIter};

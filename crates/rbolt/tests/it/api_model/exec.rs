@@ -360,6 +360,12 @@ pub fn apply<'db>(
             seed,
             delete,
         } => bulk(tx, model, *at, usize::from(*n), *seed, *delete, cx),
+        Op::DeleteMany {
+            at,
+            seed,
+            many,
+            via,
+        } => super::many::delete_many(tx, model, (*at, *seed), *many, *via, cx),
         Op::DeepChain { depth, name } => deep_chain(tx, model, *depth, *name, cx),
         Op::OnCommit { update } => hooks.register(db, tx, *update, cx.tally),
         Op::SetDurability { none, one_sync } => {

@@ -1,6 +1,7 @@
 //! The model-based test of the public API (issue 12, defect 1's property test).
 //!
-//! Random sequences of bucket, key, cursor, sequence and transaction operations run against
+//! Random sequences of bucket, key, cursor, sequence and transaction operations (deletes of
+//! many keys at once among them: ranges, prefixes, predicates, pops) run against
 //! the facade and against an in-memory model of nested buckets at once. Every result is
 //! compared, the error variant included; after every operation the open transaction's whole
 //! visible state (every bucket, key, value and sequence) equals the model — after an `Err`,
@@ -20,6 +21,7 @@
 
 mod exec;
 mod handles;
+mod many;
 mod model;
 mod ops;
 mod reads;
@@ -215,6 +217,17 @@ impl Tally {
             "handles.refused.bucket_path_mut",
             "handles.refused.create_bucket_path",
         ];
+        kinds.extend([
+            "delete_range",
+            "delete_prefix",
+            "clear",
+            "retain",
+            "try_retain",
+            "try_retain.failed",
+            "extract_if",
+            "pop_first",
+            "pop_last",
+        ]);
         kinds.push("on_commit.update");
         kinds.extend(["set_durability", "sync", "vacuum_step"]);
         let events = [

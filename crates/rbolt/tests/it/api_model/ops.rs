@@ -6,6 +6,7 @@
 //! or deliberately picks a missing one, a value where a bucket is expected, an empty name, a
 //! name or key over `KEY_SIZE_MAX`, or a value over `VALUE_SIZE_MAX`.
 
+use super::many::Many;
 use super::model::{Item, Model, Path};
 use quickcheck::{Arbitrary, Gen};
 use rbolt::{FreelistKind, KEY_SIZE_MAX, VALUE_SIZE_MAX};
@@ -138,6 +139,13 @@ pub enum Op {
         seed: u32,
         delete: bool,
     },
+    /// A delete of many keys at once, or a pop (`many.rs`).
+    DeleteMany {
+        at: u32,
+        seed: u32,
+        many: Many,
+        via: Via,
+    },
     /// A chain of nested buckets, `depth` levels below a new top-level bucket.
     DeepChain {
         depth: u16,
@@ -228,6 +236,7 @@ impl Op {
                 | Op::ForEach { .. }
                 | Op::Stats { .. }
                 | Op::Bulk { .. }
+                | Op::DeleteMany { .. }
                 | Op::DeepChain { .. }
                 | Op::OnCommit { .. }
                 | Op::Handles { .. }
@@ -285,6 +294,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (15, "stats"),
     (15, "create-path"),
     (12, "bulk"),
+    (25, "delete-many"),
     (2, "deep-chain"),
     (12, "on-commit"),
     (25, "handles"),
@@ -407,6 +417,12 @@ impl Arbitrary for Op {
                 n: 20 + u16::arbitrary(g) % 400,
                 seed: u32::arbitrary(g),
                 delete: u8::arbitrary(g) % 3 == 0,
+            },
+            "delete-many" => Op::DeleteMany {
+                at,
+                seed: u32::arbitrary(g),
+                many: Many::ALL[usize::arbitrary(g) % Many::ALL.len()],
+                via: via(g),
             },
             "deep-chain" => Op::DeepChain {
                 depth: u16::arbitrary(g),
