@@ -57,7 +57,7 @@ use std::time::Instant;
 /// ```
 ///
 /// A read view beside a live handle does not compile (the view wants the transaction to
-/// itself); open the second bucket as a handle, which reads too. Decision record 0010 says why
+/// itself); open the second bucket as a handle, which reads too. Decision record 0011 says why
 /// the borrows are so.
 ///
 /// ```compile_fail,E0502

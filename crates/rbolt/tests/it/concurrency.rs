@@ -205,7 +205,16 @@ fn readers_see_repeatable_snapshots_while_writers_and_batches_commit() {
             });
         }
         let mut rng = Rng::new(7);
-        for _ in 0..400 {
+        // 400 transfers, then more until the readers and the batchers have each had a turn
+        // (on a loaded machine the transfers can all be done before a thread is scheduled).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        for round in 0.. {
+            if round >= 400
+                && (reads.load(Ordering::Relaxed) > 0 && batched.load(Ordering::Relaxed) > 0
+                    || std::time::Instant::now() > deadline)
+            {
+                break;
+            }
             db.update(|tx| {
                 let mut accounts = tx.bucket_mut(b"accounts")?.unwrap();
                 for _ in 0..5 {

@@ -159,6 +159,16 @@ impl Tally {
     /// Fails unless every kind of call, every event and every class of chosen failure
     /// occurred.
     fn assert_complete(&self) {
+        let missing = self.missing();
+        assert!(
+            missing.is_empty(),
+            "the run never tried: {}",
+            missing.join(", ")
+        );
+    }
+
+    /// Every kind of call, event and class of chosen failure that has not occurred yet.
+    fn missing(&self) -> Vec<String> {
         let mut kinds = vec![
             "put",
             "delete",
@@ -277,11 +287,7 @@ impl Tally {
                 .filter(|c| !self.classes.contains_key(*c))
                 .map(|c| format!("failure class {}", c.name())),
         );
-        assert!(
-            missing.is_empty(),
-            "the run never tried: {}",
-            missing.join(", ")
-        );
+        missing
     }
 }
 
@@ -302,6 +308,18 @@ fn property(case: Case) -> TestResult {
     TestResult::passed()
 }
 
+/// Rounds run past the requested ones while a kind of case has not occurred (see the test).
+const EXTRA_ROUNDS: usize = 4;
+
+/// Whether the rounds so far tried every kind of case.
+fn covered() -> bool {
+    TOTAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .is_some_and(|tally| tally.missing().is_empty())
+}
+
 #[test]
 fn every_api_call_gives_the_models_result_and_leaves_the_models_state() {
     let cases = tier::size("RBOLT_API_MODEL_CASES", CASES_FAST, CASES_CI, CASES_SOAK);
@@ -314,6 +332,10 @@ fn every_api_call_gives_the_models_result_and_leaves_the_models_state() {
     });
     let first_seed = seed;
     let mut seeds = 0;
+    // A round that missed a rare case (a crash that kept only the durable commit comes about
+    // 3.5 times a round at CI's size, so one round in 30 sees none) is followed by another,
+    // up to EXTRA_ROUNDS, before the coverage check: the check is of the generator, not luck.
+    let mut extra_rounds = 0;
     loop {
         // Shown with a failure (and live under --nocapture): the seed replays the round.
         println!("api-model: seed={seed} (RBOLT_API_MODEL_SEED={seed} replays this round)");
@@ -325,6 +347,11 @@ fn every_api_call_gives_the_models_result_and_leaves_the_models_state() {
         seeds += 1;
         match deadline {
             Some(deadline) if Instant::now() < deadline => seed = seed.wrapping_add(1),
+            _ if extra_rounds < EXTRA_ROUNDS && !covered() => {
+                extra_rounds += 1;
+                seed = seed.wrapping_add(1);
+                println!("api-model: a case is still missing; round {extra_rounds} more");
+            }
             _ => break,
         }
     }
