@@ -727,6 +727,22 @@ fn a_meta_with_a_stale_or_torn_tail_never_validates() {
     let mut image = crash.new.clone();
     with_page_from(&mut image, &crash.old, slot, 88..104);
     cases.push(("the old digest", image));
+    // The old tail names the old meta's runs, whose pages the durable state still holds
+    // (freed by the commit after it, and reusable only by this one): with this commit's
+    // writes over them dropped, and one more of its pages, the old runs give the old digest,
+    // and only the checksum's binding of record and tail keeps the open from trusting the
+    // new record, whose pages are not all there.
+    let old_runs = pages_named(&crash.old, slot);
+    for &extra in &crash.data_pages {
+        let mut image = crash.new.clone();
+        with_page_from(&mut image, &crash.old, slot, 80..PAGE);
+        for &page in &crash.data_pages {
+            if page == extra || old_runs.contains(&(page as u64)) {
+                with_page_from(&mut image, &crash.old, page, 0..PAGE);
+            }
+        }
+        cases.push(("new record, the old tail over its intact runs", image));
+    }
     for (what, image) in cases {
         assert_ne!(image, crash.new, "{what}: no change");
         assert_eq!(reopen(image), crash.before, "{what}");
@@ -931,6 +947,9 @@ fn a_full_device_in_a_one_sync_commit_changes_nothing_and_the_next_commit_is_who
         let image = sim.live_image().unwrap();
         assert_eq!(newest_meta(&image).2, MetaDurability::OneSync, "{kind:?}");
         assert_eq!(reopen(image), after, "{kind:?}");
+        // And acknowledged, it is durable: a power loss after it keeps it (its one sync made
+        // the growth durable too, though the failed commit had grown the file first).
+        assert_eq!(reopen(sim.durable_image()), after, "{kind:?}: not durable");
         drop(db);
         for op in first_op..last_op {
             let (sim, db) = sim_db(Options::default().one_sync(true));
