@@ -11,8 +11,8 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use rbolt_page::{
-    Corruption, META_PAGE_LEN, Meta, PAGE_SIZE_MAX, PAGE_SIZE_MIN, PageHeader, Pgid, Reason,
-    find_meta1, read_meta, read_meta_page,
+    Corruption, META_PAGE_LEN, Meta, MetaDurability, OneSyncRecord, PAGE_SIZE_MAX, PAGE_SIZE_MIN,
+    PageHeader, Pgid, Reason, find_meta1, read_meta, read_meta_page, run_digest,
 };
 use rbolt_storage::{FileOptions, FileStorage, OpenError, Storage};
 use std::path::{Path, PathBuf};
@@ -195,8 +195,26 @@ impl RawFile {
                 // Every kind of meta is sound: one written without syncs carries a second
                 // checksum over the boot id (the database trusts it only in that boot).
                 read_meta_page(&bytes, Pgid(index))
-                    .and_then(|(meta, _)| {
-                        meta.validate_fields(Pgid(index), self.len).map(|()| meta)
+                    .and_then(|(meta, kind)| {
+                        meta.validate_fields(Pgid(index), self.len)
+                            .map(|()| (meta, kind))
+                    })
+                    .and_then(|(meta, kind)| {
+                        // A one-sync commit's meta is sound only when its pages give its
+                        // digest, as the database checks before it opens at it (issue 51).
+                        if kind == MetaDurability::OneSync
+                            && !self.one_sync_pages_intact(&bytes, &meta)
+                        {
+                            return Err(Corruption::new(
+                                Pgid(index),
+                                Reason::Other(
+                                    "a one-sync commit whose pages do not give its digest \
+                                     (its sync did not finish: the database opens at the meta \
+                                     before it)",
+                                ),
+                            ));
+                        }
+                        Ok(meta)
                     })
                     .and_then(|meta| {
                         if meta.page_size as usize == self.page_size {
@@ -212,6 +230,31 @@ impl RawFile {
             Ok(MetaSlot { meta, valid })
         };
         Ok([slot(0)?, slot(1)?])
+    }
+
+    /// Whether the one-sync meta page `bytes` (its record `meta`, sound and within the file)
+    /// names page runs a commit can have written and whose bytes give its digest. Any other
+    /// answer, a read that fails included, is `false`: the database opens at the other meta.
+    fn one_sync_pages_intact(&self, bytes: &[u8], meta: &Meta) -> bool {
+        let Some(record) = OneSyncRecord::read(bytes, meta) else {
+            return false;
+        };
+        if !record.runs_plausible(meta) {
+            return false;
+        }
+        let page_size = self.page_size as u64;
+        let mut sum = 0u128;
+        for run in record.runs() {
+            // Within the mark (`runs_plausible`), which is within the file (`validate_fields`),
+            // and at most `ONE_SYNC_BYTES_MAX` bytes in all.
+            let Ok(pages) =
+                self.read_exact(run.start.0 * page_size, (run.n_pages * page_size) as usize)
+            else {
+                return false;
+            };
+            sum = sum.wrapping_add(run_digest(run.start, &[&pages]));
+        }
+        sum.to_le_bytes() == record.digest
     }
 
     /// The meta the database would use: the valid one with the higher txid.

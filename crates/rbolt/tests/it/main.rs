@@ -15,6 +15,7 @@ mod fixtures;
 mod go_writer;
 mod histories;
 mod one_sync;
+mod one_sync_attacks;
 mod open;
 mod ranges;
 mod readme;

@@ -567,20 +567,65 @@ fn auto_shrink_cuts_a_file_whose_end_is_freed() {
 /// clean and holds the contents, which a vacuum never changes.
 #[test]
 fn a_crash_anywhere_in_a_vacuum_recovers() {
+    crash_anywhere_in_a_vacuum(Options::default().page_size(1024));
+}
+
+/// Issue 51, attack 1: the same with a one-sync commit after every step (a vacuum step itself
+/// syncs twice, whatever the handle's default). The one-sync commit's fallback is the step's
+/// meta, so it may write only pages free as of that meta, and a truncation (done once the
+/// step is durable, perhaps in the commit) must never cut pages that meta or the one-sync
+/// meta the open verifies reach. Auto-shrink too. The commits rewrite a key with its own
+/// value: the content stays the model's.
+#[test]
+fn a_crash_anywhere_in_a_vacuum_with_one_sync_commits_between_recovers() {
+    crash_anywhere_in_a_vacuum(Options::default().one_sync(true));
+    crash_anywhere_in_a_vacuum(Options::default().one_sync(true).auto_shrink(true));
+}
+
+/// Crashes at every write, sync and length change of a vacuum of a file opened with
+/// `options` (with `options.one_sync`, a commit after every step), and reopens each image a
+/// power loss could leave (see the callers).
+fn crash_anywhere_in_a_vacuum(options: Options) {
     let base = SimFile::new().unwrap();
-    let db = open(&base, Options::default().page_size(1024));
+    let db = open(&base, options.clone());
     fill_and_thin(&db, 21, 300, 90);
+    db.update(|tx| tx.create_bucket("x")?.put("k", "v"))
+        .unwrap();
     let model = read_db(&db).unwrap();
+    // With one sync: a commit after each step that changes no content.
+    let between = |db: &Db| -> bool {
+        !options.one_sync
+            || db
+                .update(|tx| tx.bucket_mut("x")?.unwrap().put("k", "v"))
+                .is_ok()
+    };
     drop(db);
     let image = base.live_image().unwrap();
     let reference = SimFile::from_image(image.clone()).unwrap();
-    let db = open(&reference, Options::default().page_size(1024));
+    let db = open(&reference, options.clone());
     let start = reference.op_count() as usize;
+    let mut one_sync_commits = 0;
     db.vacuum(VacuumOptions::default().pages_per_step(16), |_| {
+        assert!(between(&db));
+        let image = reference.live_image().unwrap();
+        let page_size = db.page_size();
+        let newest = (0..2u64)
+            .filter_map(|slot| {
+                let at = slot as usize * page_size;
+                rbolt_page::read_meta_page(&image[at..at + page_size], rbolt_page::Pgid(slot)).ok()
+            })
+            .max_by_key(|(meta, _)| meta.txid);
+        if newest.is_some_and(|(_, kind)| kind == rbolt_page::MetaDurability::OneSync) {
+            one_sync_commits += 1;
+        }
         ControlFlow::Continue(())
     })
     .unwrap();
-    drop(db);
+    assert!(
+        !options.one_sync || one_sync_commits >= 3,
+        "{one_sync_commits} one-sync commits between steps"
+    );
+    db.close().unwrap();
     let log = reference.op_log();
     assert!(
         log[start..].contains(&OpKind::Shrink),
@@ -591,23 +636,35 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
     for (op, kind) in log.iter().enumerate().skip(start) {
         if !matches!(
             kind,
-            OpKind::Write | OpKind::WriteVectored | OpKind::SyncData | OpKind::Shrink
+            OpKind::Write
+                | OpKind::WriteVectored
+                | OpKind::SyncData
+                | OpKind::SyncAll
+                | OpKind::Grow
+                | OpKind::Shrink
         ) {
             continue;
         }
         shrink_points += usize::from(*kind == OpKind::Shrink);
         let sim = SimFile::from_image(image.clone()).unwrap();
         sim.set_fault_plan(FaultPlan::new().crash_at(op as u64));
-        let db = open(&sim, Options::default().page_size(1024));
+        let db = open(&sim, options.clone());
+        let mut between_failed = false;
         let result = db.vacuum(VacuumOptions::default().pages_per_step(16), |_| {
-            ControlFlow::Continue(())
+            if between(&db) {
+                ControlFlow::Continue(())
+            } else {
+                between_failed = true;
+                ControlFlow::Break(())
+            }
         });
+        // The close too (after one-sync commits it writes a meta in Go's form).
+        let closed = db.close();
         assert!(
-            result.is_err(),
+            result.is_err() || between_failed || closed.is_err(),
             "op {op} ({kind:?}): the crash did not stop the vacuum"
         );
         assert_eq!(sim.crashed_at(), Some(op as u64), "not deterministic");
-        drop(db);
         for (profile, seed) in [
             (CrashProfile::KeepAll, 0),
             (CrashProfile::DropAll, 0),
@@ -617,7 +674,7 @@ fn a_crash_anywhere_in_a_vacuum_recovers() {
             let crashed = sim.crash_image(profile, seed);
             let reopened = Db::open_storage(
                 Arc::new(SimFile::from_image(crashed).unwrap()),
-                Options::default().page_size(1024),
+                options.clone(),
             )
             .unwrap_or_else(|e| panic!("op {op} ({kind:?}) {profile:?}: {e}"));
             assert_sound(&reopened, &model);
