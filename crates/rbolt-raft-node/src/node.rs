@@ -338,6 +338,12 @@ pub async fn run(
     )
     .await
     .context("starting Raft")?;
+    // Raft's metrics hold placeholders (no log, no leader, term 0) until its task has loaded
+    // the log and published them; a `/status` served meanwhile tells a peer that asks
+    // (`ask_peers`) that this node is new, and a peer restarted empty took that for a first
+    // start and bootstrapped (CI, on a loaded machine). A question through the task's queue
+    // returns after that first publication.
+    raft.is_initialized().await.context("starting Raft")?;
     let _ = ctx.raft.set(raft.clone());
     let app = Arc::new(App::new(
         Arc::clone(&ctx),
