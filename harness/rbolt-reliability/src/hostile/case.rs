@@ -1,5 +1,6 @@
-//! One case: a file opened read-only and read-write, checked, scanned and walked, and the
-//! outcome judged against what the case expects.
+//! One case: a file opened read-only and read-write, checked, scanned and walked (read-write:
+//! its page statistics and every delete of many keys), and the outcome judged against what the
+//! case expects.
 
 use super::watch::{Watch, alloc_bound, map_bound};
 use crate::model::Tree;
@@ -185,6 +186,8 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
                 // The page statistics walk every page and nested bucket too (last: on some
                 // files they overflow the stack). Only their errors matter here.
                 let _ = db.view(|tx| tx.root().stats());
+                // The deletes of many keys (issue 49) walk every page they delete from.
+                let _ = delete_everywhere(&db);
             }
             Run::Opened { check, scan }
         }));
@@ -244,6 +247,31 @@ pub fn evaluate(image: &[u8], expect: &Expect, what: &str) -> Tally {
         }
     }
     tally
+}
+
+/// Runs each delete of many keys on every top-level bucket (the first 64) of a write
+/// transaction that is then dropped: only a panic, an overrun or an outsize allocation or
+/// mapping matters here; an error is a fine end for a corrupt file.
+fn delete_everywhere(db: &Db) -> rbolt::Result<()> {
+    let mut tx = db.begin_write()?;
+    let names: Vec<Vec<u8>> = tx
+        .buckets()
+        .take(64)
+        .map(|entry| entry.map(|e| e.key().to_vec()))
+        .collect::<rbolt::Result<_>>()?;
+    for name in names {
+        let Some(mut bucket) = tx.bucket_mut(&name)? else {
+            continue;
+        };
+        let _ = bucket.pop_first();
+        let _ = bucket.pop_last();
+        let _ = bucket.retain(|key, _| key.first().is_some_and(|b| b % 2 == 0));
+        let _ = bucket.extract_if(&[0x40u8][..].., |_, value| value.len() % 2 == 0);
+        let _ = bucket.delete_prefix([0x20]);
+        let _ = bucket.delete_range(&[0x10u8][..]..&[0x30u8][..]);
+        let _ = bucket.clear();
+    }
+    Ok(())
 }
 
 fn judge(
