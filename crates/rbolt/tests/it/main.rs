@@ -16,6 +16,7 @@ mod go_writer;
 mod histories;
 mod one_sync;
 mod open;
+mod processes;
 mod readme;
 mod regressions;
 mod support;
