@@ -275,6 +275,35 @@ fn the_writer_never_reuses_pages_a_reader_process_still_reads() {
     );
 }
 
+/// The writer closes while a reader process holds an old snapshot, and a new writer opens:
+/// the freelist it loads lists the held snapshot's freed pages as free, without saying which
+/// commit freed them, so it holds them all until the reader has moved on.
+#[test]
+fn a_new_writer_keeps_the_pages_an_earlier_writers_reader_process_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    commit_round(&db, 96).unwrap();
+    let mut holder = Process::spawn("hold", &path);
+    assert_eq!(held(&holder.answer()).0, 96);
+    for round in 97..120 {
+        commit_round(&db, round).unwrap();
+    }
+    db.close().unwrap();
+    let db = Db::open(&path).unwrap();
+    assert!(db.stats().pending_page_n > 0, "the free pages are held");
+    for round in 120..420 {
+        commit_round(&db, round).unwrap();
+        if round % 100 == 0 {
+            assert_eq!(holder.ask(), "same", "after round {round}");
+        }
+    }
+    assert_eq!(holder.ask(), "same");
+    assert_eq!(holder.finish(), "done");
+    commit_round(&db, 420).unwrap();
+    assert_eq!(db.reader_processes().unwrap(), vec![]);
+}
+
 #[test]
 fn a_sigkilled_reader_process_releases_its_slot_without_help() {
     let dir = tempfile::tempdir().unwrap();
