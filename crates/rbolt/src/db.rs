@@ -90,6 +90,11 @@ impl Db {
             options.check_max_size_for_new_file(options.page_size_for_new_file())?;
         }
         let storage = open_file(path.as_ref(), &options)?;
+        if options.readers_beside_writer
+            && storage.lock_mode() == crate::storage::LockMode::WriterWithoutReaderTable
+        {
+            trace::no_reader_table(path.as_ref());
+        }
         Db::open_storage(Arc::new(storage), options)
     }
 

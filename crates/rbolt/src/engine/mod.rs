@@ -77,6 +77,8 @@ pub(crate) struct Writer {
     pub(crate) readers_scratch: Vec<Txid>,
     /// The reader table's live slots, read at each write transaction's start.
     pub(crate) slots_scratch: Vec<rbolt_storage::SlotInfo>,
+    /// The reader-process transactions already reported as holding old snapshots for long.
+    pub(crate) pins_warned: Vec<(u32, u64, u64)>,
     /// The last write transaction's list of dirty pages, emptied: the next one fills it.
     pub(crate) dirty_list: Vec<crate::engine::page_writes::Dirty>,
     /// The last write transaction's spare handle state (`bucket::state::Registry`).
@@ -119,6 +121,7 @@ impl Writer {
             file_len,
             readers_scratch: Vec::new(),
             slots_scratch: Vec::new(),
+            pins_warned: Vec::new(),
             dirty_list: Vec::new(),
             spare_state: None,
             verify: Default::default(),

@@ -20,12 +20,16 @@ use rbolt_page::{MAGIC, Meta, Txid};
 use rbolt_storage::{ClaimedSlot, PUBLISHED_BYTES_MAX, ReaderTable, SlotInfo};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How many times a transaction's start reads the published meta again when the writer
 /// published a newer one meanwhile, before it reports the writer as too busy to follow (each
 /// try is a few loads and stores; a commit takes microseconds at least).
 const BEGIN_TRIES_MAX: usize = 10_000;
+
+/// How long a reader process may hold a snapshot older than the newest before the writer
+/// says so ([`warn_long_pins`]).
+const PIN_WARN_AFTER: Duration = Duration::from_secs(60);
 
 /// The writer's side: publishes `meta` for reader processes, if the storage has a table.
 pub(crate) fn publish(engine: &Engine, meta: &Meta) {
@@ -86,6 +90,32 @@ pub(crate) fn collect_live(
         .map_err(|e| Error::io(Some(table.path()), e))?;
     out.extend(scratch.iter().filter_map(|slot| slot.txid.map(Txid)));
     Ok(())
+}
+
+/// The writer's side: says (a `WARN` event, once per transaction) which live reader processes
+/// have held a snapshot older than `newest` for over [`PIN_WARN_AFTER`]; `warned` remembers
+/// the transactions told of (pid, handle, txid).
+pub(crate) fn warn_long_pins(
+    engine: &Engine,
+    slots: &[SlotInfo],
+    newest: Txid,
+    warned: &mut Vec<(u32, u64, u64)>,
+) {
+    let key = |slot: &SlotInfo| slot.txid.map(|txid| (slot.pid, slot.handle, txid));
+    warned.retain(|told| slots.iter().any(|slot| key(slot) == Some(*told)));
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for slot in slots {
+        let Some(told @ (pid, _, txid)) = key(slot) else {
+            continue;
+        };
+        let seconds = now.saturating_sub(slot.since);
+        if txid < newest.0 && seconds >= PIN_WARN_AFTER.as_secs() && !warned.contains(&told) {
+            crate::trace::reader_process_pins(engine.path(), pid, txid, seconds, slot.len);
+            warned.push(told);
+        }
+    }
 }
 
 /// The writer's side: whether a live reader process reads a snapshot older than `after` or

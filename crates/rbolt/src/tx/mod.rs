@@ -202,6 +202,8 @@ impl Engine {
             &mut slots,
             &mut readers,
         );
+        let newest = snapshot.meta.txid();
+        crate::engine::processes::warn_long_pins(self, &slots, newest, &mut writer.pins_warned);
         writer.slots_scratch = slots;
         if let Err(error) = live {
             writer.readers_scratch = readers;
