@@ -243,6 +243,8 @@ impl BesideWriter {
     fn register(&self, engine: &Engine, slot: &ClaimedSlot) -> Result<Meta> {
         for _ in 0..BEGIN_TRIES_MAX {
             let (meta, generation) = self.read_meta(engine)?;
+            // The race's window: a test pauses here while the writer commits.
+            failpoint!("processes::before-slot");
             let len = meta.pgid.saturating_mul(engine.page_size as u64);
             slot.begin(meta.txid, len);
             if self.table.generation() == generation {

@@ -90,6 +90,7 @@ fn child_process() {
     let answer = match what.as_str() {
         "read" => child_read(&path),
         "hold" => child_hold(&path),
+        "pause-before-slot" => child_pause_before_slot(&path),
         "write" => match Db::open(&path) {
             Ok(_) => "opened".to_string(),
             Err(error) => format!("{:?} {error}", error.kind()),
@@ -115,6 +116,24 @@ fn child_read(path: &Path) -> String {
         snapshots += 1;
     }
     format!("ok {snapshots} {}", rounds.len())
+}
+
+/// Begins transactions whose first try each pauses between reading the writer's meta and
+/// registering it in the slot (a failpoint: 50 ms), the window in which the writer can free and reuse the
+/// pages that meta reaches; each snapshot must still be whole.
+fn child_pause_before_slot(path: &Path) -> String {
+    let db = Db::open_with(path, read_only()).unwrap();
+    let mut rounds = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        // Once per transaction: the try after the pause must be able to succeed.
+        fail::cfg("processes::before-slot", "1*sleep(50)").unwrap();
+        let tx = db.begin_read().unwrap();
+        match check_snapshot(&tx) {
+            Ok(round) => rounds.insert(round),
+            Err(error) => return format!("wrong {error}"),
+        };
+    }
+    format!("ok {}", rounds.len())
 }
 
 /// Holds one snapshot: says its round and txid, then on each line of stdin checks it again
@@ -385,6 +404,29 @@ fn a_shrink_waits_for_a_reader_process_of_an_older_snapshot() {
         shrunk < grown / 4,
         "the file shrank once the reader left: {shrunk} of {grown}"
     );
+}
+
+/// The race LMDB's pattern closes: a reader reads the meta, the writer commits twice (freeing
+/// and then reusing the pages that meta reaches, as no slot names it yet), then the reader
+/// registers. It must see that a newer meta was published and start again.
+#[test]
+fn a_reader_that_pauses_before_its_slot_starts_again_on_a_newer_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open_with(&path, Options::default().no_sync(true)).unwrap();
+    commit_round(&db, 1).unwrap();
+    let mut reader = Process::spawn("pause-before-slot", &path);
+    let mut round = 1;
+    let status = loop {
+        round += 1;
+        commit_round(&db, round).unwrap();
+        if let Some(status) = reader.child.try_wait().unwrap() {
+            break status;
+        }
+    };
+    let answer = reader.answer();
+    assert!(status.success(), "{answer}");
+    assert!(answer.starts_with("ok "), "the reader process: {answer}");
 }
 
 #[test]
