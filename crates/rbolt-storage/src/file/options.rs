@@ -122,20 +122,26 @@ impl FileOptions {
     }
 
     /// Whether processes may read beside a writer through a reader table in the lock file
-    /// `<path>-lock` ([`ReaderTable`](crate::ReaderTable); Linux only). Off by default, so that copies and tools
+    /// `<path>-lock` ([`ReaderTable`]; Linux only). Off by default, so that copies and tools
     /// that open files of their own make no lock file.
     ///
     /// - A read-write open creates the lock file (with the database file's permissions),
     ///   resets it when no live reader holds a slot, and marks itself its writer; when the lock
     ///   file cannot be made (a read-only directory, another system) it opens as before, and
-    ///   [`FileStorage::lock_mode`](crate::FileStorage::lock_mode) says [`LockMode::WriterWithoutReaderTable`](crate::LockMode::WriterWithoutReaderTable).
+    ///   [`FileStorage::lock_mode`] says [`LockMode::WriterWithoutReaderTable`].
     /// - A read-only open takes the shared `flock` when it can, as before
-    ///   ([`LockMode::Shared`](crate::LockMode::Shared)): no writer is there, and none (rbolt's or Go bbolt's) can come
+    ///   ([`LockMode::Shared`]): no writer is there, and none (rbolt's or Go bbolt's) can come
     ///   while it is held. When a writer holds the file exclusively, it takes no `flock` and
-    ///   attaches to the writer's reader table instead ([`LockMode::BesideWriter`](crate::LockMode::BesideWriter)); when it
-    ///   cannot (no rbolt writer with a table: Go bbolt, an older rbolt, a read-only directory),
-    ///   it waits for the `flock` as the lock timeout says, and a zero timeout fails with
-    ///   [`OpenError::HeldByWriter`], which says why.
+    ///   attaches to the writer's reader table instead ([`LockMode::BesideWriter`]); when it
+    ///   cannot (no rbolt writer with a table: Go bbolt, an older rbolt, a read-only
+    ///   directory), it waits for the `flock` as the lock timeout says, and a zero timeout
+    ///   fails with [`OpenError::HeldByWriter`], which says why.
+    ///
+    /// [`ReaderTable`]: crate::ReaderTable
+    /// [`FileStorage::lock_mode`]: crate::FileStorage::lock_mode
+    /// [`LockMode::WriterWithoutReaderTable`]: crate::LockMode::WriterWithoutReaderTable
+    /// [`LockMode::Shared`]: crate::LockMode::Shared
+    /// [`LockMode::BesideWriter`]: crate::LockMode::BesideWriter
     ///
     /// ```
     /// use rbolt_storage::{FileOptions, FileStorage, LockMode};
