@@ -261,6 +261,16 @@ impl BesideWriter {
     /// it (kept for the transactions after).
     fn snapshot_for(&self, engine: &Engine, meta: Meta) -> Result<Snapshot> {
         let needed = meta.pgid.saturating_mul(engine.page_size as u64);
+        {
+            // The common case, the meta the handle's last transaction read: no write lock.
+            let current = engine
+                .current
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if current.meta == meta && current.map.len() as u64 >= needed {
+                return Ok(current.clone());
+            }
+        }
         let mut current = engine
             .current
             .write()
