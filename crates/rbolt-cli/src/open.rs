@@ -71,6 +71,14 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 /// Turns an open error into one line that names the file and says what to do about a lock.
 pub fn open_error(path: &Path, error: rbolt::Error, lock: &LockArgs) -> anyhow::Error {
     match error {
+        rbolt::Error::Locked {
+            beside_writer: Some(reason),
+            ..
+        } => anyhow!(
+            "{} is locked by another process that writes it, and this read-only command cannot \
+             read beside it ({reason}); pass --timeout 5s (or inf) to wait for it to close",
+            path.display()
+        ),
         rbolt::Error::Timeout { .. } | rbolt::Error::Locked { .. } => match lock.lock_timeout() {
             Some(d) if d.is_zero() => anyhow!(
                 "{} is locked by another process that has the database open; \

@@ -180,6 +180,33 @@ pub trait Freelist {
     /// newer meta is durable. Pages both allocated and freed after it are released as usual.
     fn release_pending_durable(&mut self, open_readers: &[Txid], durable: Txid);
 
+    /// Makes every free page pending, as if transaction `freed_by` had freed it (with no
+    /// known allocation): it is released once no reader older than `freed_by + 1` is open.
+    /// For a writer that opens while readers of other processes still read older snapshots:
+    /// the freelist it loads lists the pages the commits since their snapshots freed as free,
+    /// without saying which commit freed which. The freelist page written next lists them as
+    /// before (pending pages are written as free). Call it between write transactions.
+    fn pend_free_pages(&mut self, freed_by: Txid) -> Result<(), FreelistError> {
+        let ids: Vec<Pgid> = self.free_ids().collect();
+        let mut start = 0;
+        while start < ids.len() {
+            let mut end = start + 1;
+            while end < ids.len() && ids[end].0 == ids[end - 1].0 + 1 {
+                end += 1;
+            }
+            // Taken by transaction 0, which every reader follows: a reader at `r` keeps a
+            // pending page allocated at or before `r` and freed at or after it.
+            let taken = self.allocate_pages(Txid(0), ids[start], end - start);
+            debug_assert!(taken, "a free run could not be taken");
+            start = end;
+        }
+        self.commit(Txid(0));
+        for &pgid in &ids {
+            self.free(freed_by, pgid, 0)?;
+        }
+        Ok(())
+    }
+
     /// Undoes everything transaction `txid` did: its pending pages are in use again and the
     /// runs it allocated are free again, exactly as before it began. Costs in proportion to
     /// what the transaction did.

@@ -235,6 +235,26 @@ impl Meta {
         hash ^ NON_DURABLE_CHECKSUM_MASK
     }
 
+    /// The meta's bytes as the format lays them out: for a copy kept outside the file (the
+    /// reader table's published meta, which other processes read back with
+    /// [`Meta::from_bytes`]).
+    ///
+    /// ```
+    /// use rbolt_page::Meta;
+    /// let meta = Meta { txid: 7, pgid: 9, ..Meta::default() };
+    /// assert_eq!(Meta::from_bytes(&meta.to_bytes()), Some(meta));
+    /// assert_eq!(Meta::from_bytes(&[0u8; 3]), None);
+    /// ```
+    pub fn to_bytes(&self) -> [u8; META_SIZE] {
+        bytemuck::cast(*self)
+    }
+
+    /// A meta from the bytes [`Meta::to_bytes`] made; `None` when they are not `META_SIZE`
+    /// bytes long. Checks nothing else.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Meta> {
+        (bytes.len() == META_SIZE).then(|| bytemuck::pod_read_unaligned(bytes))
+    }
+
     /// The root bucket's root page.
     #[inline]
     pub fn root_pgid(&self) -> Pgid {

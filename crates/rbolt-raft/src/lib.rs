@@ -203,8 +203,15 @@ pub const LOCK_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 /// The rbolt options this crate opens files with by default: rbolt's defaults, durable
 /// commits, and a [`LOCK_TIMEOUT_DEFAULT`] lock wait so that reopening a node whose old
 /// handles are still closing waits briefly instead of failing at once (rbolt's default).
+///
+/// No reader table (`readers_beside_writer(false)`): the node builds its files under
+/// temporary names and renames them into place, and a lock file would be left behind under
+/// the temporary name; readers of a live node's files in other processes are not offered yet
+/// (issue 50 covers `rbolt`'s own opens).
 pub fn rbolt_options() -> rbolt::Options {
-    rbolt::Options::default().lock_timeout(Some(LOCK_TIMEOUT_DEFAULT))
+    rbolt::Options::default()
+        .lock_timeout(Some(LOCK_TIMEOUT_DEFAULT))
+        .readers_beside_writer(false)
 }
 
 /// Opens (creating if missing) a node's storage in directory `dir`: the log in [`LOG_FILE`]

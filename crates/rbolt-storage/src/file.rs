@@ -1,242 +1,24 @@
 //! [`FileStorage`]: the database file on disk, locked for the life of the handle.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use memmap2::MmapOptions;
 
+use crate::reader_table::ReaderTable;
 use crate::write_map::WriteMap;
 use crate::{Claim, ClaimFlag, Mapping, Storage, fdio, read_only_error};
 use rbolt_page::BootId;
 
-/// How long [`FileStorage::open`] sleeps between attempts to take a contended lock.
-const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
+mod lock;
+mod options;
 
-/// How [`FileStorage::open`] opens and locks the file.
-///
-/// The default opens read-write, creates a missing file with mode `0o600`, and waits for the
-/// lock as long as it takes.
-///
-/// ```
-/// use std::time::Duration;
-/// use rbolt_storage::FileOptions;
-///
-/// let options = FileOptions::new().read_only(true).lock_timeout(Some(Duration::from_secs(1)));
-/// assert!(options.is_read_only());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileOptions {
-    read_only: bool,
-    create: bool,
-    mode: u32,
-    lock_timeout: Option<Duration>,
-}
-
-impl FileOptions {
-    /// Read-write, create with mode `0o600`, wait for the lock forever.
-    ///
-    /// ```
-    /// use rbolt_storage::FileOptions;
-    /// let options = FileOptions::new();
-    /// assert!(!options.is_read_only());
-    /// assert_eq!(options, FileOptions::default());
-    /// ```
-    pub const fn new() -> FileOptions {
-        FileOptions {
-            read_only: false,
-            create: true,
-            mode: 0o600,
-            lock_timeout: None,
-        }
-    }
-
-    /// Open read-only and take a shared lock instead of an exclusive one. A read-only open
-    /// never creates the file, whatever [`create`](FileOptions::create) says.
-    ///
-    /// ```
-    /// use rbolt_storage::{FileOptions, FileStorage, Storage};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("file");
-    /// let missing = FileStorage::open(&path, FileOptions::new().read_only(true));
-    /// assert!(missing.is_err()); // a read-only open never creates the file
-    /// std::fs::write(&path, b"data").unwrap();
-    /// let a = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap();
-    /// let b = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap(); // shared
-    /// assert_eq!(b.len().unwrap(), 4);
-    /// // Writing through a read-only storage is refused, without touching the file.
-    /// let error = a.write_all_at(b"x", 0).unwrap_err();
-    /// assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
-    /// ```
-    pub const fn read_only(mut self, read_only: bool) -> FileOptions {
-        self.read_only = read_only;
-        self
-    }
-
-    /// Create the file if it does not exist (read-write opens only).
-    ///
-    /// ```
-    /// use rbolt_storage::{FileOptions, FileStorage};
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("file");
-    /// assert!(FileStorage::open(&path, FileOptions::new().create(false)).is_err());
-    /// assert!(!path.exists());
-    /// FileStorage::open(&path, FileOptions::new()).unwrap(); // creates by default
-    /// assert!(path.exists());
-    /// ```
-    pub const fn create(mut self, create: bool) -> FileOptions {
-        self.create = create;
-        self
-    }
-
-    /// The permission bits of a newly created file, before the umask.
-    ///
-    /// ```
-    /// use rbolt_storage::{FileOptions, FileStorage};
-    /// use std::os::unix::fs::PermissionsExt;
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("file");
-    /// FileStorage::open(&path, FileOptions::new().mode(0o400)).unwrap();
-    /// let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    /// assert_eq!(mode & 0o777, 0o400); // the umask only clears bits
-    /// ```
-    pub const fn mode(mut self, mode: u32) -> FileOptions {
-        self.mode = mode;
-        self
-    }
-
-    /// How long to wait for a lock another process (or another open file in this process)
-    /// holds: `None` waits forever, `Some(Duration::ZERO)` tries once.
-    ///
-    /// ```
-    /// use rbolt_storage::{FileOptions, FileStorage, OpenError};
-    /// use std::time::Duration;
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("file");
-    /// let options = FileOptions::new().lock_timeout(Some(Duration::from_secs(1)));
-    /// let first = FileStorage::open(&path, options).unwrap();
-    /// // Within one process a conflicting open fails at once, whatever the timeout: waiting
-    /// // would wait for this process itself.
-    /// let second = FileStorage::open(&path, options);
-    /// assert!(matches!(second, Err(OpenError::AlreadyOpen { .. })));
-    /// drop(first);
-    /// assert!(FileStorage::open(&path, options).is_ok());
-    /// ```
-    pub const fn lock_timeout(mut self, lock_timeout: Option<Duration>) -> FileOptions {
-        self.lock_timeout = lock_timeout;
-        self
-    }
-
-    /// Whether the file is opened read-only.
-    ///
-    /// ```
-    /// use rbolt_storage::FileOptions;
-    /// assert!(FileOptions::new().read_only(true).is_read_only());
-    /// assert!(!FileOptions::new().is_read_only());
-    /// ```
-    pub const fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-}
-
-impl Default for FileOptions {
-    fn default() -> FileOptions {
-        FileOptions::new()
-    }
-}
-
-/// Why [`FileStorage::open`] failed.
-///
-/// ```
-/// use rbolt_storage::{FileOptions, FileStorage, OpenError};
-/// # let dir = tempfile::tempdir().unwrap();
-/// let missing = dir.path().join("no-such-dir").join("file");
-/// match FileStorage::open(&missing, FileOptions::new()) {
-///     Err(OpenError::Open { path, source }) => {
-///         assert_eq!(path, missing);
-///         assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
-///     }
-///     other => panic!("expected an open error, got {other:?}"),
-/// }
-/// ```
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OpenError {
-    /// The file could not be opened (or created).
-    #[error("cannot open {}", path.display())]
-    Open {
-        /// The file.
-        path: PathBuf,
-        /// What `open` reported.
-        #[source]
-        source: io::Error,
-    },
-    /// Taking the lock failed for a reason other than contention.
-    #[error("cannot lock {}", path.display())]
-    Lock {
-        /// The file.
-        path: PathBuf,
-        /// What `flock` reported.
-        #[source]
-        source: io::Error,
-    },
-    /// The file is open already in this process in a way that excludes this open (a
-    /// read-write open excludes every other; read-only opens share). Waiting for the lock
-    /// would wait for this process itself, so it fails at once, whatever the timeout.
-    #[error("{} is already open in this process; share that handle", path.display())]
-    AlreadyOpen {
-        /// The file.
-        path: PathBuf,
-    },
-    /// Another holder kept the lock for longer than the lock timeout.
-    #[error("timed out after {timeout:?} waiting for the lock on {}", path.display())]
-    LockTimeout {
-        /// The file.
-        path: PathBuf,
-        /// The timeout that ran out.
-        timeout: Duration,
-    },
-}
-
-impl OpenError {
-    /// Whether this is [`OpenError::LockTimeout`]: the file is in use elsewhere.
-    ///
-    /// ```
-    /// use rbolt_storage::{FileOptions, FileStorage, OpenError};
-    /// use std::time::Duration;
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("file");
-    /// let timeout = OpenError::LockTimeout {
-    ///     path: path.clone(),
-    ///     timeout: Duration::from_secs(1),
-    /// };
-    /// assert!(timeout.is_lock_timeout());
-    /// assert_eq!(std::io::Error::from(timeout).kind(), std::io::ErrorKind::TimedOut);
-    /// let _held = FileStorage::open(&path, FileOptions::new()).unwrap();
-    /// let busy = FileStorage::open(&path, FileOptions::new()).unwrap_err();
-    /// assert!(!busy.is_lock_timeout()); // held in this process: `AlreadyOpen`, not a timeout
-    /// ```
-    pub fn is_lock_timeout(&self) -> bool {
-        matches!(self, OpenError::LockTimeout { .. })
-    }
-}
-
-impl From<OpenError> for io::Error {
-    /// Keeps the original error kind, and reports a lock timeout as
-    /// [`io::ErrorKind::TimedOut`].
-    fn from(error: OpenError) -> io::Error {
-        let kind = match &error {
-            OpenError::Open { source, .. } | OpenError::Lock { source, .. } => source.kind(),
-            OpenError::AlreadyOpen { .. } => io::ErrorKind::ResourceBusy,
-            OpenError::LockTimeout { .. } => io::ErrorKind::TimedOut,
-        };
-        io::Error::new(kind, error)
-    }
-}
+pub use lock::LockMode;
+use lock::lock_for;
+pub use options::{FileOptions, OpenError};
 
 /// The database file on disk: the production [`Storage`].
 ///
@@ -270,6 +52,10 @@ pub struct FileStorage {
     write_map: Mutex<WriteMap>,
     /// Which database has the file open (see [`Storage::claim`]).
     claim: ClaimFlag,
+    /// The lock this open holds, and how readers of other processes coexist with it.
+    lock_mode: LockMode,
+    /// The reader table in the lock file: the writer's, or the one a reader attached to.
+    table: Option<ReaderTable>,
     /// This open's entry in the process's table of open files.
     _registered: Registered,
 }
@@ -349,6 +135,16 @@ impl Drop for FileStorage {
     /// file would still look locked to the next open, here or in another process. An unlock
     /// through any copy releases the lock for all of them.
     fn drop(&mut self) {
+        // The writer leaves its table before its `flock`: the next writer must find the
+        // table's writer lock free once it holds the file.
+        if let Some(table) = self.table.take()
+            && !self.read_only
+        {
+            table.writer_closed();
+        }
+        if self.lock_mode == LockMode::BesideWriter {
+            return; // no flock taken
+        }
         // Nothing to do on failure: the close that follows releases it as it always could.
         let _ = self.file.unlock();
     }
@@ -402,7 +198,7 @@ impl FileStorage {
         }
         // Before the lock: a conflict within this process fails at once instead of waiting.
         let registered = Registered::new(&file, path, !options.read_only)?;
-        lock(&file, path, !options.read_only, options.lock_timeout)?;
+        let (lock_mode, table) = lock_for(&file, path, &options)?;
         let write_map = Mutex::new(WriteMap::new(&file, !options.read_only));
         Ok(FileStorage {
             write_map,
@@ -411,8 +207,24 @@ impl FileStorage {
             read_only: options.read_only,
             grow_lock: Mutex::new(()),
             claim: ClaimFlag::default(),
+            lock_mode,
+            table,
             _registered: registered,
         })
+    }
+
+    /// The lock this open holds, and so how it shares the file with other processes.
+    ///
+    /// ```
+    /// use rbolt_storage::{FileOptions, FileStorage, LockMode};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// drop(FileStorage::open(&path, FileOptions::new()).unwrap());
+    /// let reader = FileStorage::open(&path, FileOptions::new().read_only(true)).unwrap();
+    /// assert_eq!(reader.lock_mode(), LockMode::Shared);
+    /// ```
+    pub fn lock_mode(&self) -> LockMode {
+        self.lock_mode
     }
 
     /// Whether the file was opened read-only.
@@ -542,51 +354,6 @@ pub fn sync_parent_dir(path: &Path) -> io::Result<()> {
     dir.sync_all()
 }
 
-/// Takes the advisory lock on `file` (std's `File::lock`: `flock` on Linux and the BSDs,
-/// macOS included), waiting as `timeout` says.
-fn lock(
-    file: &File,
-    path: &Path,
-    exclusive: bool,
-    timeout: Option<Duration>,
-) -> Result<(), OpenError> {
-    let lock_error = |source: io::Error| OpenError::Lock {
-        path: path.to_owned(),
-        source,
-    };
-    let Some(timeout) = timeout else {
-        // Waiting forever: let the kernel wake us when the lock is released rather than poll.
-        let locked = if exclusive {
-            file.lock()
-        } else {
-            file.lock_shared()
-        };
-        return locked.map_err(lock_error);
-    };
-    let start = Instant::now();
-    loop {
-        let attempt = if exclusive {
-            file.try_lock()
-        } else {
-            file.try_lock_shared()
-        };
-        match attempt {
-            Ok(()) => return Ok(()),
-            Err(TryLockError::WouldBlock) => {}
-            Err(TryLockError::Error(error)) => return Err(lock_error(error)),
-        }
-        let waited = start.elapsed();
-        if waited >= timeout {
-            return Err(OpenError::LockTimeout {
-                path: path.to_owned(),
-                timeout,
-            });
-        }
-        // The last sleep is cut short so that the final attempt happens at the deadline.
-        thread::sleep(LOCK_RETRY_INTERVAL.min(timeout - waited));
-    }
-}
-
 impl Storage for FileStorage {
     fn len(&self) -> io::Result<u64> {
         fdio::len(&self.file)
@@ -673,7 +440,11 @@ impl Storage for FileStorage {
         // SAFETY: memmap2 requires that the mapped file is not modified or truncated in ways
         // that break the `&[u8]` the mapping hands out, for as long as the mapping lives.
         // - Truncation: this FileStorage holds an flock (exclusive for the writer, shared for
-        //   readers) for its whole life, so no cooperating process changes the file. The
+        //   readers) for its whole life, so no cooperating process changes the file; or, in
+        //   `LockMode::BesideWriter`, it holds a slot of the writer's reader table, where the
+        //   database publishes the length each of its transactions reads, and the writer
+        //   never cuts the file below the length a live slot names (nor reuses a page a live
+        //   slot's snapshot reaches) — the same promise the writer keeps to its own readers. The
         //   database itself shrinks the file (`shrink`) only past the high-water mark of every
         //   snapshot a live transaction holds (see `vacuum::truncate_if_unseen`), so no byte
         //   any transaction reads leaves the file while its mapping exists; bytes beyond are
@@ -697,6 +468,10 @@ impl Storage for FileStorage {
 
     fn path(&self) -> Option<&Path> {
         Some(&self.path)
+    }
+
+    fn reader_table(&self) -> Option<&ReaderTable> {
+        self.table.as_ref()
     }
 
     fn claim(&self) -> io::Result<Claim> {

@@ -46,6 +46,7 @@ compile_error!(
 mod fdio;
 mod file;
 mod mapping;
+mod reader_table;
 #[cfg(feature = "sim")]
 mod sim;
 mod write_map;
@@ -58,8 +59,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use rbolt_page::BootId;
 
-pub use file::{FileOptions, FileStorage, OpenError, sync_parent_dir};
+pub use file::{FileOptions, FileStorage, LockMode, OpenError, sync_parent_dir};
 pub use mapping::Mapping;
+pub use reader_table::{
+    ClaimedSlot, LOCK_FILE_LEN, PUBLISHED_BYTES_MAX, READER_SLOTS, ReaderTable, SlotInfo,
+    lock_file_path,
+};
 #[cfg(feature = "sim")]
 pub use sim::{CrashProfile, FaultError, FaultPlan, OpCounts, OpKind, SECTOR_SIZE, SimFile};
 
@@ -246,6 +251,14 @@ pub trait Storage: fmt::Debug + Send + Sync + 'static {
     /// [`io::ErrorKind::ResourceBusy`] while the first is held. A claim can only be made by the
     /// storages of this module, so a wrapper around one delegates to it.
     fn claim(&self) -> io::Result<Claim>;
+
+    /// The table of reader processes in the lock file, when this storage has one: the
+    /// writer's (it publishes its newest meta there, and keeps every page a live slot's
+    /// snapshot reaches), or the one a read-only open beside a writer attached to (its
+    /// transactions read the published meta and register in slots). `None` by default.
+    fn reader_table(&self) -> Option<&ReaderTable> {
+        None
+    }
 }
 
 /// Proof that one open database owns a storage's file; dropping it gives the file up. Made

@@ -90,6 +90,11 @@ impl Db {
             options.check_max_size_for_new_file(options.page_size_for_new_file())?;
         }
         let storage = open_file(path.as_ref(), &options)?;
+        if options.readers_beside_writer
+            && storage.lock_mode() == crate::storage::LockMode::WriterWithoutReaderTable
+        {
+            trace::no_reader_table(path.as_ref());
+        }
         Db::open_storage(Arc::new(storage), options)
     }
 
@@ -151,7 +156,16 @@ impl Db {
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
         let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
-        if let Some(why) = found.fallback(&meta) {
+        // Beside a writer of another process, the metas on disk are the writer's to change:
+        // the open reads the one it published (its pages are in the page cache, synced or not).
+        let beside_writer = options.read_only && storage.reader_table().is_some();
+        let meta = match storage.reader_table() {
+            Some(table) if beside_writer => {
+                crate::engine::processes::published_meta(table, page_size)?.0
+            }
+            _ => meta,
+        };
+        if let Some(why) = found.fallback(&meta).filter(|_| !beside_writer) {
             trace::recovered_older_meta(path.as_deref(), meta.txid, why);
         }
         let map_len = map_size(
@@ -168,15 +182,19 @@ impl Db {
             map.lock(file_len as usize).map_err(io)?;
         }
         // A non-durable meta is opened only when the pages its commits wrote are still theirs.
-        let (meta, durability, unsynced) = open::trust_unsynced(
-            path.as_deref(),
-            &found,
-            &map,
-            page_size,
-            meta,
-            durability,
-            &options,
-        )?;
+        let (meta, durability, unsynced) = if beside_writer {
+            (meta, durability, None)
+        } else {
+            open::trust_unsynced(
+                path.as_deref(),
+                &found,
+                &map,
+                page_size,
+                meta,
+                durability,
+                &options,
+            )?
+        };
         let (reachable, extents) = unsynced.unzip();
         let snapshot = Snapshot { meta, map };
         let freelist = if options.read_only {
@@ -201,6 +219,8 @@ impl Db {
         if !engine.options.read_only && !created {
             make_durable_at_open(engine, &meta, durability, &extents.unwrap_or_default())?;
         }
+        crate::engine::processes::hold_for_older_readers(engine)?;
+        crate::engine::processes::publish(engine, &engine.snapshot().meta);
         // A file written without a freelist, opened by a writer that keeps one: write it now,
         // so tools that cannot rebuild it (older bbolt) can open the file (as bbolt does). A
         // one-sync meta (which Go rejects) is followed by a meta in Go's form the same way,
@@ -537,6 +557,37 @@ impl Db {
             .snapshot(engine.page_size, engine.readers.count())
     }
 
+    /// Whether this read-only handle reads beside a writer of another process, through the
+    /// writer's reader table (see [`Options::read_only`](crate::Options::read_only)); `false`
+    /// for a writer and for a read-only handle that holds the shared file lock.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// assert!(!db.reads_beside_writer());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn reads_beside_writer(&self) -> bool {
+        self.engine.beside_writer.is_some()
+    }
+
+    /// The slots of the reader table that live reader processes hold (each names its process,
+    /// the txid its open transaction reads, if any, how many bytes of the file it may read and
+    /// since when): empty when the storage keeps no reader table.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// assert!(db.reader_processes()?.is_empty()); // no other process reads
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn reader_processes(&self) -> Result<Vec<crate::storage::SlotInfo>> {
+        let Some(table) = self.engine.storage.reader_table() else {
+            return Ok(Vec::new());
+        };
+        table.slots().map_err(|e| Error::io(Some(table.path()), e))
+    }
+
     /// The file's current length.
     ///
     /// ```
@@ -568,13 +619,15 @@ impl Drop for Db {
 fn open_file(path: &Path, options: &Options) -> Result<FileStorage> {
     let file_options = |lock_timeout| {
         FileOptions::new()
+            .readers_beside_writer(options.readers_beside_writer)
             .read_only(options.read_only)
             .create(!options.read_only && options.create)
             .lock_timeout(lock_timeout)
     };
     let once = Some(Duration::ZERO);
     match FileStorage::open(path, file_options(once)) {
-        Err(OpenError::LockTimeout { .. }) if options.lock_timeout != once => {}
+        Err(OpenError::LockTimeout { .. } | OpenError::HeldByWriter { .. })
+            if options.lock_timeout != once => {}
         other => return other.map_err(|error| open_error(path, error)),
     }
     trace::lock_wait_started(path, options.lock_timeout);
@@ -589,11 +642,16 @@ fn open_file(path: &Path, options: &Options) -> Result<FileStorage> {
 /// the open did not wait and `Timeout` when a wait ran out.
 fn open_error(path: &Path, error: OpenError) -> Error {
     match error {
-        OpenError::LockTimeout { path, timeout } if timeout.is_zero() => {
-            Error::Locked { path: Some(path) }
-        }
+        OpenError::LockTimeout { path, timeout } if timeout.is_zero() => Error::Locked {
+            path: Some(path),
+            beside_writer: None,
+        },
         OpenError::LockTimeout { path, .. } => Error::Timeout { path: Some(path) },
         OpenError::AlreadyOpen { path } => Error::StorageInUse { path: Some(path) },
+        OpenError::HeldByWriter { path, reason } => Error::Locked {
+            path: Some(path),
+            beside_writer: Some(reason),
+        },
         OpenError::Open { path, source } | OpenError::Lock { path, source } => Error::Io {
             path: Some(path),
             source,

@@ -89,14 +89,23 @@ pub enum Error {
     DatabaseReadOnly,
     /// Another process holds the file lock (it has the database open), and the open did not
     /// wait: the default, as with redb and sled. `Options::lock_timeout` asks for a wait.
+    ///
+    /// A read-only open reads beside a writer of another process (through the reader table in
+    /// the lock file `<path>-lock`) and fails only when it cannot: then `beside_writer` says
+    /// why (the writer keeps no reader table — Go bbolt, an older rbolt, a directory the lock
+    /// file could not be made in —, the lock file is not writable here, every slot is taken).
     #[error(
-        "{} is locked by another process that has the database open; wait for it with \
+        "{} is locked by another process that has the database open{}; wait for it with \
          Options::lock_timeout(Some(duration)), or None to wait for ever",
-        DisplayPath(.path)
+        DisplayPath(.path),
+        DisplayBesideWriter(.beside_writer)
     )]
     Locked {
         /// The file.
         path: Option<PathBuf>,
+        /// For a read-only open, why it could not read beside the writer (`None` for a
+        /// read-write open, which a writer always excludes).
+        beside_writer: Option<String>,
     },
     /// The file lock was not obtained within the `Options::lock_timeout` the open asked for.
     #[error(
@@ -194,9 +203,13 @@ pub enum Error {
         /// Why it has no bytes.
         reason: String,
     },
-    /// Raw page bytes were asked of a handle that can write: only a read-only handle gives
-    /// them out, since a writer rewrites metas and free pages while readers live.
-    #[error("raw page access needs a database opened read-only")]
+    /// Raw page bytes were asked of a handle that can write, or of a read-only handle that
+    /// reads beside a writer of another process: only a read-only handle with no writer open
+    /// gives them out, since a writer rewrites metas and free pages while readers live.
+    #[error(
+        "raw page access needs a database opened read-only with no writer open (a writer \
+         rewrites free pages and metas meanwhile)"
+    )]
     RawAccessNeedsReadOnly,
     /// Both metas fail their checksum.
     #[error(
@@ -446,6 +459,22 @@ impl fmt::Display for DisplayPath<'_> {
     }
 }
 
+/// Why a read-only open could not read beside a writer, when it could not.
+struct DisplayBesideWriter<'a>(&'a Option<String>);
+
+impl fmt::Display for DisplayBesideWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(reason) => write!(
+                f,
+                ", and this read-only open cannot read beside it ({reason}), so it needs the \
+                 shared file lock"
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The result of every fallible call of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -498,8 +527,22 @@ mod tests {
                 &["read-only", "without Options::read_only"],
             ),
             (
-                Error::Locked { path: path() },
+                Error::Locked {
+                    path: path(),
+                    beside_writer: None,
+                },
                 &["/data/app.db", "lock_timeout"],
+            ),
+            (
+                Error::Locked {
+                    path: path(),
+                    beside_writer: Some("no rbolt writer holds the lock file".into()),
+                },
+                &[
+                    "/data/app.db",
+                    "cannot read beside it (no rbolt writer",
+                    "lock_timeout",
+                ],
             ),
             (
                 Error::Timeout { path: path() },

@@ -93,8 +93,10 @@
 //!
 //! - A [`WriteTx`] is not `Send` and cannot be held across an `.await` in a spawned task; run
 //!   the transaction on a blocking thread (`Db::update_async` with the `tokio` feature).
-//! - Opening a file another process holds fails at once with [`Error::Locked`]; waiting is
-//!   [`Options::lock_timeout`].
+//! - Opening a file another process holds for writing fails at once with [`Error::Locked`];
+//!   waiting is [`Options::lock_timeout`]. A read-only open reads beside a writer of another
+//!   process instead (on Linux, through the reader table in `<path>-lock`: see
+//!   [`Options::read_only`]).
 //!
 //! # What the compiler guarantees
 //!

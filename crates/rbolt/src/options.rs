@@ -136,8 +136,39 @@ pub struct Options {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub lock_timeout: Option<Duration>,
-    /// Open read-only with a shared lock: other read-only openers may share the file.
+    /// Open read-only. Other read-only openers may share the file, and, on Linux, so may a
+    /// writer in another process (issue 50):
+    ///
+    /// - With no writer open, the handle takes the shared file lock (`flock`) as before:
+    ///   read-only handles share it, and no writer — rbolt's or Go bbolt's — can open the
+    ///   file until they close (a writer waits, or fails with `Error::Locked`). Its snapshot
+    ///   is the file as it was opened.
+    /// - When a writer of another process holds the file, the handle reads beside it
+    ///   ([`Db::reads_beside_writer`](crate::Db::reads_beside_writer)): it takes no `flock`
+    ///   and registers in the writer's reader table, in the lock file `<path>-lock`. Each read
+    ///   transaction reads the newest commit the writer published when it began, and keeps
+    ///   it for as long as it lives: the writer never reuses a page it reaches and never cuts
+    ///   the file below what it reads (a vacuum or auto-shrink waits for it, as for the
+    ///   writer's own readers). A transaction's start and end are atomic stores into a shared
+    ///   mapping, no system call, once the handle holds a slot.
+    /// - A read-only open fails with `Error::Locked` (or waits, as `lock_timeout` says) when a
+    ///   writer holds the file and it cannot read beside it; the error says why: the writer
+    ///   keeps no reader table (Go bbolt, an rbolt before issue 50, a writer whose directory
+    ///   was read-only so the lock file could not be made), the lock file cannot be written by
+    ///   this process, or all of its slots are taken. Not on other systems than Linux (open
+    ///   file description locks are needed), nor on network file systems, whose `flock` and
+    ///   shared mappings do not reach other machines: there, open one process at a time.
+    ///
+    /// Raw page bytes (`ReadTx::raw_pages`) are not given out beside a writer: it rewrites
+    /// free pages meanwhile.
     pub read_only: bool,
+    /// Keep a reader table in the lock file `<path>-lock`, so that read-only opens in other
+    /// processes read beside this handle (see [`read_only`](Options::read_only)): for a
+    /// read-write open, whether it makes the lock file; for a read-only one, whether it may
+    /// read beside a writer. On by default; off, a writer excludes every other open as
+    /// before, and makes no lock file (for files made to be renamed into place, whose lock
+    /// file would be left behind under the temporary name).
+    pub readers_beside_writer: bool,
     /// Commit with `Durability::None` unless a transaction says otherwise: no fdatasyncs, fast;
     /// a crash of the process keeps every commit, an OS crash or a power loss loses those
     /// since the last durable point (`Db::sync`, a close, an `Immediate` commit) and opens that
@@ -204,6 +235,7 @@ impl Default for Options {
         Options {
             lock_timeout: Some(Duration::ZERO),
             read_only: false,
+            readers_beside_writer: true,
             no_sync: false,
             one_sync: false,
             create: true,
@@ -316,6 +348,17 @@ setters! {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     read_only: bool,
+    /// Sets `readers_beside_writer`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// let options = rbolt::Options::default().readers_beside_writer(false);
+    /// rbolt::Db::open_with(&path, options)?.close()?;
+    /// assert!(!dir.path().join("db-lock").exists());
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    readers_beside_writer: bool,
     /// Sets `no_sync`.
     no_sync: bool,
     /// Sets `one_sync`.

@@ -30,12 +30,26 @@ pub struct ReadTx<'db> {
     pub(crate) engine: &'db Engine,
     snapshot: Snapshot,
     slot: Option<ReaderSlot>,
+    /// The slot of the writer's reader table this transaction is registered in, on a
+    /// read-only handle beside a writer of another process.
+    process_slot: Option<rbolt_storage::ClaimedSlot>,
 }
 
 impl Engine {
     /// Starts a read transaction on the newest committed state ([`crate::Db::begin_read`]).
     pub(crate) fn begin_read(&self) -> Result<ReadTx<'_>> {
         self.check_poisoned()?;
+        if let Some(beside) = &self.beside_writer {
+            let (snapshot, process_slot) = beside.begin(self)?;
+            let slot = self.readers.enter(snapshot.meta.txid());
+            self.counters.tx_begun();
+            return Ok(ReadTx {
+                engine: self,
+                snapshot,
+                slot: Some(slot),
+                process_slot: Some(process_slot),
+            });
+        }
         let (snapshot, slot) = {
             let current = self
                 .current
@@ -50,6 +64,7 @@ impl Engine {
             engine: self,
             snapshot,
             slot: Some(slot),
+            process_slot: None,
         })
     }
 }
@@ -134,7 +149,7 @@ impl<'db> ReadTx<'db> {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn raw_pages(&self) -> Result<&[u8]> {
-        if !self.engine.options.read_only {
+        if !self.engine.options.read_only || self.engine.beside_writer.is_some() {
             return Err(Error::RawAccessNeedsReadOnly);
         }
         let len = self.snapshot.meta.pgid * self.engine.page_size as u64;
@@ -328,6 +343,9 @@ impl<'db> ReadTx<'db> {
 
 impl Drop for ReadTx<'_> {
     fn drop(&mut self) {
+        if let (Some(slot), Some(beside)) = (self.process_slot.take(), &self.engine.beside_writer) {
+            beside.give_back(slot);
+        }
         if let Some(slot) = self.slot.take() {
             self.engine.readers.leave(slot);
             crate::engine::shrink::after_reader(self.engine);

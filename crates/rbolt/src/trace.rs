@@ -163,6 +163,34 @@ events! {
         }
     }
 
+    /// A reader process (issue 50) has read the snapshot `txid` for `seconds`: the pages the
+    /// writer freed since stay unused, and the file is not cut below what it reads, until it
+    /// ends. Once per transaction.
+    fn reader_process_pins(path: Option<&Path>, pid: u32, txid: u64, seconds: u64, len: u64) {
+        event!(
+            WARN,
+            path = %path_of(path),
+            pid,
+            txid,
+            seconds,
+            len,
+            "a reader process has held an old snapshot for long: the pages freed since stay \
+             unused and the file is not cut below what it reads until it ends"
+        );
+    }
+
+    /// A writer opened without a reader table (its lock file could not be made: a read-only
+    /// directory, a system without open file description locks): read-only opens in other
+    /// processes wait for it to close, as before issue 50.
+    fn no_reader_table(path: &Path) {
+        event!(
+            INFO,
+            path = %path.display(),
+            "opened without a reader table (the lock file could not be made): readers in \
+             other processes wait for this writer to close"
+        );
+    }
+
     /// The file was cut to `to` bytes (auto-shrink or a vacuum).
     fn shrunk(path: Option<&Path>, from: u64, to: u64) {
         event!(INFO, path = %path_of(path), from, to, "the file shrank");

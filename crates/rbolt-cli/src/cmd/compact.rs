@@ -48,9 +48,11 @@ pub fn compact(args: &CompactArgs) -> Result<()> {
     let new = NewFile::begin(&args.output)?;
     let src_meta = std::fs::metadata(&args.path)?;
     let src = open_read(&args.path, &args.lock)?;
+    // No lock file beside the temporary name: it would be left behind by the rename.
     let options = Options::default()
         .page_size(src.page_size())
-        .no_sync(args.no_sync);
+        .no_sync(args.no_sync)
+        .readers_beside_writer(false);
     let dst = Db::open_with(new.temp(), options)
         .with_context(|| format!("cannot create {}", new.temp().display()))?;
     copy(&src, &dst, args.tx_size_max)

@@ -340,7 +340,48 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         s.inline_bucket_inuse,
         percent(s.inline_bucket_inuse, s.leaf_inuse)
     )?;
+    drop(tx);
+    write_reader_processes(&mut w, &db)?;
     crate::out::flush(w)
+}
+
+/// The reader processes registered in the writer's reader table (issue 50), when there are
+/// any (this command itself among them when it reads beside a live writer): a section after
+/// bbolt's, so that the output is bbolt's when no process reads beside a writer.
+fn write_reader_processes(w: &mut impl Write, db: &rbolt::Db) -> Result<()> {
+    let slots = db.reader_processes()?;
+    if slots.is_empty() {
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    writeln!(w, "Reader processes (beside the writer)")?;
+    for slot in slots {
+        let this = if slot.pid == std::process::id() {
+            " (this command)"
+        } else if slot.pid_seen {
+            ""
+        } else {
+            " (not seen from here: another PID namespace, or a child holds its lock)"
+        };
+        match slot.txid {
+            Some(txid) => writeln!(
+                w,
+                "\tslot {}: pid {}{this}, reads txid {txid} ({} bytes) for {}s",
+                slot.index,
+                slot.pid,
+                slot.len,
+                now.saturating_sub(slot.since)
+            )?,
+            None => writeln!(
+                w,
+                "\tslot {}: pid {}{this}, no transaction open",
+                slot.index, slot.pid
+            )?,
+        }
+    }
+    Ok(())
 }
 
 /// Arguments of `inspect`.

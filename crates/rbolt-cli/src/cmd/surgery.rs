@@ -543,8 +543,11 @@ fn freelist_rebuild(args: &BaseArgs) -> Result<()> {
     // The database takes its own lock on the copy; within one process the two would conflict.
     output.release();
     {
-        let db = Db::open_with(output.temp(), Options::default())
-            .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
+        let db = Db::open_with(
+            output.temp(),
+            Options::default().readers_beside_writer(false),
+        )
+        .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
         let mut tx = db.begin_write()?;
         let first = tx.buckets().next().transpose()?.map(|e| e.key().to_vec());
         match first {
@@ -588,8 +591,11 @@ fn fix_separators(args: &BaseArgs) -> Result<()> {
     output.release();
     let mut found = 0;
     {
-        let db = Db::open_with(output.temp(), Options::default())
-            .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
+        let db = Db::open_with(
+            output.temp(),
+            Options::default().readers_beside_writer(false),
+        )
+        .map_err(|e| anyhow!(e).context("cannot open the copy"))?;
         let before = content_digest(&db)?;
         for _ in 0..FIX_ROUNDS_MAX {
             let mut tx = db.begin_write()?;

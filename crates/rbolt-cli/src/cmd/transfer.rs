@@ -285,7 +285,8 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         return db.close().map_err(Into::into);
     }
     let new = NewFile::begin(&args.path)?;
-    let db = Db::open_with(new.temp(), options)
+    // No lock file beside the temporary name: it would be left behind by the rename.
+    let db = Db::open_with(new.temp(), options.readers_beside_writer(false))
         .with_context(|| format!("cannot create {}", new.temp().display()))?;
     let source = Source { reader, name, len };
     let root_sequence = import_into(&db, args, source, RootSequence::Set(0))?;

@@ -184,12 +184,16 @@ fn flipped_bytes_in_a_leaf_of_a_big_tree() {
 fn a_locked_file() {
     let dir = Dir::new();
     let path = dir.fixture("small");
-    // A writer in this process holds the exclusive lock, as a running server would.
-    let db = rbolt::Db::open(&path).unwrap();
+    // A writer in this process holds the exclusive lock, as a running server would, and
+    // keeps no reader table, as Go bbolt's writer does not.
+    let options = rbolt::Options::default().readers_beside_writer(false);
+    let db = rbolt::Db::open_with(&path, options).unwrap();
     for (command, extra) in READ_COMMANDS {
         let mut args = vec![*command, arg(&path)];
         args.extend_from_slice(extra);
-        rbolt(&args).fails_with("small.db is locked by another process");
+        rbolt(&args)
+            .fails_with("small.db is locked by another process")
+            .fails_with("cannot read beside it (cannot open the lock file");
     }
     rbolt(["check", arg(&path)]).fails_with("locked");
     rbolt(["put", arg(&path), "alpha", "k", "v"]).fails_with("locked");
@@ -213,6 +217,23 @@ fn a_locked_file() {
     rbolt(["dump", arg(&path), "0"]).fails_with("locked");
     drop(db);
     rbolt(["info", arg(&path)]).ok();
+    // An rbolt writer with its reader table: the read commands read beside it, the raw page
+    // commands (which read free pages the writer rewrites) and writers are still refused.
+    let db = rbolt::Db::open(&path).unwrap();
+    for (command, extra) in READ_COMMANDS {
+        let mut args = vec![*command, arg(&path)];
+        args.extend_from_slice(extra);
+        let run = rbolt(&args);
+        if *command == "pages" {
+            run.fails_with("raw page access needs a database opened read-only with no writer");
+        } else {
+            assert_eq!(run.code, 0, "{command} beside a writer: {}", run.stderr);
+        }
+    }
+    assert_eq!(rbolt(["check", arg(&path), "--no-progress"]).ok(), "OK\n");
+    rbolt(["page", arg(&path), "0"]).fails_with("locked");
+    rbolt(["put", arg(&path), "alpha", "k", "v"]).fails_with("locked");
+    drop(db);
 }
 
 #[test]

@@ -323,3 +323,39 @@ fn rolling_back_a_high_water_allocation_forgets_it_without_freeing_it() {
         );
     }
 }
+
+/// `pend_free_pages` (a writer opening while readers of older snapshots live in other
+/// processes): every free page is pending at the given txid, kept by any reader at or before
+/// it, released once every reader is past it, and the page written lists the same ids.
+#[test]
+fn free_pages_held_for_older_readers_wait_until_every_reader_is_past_them() {
+    for kind in KINDS {
+        let mut freelist = AnyFreelist::new(kind);
+        let ids: Vec<Pgid> = [3, 4, 5, 9, 12, 13].map(Pgid).to_vec();
+        freelist.rebuild(&ids).unwrap();
+        let count = freelist.count();
+        freelist.pend_free_pages(Txid(9)).unwrap();
+        assert_eq!(
+            (freelist.free_count(), freelist.pending_count()),
+            (0, 6),
+            "{kind:?}"
+        );
+        assert_eq!(
+            freelist.count(),
+            count,
+            "{kind:?}: the page lists the same ids"
+        );
+        for reader in [0, 4, 9] {
+            let mut held = freelist.clone();
+            held.release_pending(&[Txid(reader), Txid(40)]);
+            assert_eq!(
+                held.free_count(),
+                0,
+                "{kind:?}: a reader at {reader} keeps them"
+            );
+        }
+        freelist.release_pending(&[Txid(10)]);
+        let free: Vec<Pgid> = freelist.free_ids().collect();
+        assert_eq!(free, ids, "{kind:?}: every reader past them");
+    }
+}

@@ -533,7 +533,12 @@ fn publish(
         .current
         .write()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    std::mem::replace(&mut *snapshot, Snapshot { meta, map })
+    let before = std::mem::replace(&mut *snapshot, Snapshot { meta, map });
+    drop(snapshot);
+    // After the snapshot of this process: a reader of either kind that starts from now on
+    // reads this meta, and the writer's next scan of the reader table follows this store.
+    crate::engine::processes::publish(engine, &meta);
+    before
 }
 
 /// Writes `meta`, whose pages are durable already, as a durable meta into its slot and syncs

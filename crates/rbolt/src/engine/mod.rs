@@ -19,6 +19,7 @@ pub(crate) mod batch;
 pub(crate) mod commit;
 pub(crate) mod context;
 pub(crate) mod page_writes;
+pub(crate) mod processes;
 pub(crate) mod readers;
 pub(crate) mod shrink;
 pub(crate) mod snapshot;
@@ -59,6 +60,9 @@ pub(crate) struct Engine {
     /// Whether `Writer::truncate` holds a truncation, so that a reader ending can do it
     /// without looking at the writer state otherwise.
     pub(crate) truncate_wanted: AtomicBool,
+    /// A read-only handle reading beside a writer of another process, through its reader
+    /// table (`processes.rs`); `None` otherwise.
+    pub(crate) beside_writer: Option<crate::engine::processes::BesideWriter>,
 }
 
 /// What only the writer touches, behind the writer lock.
@@ -71,6 +75,10 @@ pub(crate) struct Writer {
     pub(crate) arena: Arena,
     pub(crate) file_len: u64,
     pub(crate) readers_scratch: Vec<Txid>,
+    /// The reader table's live slots, read at each write transaction's start.
+    pub(crate) slots_scratch: Vec<rbolt_storage::SlotInfo>,
+    /// The reader-process transactions already reported as holding old snapshots for long.
+    pub(crate) pins_warned: Vec<(u32, u64, u64)>,
     /// The last write transaction's list of dirty pages, emptied: the next one fills it.
     pub(crate) dirty_list: Vec<crate::engine::page_writes::Dirty>,
     /// The last write transaction's spare handle state (`bucket::state::Registry`).
@@ -112,6 +120,8 @@ impl Writer {
             arena: Arena::new(durable.page_size as usize),
             file_len,
             readers_scratch: Vec::new(),
+            slots_scratch: Vec::new(),
+            pins_warned: Vec::new(),
             dirty_list: Vec::new(),
             spare_state: None,
             verify: Default::default(),
@@ -207,7 +217,14 @@ impl Engine {
             page_size,
             "the writer's arena is for pages of another size"
         );
+        let beside_writer = match storage.reader_table() {
+            Some(table) if options.read_only => {
+                Some(crate::engine::processes::BesideWriter::new(table.clone()))
+            }
+            _ => None,
+        };
         Engine {
+            beside_writer,
             storage,
             options,
             page_size,

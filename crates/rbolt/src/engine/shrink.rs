@@ -7,7 +7,7 @@
 //! from an older snapshot (its mapping and mark may reach the tail). The file is never cut
 //! below the newest meta's mark, so an open never finds it `Truncated`, crash or not.
 
-use crate::engine::{Engine, Truncate, Writer};
+use crate::engine::{Engine, Truncate, Writer, processes};
 use crate::error::{Error, Result};
 use crate::trace;
 use rbolt_page::Meta;
@@ -122,8 +122,11 @@ pub(crate) fn truncate_if_unseen(engine: &Engine, writer: &mut Writer) -> Result
     let mut readers = std::mem::take(&mut writer.readers_scratch);
     readers.clear();
     engine.readers.collect(&mut readers);
-    let blocked = readers.iter().any(|&txid| txid < truncate.after);
+    let mut slots = std::mem::take(&mut writer.slots_scratch);
+    let blocked = readers.iter().any(|&txid| txid < truncate.after)
+        || processes::blocks_truncation(engine, truncate.after, truncate.len, &mut slots);
     writer.readers_scratch = readers;
+    writer.slots_scratch = slots;
     if blocked {
         return Ok(false);
     }

@@ -223,6 +223,22 @@ impl Engine {
         let mut readers = std::mem::take(&mut writer.readers_scratch);
         readers.clear();
         self.readers.collect(&mut readers);
+        let mut slots = std::mem::take(&mut writer.slots_scratch);
+        let live = crate::engine::processes::collect_live(
+            self,
+            snapshot.meta.txid(),
+            &mut slots,
+            &mut readers,
+        );
+        let newest = snapshot.meta.txid();
+        crate::engine::processes::warn_long_pins(self, &slots, newest, &mut writer.pins_warned);
+        writer.slots_scratch = slots;
+        if let Err(error) = live {
+            writer.readers_scratch = readers;
+            self.writer_thread
+                .store(0, std::sync::atomic::Ordering::Release);
+            return Err(error);
+        }
         let durable = writer.durable.txid();
         if let Some(freelist) = writer.freelist.as_mut() {
             freelist.release_pending_durable(&readers, durable);

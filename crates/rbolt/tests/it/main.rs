@@ -17,6 +17,7 @@ mod histories;
 mod one_sync;
 mod one_sync_attacks;
 mod open;
+mod processes;
 mod ranges;
 mod readme;
 mod regressions;

@@ -327,3 +327,24 @@ fn a_poisoned_handle_is_an_error_event() {
     let (_, events) = Recorder::default().run(|| db.sync());
     assert!(find(&events, "reopened").is_empty(), "{events:#?}");
 }
+
+/// A writer whose lock file cannot be made (here a directory stands in its place, as a
+/// read-only directory would refuse it) opens as before issue 50, and says so.
+#[test]
+fn a_writer_without_a_reader_table_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    std::fs::create_dir(rbolt::storage::lock_file_path(&path)).unwrap();
+    let recorder = Recorder::default();
+    let (db, events) = recorder.run(|| Db::open(&path));
+    let db = db.unwrap();
+    let said = one(&events, "without a reader table", Level::INFO);
+    assert!(said.fields["path"].ends_with("db"), "{said:?}");
+    assert!(db.reader_processes().unwrap().is_empty());
+    drop(db);
+    // With a lock file there is nothing to say.
+    std::fs::remove_dir(rbolt::storage::lock_file_path(&path)).unwrap();
+    let (db, events) = recorder.run(|| Db::open(&path));
+    drop(db.unwrap());
+    assert!(find(&events, "without a reader table").is_empty());
+}
