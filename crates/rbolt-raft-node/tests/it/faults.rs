@@ -10,8 +10,11 @@
 //! connection either one opened:
 //! - `Drop`: nothing gets through. A connection `from` opens to `to` is refused, and an open
 //!   one closed, when the rule is set; on a connection `to` opened to `from`, `from`'s bytes
-//!   (its answers) are swallowed, so `to` waits for answers that never come (a connection
-//!   that swallowed anything is closed once the rule lifts: its HTTP framing is broken).
+//!   (its answers) are held until the rule lifts, as TCP retransmits what a one-way cut of
+//!   the network lost once the cut heals: `to` waits for answers that come late, if at all.
+//!   (Swallowing them for good instead, as a middlebox that forgets a connection would, can
+//!   leave a leader waiting up to the whole snapshot install timeout, 60 s, for an answer
+//!   that never comes: not a fault TCP between two live hosts shows.)
 //! - `Delay(d)`: every chunk is delivered `d` after it was read (latency, not bandwidth).
 //! - `Replay`: passes, and re-sends some whole HTTP requests (`from`'s RPCs to `to`) once
 //!   more, later, on a new connection: stale and duplicate Raft messages. Duplicating bytes
@@ -209,9 +212,9 @@ async fn pump(
     faults: Arc<Faults>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Bytes)>();
+    let mut links = faults.links.subscribe();
     let read = async move {
         let mut buf = vec![0u8; 64 * 1024];
-        let mut swallowed = false;
         loop {
             let n = match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -219,13 +222,6 @@ async fn pump(
             };
             let chunk = Bytes::copy_from_slice(&buf[..n]);
             let link = Faults::link(&faults.links.borrow(), src, dst);
-            if link == Link::Drop {
-                swallowed = true;
-                continue;
-            }
-            if swallowed {
-                break;
-            }
             if let Some(tap) = &mut tap {
                 tap.feed(&chunk, link == Link::Replay, &faults);
             }
@@ -241,6 +237,12 @@ async fn pump(
     let write = async move {
         while let Some((at, chunk)) = rx.recv().await {
             tokio::time::sleep_until(at).await;
+            // A dropped direction holds its bytes until the link heals.
+            while Faults::link(&links.borrow_and_update(), src, dst) == Link::Drop {
+                if links.changed().await.is_err() {
+                    return;
+                }
+            }
             if writer.write_all(&chunk).await.is_err() {
                 return;
             }

@@ -289,7 +289,9 @@ async fn partition_suite_every_key_stays_linearizable_under_faults() {
     for task in clients {
         task.await.expect("client task");
     }
+    let stopped = history.origin.elapsed();
     let data = cluster.wait_converged().await;
+    let converged = history.origin.elapsed();
     let first = data.values().next().expect("a node").clone();
     for (id, all) in &data {
         assert_eq!(all, &first, "node {id} disagrees with the first node");
@@ -334,7 +336,7 @@ async fn partition_suite_every_key_stays_linearizable_under_faults() {
         "partition_suite: {seconds} s of faults {applied:?}, {} requests replayed; {ops} \
          operations by {CLIENTS} clients on {KEYS} keys: {}; checked linearizable per key in \
          {checked_in:.1?}: {} anomalies; {} acknowledged writes lost; final state {finals:?}; \
-         {:.1?} in all",
+         clients stopped at {stopped:.1?}, the nodes converged at {converged:.1?}; {:.1?} in all",
         faults.replayed(),
         summary(&calls[..ops]),
         anomalies.len(),
