@@ -224,6 +224,40 @@ fn lost_writes(calls: &[Call], finals: &BTreeMap<String, Option<String>>) -> Vec
     lost
 }
 
+/// The history with one key's final read turned stale: it returns the value of an
+/// acknowledged write that completed before the write of the final value began. The checker
+/// must find it (it proves the check can fail on a real history). `None` if no key has such
+/// a pair.
+fn with_stale_final_read(calls: &[Call], ops: usize) -> Option<Vec<Call>> {
+    let acked = |c: &&Call| c.outcome == Outcome::Ok && matches!(c.op, Op::Write(Some(_)));
+    for (at, last) in calls.iter().enumerate().skip(ops) {
+        let Op::Read(Some(value)) = &last.op else {
+            continue;
+        };
+        let Some(writer) = calls[..ops]
+            .iter()
+            .filter(acked)
+            .find(|c| c.key == last.key && c.op == Op::Write(Some(value.clone())))
+        else {
+            continue;
+        };
+        let Some(older) = calls[..ops]
+            .iter()
+            .filter(acked)
+            .find(|c| c.key == last.key && c.complete < writer.invoke)
+        else {
+            continue;
+        };
+        let mut stale = calls.to_vec();
+        let Op::Write(older_value) = &older.op else {
+            continue;
+        };
+        stale[at].op = Op::Read(older_value.clone());
+        return Some(stale);
+    }
+    None
+}
+
 /// Counts of calls by kind and outcome.
 fn summary(calls: &[Call]) -> String {
     let mut counts: BTreeMap<(&str, Outcome), u64> = BTreeMap::new();
@@ -324,6 +358,13 @@ async fn partition_suite_every_key_stays_linearizable_under_faults() {
     let checking = Instant::now();
     let anomalies = check(&calls);
     let checked_in = checking.elapsed();
+    // The same history with one stale final read must fail the check.
+    let stale = with_stale_final_read(&calls, ops).expect("a key with two acknowledged puts");
+    assert_eq!(
+        check(&stale).len(),
+        1,
+        "the checker missed a stale final read"
+    );
     let ok_writes = calls
         .iter()
         .filter(|c| matches!(c.op, Op::Write(_)) && c.outcome == Outcome::Ok)
@@ -335,8 +376,9 @@ async fn partition_suite_every_key_stays_linearizable_under_faults() {
     eprintln!(
         "partition_suite: {seconds} s of faults {applied:?}, {} requests replayed; {ops} \
          operations by {CLIENTS} clients on {KEYS} keys: {}; checked linearizable per key in \
-         {checked_in:.1?}: {} anomalies; {} acknowledged writes lost; final state {finals:?}; \
-         clients stopped at {stopped:.1?}, the nodes converged at {converged:.1?}; {:.1?} in all",
+         {checked_in:.1?} (a copy with one stale final read fails it): {} anomalies; {} \
+         acknowledged writes lost; final state {finals:?}; clients stopped at {stopped:.1?}, \
+         the nodes converged at {converged:.1?}; {:.1?} in all",
         faults.replayed(),
         summary(&calls[..ops]),
         anomalies.len(),
