@@ -26,6 +26,7 @@
 
 use crate::cluster::{Cluster, Rng, TIMING_ARGS, free_port, lock};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,8 +73,8 @@ fn node_of(ip: IpAddr) -> Option<u64> {
 pub struct Faults {
     links: watch::Sender<Links>,
     rng: Mutex<Rng>,
-    /// Requests re-sent by `Replay` rules.
-    replayed: std::sync::atomic::AtomicU64,
+    /// Requests re-sent by `Replay` rules, by path and the status of their answer.
+    replayed: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Faults {
@@ -81,7 +82,7 @@ impl Faults {
         Arc::new(Faults {
             links: watch::channel([[Link::Pass; NODES as usize]; NODES as usize]).0,
             rng: Mutex::new(Rng::new(seed)),
-            replayed: std::sync::atomic::AtomicU64::new(0),
+            replayed: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -119,9 +120,9 @@ impl Faults {
         }
     }
 
-    /// Requests re-sent so far.
-    pub fn replayed(&self) -> u64 {
-        self.replayed.load(std::sync::atomic::Ordering::Relaxed)
+    /// Requests re-sent so far, by path and the status of their answer (`none`: no answer).
+    pub fn replayed(&self) -> BTreeMap<String, u64> {
+        lock(&self.replayed).clone()
     }
 
     fn chance(&self, num: u64, den: u64) -> bool {
@@ -285,10 +286,11 @@ impl Tap {
                 let (target, faults) = (self.target, Arc::clone(faults));
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    replay_request(target, &request).await;
-                    faults
-                        .replayed
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let status = replay_request(target, &request).await;
+                    let path = first_line_word(&request);
+                    *lock(&faults.replayed)
+                        .entry(format!("{path} {}", status.as_deref().unwrap_or("none")))
+                        .or_default() += 1;
                 });
             }
         }
@@ -317,27 +319,39 @@ impl Tap {
     }
 }
 
-/// Sends `request` again on a new connection and reads its answer away.
-async fn replay_request(target: SocketAddr, request: &[u8]) {
+/// The second word of the first line of an HTTP message: a request's path, an answer's
+/// status.
+fn first_line_word(message: &[u8]) -> String {
+    let line = message.split(|&b| b == b'\r').next().unwrap_or_default();
+    String::from_utf8_lossy(line)
+        .split(' ')
+        .nth(1)
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// Sends `request` again on a new connection; returns the status of its answer.
+async fn replay_request(target: SocketAddr, request: &[u8]) -> Option<String> {
     let Ok(mut stream) = TcpStream::connect(target).await else {
-        return;
+        return None;
     };
     if stream.write_all(request).await.is_err() {
-        return;
+        return None;
     }
-    // Read until the answer's head and body are in (the server keeps the connection).
+    // Read until the answer's head is in.
     let read = async {
-        let mut answer = Tap::new(target);
+        let mut answer = Vec::new();
         let mut buf = vec![0u8; 16 * 1024];
-        loop {
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
             match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => answer.buf.extend_from_slice(&buf[..n]),
-            }
-            if answer.next_request_len().is_some() || answer.broken {
-                return;
+                Ok(0) | Err(_) => return None,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
             }
         }
+        Some(first_line_word(&answer))
     };
-    let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .ok()
+        .flatten()
 }

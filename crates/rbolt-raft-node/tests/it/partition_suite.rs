@@ -258,6 +258,23 @@ fn with_stale_final_read(calls: &[Call], ops: usize) -> Option<Vec<Call>> {
     None
 }
 
+/// Puts of unknown outcome whose value a read (or the final state) returned: they took
+/// effect.
+fn unknown_seen(calls: &[Call]) -> usize {
+    let seen: std::collections::BTreeSet<&str> = calls
+        .iter()
+        .filter_map(|c| match (&c.op, c.outcome) {
+            (Op::Read(Some(v)), Outcome::Ok) => Some(v.as_str()),
+            _ => None,
+        })
+        .collect();
+    calls
+        .iter()
+        .filter(|c| c.outcome == Outcome::Unknown)
+        .filter(|c| matches!(&c.op, Op::Write(Some(v)) if seen.contains(v.as_str())))
+        .count()
+}
+
 /// Counts of calls by kind and outcome.
 fn summary(calls: &[Call]) -> String {
     let mut counts: BTreeMap<(&str, Outcome), u64> = BTreeMap::new();
@@ -374,13 +391,15 @@ async fn partition_suite_every_key_stays_linearizable_under_faults() {
         .filter(|c| matches!(c.op, Op::Read(_)) && c.outcome == Outcome::Ok)
         .count();
     eprintln!(
-        "partition_suite: {seconds} s of faults {applied:?}, {} requests replayed; {ops} \
-         operations by {CLIENTS} clients on {KEYS} keys: {}; checked linearizable per key in \
+        "partition_suite: {seconds} s of faults {applied:?}, requests replayed {:?}; {ops} \
+         operations by {CLIENTS} clients on {KEYS} keys: {} ({} unknown puts seen to take \
+         effect); checked linearizable per key in \
          {checked_in:.1?} (a copy with one stale final read fails it): {} anomalies; {} \
          acknowledged writes lost; final state {finals:?}; clients stopped at {stopped:.1?}, \
          the nodes converged at {converged:.1?}; {:.1?} in all",
         faults.replayed(),
         summary(&calls[..ops]),
+        unknown_seen(&calls),
         anomalies.len(),
         lost.len(),
         started.elapsed()
