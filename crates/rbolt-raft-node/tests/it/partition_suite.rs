@@ -55,7 +55,8 @@ enum Fault {
     Bridge,
     /// Latency on every link.
     Delay,
-    /// Raft requests re-sent late on new connections, on every link.
+    /// Raft requests re-sent late on new connections, on every link (half the time with the
+    /// leader isolated: an election's votes replayed too).
     Replay,
 }
 
@@ -189,6 +190,11 @@ fn apply(fault: Fault, faults: &Faults, leader: Option<u64>, rng: &mut Rng) -> S
         Fault::Replay => {
             for from in 1..=NODES {
                 others(from).for_each(|to| faults.set_link(from, to, Link::Replay));
+            }
+            // Half the time with the leader cut off, so that votes are replayed too.
+            if rng.below(2) == 0 {
+                faults.isolate(leader);
+                return format!("{fault:?} with leader {leader} isolated");
             }
         }
     }
