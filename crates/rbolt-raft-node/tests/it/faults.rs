@@ -355,3 +355,35 @@ async fn replay_request(target: SocketAddr, request: &[u8]) -> Option<String> {
         .ok()
         .flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Tap, first_line_word};
+
+    #[test]
+    fn the_tap_frames_pipelined_requests_and_gives_up_on_chunked_ones() {
+        let target = "127.0.0.1:1".parse().expect("address");
+        let mut tap = Tap::new(target);
+        let one = b"POST /raft/append HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+        let two = b"POST /raft/vote HTTP/1.1\r\ncontent-length: 0\r\n\r\n";
+        let mut stream = one.to_vec();
+        stream.extend_from_slice(two);
+        // Fed in pieces that cut through heads and bodies.
+        tap.buf.extend_from_slice(&stream[..20]);
+        assert_eq!(tap.next_request_len(), None);
+        tap.buf.extend_from_slice(&stream[20..one.len() - 2]);
+        assert_eq!(tap.next_request_len(), None);
+        tap.buf.extend_from_slice(&stream[one.len() - 2..]);
+        assert_eq!(tap.next_request_len(), Some(one.len()));
+        let first: Vec<u8> = tap.buf.drain(..one.len()).collect();
+        assert_eq!(first_line_word(&first), "/raft/append");
+        assert_eq!(tap.next_request_len(), Some(two.len()));
+        tap.buf.drain(..two.len());
+        tap.buf.extend_from_slice(
+            b"POST /raft/snapshot HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        assert_eq!(tap.next_request_len(), None);
+        assert!(tap.broken);
+        assert_eq!(first_line_word(b"HTTP/1.1 200 OK\r\n"), "200");
+    }
+}
