@@ -2,25 +2,19 @@
 //! is elected; writes sent to the old leader after the cut are never acknowledged (and exist
 //! nowhere at the end); after healing, all nodes converge on every acknowledged write.
 //!
-//! Each node listens on its own loopback address (127.0.0.11, .12, .13), and its connections
-//! to its peers leave from that address. Peers reach each other through proxies in this test
-//! (the addresses in `--peers`), which see from the source address which node a connection
-//! comes from: cutting a node off closes its connections through the proxies and refuses new
-//! ones, in both directions. Clients (from 127.0.0.1) always get through, so a client can
-//! still send writes to the isolated leader.
+//! Peers reach each other through the fault-injecting proxies of [`crate::faults`]: cutting
+//! a node off closes its connections through the proxies and refuses new ones, in both
+//! directions. Clients (from 127.0.0.1) always get through, so a client can still send writes
+//! to the isolated leader.
 
-use crate::cluster::{
-    Cluster, Ledger, Load, PATIENCE, Rng, SERIAL, TIMING_ARGS, check_data, free_port, lock, p50_max,
-};
+use crate::cluster::{Ledger, Load, PATIENCE, Rng, SERIAL, check_data, lock, p50_max};
+use crate::faults::{Faults, cluster_behind_proxies};
 use hyper::StatusCode;
 use rbolt_raft_node::client::{Client, ClientError};
 use rbolt_raft_node::http::SendError;
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Partition rounds per run: each isolates the leader of the moment.
@@ -29,75 +23,6 @@ const ROUNDS: usize = 3;
 const ISOLATED_WRITERS: usize = 4;
 /// How long writes are sent to an isolated leader.
 const ISOLATED_WRITES_FOR: Duration = Duration::from_secs(3);
-
-/// The loopback address node `id` listens on and connects from.
-fn node_ip(id: u64) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + id as u8))
-}
-
-/// The node a connection comes from, by its source address (`None`: a client).
-fn node_of(ip: IpAddr) -> Option<u64> {
-    match ip {
-        IpAddr::V4(v4)
-            if v4.octets()[..3] == [127, 0, 0] && (11..=13).contains(&v4.octets()[3]) =>
-        {
-            Some(u64::from(v4.octets()[3] - 10))
-        }
-        _ => None,
-    }
-}
-
-/// Which node is cut off, shared by the proxies; every change is broadcast so that open
-/// connections that are now cut close.
-struct Partition {
-    isolated: watch::Sender<Option<u64>>,
-}
-
-impl Partition {
-    /// Whether traffic from `from` (a node, or a client) to node `to` is cut.
-    fn cut(isolated: Option<u64>, from: Option<u64>, to: u64) -> bool {
-        match (isolated, from) {
-            (Some(i), Some(from)) => from != to && (from == i || to == i),
-            _ => false,
-        }
-    }
-}
-
-/// A proxy in front of node `to`: forwards every connection unless the partition cuts it.
-async fn proxy(listener: TcpListener, to: u64, target: SocketAddr, partition: Arc<Partition>) {
-    loop {
-        let Ok((inbound, from)) = listener.accept().await else {
-            continue;
-        };
-        let from = node_of(from.ip());
-        let mut isolated = partition.isolated.subscribe();
-        if Partition::cut(*isolated.borrow(), from, to) {
-            drop(inbound);
-            continue;
-        }
-        tokio::spawn(async move {
-            let Ok(mut outbound) = TcpStream::connect(target).await else {
-                return;
-            };
-            let mut inbound = inbound;
-            let cut = async {
-                loop {
-                    if isolated.changed().await.is_err() {
-                        return std::future::pending::<()>().await;
-                    }
-                    if Partition::cut(*isolated.borrow(), from, to) {
-                        return;
-                    }
-                }
-            };
-            // Dropping both sockets closes the connection on both sides.
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                () = cut => {}
-            }
-        });
-    }
-}
 
 /// What became of the writes sent to an isolated leader.
 #[derive(Default)]
@@ -125,21 +50,8 @@ async fn an_isolated_leader_acknowledges_nothing_and_the_rest_go_on() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let mut rng = Rng::from_env_or_time("partition");
-    let partition = Arc::new(Partition {
-        isolated: watch::channel(None).0,
-    });
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let listen = SocketAddr::new(node_ip(id), free_port());
-        let proxy_listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy port");
-        let public = proxy_listener
-            .local_addr()
-            .expect("proxy address")
-            .to_string();
-        tokio::spawn(proxy(proxy_listener, id, listen, Arc::clone(&partition)));
-        nodes.push((id, listen, public));
-    }
-    let mut cluster = Cluster::with_addresses(nodes, TIMING_ARGS);
+    let faults = Faults::new(rng.next());
+    let mut cluster = cluster_behind_proxies(&faults).await;
     for id in cluster.ids() {
         cluster.start(id);
     }
@@ -153,7 +65,7 @@ async fn an_isolated_leader_acknowledges_nothing_and_the_rest_go_on() {
     for round in 0..ROUNDS {
         tokio::time::sleep(rng.millis(500, 1500)).await;
         let old = leader.clone();
-        partition.isolated.send_replace(Some(old.id));
+        faults.isolate(old.id);
         let cut_at = Instant::now();
         // Writes straight to the isolated leader, following no redirect: an `Ok` would be an
         // acknowledgement by the old leader after it was cut off.
@@ -227,7 +139,7 @@ async fn an_isolated_leader_acknowledges_nothing_and_the_rest_go_on() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        partition.isolated.send_replace(None);
+        faults.heal();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let ledger = load.stop().await;
