@@ -288,7 +288,7 @@ pub use tx::WriteTx;
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub use typed::Json;
 pub use typed::{
-    BucketDef, FixedWidth, Key, KeyPart, TupleKey, TypedBucket, TypedBucketMut, TypedCursor,
-    TypedIter, Value,
+    BucketDef, FixedWidth, Key, KeyPart, TupleKey, TupleKey2, TypedBucket, TypedBucketMut,
+    TypedCursor, TypedIter, Value,
 };
 pub use vacuum::{VACUUM_STEP_PAGES_DEFAULT, VacuumOptions, VacuumProgress, VacuumStep};

@@ -2,7 +2,7 @@
 //! [`TypedBucketMut`], and the transaction and bucket methods that open them.
 
 use super::iter::{TypedCursor, TypedIter, encode_bound};
-use super::{Key, KeyPart, TupleKey, Value};
+use super::{Key, KeyPart, TupleKey, TupleKey2, Value};
 use crate::bucket::{Bucket, BucketMut};
 use crate::error::Result;
 use crate::tx::{ReadTx, WriteTx};
@@ -384,6 +384,48 @@ impl<'a, K: Key, V: Value> TypedBucket<'a, K, V> {
         }
     }
 
+    /// The keys and values whose tuple keys (of three or more components) begin with the
+    /// components `first` and `second`, in key order; one prefix scan, as
+    /// [`with_first`](TypedBucket::with_first): every `day` under `(user, year)` for a
+    /// `(user, year, day)` key.
+    ///
+    /// ```
+    /// use rbolt::BucketDef;
+    /// const VISITS: BucketDef<(&str, u16, u16), u32> = BucketDef::new("visits");
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = rbolt::Db::open(dir.path().join("db"))?;
+    /// db.update(|tx| {
+    ///     let mut visits = tx.open_bucket(VISITS)?;
+    ///     for (user, year, day, n) in [("ada", 2025, 40, 1), ("ada", 2026, 3, 2), ("ada", 2026, 9, 5)] {
+    ///         visits.put((user, year, day), n)?;
+    ///     }
+    ///     let days: Vec<(u16, u32)> = visits
+    ///         .with_first_two("ada", 2026)
+    ///         .map(|entry| entry.map(|((_, _, day), n)| (day, n)))
+    ///         .collect::<rbolt::Result<_>>()?;
+    ///     assert_eq!(days, [(3, 2), (9, 5)]);
+    ///     Ok::<_, rbolt::Error>(())
+    /// })?;
+    /// # Ok::<(), rbolt::Error>(())
+    /// ```
+    pub fn with_first_two<'k>(
+        &self,
+        first: impl Borrow<<K::First as Value>::SelfType<'k>>,
+        second: impl Borrow<<K::Second as Value>::SelfType<'k>>,
+    ) -> TypedIter<'a, K, V>
+    where
+        K: TupleKey2,
+    {
+        let mut bytes: SmallVec<[u8; 32]> = SmallVec::new();
+        let mut out = |part: &[u8]| bytes.extend_from_slice(part);
+        let written = K::First::write_part(first.borrow(), &mut out)
+            .and_then(|()| K::Second::write_part(second.borrow(), &mut out));
+        match written {
+            Ok(()) => TypedIter::new(self.bucket.prefix(bytes)),
+            Err(error) => TypedIter::failed(error),
+        }
+    }
+
     /// The entry with the smallest key, if the bucket holds one (nested buckets are skipped).
     ///
     /// ```
@@ -716,6 +758,19 @@ impl<'a, K: Key, V: Value> TypedBucketMut<'a, K, V> {
         K: TupleKey,
     {
         self.as_typed_bucket().with_first(first)
+    }
+
+    /// The keys and values whose tuple keys begin with the components `first` and `second`;
+    /// see [`TypedBucket::with_first_two`].
+    pub fn with_first_two<'k>(
+        &self,
+        first: impl Borrow<<K::First as Value>::SelfType<'k>>,
+        second: impl Borrow<<K::Second as Value>::SelfType<'k>>,
+    ) -> TypedIter<'_, K, V>
+    where
+        K: TupleKey2,
+    {
+        self.as_typed_bucket().with_first_two(first, second)
     }
 
     /// The entry with the smallest key; see [`TypedBucket::first`].

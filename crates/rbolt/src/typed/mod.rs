@@ -194,6 +194,13 @@ pub trait TupleKey: Key {
     type First: KeyPart;
 }
 
+/// A tuple key of three or more components, whose first two can be scanned for together (see
+/// [`TypedBucket::with_first_two`]).
+pub trait TupleKey2: TupleKey {
+    /// The type of the second component.
+    type Second: KeyPart;
+}
+
 impl<T: FixedWidth> KeyPart for T {
     fn write_part(value: &Self::SelfType<'_>, out: &mut dyn FnMut(&[u8])) -> Result<()> {
         let bytes = T::to_bytes(value)?;
@@ -650,12 +657,21 @@ macro_rules! tuples {
         }
         impl<$($head: KeyPart,)+ $last: Key> Key for ($($head,)+ $last,) {}
         tuples!(@first $($head),+ ; $last);
+        tuples!(@second $($head),+ ; $last);
     };
     (@first $first:ident $(, $head:ident)* ; $last:ident) => {
         impl<$first: KeyPart, $($head: KeyPart,)* $last: Key> TupleKey for ($first, $($head,)* $last,) {
             type First = $first;
         }
     };
+    (@second $first:ident, $second:ident $(, $head:ident)* ; $last:ident) => {
+        impl<$first: KeyPart, $second: KeyPart, $($head: KeyPart,)* $last: Key> TupleKey2
+            for ($first, $second, $($head,)* $last,)
+        {
+            type Second = $second;
+        }
+    };
+    (@second $first:ident ; $last:ident) => {};
 }
 
 tuples!(A; B);

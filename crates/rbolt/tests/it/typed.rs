@@ -689,3 +689,51 @@ fn with_first_scans_one_leading_component() {
     })
     .unwrap();
 }
+
+#[test]
+fn with_first_two_scans_two_leading_components() {
+    const INDEX: BucketDef<(String, String, u16), u16> = BucketDef::new("index3");
+    let (_dir, db) = temp_db();
+    let parts = ["", "a", "a\0", "ab", "b", "b\0c"];
+    let mut model = std::collections::BTreeMap::new();
+    db.update(|tx| {
+        let mut index = tx.open_bucket(INDEX)?;
+        let mut n = 0u16;
+        for first in parts {
+            for second in parts {
+                for id in [3u16, 1, 2] {
+                    let key = (first.to_string(), second.to_string(), id);
+                    index.put(key.clone(), n)?;
+                    model.insert(key, n);
+                    n += 1;
+                }
+            }
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    db.view(|tx| {
+        let index = tx.open_bucket(INDEX)?.unwrap();
+        for first in parts.iter().chain(&["c"]) {
+            for second in parts.iter().chain(&["z"]) {
+                let expected: Vec<((String, String, u16), u16)> = model
+                    .iter()
+                    .filter(|((f, s, _), _)| f == first && s == second)
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                let found: Vec<_> = index
+                    .with_first_two(first.to_string(), second.to_string())
+                    .collect::<rbolt::Result<_>>()?;
+                assert_eq!(found, expected, "{first:?}, {second:?}");
+                let mut backward: Vec<_> = index
+                    .with_first_two(first.to_string(), second.to_string())
+                    .rev()
+                    .collect::<rbolt::Result<_>>()?;
+                backward.reverse();
+                assert_eq!(backward, expected, "{first:?}, {second:?} backward");
+            }
+        }
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+}
