@@ -662,9 +662,10 @@ async fn bootstrap(raft: &KvRaft, peers: &BTreeMap<u64, String>) -> anyhow::Resu
 async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
     let mut rx = raft.metrics();
     let mut last: Option<RaftMetrics<KvConfig>> = None;
+    let mut last_leader: Option<u64> = None;
     loop {
         let now = rx.borrow_watched().clone();
-        report(&ctx, last.as_ref(), &now);
+        report(&ctx, last.as_ref(), &now, &mut last_leader);
         // Ends a withheld vote once the entries are in (logged then, not at the next vote).
         ctx.votes_withheld(now.last_log_index);
         if let Err(fatal) = &now.running_state {
@@ -682,7 +683,13 @@ async fn watch(raft: KvRaft, ctx: Arc<Ctx>) {
     }
 }
 
-fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvConfig>) {
+/// `last_leader`: the last leader this node knew, kept across calls.
+fn report(
+    ctx: &Ctx,
+    last: Option<&RaftMetrics<KvConfig>>,
+    now: &RaftMetrics<KvConfig>,
+    last_leader: &mut Option<u64>,
+) {
     let m = &ctx.metrics;
     let was = |f: fn(&RaftMetrics<KvConfig>) -> bool| last.is_some_and(f);
     if now.state == ServerState::Leader
@@ -696,9 +703,14 @@ fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvC
     }
     if last.is_none_or(|l| l.current_leader != now.current_leader) {
         // Once per leader seen, as etcd's `leader_changes_seen_total`: a failover is one
-        // change (to the new leader), not two (to none, then to it).
-        if last.is_some() && now.current_leader.is_some() {
-            m.leader_changes.inc();
+        // change (to the new leader), not two (to none, then to it), and a leader lost from
+        // view and seen again (Raft's metrics can flip through none while the term stays; CI
+        // counted three changes for two leaders) is none.
+        if let Some(leader) = now.current_leader {
+            if last.is_some() && *last_leader != Some(leader) {
+                m.leader_changes.inc();
+            }
+            *last_leader = Some(leader);
         }
         match now.current_leader {
             Some(leader) => tracing::info!(leader, term = now.current_term, "leader changed"),
@@ -715,5 +727,43 @@ fn report(ctx: &Ctx, last: Option<&RaftMetrics<KvConfig>>, now: &RaftMetrics<KvC
         let voters: Vec<u64> = membership.voter_ids().collect();
         let learners: Vec<u64> = membership.learner_ids().collect();
         tracing::info!(index = ?index(now), ?voters, ?learners, "membership");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leader lost from view and seen again is no change; each new leader is one.
+    #[test]
+    fn leader_changes_count_new_leaders_not_flips_through_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let metrics = Arc::new(Metrics::new(dir.path()));
+        let space = Arc::new(crate::space::Space::new(
+            dir.path(),
+            0,
+            0,
+            Arc::clone(&metrics),
+        ));
+        let limits = Limits::new(crate::limits::MAX_REQUEST_BYTES_DEFAULT).expect("limits");
+        let ctx = Ctx::new(1, dir.path().to_path_buf(), limits, None, metrics, space);
+        let mut last: Option<RaftMetrics<KvConfig>> = None;
+        let mut last_leader = None;
+        for (leader, term) in [
+            (None, 0),
+            (Some(2), 1),
+            (None, 1),
+            (Some(2), 1),
+            (None, 2),
+            (Some(1), 2),
+            (Some(1), 2),
+        ] {
+            let mut now = RaftMetrics::<KvConfig>::new_initial(1);
+            now.current_leader = leader;
+            now.current_term = term;
+            report(&ctx, last.as_ref(), &now, &mut last_leader);
+            last = Some(now);
+        }
+        assert_eq!(ctx.metrics.leader_changes.get(), 2);
     }
 }
