@@ -38,8 +38,10 @@ pub(super) fn init(storage: &dyn Storage, page_size: usize) -> std::io::Result<(
 ///
 /// Creation is one write of four pages and one sync; a crash before the sync can leave any of
 /// its sectors written or not, and a failed write (`ENOSPC`) any prefix of it. So a file
-/// qualifies when its metas are intact and still those of a new file (txids 0 and 1, four
-/// pages) but the four pages are not all there; or when no meta is intact and every byte of the
+/// qualifies when its newest intact meta is still that of a new file (txid 0 or 1, four
+/// pages) but the pages are not all as creation wrote them (a meta page holding no valid meta
+/// beside a valid new-file meta is left out of that comparison: a later commit's meta write,
+/// torn or garbled, put it there); or when no meta is intact and every byte of the
 /// file is either zero or what creation with this open's page size writes there. Anything else
 /// — a file of another program, say — is left alone. (A committed file cut from outside to
 /// fewer bytes than a meta page also qualifies when what is left is the start of its meta 0,
@@ -91,7 +93,15 @@ pub(super) fn interrupted_creation(
             .read_exact_at(&mut buf[..len], offset)
             .map_err(|e| Error::io(path, e))?;
         for (i, &have) in buf[..len].iter().enumerate() {
-            let want = expected(offset + i as u64);
+            let at = offset + i as u64;
+            // A meta page that holds no valid meta beside a valid new-file meta was written
+            // after the creation (a commit that did not last: torn, or garbled by a power
+            // loss), not by it: the valid meta and the pages it names are the whole file.
+            let meta_slot = (at / page_size as u64) as usize;
+            if fresh_metas && meta_slot < 2 && !found.is_valid(meta_slot) {
+                continue;
+            }
+            let want = expected(at);
             // Intact new-file metas: any difference means a page is missing. No meta: every
             // byte is either one creation wrote or still zero.
             if have != want && (fresh_metas || have != 0) {
@@ -101,7 +111,7 @@ pub(super) fn interrupted_creation(
         offset += len as u64;
     }
     if fresh_metas {
-        let complete = matches && file_len == image_len && found.both_valid();
+        let complete = matches && file_len == image_len && found.any_valid();
         return Ok((!complete).then_some(page_size));
     }
     let torn_creation = matches;
@@ -184,10 +194,12 @@ impl FoundMetas {
             .max_by_key(|meta| meta.txid)
     }
 
-    fn both_valid(&self) -> bool {
-        self.metas
-            .iter()
-            .all(|meta| matches!(meta, MetaState::Valid(_)))
+    fn any_valid(&self) -> bool {
+        (0..2).any(|slot| self.is_valid(slot))
+    }
+
+    fn is_valid(&self, slot: usize) -> bool {
+        matches!(self.metas.get(slot), Some(MetaState::Valid(_)))
     }
 
     /// The durable meta in the other slot than `chosen`'s, when it holds a sound one: what a

@@ -866,3 +866,31 @@ fn stats_in_a_write_transaction_count_nested_buckets_and_their_edits() {
     let committed = db.view(|tx| tx.bucket(b"a")?.unwrap().stats()).unwrap();
     assert_eq!((committed.key_n, committed.bucket_n), (303, 2));
 }
+
+/// A new file whose meta 0 was garbled after its creation (a later commit's meta write that a
+/// power loss garbled, then a close that shrank the file back to its four pages) is not an
+/// interrupted creation: its meta 1 and the pages it names are whole, so a read-only open
+/// opens it. The API model test found it (seed 1796655229818951868): the read-only open
+/// refused with "the file's creation was interrupted before its first commit".
+#[test]
+fn a_new_file_with_one_garbled_meta_opens_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    rbolt::Db::open(&path).unwrap().close().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), 4 * 4096, "a new file is four pages");
+    for byte in &mut bytes[40..80] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let db = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true))
+        .expect("the other meta and its pages are whole");
+    assert_eq!(db.begin_read().unwrap().buckets().count(), 0);
+    drop(db);
+    // A read-write open opens it too, and commits over the garbled slot.
+    let db = rbolt::Db::open(&path).unwrap();
+    db.update(|tx| tx.create_bucket("b").map(drop)).unwrap();
+    drop(db);
+    let db = rbolt::Db::open_with(&path, rbolt::Options::default().read_only(true)).unwrap();
+    assert!(db.begin_read().unwrap().bucket("b").unwrap().is_some());
+}
