@@ -20,6 +20,20 @@ fn newest_meta(image: &[u8]) -> (usize, u64, MetaDurability) {
         .expect("a meta")
 }
 
+/// Asserts that every page (past the metas) that differs between `before` and `after` is
+/// named by the runs of the one-sync meta in `slot` of `after`.
+fn assert_every_change_named(before: &[u8], after: &[u8], slot: usize, what: &str) {
+    let named = pages_named(after, slot);
+    let unnamed: Vec<u64> = changed_pages(before, after)
+        .into_iter()
+        .filter(|&p| p >= 2 && !named.contains(&p))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "{what}: pages written but not named: {unnamed:?}"
+    );
+}
+
 /// Every page the one-sync meta in `slot` of `image` names.
 fn pages_named(image: &[u8], slot: usize) -> BTreeSet<u64> {
     let page = &image[slot * PAGE..(slot + 1) * PAGE];
@@ -123,15 +137,7 @@ fn every_page_a_one_sync_commit_changes_is_named_by_its_meta() {
             continue; // synced twice (too many runs, or too many bytes)
         }
         one_sync_commits += 1;
-        let named = pages_named(&after, slot);
-        let unnamed: Vec<u64> = changed_pages(&before, &after)
-            .into_iter()
-            .filter(|&p| p >= 2 && !named.contains(&p))
-            .collect();
-        assert!(
-            unnamed.is_empty(),
-            "{what}: pages written but not named: {unnamed:?}"
-        );
+        assert_every_change_named(&before, &after, slot, &what);
     }
     // Vacuum steps (each synced twice, whatever the handle's default), each followed by a
     // one-sync commit: the first pages it may reuse are those the step moved away from.
@@ -152,15 +158,7 @@ fn every_page_a_one_sync_commit_changes_is_named_by_its_meta() {
             continue;
         }
         one_sync_commits += 1;
-        let named = pages_named(&after, slot);
-        let unnamed: Vec<u64> = changed_pages(&before, &after)
-            .into_iter()
-            .filter(|&p| p >= 2 && !named.contains(&p))
-            .collect();
-        assert!(
-            unnamed.is_empty(),
-            "after vacuum step {step}: written but not named: {unnamed:?}"
-        );
+        assert_every_change_named(&before, &after, slot, &format!("after vacuum step {step}"));
     }
     assert!(one_sync_commits >= 8, "{one_sync_commits} one-sync commits");
     assert_clean(&db);
