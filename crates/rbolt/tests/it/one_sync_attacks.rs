@@ -137,7 +137,7 @@ fn every_page_a_one_sync_commit_changes_is_named_by_its_meta() {
             continue; // synced twice (too many runs, or too many bytes)
         }
         one_sync_commits += 1;
-        assert_every_change_named(&before, &after, slot, &what);
+        assert_every_change_named(&before, &after, slot, what);
     }
     // Vacuum steps (each synced twice, whatever the handle's default), each followed by a
     // one-sync commit: the first pages it may reuse are those the step moved away from.
