@@ -96,11 +96,16 @@ impl WriteTx<'_> {
         // A commit without syncs writes no freelist page: only a crash of this process can
         // bring its meta back, and the open after it rebuilds the freelist by walking the file
         // (`load_freelist`), as for `no_freelist_sync`. That saves writing every free and
-        // pending id at every such commit.
-        let write_page = sync && !engine.options.no_freelist_sync && !self.skip_freelist;
+        // pending id at every such commit. A one-sync commit writes none either: its meta is
+        // one Go rejects, so only rbolt's open reads it, and that open rebuilds the freelist
+        // the same way; its cost (every free and pending id, a page or hundreds of them) is
+        // what such a commit exists to save. The close, or the open after a crash, writes it
+        // with a meta in Go's form.
+        let write_page =
+            sync && !one_sync && !engine.options.no_freelist_sync && !self.skip_freelist;
         let base = &self.base;
         meta.freelist = write_freelist(pages, writes, arena, base, self.shrink, write_page)?.0;
-        if !sync {
+        if !sync || one_sync {
             // The durable point that must follow has room for its freelist page.
             writes.allocator.ensure_room_for_freelist()?;
         }
@@ -115,7 +120,9 @@ impl WriteTx<'_> {
         write_data(writes, arena, needed)?;
         failpoint!("commit::before-data-sync");
         let length_changed = self.writer.length_unsynced || writes.grew_without_sync;
-        // The runs are known now: a list the meta page cannot hold means two syncs after all.
+        // The runs are known now: a list the meta page cannot hold means two syncs after all
+        // (with a meta in Go's form but no freelist page, which the close writes).
+        let meant_one_sync = one_sync;
         let one_sync = one_sync && one_sync_fits(engine.page_size, txid, writes);
         if sync && !one_sync {
             first_sync(engine, length_changed).map_err(|error| poisoned(engine, error))?;
@@ -143,7 +150,7 @@ impl WriteTx<'_> {
             meta,
             sync,
         );
-        self.writer.durable_one_sync = one_sync;
+        self.writer.durable_one_sync = meant_one_sync;
         // The tree pages this commit wrote are in the file as written: checked pages (the
         // arena cleared their old marks before writing).
         arena.mark_staged();

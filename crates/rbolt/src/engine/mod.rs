@@ -107,7 +107,9 @@ pub(crate) struct Writer {
     /// The last write transaction's list of written extents' digests, emptied (`PageWrites::written`).
     pub(crate) written_scratch: Vec<(rbolt_page::Pgid, u128)>,
     /// `durable` was written by a one-sync commit (`Durability::OneSync`), in a form Go bbolt
-    /// rejects: the close writes it again in Go's form (a commit with two syncs).
+    /// rejects and without a freelist page (or by one that fell back to two syncs, without a
+    /// freelist page): the close writes it again in Go's form, with its freelist page (a
+    /// commit with two syncs).
     pub(crate) durable_one_sync: bool,
 }
 
