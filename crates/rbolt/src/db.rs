@@ -427,7 +427,9 @@ impl Db {
     }
 
     /// Runs `f` in a write transaction shared with other concurrent `batch` callers: up to
-    /// `max_batch_size` calls, or what arrives within `max_batch_delay`, commit together.
+    /// `max_batch_size` calls, what arrives within `max_batch_delay` and while the batch waits
+    /// for the writer, commit together (with a delay of zero, a group commit: calls made while
+    /// a commit syncs share the next commit's syncs; see `Options::max_batch_delay`).
     /// If the shared transaction fails, each call is run again alone, so `f` may run more
     /// than once and must only touch the database. Returns once the transaction holding
     /// `f`'s changes is committed.

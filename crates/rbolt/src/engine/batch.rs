@@ -1,8 +1,12 @@
 //! Batched writes: concurrent `Db::batch` calls share one write transaction.
 //!
 //! The first caller of a batch leads it: it waits until the batch holds `max_batch_size`
-//! calls or `max_batch_delay` has passed, then runs every call in one transaction on its own
-//! thread and hands each caller its result. A call that fails is taken out and its caller
+//! calls or `max_batch_delay` has passed, then waits for the writer, and only then takes the
+//! calls queued by that time: it runs them in one transaction on its own thread and hands each
+//! caller its result. So calls that arrive while another commit runs (its syncs, most of a
+//! durable commit's time) join the next one: with a delay of zero, a group commit — every
+//! thread that commits while a sync is under way shares the next sync, and no call waits for a
+//! timer. A call that fails is taken out and its caller
 //! runs it again alone (so the others still commit together); if the commit itself fails,
 //! every caller runs its call alone.
 //!
@@ -158,7 +162,7 @@ fn lead(engine: &Engine, batcher: &Batcher) {
     let max_size = engine.options.max_batch_size.max(1);
     // A delay too long for the clock (`Duration::MAX`) means: wait until the batch is full.
     let deadline = Instant::now().checked_add(engine.options.max_batch_delay);
-    let calls = {
+    {
         let mut queue = batcher.lock();
         while queue.calls.len() < max_size {
             let now = Instant::now();
@@ -177,6 +181,11 @@ fn lead(engine: &Engine, batcher: &Batcher) {
                     .unwrap_or_else(std::sync::PoisonError::into_inner),
             };
         }
+    }
+    // The calls are taken once the writer is this thread's: those queued meanwhile join.
+    let tx = engine.begin_write();
+    let calls = {
+        let mut queue = batcher.lock();
         let take = queue.calls.len().min(max_size);
         let calls: Vec<Call> = queue.calls.drain(..take).collect();
         match queue.calls.first() {
@@ -186,10 +195,13 @@ fn lead(engine: &Engine, batcher: &Batcher) {
         }
         calls
     };
-    run_calls(engine, calls);
+    run_calls(engine, tx, calls);
 }
 
-fn run_calls(engine: &Engine, mut calls: Vec<Call>) {
+/// Runs `calls` in one transaction, the first try in `tx` (the writer, taken before the calls
+/// were), and answers each caller.
+fn run_calls<'db>(engine: &'db Engine, tx: Result<WriteTx<'db>>, mut calls: Vec<Call>) {
+    let mut tx = Some(tx);
     while !calls.is_empty() {
         let mut failed = None;
         // Set by the first `on_commit` hook, so that a panic in a later hook is known to come
@@ -198,19 +210,20 @@ fn run_calls(engine: &Engine, mut calls: Vec<Call>) {
         // A panic outside the calls (in an `on_commit` hook, say) must still answer every
         // caller, or they would wait for ever: the others are told, then the panic goes on
         // on this caller's thread.
+        let first_try = tx.take();
         let result = catch_unwind(AssertUnwindSafe(|| {
-            engine.update(|tx| {
-                let committed = committed.clone();
-                tx.on_commit(move || committed.store(true, Ordering::Release));
-                for (index, call) in calls.iter().enumerate() {
-                    // A panic is a failure like an error: the call's solo run shows it.
-                    if !catch_unwind(AssertUnwindSafe(|| (call.f)(tx))).unwrap_or(false) {
-                        failed = Some(index);
-                        return Err(Abort::Call);
-                    }
+            let mut tx = first_try.unwrap_or_else(|| engine.begin_write())?;
+            let committed = committed.clone();
+            tx.on_commit(move || committed.store(true, Ordering::Release));
+            for (index, call) in calls.iter().enumerate() {
+                // A panic is a failure like an error: the call's solo run shows it.
+                if !catch_unwind(AssertUnwindSafe(|| (call.f)(&mut tx))).unwrap_or(false) {
+                    failed = Some(index);
+                    return Err(Abort::Call);
                 }
-                Ok::<(), Abort>(())
-            })
+            }
+            tx.commit()?;
+            Ok::<(), Abort>(())
         }));
         let result = match result {
             Ok(result) => result,
