@@ -99,6 +99,7 @@ fn child_process() {
             Ok(_) => "opened".to_string(),
             Err(error) => format!("{:?} {error}", error.kind()),
         },
+        "pin-warn" => super::tracing::child_pin_warn(&path),
         other => super::processes_kills::child(other, &path),
     };
     println!("CHILD {answer}");
@@ -178,7 +179,7 @@ pub(super) fn child_command(what: &str, path: &Path) -> Command {
 }
 
 /// A child process of this test binary.
-struct Process {
+pub(super) struct Process {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -186,7 +187,12 @@ struct Process {
 
 impl Process {
     fn spawn(what: &str, path: &Path) -> Process {
-        let mut child = child_command(what, path)
+        Process::start(child_command(what, path))
+    }
+
+    /// Starts `command` (from [`child_command`]) with its stdin and stdout piped.
+    pub(super) fn start(mut command: Command) -> Process {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -201,7 +207,7 @@ impl Process {
     }
 
     /// The child's next answer (what follows `CHILD ` on a line), without the prefix.
-    fn answer(&mut self) -> String {
+    pub(super) fn answer(&mut self) -> String {
         let mut line = String::new();
         loop {
             line.clear();
@@ -214,13 +220,14 @@ impl Process {
         }
     }
 
-    fn ask(&mut self) -> String {
+    /// Sends the child a line and returns its answer.
+    pub(super) fn ask(&mut self) -> String {
         writeln!(self.stdin.as_mut().unwrap(), "check").unwrap();
         self.answer()
     }
 
     /// Closes its stdin and waits for its last answer and its exit.
-    fn finish(mut self) -> String {
+    pub(super) fn finish(mut self) -> String {
         drop(self.stdin.take());
         let answer = self.answer();
         assert!(self.child.wait().unwrap().success());
