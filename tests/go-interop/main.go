@@ -16,7 +16,8 @@
 // checks the file and compares its dump with the model, and writes the model as a manifest
 // to --model-out. Exit status: 0 done, 1 bad arguments or the file would not open, 2 check
 // errors, 3 the dump differs from the model, 4 a write failed or panicked. --read-only opens
-// FILE read-only (check and dump).
+// FILE read-only (check and dump). --timeout D gives up on the file lock after D (bbolt's
+// Options.Timeout: "open FILE: timeout", exit 1); by default the open waits for it.
 //
 // die-writing is a Go writer that dies mid-commit after a crash of rbolt's: it opens FILE
 // read-write under a file size limit (RLIMIT_FSIZE) of --limit bytes (0: FILE's size) and
@@ -83,6 +84,7 @@ func main() {
 	total := flags.Int("bytes", 0, "die-writing: the bytes of values to put")
 	limit := flags.Int64("limit", 0, "die-writing: the file size limit (0: the file's size)")
 	small := flags.Bool("small", false, "die-writing: values of up to an eighth of a page")
+	timeout := flags.Duration("timeout", 0, "how long to wait for the file lock (0: for ever)")
 	if err := flags.Parse(os.Args[3:]); err != nil {
 		os.Exit(exitUsage)
 	}
@@ -91,6 +93,7 @@ func main() {
 		NoFreelistSync: *noFreelistSync,
 		FreelistType:   bolt.FreelistArrayType,
 		ReadOnly:       *readOnly,
+		Timeout:        *timeout,
 	}
 	if *freelist == "map" {
 		options.FreelistType = bolt.FreelistMapType

@@ -8,7 +8,10 @@
 //!
 //! The library is the crash rounds' rbolt process ([`crash`], run by the binary
 //! `rbolt-interop-crash-writer`) and its workload, which the suite replays into its model of
-//! each acknowledged state. It does no I/O but through rbolt's public API.
+//! each acknowledged state, and the reader process of the round with a reader beside the
+//! writer ([`beside`], the same binary's `read-beside`). It does no I/O but through rbolt's
+//! public API.
 #![forbid(unsafe_code)]
 
+pub mod beside;
 pub mod crash;

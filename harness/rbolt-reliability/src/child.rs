@@ -3,7 +3,8 @@
 //! them, and they are not part of its API.
 
 /// Runs the child's command `args` (without the program name): `kill-loop`, `failpoint`,
-/// `hostile-batch`, `hostile-replay` or `hostile-walk`, each with its own arguments.
+/// `hostile-batch`, `hostile-replay`, `hostile-walk` or `read-beside`, each with its own
+/// arguments.
 pub fn main(args: &[String]) -> Result<(), String> {
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
@@ -12,8 +13,9 @@ pub fn main(args: &[String]) -> Result<(), String> {
         Some("hostile-batch") => crate::hostile::child::batch_main(rest),
         Some("hostile-replay") => crate::hostile::child::replay_main(rest),
         Some("hostile-walk") => crate::hostile::child::walk_main(rest),
+        Some("read-beside") => crate::power_lock::child_main(rest),
         _ => Err(
-            "usage: rbolt-crash-child kill-loop|failpoint|hostile-batch|hostile-replay|hostile-walk ARGS..."
+            "usage: rbolt-crash-child kill-loop|failpoint|hostile-batch|hostile-replay|hostile-walk|read-beside ARGS..."
                 .into(),
         ),
     }

@@ -2,7 +2,8 @@
 //! and survives hostile files, on an ordinary machine, in CI, with figures.
 //!
 //! It owns the engines of six suites — a SIGKILL loop against a real file ([`kill`]), power
-//! loss over a simulated file ([`power`]), failpoints in the commit path ([`failpoints`]),
+//! loss over a simulated file ([`power`], and with the reader table's lock file torn or missing,
+//! [`power_lock`]), failpoints in the commit path ([`failpoints`]),
 //! injected I/O errors ([`io_errors`]), corrupt and truncated files ([`hostile`]) and the fuzz
 //! targets' logic ([`fuzz`]) — and what they share: a seeded workload ([`workload`]) with its
 //! model ([`model`]), a bounded full scan ([`scan`]), how a reopened file is judged
@@ -27,6 +28,7 @@ pub mod kill;
 pub mod model;
 pub mod parallel;
 pub mod power;
+pub mod power_lock;
 pub mod scan;
 pub mod summary;
 pub mod vacuum;

@@ -170,7 +170,7 @@ const VACUUM_STEP_PAGES: usize = 4;
 
 /// Runs step `step` of `mode` and seed `seed`: its commit, then what follows it. Updates
 /// `acked` as each part returns `Ok`; returns the first error.
-fn run_step(
+pub(crate) fn run_step(
     db: &Db,
     mode: Mode,
     seed: u64,
@@ -307,21 +307,21 @@ pub fn run(config: &PowerConfig) -> PowerReport {
 }
 
 /// The workload of one seed and what a run without faults does.
-struct Reference {
-    mode: Mode,
-    seed: u64,
-    options: Options,
-    name: &'static str,
-    steps: u64,
+pub(crate) struct Reference {
+    pub(crate) mode: Mode,
+    pub(crate) seed: u64,
+    pub(crate) options: Options,
+    pub(crate) name: &'static str,
+    pub(crate) steps: u64,
     /// `ops[k - 1]`: step `k`, for `k` up to `steps + COMPOUND_STEPS_MAX`.
-    ops: Vec<Vec<Op>>,
+    pub(crate) ops: Vec<Vec<Op>>,
     /// `models[k]`: the state after step `k`.
-    models: Vec<Tree>,
+    pub(crate) models: Vec<Tree>,
     /// The kind of every storage operation of the run.
-    log: Vec<OpKind>,
+    pub(crate) log: Vec<OpKind>,
 }
 
-fn reference(mode: Mode, seed: u64, steps: u64) -> Result<Reference, String> {
+pub(crate) fn reference(mode: Mode, seed: u64, steps: u64) -> Result<Reference, String> {
     let (options, name) = mode.options(seed);
     let page_size = crate::workload::page_size_of(&options);
     let workload = Workload::new(seed, page_size);
@@ -361,7 +361,7 @@ fn reference(mode: Mode, seed: u64, steps: u64) -> Result<Reference, String> {
 
 /// Whether a crash at an operation of this kind is a crash point: a write, a sync or a length
 /// change.
-fn is_crash_point(kind: OpKind) -> bool {
+pub(crate) fn is_crash_point(kind: OpKind) -> bool {
     matches!(
         kind,
         OpKind::Write
@@ -461,7 +461,7 @@ pub fn run_seed(seed: u64, config: &PowerConfig) -> PowerReport {
 }
 
 /// Runs the workload on a new file that crashes at operation `op`.
-fn crash_run(reference: &Reference, op: u64) -> Result<(SimFile, Acked), String> {
+pub(crate) fn crash_run(reference: &Reference, op: u64) -> Result<(SimFile, Acked), String> {
     let sim = SimFile::new().map_err(|e| e.to_string())?;
     sim.set_fault_plan(FaultPlan::new().crash_at(op));
     let mut acked = Acked::new(None, Some(0));

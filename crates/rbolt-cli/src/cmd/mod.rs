@@ -5,6 +5,7 @@ pub mod check;
 pub mod compact;
 pub mod pages;
 pub mod read;
+pub mod readers;
 pub mod surgery;
 pub mod transfer;
 pub mod vacuum;

@@ -230,6 +230,10 @@ struct StatsJson {
     #[serde(rename = "InlineBucketN")]
     inline_bucket_n: usize,
     inline_bucket_inuse: usize,
+    /// The reader table's slots, when the file has a live writer (issue 50): absent
+    /// otherwise, so that the object is bbolt's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    reader_processes: Vec<super::readers::ReaderSlotStats>,
 }
 
 /// `part * 100 / whole` truncated, computed in single precision as bbolt's Go code does, so
@@ -264,6 +268,8 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         s.add(&bucket.stats()?);
         count += 1;
     }
+    let readers = super::readers::reader_slots(&db)?;
+    drop(tx);
     let mut w = crate::out::stdout();
     if args.json {
         let json = StatsJson {
@@ -281,6 +287,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
             bucket_n: s.bucket_n,
             inline_bucket_n: s.inline_bucket_n,
             inline_bucket_inuse: s.inline_bucket_inuse,
+            reader_processes: readers.into_iter().map(Into::into).collect(),
         };
         serde_json::to_writer(&mut w, &json)?;
         writeln!(w)?;
@@ -340,48 +347,8 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         s.inline_bucket_inuse,
         percent(s.inline_bucket_inuse, s.leaf_inuse)
     )?;
-    drop(tx);
-    write_reader_processes(&mut w, &db)?;
+    super::readers::write_text(&mut w, &readers)?;
     crate::out::flush(w)
-}
-
-/// The reader processes registered in the writer's reader table (issue 50), when there are
-/// any (this command itself among them when it reads beside a live writer): a section after
-/// bbolt's, so that the output is bbolt's when no process reads beside a writer.
-fn write_reader_processes(w: &mut impl Write, db: &rbolt::Db) -> Result<()> {
-    let slots = db.reader_processes()?;
-    if slots.is_empty() {
-        return Ok(());
-    }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    writeln!(w, "Reader processes (beside the writer)")?;
-    for slot in slots {
-        let this = if slot.pid == std::process::id() {
-            " (this command)"
-        } else if slot.pid_seen {
-            ""
-        } else {
-            " (not seen from here: another PID namespace, or a child holds its lock)"
-        };
-        match slot.txid {
-            Some(txid) => writeln!(
-                w,
-                "\tslot {}: pid {}{this}, reads txid {txid} ({} bytes) for {}s",
-                slot.index,
-                slot.pid,
-                slot.len,
-                now.saturating_sub(slot.since)
-            )?,
-            None => writeln!(
-                w,
-                "\tslot {}: pid {}{this}, no transaction open",
-                slot.index, slot.pid
-            )?,
-        }
-    }
-    Ok(())
 }
 
 /// Arguments of `inspect`.
@@ -400,7 +367,10 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
     let root = tx.root();
     // One entry per open object: whether it has a "buckets" array, and whether an element
     // was written into it yet.
-    let mut open = vec![(open_object(&mut w, b"root", &root, 0)?, false)];
+    // The reader processes of a live writer, a field of the root object after bbolt's.
+    let readers = super::readers::inspect_field(&super::readers::reader_slots(&db)?)?;
+    let keep_open = !readers.is_empty();
+    let mut open = vec![(open_object(&mut w, b"root", &root, 0, keep_open)?, false)];
     let mut walk = root.walk();
     while let Some(step) = walk.next_step() {
         match step? {
@@ -413,19 +383,30 @@ pub fn inspect(args: &InspectArgs) -> Result<()> {
                 }
                 *written = true;
                 write!(w, "{}        ", "    ".repeat(2 * (depth - 1)))?;
-                open.push((open_object(&mut w, name, &bucket, depth)?, false));
+                open.push((open_object(&mut w, name, &bucket, depth, false)?, false));
             }
             WalkStep::Leave => close_object(&mut w, open.pop(), open.len())?,
         }
     }
-    close_object(&mut w, open.pop(), 0)?;
+    match open.pop() {
+        Some((true, _)) => write!(w, "\n    ]{readers}\n}}")?,
+        _ if keep_open => write!(w, "{readers}\n}}")?,
+        _ => {}
+    }
     w.write_all(b"\n")?;
     crate::out::flush(w)
 }
 
 /// Writes the start of `bucket`'s object at nesting `depth` and returns whether it has a
-/// "buckets" array to fill; an object without one is written whole.
-fn open_object(w: &mut impl Write, name: &[u8], bucket: &Bucket<'_>, depth: usize) -> Result<bool> {
+/// "buckets" array to fill; an object without one is written whole, unless `keep_open` (the
+/// caller adds fields and closes it).
+fn open_object(
+    w: &mut impl Write,
+    name: &[u8],
+    bucket: &Bucket<'_>,
+    depth: usize,
+    keep_open: bool,
+) -> Result<bool> {
     // One pass to count, so the fields come out in bbolt's order (name, keyN, buckets)
     // without holding the children in memory.
     let mut key_n = 0usize;
@@ -445,7 +426,7 @@ fn open_object(w: &mut impl Write, name: &[u8], bucket: &Bucket<'_>, depth: usiz
     text.push_str(&format!(",\n{pad}    \"keyN\": {key_n}"));
     if has_children {
         text.push_str(&format!(",\n{pad}    \"buckets\": [\n"));
-    } else {
+    } else if !keep_open {
         text.push_str(&format!("\n{pad}}}"));
     }
     w.write_all(text.as_bytes())?;

@@ -19,7 +19,7 @@ use rbolt_freelist::Freelist;
 use rbolt_page::{MAGIC, Meta, Txid};
 use rbolt_storage::{ClaimedSlot, PUBLISHED_BYTES_MAX, ReaderTable, SlotInfo};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How many times a transaction's start reads the published meta again when the writer
@@ -28,8 +28,24 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const BEGIN_TRIES_MAX: usize = 10_000;
 
 /// How long a reader process may hold a snapshot older than the newest before the writer
-/// says so ([`warn_long_pins`]).
+/// says so ([`warn_long_pins`]), unless [`PIN_WARN_VAR`] says otherwise.
 const PIN_WARN_AFTER: Duration = Duration::from_secs(60);
+
+/// The environment variable that replaces [`PIN_WARN_AFTER`]: a whole number of seconds
+/// (anything else leaves the default), read once per process.
+const PIN_WARN_VAR: &str = "RBOLT_READER_PIN_WARN_SECS";
+
+/// The seconds after which a pinning reader process is reported: [`PIN_WARN_VAR`] when it
+/// holds a number, else [`PIN_WARN_AFTER`].
+fn pin_warn_after_secs() -> u64 {
+    static SECS: OnceLock<u64> = OnceLock::new();
+    *SECS.get_or_init(|| {
+        std::env::var(PIN_WARN_VAR)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(PIN_WARN_AFTER.as_secs())
+    })
+}
 
 /// The writer's side: publishes `meta` for reader processes, if the storage has a table.
 pub(crate) fn publish(engine: &Engine, meta: &Meta) {
@@ -93,8 +109,8 @@ pub(crate) fn collect_live(
 }
 
 /// The writer's side: says (a `WARN` event, once per transaction) which live reader processes
-/// have held a snapshot older than `newest` for over [`PIN_WARN_AFTER`]; `warned` remembers
-/// the transactions told of (pid, handle, txid).
+/// have held a snapshot older than `newest` for [`PIN_WARN_AFTER`] (or what [`PIN_WARN_VAR`]
+/// says) or longer; `warned` remembers the transactions told of (pid, handle, txid).
 pub(crate) fn warn_long_pins(
     engine: &Engine,
     slots: &[SlotInfo],
@@ -111,7 +127,7 @@ pub(crate) fn warn_long_pins(
             continue;
         };
         let seconds = now.saturating_sub(slot.since);
-        if txid < newest.0 && seconds >= PIN_WARN_AFTER.as_secs() && !warned.contains(&told) {
+        if txid < newest.0 && seconds >= pin_warn_after_secs() && !warned.contains(&told) {
             crate::trace::reader_process_pins(engine.path(), pid, txid, seconds, slot.len);
             warned.push(told);
         }

@@ -18,6 +18,7 @@ mod one_sync;
 mod one_sync_attacks;
 mod open;
 mod processes;
+mod processes_kills;
 mod ranges;
 mod readme;
 mod regressions;

@@ -2,7 +2,8 @@
 //! binary run again on `processes::child_process`, which does what `RBOLT_PROCESS_CHILD` says
 //! and nothing without it — reads through the writer's reader table while the writer commits,
 //! holds an old snapshot while the writer churns and vacuums, dies by SIGKILL holding a slot,
-//! or tries to write.
+//! or tries to write. The kill loop's children (`processes_kills.rs`) run through the same
+//! entry.
 
 use rbolt::{Db, Error, Options};
 use std::io::{BufRead, BufReader, Write};
@@ -27,26 +28,29 @@ fn model(round: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// Commits round `round`: the model's keys, every other key deleted.
 fn commit_round(db: &Db, round: u64) -> rbolt::Result<()> {
-    db.update(|tx| {
-        let mut b = tx.create_bucket_if_not_exists("b")?;
-        let keys: Vec<Vec<u8>> = b
-            .iter()
-            .map(|e| e.map(|e| e.key().to_vec()))
-            .collect::<rbolt::Result<_>>()?;
-        for key in keys {
-            b.delete(key)?;
-        }
-        for (key, value) in model(round) {
-            b.put(key, value)?;
-        }
-        drop(b);
-        tx.create_bucket_if_not_exists("meta")?
-            .put("counter", round.to_be_bytes())
-    })
+    db.update(|tx| write_round(tx, round))
+}
+
+/// Round `round`'s edits in `tx`.
+pub(super) fn write_round(tx: &mut rbolt::WriteTx<'_>, round: u64) -> rbolt::Result<()> {
+    let mut b = tx.create_bucket_if_not_exists("b")?;
+    let keys: Vec<Vec<u8>> = b
+        .iter()
+        .map(|e| e.map(|e| e.key().to_vec()))
+        .collect::<rbolt::Result<_>>()?;
+    for key in keys {
+        b.delete(key)?;
+    }
+    for (key, value) in model(round) {
+        b.put(key, value)?;
+    }
+    drop(b);
+    tx.create_bucket_if_not_exists("meta")?
+        .put("counter", round.to_be_bytes())
 }
 
 /// The round a snapshot holds, after checking that it holds exactly the model of that round.
-fn check_snapshot(tx: &rbolt::ReadTx<'_>) -> Result<u64, String> {
+pub(super) fn check_snapshot(tx: &rbolt::ReadTx<'_>) -> Result<u64, String> {
     let Some(meta) = tx.bucket("meta").map_err(|e| e.to_string())? else {
         return Ok(0); // before the first round
     };
@@ -75,7 +79,7 @@ fn check_snapshot(tx: &rbolt::ReadTx<'_>) -> Result<u64, String> {
     Ok(round)
 }
 
-fn read_only() -> Options {
+pub(super) fn read_only() -> Options {
     Options::default().read_only(true)
 }
 
@@ -95,7 +99,8 @@ fn child_process() {
             Ok(_) => "opened".to_string(),
             Err(error) => format!("{:?} {error}", error.kind()),
         },
-        other => panic!("no such child: {other}"),
+        "pin-warn" => super::tracing::child_pin_warn(&path),
+        other => super::processes_kills::child(other, &path),
     };
     println!("CHILD {answer}");
 }
@@ -157,8 +162,24 @@ fn child_hold(path: &Path) -> String {
     "done".into()
 }
 
+/// The command that runs this test binary as a child doing `what` on `path` (see
+/// [`child_process`]).
+pub(super) fn child_command(what: &str, path: &Path) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "processes::child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("RBOLT_PROCESS_CHILD", what)
+        .env("RBOLT_PROCESS_PATH", path);
+    command
+}
+
 /// A child process of this test binary.
-struct Process {
+pub(super) struct Process {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -166,15 +187,12 @@ struct Process {
 
 impl Process {
     fn spawn(what: &str, path: &Path) -> Process {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "processes::child_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("RBOLT_PROCESS_CHILD", what)
-            .env("RBOLT_PROCESS_PATH", path)
+        Process::start(child_command(what, path))
+    }
+
+    /// Starts `command` (from [`child_command`]) with its stdin and stdout piped.
+    pub(super) fn start(mut command: Command) -> Process {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -189,7 +207,7 @@ impl Process {
     }
 
     /// The child's next answer (what follows `CHILD ` on a line), without the prefix.
-    fn answer(&mut self) -> String {
+    pub(super) fn answer(&mut self) -> String {
         let mut line = String::new();
         loop {
             line.clear();
@@ -202,13 +220,14 @@ impl Process {
         }
     }
 
-    fn ask(&mut self) -> String {
+    /// Sends the child a line and returns its answer.
+    pub(super) fn ask(&mut self) -> String {
         writeln!(self.stdin.as_mut().unwrap(), "check").unwrap();
         self.answer()
     }
 
     /// Closes its stdin and waits for its last answer and its exit.
-    fn finish(mut self) -> String {
+    pub(super) fn finish(mut self) -> String {
         drop(self.stdin.take());
         let answer = self.answer();
         assert!(self.child.wait().unwrap().success());

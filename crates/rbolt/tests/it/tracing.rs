@@ -7,6 +7,7 @@ use rbolt::{Db, Durability, Options, VacuumOptions};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::field::{Field, Visit};
@@ -347,4 +348,84 @@ fn a_writer_without_a_reader_table_says_so() {
     let (db, events) = recorder.run(|| Db::open(&path));
     drop(db.unwrap());
     assert!(find(&events, "without a reader table").is_empty());
+}
+
+/// Part of the message of the event that reports a reader process pinning an old snapshot.
+const PINNED: &str = "held an old snapshot for long";
+
+/// The writer of `a_reader_process_that_pins_an_old_snapshot_for_long_is_reported`, a child
+/// process (`processes::child_process`) whose `RBOLT_READER_PIN_WARN_SECS` is 3: says `ready`,
+/// waits until the parent holds a snapshot (its stdin closes), commits twice at once (no
+/// report: held for less than the threshold, whose whole seconds are counted from the second
+/// the transaction began in), then every 20 ms until a report comes (for 30 s at most),
+/// then three more times (no second report for the same transaction); answers with each report's pid, txid,
+/// seconds and level, or with what went wrong.
+pub(super) fn child_pin_warn(path: &Path) -> String {
+    let db = Db::open(path).unwrap();
+    let commit = || {
+        db.update(|tx| tx.create_bucket_if_not_exists("b")?.put("k", "v"))
+            .unwrap()
+    };
+    commit();
+    println!("CHILD ready");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    for line in std::io::BufRead::lines(std::io::stdin().lock()) {
+        line.unwrap();
+    }
+    let recorder = Recorder::default();
+    let (_, early) = recorder.run(|| (commit(), commit()));
+    if !find(&early, PINNED).is_empty() {
+        return format!("reported at once: {early:#?}");
+    }
+    let started = std::time::Instant::now();
+    let mut events = Vec::new();
+    // Half the default threshold: a report then comes from the variable's.
+    while find(&events, PINNED).is_empty() && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+        events.extend(recorder.run(commit).1);
+    }
+    events.extend(recorder.run(|| (commit(), commit(), commit())).1);
+    let reports: Vec<String> = find(&events, PINNED)
+        .iter()
+        .map(|e| {
+            let field = |name: &str| e.fields.get(name).cloned().unwrap_or_default();
+            let level = e.level;
+            format!(
+                "{} {} {} {level}",
+                field("pid"),
+                field("txid"),
+                field("seconds")
+            )
+        })
+        .collect();
+    reports.join("; ")
+}
+
+/// A reader process that holds a snapshot older than the newest for longer than the
+/// threshold (60 s; here 3 s, through `RBOLT_READER_PIN_WARN_SECS` in the writer's process)
+/// is reported once, naming the process, the txid it pins and for how long; not before.
+#[test]
+fn a_reader_process_that_pins_an_old_snapshot_for_long_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    drop(Db::open(&path).unwrap());
+    let mut command = super::processes::child_command("pin-warn", &path);
+    command.env("RBOLT_READER_PIN_WARN_SECS", "3");
+    let mut writer = super::processes::Process::start(command);
+    assert_eq!(writer.answer(), "ready");
+    // This process is the reader: beside the writer, holding one snapshot.
+    let db = Db::open_with(&path, Options::default().read_only(true)).unwrap();
+    assert!(db.reads_beside_writer());
+    let tx = db.begin_read().unwrap();
+    let answer = writer.finish();
+    let parts: Vec<&str> = answer.split(' ').collect();
+    assert_eq!(parts.len(), 4, "one report: {answer}");
+    assert_eq!(parts[0], std::process::id().to_string(), "{answer}");
+    assert_eq!(parts[1], tx.id().0.to_string(), "{answer}");
+    let seconds: u64 = parts[2].parse().unwrap();
+    assert!(
+        (3..60).contains(&seconds),
+        "the variable's threshold: {answer}"
+    );
+    assert_eq!(parts[3], "WARN", "{answer}");
 }

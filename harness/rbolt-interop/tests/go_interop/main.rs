@@ -8,7 +8,9 @@
 //!
 //! Then the crash rounds (`crash.rs`): Go opens every state a killed rbolt process leaves,
 //! with and without commits made without syncs, and writes on it or dies mid-transaction on
-//! it; rbolt's next open must hold what was acknowledged.
+//! it; rbolt's next open must hold what was acknowledged. And one round with an rbolt reader
+//! process beside the rbolt writer (`beside.rs`): Go is refused while the writer holds the
+//! file, and writes once both rbolt processes have gone.
 //!
 //! Prints one line, `go-interop: seeds=.. rounds=.. files=.. go_check_failures=..
 //! go_write_failures=.. dump_mismatches=..` (then rbolt's own counts, then `crash:` and each
@@ -16,6 +18,7 @@
 //! `golang-go` and `golang-github-coreos-bbolt-dev`) it says it skipped and passes, unless
 //! `RBOLT_GO_INTEROP=require` (what `.ci/run` sets).
 
+mod beside;
 mod crash;
 mod go;
 mod matrix;
@@ -43,6 +46,8 @@ struct Summary {
     /// Places where a file breaks what Go's writer assumes (rbolt's check), over every file
     /// after every round.
     separator_violations: usize,
+    /// Failures of the round with an rbolt reader process beside the rbolt writer.
+    beside_failures: usize,
     failures: Vec<String>,
     crash: crash::Counts,
     /// What the files held at their most: a suite that no longer makes what it claims to
@@ -69,7 +74,7 @@ impl Summary {
         format!(
             "go-interop: seeds={} rounds={} files={} go_check_failures={} go_write_failures={} \
              dump_mismatches={} rbolt_write_failures={} rbolt_check_failures={} \
-             separator_violations={} (over {} rbolt checks) | {}",
+             separator_violations={} (over {} rbolt checks) beside_failures={} | {}",
             self.seeds,
             self.rounds,
             self.files,
@@ -80,6 +85,7 @@ impl Summary {
             self.rbolt_check_failures,
             self.separator_violations,
             self.rbolt_checks,
+            self.beside_failures,
             self.crash.line()
         )
     }
@@ -117,6 +123,7 @@ impl Summary {
             + self.rbolt_write_failures
             + self.rbolt_check_failures
             + self.separator_violations
+            + self.beside_failures
             > 0
             || self.crash.failed()
     }
@@ -162,6 +169,10 @@ fn rbolt_and_go_bbolt_write_the_same_files_in_turns() {
         run_case(&go, &case, &files, &mut summary);
     }
     crash::run(&go, &files, &mut summary.crash, &mut summary.failures);
+    if let Err(error) = beside::run(&go, &files) {
+        summary.beside_failures += 1;
+        summary.failures.push(format!("beside: {error}"));
+    }
     for failure in &summary.failures {
         loud(&format!("go-interop FAILURE: {failure}"));
     }

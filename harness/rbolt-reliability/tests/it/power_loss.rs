@@ -1,9 +1,11 @@
 //! The power-loss suite at the tier's size (`RBOLT_TIER`): every cell of the matrix (durable commits, commits without
 //! syncs, one-sync commits alone and mixed with the others, mixes, `Db::sync`, `no_sync`, auto-shrink, vacuum steps between commits), every
 //! write, sync and truncation point of its seeds, 8 power-loss images and one crash of the
-//! process each; and every crash point of a vacuum after a seeded workload.
+//! process each; every crash point of a vacuum after a seeded workload; and the cells with the
+//! lock file missing, cut short, garbage or stale, a reader process attached after each reopen.
 
 use rbolt_reliability::power::{Mode, PowerConfig, run};
+use rbolt_reliability::power_lock::{LockConfig, LockDamage};
 use rbolt_reliability::summary::{Tier, size};
 use rbolt_reliability::vacuum::VacuumPowerConfig;
 use rbolt_testkit::tier::is_set;
@@ -73,4 +75,48 @@ fn power_loss_vacuum() {
         report.summary()
     );
     assert!(report.longer_than_mark > 0, "{}", report.summary());
+}
+
+/// Power loss with the lock file missing, cut short, garbage or a stale copy (issue 50): every
+/// crash point of the seeds, one image each, reopened as a real file beside the damaged lock
+/// file; the writer rebuilds the table and a reader attaches beside it.
+#[test]
+fn power_loss_with_the_lock_file_torn_or_missing() {
+    // tmpfs when there is one: every image is a real file, written and synced.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = match shm.is_dir() {
+        true => tempfile::tempdir_in(shm),
+        false => tempfile::tempdir(),
+    }
+    .expect("temp dir");
+    let mut failures = Vec::new();
+    for damage in LockDamage::ALL {
+        let config = LockConfig {
+            damage,
+            seeds: size("RBOLT_POWER_LOCK_SEEDS", 4, 16, 60),
+            first_seed: 0,
+            steps: size("RBOLT_POWER_STEPS", 16, 16, 16),
+            dir: dir.path().to_path_buf(),
+            child: env!("CARGO_BIN_EXE_rbolt-crash-child").into(),
+            threads: 2,
+        };
+        let started = Instant::now();
+        let report = rbolt_reliability::power_lock::run(&config);
+        report.summary(damage).secs_since(started).print();
+        report.print_allowed();
+        // Every image that reopened had a reader attach beside it; every cell drew both
+        // durable and lost unsynced states.
+        let reopened = report.at_acked + report.at_in_flight + report.at_unsynced;
+        if report.readers_attached != reopened || report.at_unsynced == 0 {
+            failures.push(format!(
+                "{}: {}",
+                damage.suite_name(),
+                report.summary(damage)
+            ));
+        }
+        if !report.is_clean() {
+            failures.push(format!("{}: {}", damage.suite_name(), report.failures));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
