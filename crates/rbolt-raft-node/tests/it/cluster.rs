@@ -700,6 +700,18 @@ pub struct EmptyPeers {
 
 impl EmptyPeers {
     pub async fn stand_in(cluster: &Cluster, ids: &[u64], status: &Status) -> EmptyPeers {
+        let mut status = status.clone();
+        status.state = "Follower".to_owned();
+        status.leader = None;
+        status.term = 0;
+        status.last_log_index = None;
+        status.committed = None;
+        EmptyPeers::answering(cluster, ids, &status).await
+    }
+
+    /// Stands in for the nodes of `ids`, answering every request with `status` as it is (its
+    /// id replaced by each one's): peers that say what a test wants them to.
+    pub async fn answering(cluster: &Cluster, ids: &[u64], status: &Status) -> EmptyPeers {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut tasks = Vec::new();
         for &id in ids {
@@ -708,11 +720,6 @@ impl EmptyPeers {
                 .expect("the node's address is free");
             let mut status = status.clone();
             status.id = id;
-            status.state = "Follower".to_owned();
-            status.leader = None;
-            status.term = 0;
-            status.last_log_index = None;
-            status.committed = None;
             let body = serde_json::to_vec(&status).expect("status as JSON");
             tasks.push(tokio::spawn(async move {
                 while let Ok((mut stream, _)) = listener.accept().await {

@@ -22,3 +22,4 @@ mod snapshot;
 mod space;
 mod sweep;
 mod tls;
+mod votes;
