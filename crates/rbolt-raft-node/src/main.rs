@@ -610,6 +610,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A test build's failpoints, from `FAILPOINTS`, for the process's whole life.
+    #[cfg(feature = "_failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

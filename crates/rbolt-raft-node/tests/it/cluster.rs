@@ -171,6 +171,8 @@ pub struct Cluster {
     pub peers: String,
     /// Extra arguments of `serve`.
     pub args: Vec<String>,
+    /// Environment variables of each node's process (`FAILPOINTS`), by node.
+    pub env: BTreeMap<u64, Vec<(String, String)>>,
     /// A client that asks one node and does not wait: for status polls.
     quick: Client,
     /// The client every test client starts from (TLS and token when the cluster uses them).
@@ -219,6 +221,7 @@ impl Cluster {
             children: BTreeMap::new(),
             peers,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: BTreeMap::new(),
             quick: Client::new()
                 .with_timeout(Duration::from_secs(1))
                 .following_redirects(false)
@@ -313,6 +316,7 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        command.envs(self.env.get(&id).into_iter().flatten().cloned());
         if !peers.is_empty() {
             command.arg("--peers").arg(peers);
         }

@@ -21,5 +21,6 @@ mod regressions;
 mod snapshot;
 mod space;
 mod sweep;
+mod sync_failure;
 mod tls;
 mod votes;
