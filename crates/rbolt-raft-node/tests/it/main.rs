@@ -17,6 +17,7 @@ mod linearizable;
 mod ops;
 mod partition;
 mod partition_suite;
+mod readme;
 mod regressions;
 mod snapshot;
 mod space;
