@@ -20,6 +20,7 @@ mod partition_suite;
 mod readme;
 mod regressions;
 mod snapshot;
+mod snapshot_transfer;
 mod space;
 mod sweep;
 mod sync_failure;
