@@ -386,3 +386,71 @@ impl Outgoing {
             .map_err(std::io::Error::other)?
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{append_chunk, digest_of, remove_other_partials, well_formed};
+
+    #[test]
+    fn a_chunk_is_appended_only_where_the_copy_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("received-a.tmp");
+        let check = |offset: u64, bytes: &[u8], cut: bool, expected: (u64, bool)| {
+            assert_eq!(
+                append_chunk(&path, offset, bytes, cut, false).expect("append"),
+                expected,
+                "at {offset}, {} bytes, cut {cut}",
+                bytes.len()
+            );
+        };
+        check(0, b"", false, (0, false)); // what is held: nothing
+        check(0, b"abcd", false, (4, false));
+        check(0, b"abcd", false, (4, false)); // sent again: not appended twice
+        check(8, b"ijkl", false, (4, false)); // a gap: nothing written
+        check(4, b"efgh", true, (6, true)); // cut half way
+        check(6, b"ghij", false, (10, false)); // resumed where the copy ends
+        assert_eq!(std::fs::read(&path).expect("read"), b"abcdefghij");
+    }
+
+    #[test]
+    fn a_damaged_chunk_changes_the_digest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+        let bytes: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        append_chunk(&good, 0, &bytes, false, false).expect("append");
+        append_chunk(&bad, 0, &bytes, false, true).expect("append");
+        let digest = |path| digest_of(std::fs::File::open(path).expect("open")).expect("digest");
+        let (length, sound) = digest(&good);
+        assert_eq!(length, 5000);
+        assert_eq!(
+            sound,
+            format!("{:032x}", twox_hash::XxHash3_128::oneshot(&bytes))
+        );
+        assert!(well_formed(&sound), "{sound}");
+        assert_ne!(digest(&bad).1, sound);
+        for name in ["", "../x", &"A".repeat(32), &"0".repeat(31)] {
+            assert!(!well_formed(name), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_current_transfer_is_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let names = [
+            "received-a-1.tmp",
+            "received-b-2.tmp",
+            "state.db",
+            "received-c",
+        ];
+        for name in names {
+            std::fs::write(dir.path().join(name), b"x").expect("write");
+        }
+        remove_other_partials(dir.path(), &dir.path().join("received-a-1.tmp"));
+        let left: std::collections::BTreeSet<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        let expected = ["received-a-1.tmp", "received-c", "state.db"];
+        assert_eq!(left, expected.iter().map(|s| (*s).to_owned()).collect());
+    }
+}
