@@ -255,7 +255,6 @@ const FUNCTIONS_TO_SPLIT: &[(&str, &str)] = &[
     ("crates/rbolt-cli/src/cmd/read.rs", "stats"),
     ("crates/rbolt-page/src/error.rs", "fmt"),
     ("crates/rbolt-raft-node/src/node.rs", "run"),
-    ("crates/rbolt-raft-node/src/peer.rs", "receive_snapshot"),
     ("crates/rbolt-raft-node/src/server.rs", "write"),
     ("crates/rbolt/src/db.rs", "open_storage"),
     ("crates/rbolt/src/engine/commit.rs", "commit_inner"),

@@ -12,10 +12,17 @@ use std::collections::BTreeMap;
 pub const PATH_APPEND: &str = "/raft/append";
 /// `POST`: a `VoteRequest` in a frame, answered with `Result<VoteResponse, RaftError>`.
 pub const PATH_VOTE: &str = "/raft/vote";
-/// `POST`: a snapshot file as the body, [`SnapshotHeader`] in [`HEADER_SNAPSHOT`], the
-/// sender's cluster and id in [`HEADER_CLUSTER`] and [`HEADER_FROM`], answered with
+/// `POST`: installs the snapshot this node received in chunks ([`PATH_SNAPSHOT_CHUNK`]);
+/// [`SnapshotHeader`] in [`HEADER_SNAPSHOT`], the sender's cluster and id in
+/// [`HEADER_CLUSTER`] and [`HEADER_FROM`], no body; answered with
 /// `Result<SnapshotResponse, RaftError>` in a frame.
 pub const PATH_SNAPSHOT: &str = "/raft/snapshot";
+/// `POST`: bytes of a snapshot file at an offset ([`SnapshotChunk`] in
+/// [`HEADER_SNAPSHOT_CHUNK`], the sender in [`HEADER_CLUSTER`] and [`HEADER_FROM`]), answered
+/// with what this node holds of that snapshot ([`ChunkReply`], JSON).
+pub const PATH_SNAPSHOT_CHUNK: &str = "/raft/snapshot/chunk";
+/// The header of [`PATH_SNAPSHOT_CHUNK`] requests: [`SnapshotChunk`] as JSON.
+pub const HEADER_SNAPSHOT_CHUNK: &str = "x-rbolt-raft-snapshot-chunk";
 /// `POST`: a `TransferLeaderRequest` in a frame (the leader hands over to this node),
 /// answered with `Result<TransferLeaderResponse, Fatal>` in a frame.
 pub const PATH_TRANSFER: &str = "/raft/transfer";
@@ -86,13 +93,34 @@ pub const PATH_VACUUM: &str = "/maintenance/vacuum";
 /// The header a client authenticates its writes with: `Bearer TOKEN`.
 pub const HEADER_AUTHORIZATION: &str = "authorization";
 
-/// The vote and meta of a snapshot sent in a [`PATH_SNAPSHOT`] request.
+/// The vote and meta of a snapshot installed by a [`PATH_SNAPSHOT`] request, and the length
+/// and digest of its file.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SnapshotHeader {
     /// The sender's vote.
     pub vote: VoteOf<KvConfig>,
     /// What the snapshot holds.
     pub meta: SnapshotMetaOf<KvConfig>,
+    /// The file's length in bytes.
+    pub length: u64,
+    /// The file's XXH3-128 digest, 32 lowercase hex digits.
+    pub digest: String,
+}
+
+/// Where a [`PATH_SNAPSHOT_CHUNK`] request's bytes go: the snapshot file of `length` bytes
+/// and `digest` (as in [`SnapshotHeader`]), at `offset`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapshotChunk {
+    pub length: u64,
+    pub digest: String,
+    pub offset: u64,
+}
+
+/// The answer to a [`PATH_SNAPSHOT_CHUNK`] request: the bytes of that snapshot the node holds
+/// (from its start); the sender goes on from there.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ChunkReply {
+    pub held: u64,
 }
 
 /// The answer to an acknowledged write: it is committed and applied on the leader.

@@ -69,6 +69,8 @@ pub struct App {
     /// Set once the node is stopping: every answer closes its connection, so that clients
     /// move to another node instead of sending more on it.
     pub stopping: std::sync::atomic::AtomicBool,
+    /// Held while a snapshot chunk is written or a received snapshot installed: one at a time.
+    pub(crate) receiving: tokio::sync::Mutex<()>,
 }
 
 impl App {
@@ -93,6 +95,7 @@ impl App {
             transit_seq: AtomicU64::new(0),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            receiving: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -239,6 +242,14 @@ pub async fn limited_body(
         return Err(too_large(len.to_string()));
     }
     Ok(bytes.freeze())
+}
+
+/// `value` in a frame from this node: the answer to a peer's RPC.
+pub fn framed<T: Serialize>(app: &App, value: &T) -> Answer {
+    match crate::wire::encode(&app.ctx.cluster(), app.id(), value) {
+        Ok(frame) => answer(StatusCode::OK, "application/octet-stream", frame),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 /// Compares without an early exit, so the time taken says nothing of where a guess differs.

@@ -3,7 +3,7 @@
 //!
 //! A node serves one HTTP/1.1 port for both its peers and its clients (hyper, over TCP or
 //! rustls TLS): openraft's RPCs in binary frames that name the cluster (append entries, vote)
-//! and a streamed rbolt file (install snapshot), and a client API: `PUT`, `DELETE` and
+//! and a snapshot's rbolt file in chunks that resume, checked end to end, and a client API: `PUT`, `DELETE` and
 //! `GET /kv/KEY` (linearizable through the leader, or `?read=local`), `GET /kv`, status,
 //! health checks, Prometheus metrics, backups, membership changes, the NOSPACE alarms and
 //! the online vacuum. A follower answers
@@ -33,6 +33,7 @@ pub mod node;
 pub mod observe;
 pub mod peer;
 pub mod server;
+pub mod snapshot_transfer;
 pub mod space;
 pub mod tls;
 pub mod wire;

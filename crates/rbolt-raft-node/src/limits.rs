@@ -22,17 +22,27 @@ pub const FRAME_SLACK_BYTES: usize = 1 << 20;
 /// ids and a vote, or an error message).
 pub const SMALL_RPC_BYTES_MAX: usize = 64 << 10;
 
+/// The default of `--snapshot-chunk-bytes`: the bytes of a snapshot file one request carries.
+pub const SNAPSHOT_CHUNK_BYTES_DEFAULT: usize = 4 << 20;
+/// The smallest `--snapshot-chunk-bytes`.
+pub const SNAPSHOT_CHUNK_BYTES_MIN: usize = 4 << 10;
+/// The largest `--snapshot-chunk-bytes`, and the largest chunk a node receives.
+pub const SNAPSHOT_CHUNK_BYTES_MAX: usize = 64 << 20;
+
 /// A node's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// The largest value, and the largest body of a client request.
     pub max_request_bytes: usize,
+    /// The bytes of a snapshot file one request to a follower carries.
+    pub snapshot_chunk_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_request_bytes: MAX_REQUEST_BYTES_DEFAULT,
+            snapshot_chunk_bytes: SNAPSHOT_CHUNK_BYTES_DEFAULT,
         }
     }
 }
@@ -70,7 +80,25 @@ impl Limits {
                 "--max-request-bytes {max_request_bytes}: from 1 to {MAX_REQUEST_BYTES_CAP}"
             );
         }
-        Ok(Limits { max_request_bytes })
+        Ok(Limits {
+            max_request_bytes,
+            ..Limits::default()
+        })
+    }
+
+    /// These limits with snapshot chunks of `bytes`, checked against
+    /// [`SNAPSHOT_CHUNK_BYTES_MIN`] and [`SNAPSHOT_CHUNK_BYTES_MAX`].
+    pub fn with_snapshot_chunk_bytes(self, bytes: usize) -> anyhow::Result<Limits> {
+        if !(SNAPSHOT_CHUNK_BYTES_MIN..=SNAPSHOT_CHUNK_BYTES_MAX).contains(&bytes) {
+            anyhow::bail!(
+                "--snapshot-chunk-bytes {bytes}: from {SNAPSHOT_CHUNK_BYTES_MIN} to \
+                 {SNAPSHOT_CHUNK_BYTES_MAX}"
+            );
+        }
+        Ok(Limits {
+            snapshot_chunk_bytes: bytes,
+            ..self
+        })
     }
 
     /// The largest log entry a client request can make: a key, a value, and the entry's own

@@ -61,6 +61,11 @@ struct ServeArgs {
     /// same.
     #[arg(long, default_value_t = MAX_REQUEST_BYTES_DEFAULT)]
     max_request_bytes: usize,
+    /// The bytes of a snapshot file one request to a follower carries (a snapshot goes in
+    /// chunks, each with its own timeout, and a cut transfer goes on from what the follower
+    /// holds).
+    #[arg(long, default_value_t = rbolt_raft_node::limits::SNAPSHOT_CHUNK_BYTES_DEFAULT)]
+    snapshot_chunk_bytes: usize,
     /// The least severe log lines written: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     log_level: LevelFilter,
@@ -394,7 +399,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             snapshot_every: args.snapshot_every,
             logs_to_keep: args.logs_to_keep,
         },
-        limits: Limits::new(args.max_request_bytes)?,
+        limits: Limits::new(args.max_request_bytes)?
+            .with_snapshot_chunk_bytes(args.snapshot_chunk_bytes)?,
         tls: TlsFiles {
             cert: args.tls_cert,
             key: args.tls_key,
@@ -610,6 +616,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A test build's failpoints, from `FAILPOINTS`, for the process's whole life.
+    #[cfg(feature = "_failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

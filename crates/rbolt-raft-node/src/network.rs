@@ -1,7 +1,7 @@
 //! The Raft network: openraft's RPCs to a peer as HTTP requests (see [`crate::api`] for the
 //! paths). Messages are openraft's own types in binary frames ([`crate::wire`]) that carry the
-//! cluster id and the sender; a snapshot is its rbolt file streamed as the request body, its
-//! vote, meta and cluster in headers.
+//! cluster id and the sender; a snapshot is its rbolt file in chunks that resume, checked end
+//! to end ([`crate::snapshot_transfer`]).
 //!
 //! A peer's refusals are answered here: a peer of another cluster (`409`), a peer that says
 //! this node was removed (`410` naming this node, see [`Ctx::peer_says_removed`]; a `410`
@@ -11,13 +11,15 @@
 //! [`WARN_EVERY`]: crate::context::WARN_EVERY
 
 use crate::api::{
-    HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET, HEADER_REMOVED_NODE,
-    HEADER_SNAPSHOT, PATH_APPEND, PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    ChunkReply, HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET,
+    HEADER_REMOVED_NODE, HEADER_SNAPSHOT, HEADER_SNAPSHOT_CHUNK, PATH_APPEND, PATH_SNAPSHOT,
+    PATH_SNAPSHOT_CHUNK, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
 };
 use crate::context::Ctx;
 use crate::http::{self, Body, HttpClient, SendError};
 use crate::kv::KvConfig;
 use crate::limits::SMALL_RPC_BYTES_MAX;
+use crate::snapshot_transfer::Outgoing;
 use crate::wire;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -38,7 +40,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::future::Future;
-use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
@@ -253,8 +254,12 @@ impl RaftNetworkV2<KvConfig> for Peer {
         .await
     }
 
-    /// Streams the snapshot's rbolt file as the body; the vote and the snapshot's meta go in
-    /// a header. Gives up when openraft cancels the replication or the timeout passes.
+    /// Sends the snapshot in chunks, then asks the peer to install it (see
+    /// [`crate::snapshot_transfer`]). Each request has the timeout openraft gives
+    /// (`install_snapshot_timeout`), the install one more second per 10 MiB of the file (the
+    /// peer checks and copies it); nothing bounds the whole. Gives up when openraft cancels
+    /// the replication; an attempt that fails part way leaves the peer holding what it
+    /// received, and the next goes on from there.
     async fn full_snapshot(
         &mut self,
         vote: VoteOf<KvConfig>,
@@ -262,46 +267,152 @@ impl RaftNetworkV2<KvConfig> for Peer {
         cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<KvConfig>, StreamingError<KvConfig>> {
-        let unreachable = |e: &dyn std::error::Error| {
-            StreamingError::Unreachable(Unreachable::from_string(e.to_string()))
-        };
-        let header = SnapshotHeader {
-            vote,
-            meta: snapshot.meta,
-        };
-        let header = serde_json::to_string(&header).map_err(|e| unreachable(&e))?;
-        let mut file = snapshot.snapshot;
-        file.seek(SeekFrom::Start(0)).map_err(|e| unreachable(&e))?;
-        let body = file_body(tokio::fs::File::from_std(file));
-        let mut headers = vec![
-            (HEADER_SNAPSHOT, header),
+        tokio::select! {
+            answer = self.send_snapshot(vote, snapshot, option.hard_ttl()) => answer,
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
+    }
+}
+
+/// An RPC's failure as openraft's snapshot streaming wants it.
+fn streaming(error: RPCError<KvConfig>) -> StreamingError<KvConfig> {
+    match error {
+        RPCError::Timeout(t) => StreamingError::Timeout(t),
+        RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+        RPCError::Network(n) => StreamingError::Network(n),
+        RPCError::RemoteError(r) => StreamingError::Unreachable(Unreachable::new(&r)),
+    }
+}
+
+impl Peer {
+    /// Posts a snapshot request to `path` with `headers` besides the sender's, and answers it
+    /// unless the peer refused it (then the refusal as an error, acted on as for any RPC).
+    async fn snapshot_request(
+        &self,
+        path: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<http::Answer, StreamingError<KvConfig>> {
+        let mut all = vec![
             (HEADER_CLUSTER, self.ctx.cluster()),
             (HEADER_FROM, self.ctx.id.to_string()),
             ("content-type", "application/octet-stream".to_owned()),
         ];
-        headers.extend(self.secret_header());
-        let send = http::send_limited(
+        all.extend(headers);
+        all.extend(self.secret_header());
+        let sent = body.len();
+        let answer = http::send_limited(
             &self.client,
             &self.addr,
             Method::POST,
-            PATH_SNAPSHOT,
-            &headers,
-            body,
-            option.hard_ttl(),
+            path,
+            &all,
+            http::full(body),
+            timeout,
             SMALL_RPC_BYTES_MAX,
-        );
-        let answer = tokio::select! {
-            answer = send => answer,
-            closed = cancel => return Err(StreamingError::Closed(closed)),
-        };
-        let answer = answer.map_err(|e| {
-            match rpc_error(self.ctx.id, self.target, RPCTypes::InstallSnapshot, e) {
-                RPCError::Timeout(t) => StreamingError::Timeout(t),
-                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
-                RPCError::Network(n) => StreamingError::Network(n),
-                RPCError::RemoteError(r) => StreamingError::Unreachable(Unreachable::new(&r)),
-            }
+        )
+        .await
+        .map_err(|e| {
+            streaming(rpc_error(
+                self.ctx.id,
+                self.target,
+                RPCTypes::InstallSnapshot,
+                e,
+            ))
         })?;
+        if answer.status != StatusCode::OK {
+            // Not a frame: decoding it acts on the refusal and makes the error.
+            return Err(match self.decode_answer::<()>(&answer, sent) {
+                Err(RPCError::Network(n)) => StreamingError::Network(n),
+                Err(other) => StreamingError::Unreachable(Unreachable::new(&other)),
+                Ok(()) => StreamingError::Network(NetworkError::from_string("no answer")),
+            });
+        }
+        Ok(answer)
+    }
+
+    /// Sends `bytes` at `offset` of `snapshot`; answers what the peer holds of it.
+    async fn send_chunk(
+        &self,
+        snapshot: &Outgoing,
+        offset: u64,
+        bytes: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<u64, StreamingError<KvConfig>> {
+        let chunk = serde_json::to_string(&snapshot.chunk(offset))
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        let answer = self
+            .snapshot_request(
+                PATH_SNAPSHOT_CHUNK,
+                vec![(HEADER_SNAPSHOT_CHUNK, chunk)],
+                bytes,
+                timeout,
+            )
+            .await?;
+        let reply: ChunkReply = serde_json::from_slice(&answer.body)
+            .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+        if reply.held > snapshot.length {
+            return Err(StreamingError::Network(NetworkError::from_string(format!(
+                "node {} holds {} bytes of a snapshot of {}",
+                self.target, reply.held, snapshot.length
+            ))));
+        }
+        Ok(reply.held)
+    }
+
+    /// The transfer [`RaftNetworkV2::full_snapshot`] runs.
+    async fn send_snapshot(
+        &self,
+        vote: VoteOf<KvConfig>,
+        snapshot: SnapshotOf<KvConfig, File>,
+        timeout: Duration,
+    ) -> Result<SnapshotResponse<KvConfig>, StreamingError<KvConfig>> {
+        let network = |e: &dyn std::error::Error| {
+            StreamingError::Network(NetworkError::from_string(e.to_string()))
+        };
+        let meta = snapshot.meta;
+        let outgoing = Outgoing::new(snapshot.snapshot)
+            .await
+            .map_err(|e| network(&e))?;
+        // An empty chunk asks what the peer holds of this snapshot already.
+        let mut held = self.send_chunk(&outgoing, 0, Vec::new(), timeout).await?;
+        if held > 0 {
+            tracing::info!(
+                peer = self.target,
+                held,
+                length = outgoing.length,
+                "snapshot transfer resumed where the peer's copy ends"
+            );
+        }
+        while held < outgoing.length {
+            let bytes = outgoing
+                .read(held, self.ctx.limits.snapshot_chunk_bytes)
+                .await
+                .map_err(|e| network(&e))?;
+            if bytes.is_empty() {
+                return Err(StreamingError::Network(NetworkError::from_string(
+                    "the snapshot file is shorter than it was",
+                )));
+            }
+            held = self.send_chunk(&outgoing, held, bytes, timeout).await?;
+        }
+        let header = SnapshotHeader {
+            vote,
+            meta,
+            length: outgoing.length,
+            digest: outgoing.digest.clone(),
+        };
+        let header = serde_json::to_string(&header).map_err(|e| network(&e))?;
+        let install_timeout = timeout + Duration::from_secs(outgoing.length / (10 << 20));
+        let answer = self
+            .snapshot_request(
+                PATH_SNAPSHOT,
+                vec![(HEADER_SNAPSHOT, header)],
+                Vec::new(),
+                install_timeout,
+            )
+            .await?;
         self.decode_answer(&answer, 0).map_err(|e| match e {
             RPCError::Network(n) => StreamingError::Network(n),
             other => StreamingError::Unreachable(Unreachable::new(&other)),

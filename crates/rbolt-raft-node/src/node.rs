@@ -110,7 +110,8 @@ impl RaftTiming {
             heartbeat_interval: self.heartbeat_ms,
             election_timeout_min: self.election_timeout_ms,
             election_timeout_max: self.election_timeout_ms * 2,
-            // A snapshot is a whole rbolt file sent in one request: allow it time.
+            // The timeout of each request of a snapshot transfer: a chunk, or the install (to
+            // which the transfer adds time by the file's size); nothing bounds the whole.
             install_snapshot_timeout: 60_000,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.logs_to_keep,

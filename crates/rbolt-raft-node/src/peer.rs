@@ -6,27 +6,23 @@
 //! of campaigning forever.
 
 use crate::api::{
-    AlarmRaise, HEADER_CLUSTER, HEADER_FROM, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET,
-    HEADER_REMOVED_NODE, HEADER_SNAPSHOT, Hello, PATH_ALARM, PATH_APPEND, PATH_HELLO,
-    PATH_SNAPSHOT, PATH_TRANSFER, PATH_VOTE, SnapshotHeader,
+    AlarmRaise, HEADER_MEMBERSHIP_INDEX, HEADER_PEER_SECRET, HEADER_REMOVED_NODE, Hello,
+    PATH_ALARM, PATH_APPEND, PATH_HELLO, PATH_SNAPSHOT, PATH_SNAPSHOT_CHUNK, PATH_TRANSFER,
+    PATH_VOTE,
 };
-use crate::app::{Answer, App, Conn, answer, constant_time_eq, error, limited_body};
+use crate::app::{Answer, App, Conn, constant_time_eq, error, framed, limited_body};
 use crate::context::Stopped;
 use crate::kv::KvConfig;
 use crate::limits::SMALL_RPC_BYTES_MAX;
 use crate::wire;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Method, StatusCode};
 use openraft::error::RaftError;
 use openraft::raft::VoteRequest;
-use openraft::type_config::alias::SnapshotOf;
 use openraft::type_config::async_runtime::WatchReceiver;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
-use std::io::{Seek, SeekFrom};
-use tokio::io::AsyncWriteExt;
 
 /// Routes a `/raft/...` request.
 pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> Answer {
@@ -67,7 +63,10 @@ pub async fn route(app: &App, conn: Conn, request: hyper::Request<Incoming>) -> 
         }
         (&Method::POST, PATH_HELLO) => hello(app, request).await,
         (&Method::POST, PATH_ALARM) => alarm(app, request).await,
-        (&Method::POST, PATH_SNAPSHOT) => receive_snapshot(app, request).await,
+        (&Method::POST, PATH_SNAPSHOT) => crate::snapshot_transfer::install(app, request).await,
+        (&Method::POST, PATH_SNAPSHOT_CHUNK) => {
+            crate::snapshot_transfer::receive_chunk(app, request).await
+        }
         _ => error(
             StatusCode::NOT_FOUND,
             format!("no route for {method} {path}"),
@@ -192,14 +191,6 @@ async fn receive<Q: DeserializeOwned>(
         )
     })?;
     Ok((envelope, message))
-}
-
-/// `value` in a frame from this node.
-fn framed<T: Serialize>(app: &App, value: &T) -> Answer {
-    match wire::encode(&app.ctx.cluster(), app.id(), value) {
-        Ok(frame) => answer(StatusCode::OK, "application/octet-stream", frame),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
 }
 
 /// Decodes a Raft RPC, runs it, and answers openraft's `Result` in a frame.
@@ -366,102 +357,4 @@ async fn hello(app: &App, request: hyper::Request<Incoming>) -> Answer {
             cluster: ours,
         },
     )
-}
-
-/// Writes the streamed snapshot file into the data directory, then hands it to openraft,
-/// which installs it through the state machine (verify, then rename into place).
-async fn receive_snapshot(app: &App, request: hyper::Request<Incoming>) -> Answer {
-    let text = |name: &str| {
-        request
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let from: u64 = text(HEADER_FROM).and_then(|f| f.parse().ok()).unwrap_or(0);
-    let cluster = text(HEADER_CLUSTER).unwrap_or_default();
-    if let Err(why) = app.ctx.check_cluster(&cluster, from) {
-        return refused(app, StatusCode::CONFLICT, "wrong_cluster", from, why);
-    }
-    let header = match text(HEADER_SNAPSHOT).map(|h| serde_json::from_str::<SnapshotHeader>(&h)) {
-        Some(Ok(header)) => header,
-        Some(Err(e)) => {
-            return refused(
-                app,
-                StatusCode::BAD_REQUEST,
-                "malformed",
-                from,
-                format!("snapshot header: {e}"),
-            );
-        }
-        None => {
-            return refused(
-                app,
-                StatusCode::BAD_REQUEST,
-                "malformed",
-                from,
-                "no snapshot header".to_owned(),
-            );
-        }
-    };
-    let path = app.transit_path("received");
-    let received = async {
-        let mut file = tokio::fs::File::create_new(&path).await?;
-        let mut body = request.into_body();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(std::io::Error::other)?;
-            if let Some(data) = frame.data_ref() {
-                file.write_all(data).await?;
-            }
-        }
-        file.flush().await?;
-        let mut file = file.into_std().await;
-        file.seek(SeekFrom::Start(0))?;
-        Ok::<_, std::io::Error>(file)
-    }
-    .await;
-    let file = match received {
-        Ok(file) => file,
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&path).await;
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("receiving the snapshot: {e}"),
-            );
-        }
-    };
-    // Checked before openraft sees it: a file the state machine cannot install would be a
-    // storage failure there, and stop this node.
-    let checked = {
-        let (path, meta) = (path.clone(), header.meta.clone());
-        tokio::task::spawn_blocking(move || {
-            let (last, membership) = rbolt_raft::check_backup::<KvConfig>(&path)
-                .map_err(|e| format!("the snapshot is not a sound state file: {e}"))?;
-            if last != meta.last_log_id || membership != meta.last_membership {
-                return Err(format!(
-                    "the snapshot holds {last:?} and {membership:?}, its header says {:?} and {:?}",
-                    meta.last_log_id, meta.last_membership
-                ));
-            }
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()))
-    };
-    if let Err(why) = checked {
-        let _ = tokio::fs::remove_file(&path).await;
-        return refused(app, StatusCode::BAD_REQUEST, "malformed", from, why);
-    }
-    let snapshot = SnapshotOf::<KvConfig, std::fs::File> {
-        meta: header.meta,
-        snapshot: file,
-    };
-    let installed = app
-        .raft
-        .install_full_snapshot(header.vote, snapshot)
-        .await
-        .map_err(RaftError::<KvConfig>::Fatal);
-    // The state machine copied what it installed; the received file has served.
-    let _ = tokio::fs::remove_file(&path).await;
-    framed(app, &installed)
 }

@@ -171,6 +171,8 @@ pub struct Cluster {
     pub peers: String,
     /// Extra arguments of `serve`.
     pub args: Vec<String>,
+    /// Environment variables of each node's process (`FAILPOINTS`), by node.
+    pub env: BTreeMap<u64, Vec<(String, String)>>,
     /// A client that asks one node and does not wait: for status polls.
     quick: Client,
     /// The client every test client starts from (TLS and token when the cluster uses them).
@@ -219,6 +221,7 @@ impl Cluster {
             children: BTreeMap::new(),
             peers,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: BTreeMap::new(),
             quick: Client::new()
                 .with_timeout(Duration::from_secs(1))
                 .following_redirects(false)
@@ -313,6 +316,7 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log);
+        command.envs(self.env.get(&id).into_iter().flatten().cloned());
         if !peers.is_empty() {
             command.arg("--peers").arg(peers);
         }
@@ -700,6 +704,18 @@ pub struct EmptyPeers {
 
 impl EmptyPeers {
     pub async fn stand_in(cluster: &Cluster, ids: &[u64], status: &Status) -> EmptyPeers {
+        let mut status = status.clone();
+        status.state = "Follower".to_owned();
+        status.leader = None;
+        status.term = 0;
+        status.last_log_index = None;
+        status.committed = None;
+        EmptyPeers::answering(cluster, ids, &status).await
+    }
+
+    /// Stands in for the nodes of `ids`, answering every request with `status` as it is (its
+    /// id replaced by each one's): peers that say what a test wants them to.
+    pub async fn answering(cluster: &Cluster, ids: &[u64], status: &Status) -> EmptyPeers {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut tasks = Vec::new();
         for &id in ids {
@@ -708,11 +724,6 @@ impl EmptyPeers {
                 .expect("the node's address is free");
             let mut status = status.clone();
             status.id = id;
-            status.state = "Follower".to_owned();
-            status.leader = None;
-            status.term = 0;
-            status.last_log_index = None;
-            status.committed = None;
             let body = serde_json::to_vec(&status).expect("status as JSON");
             tasks.push(tokio::spawn(async move {
                 while let Ok((mut stream, _)) = listener.accept().await {

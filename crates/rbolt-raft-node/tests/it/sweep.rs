@@ -275,6 +275,49 @@ async fn rpc_routes(tally: &mut Tally, addr: &str, from: u64, append_limit: usiz
     ];
     let answer = raw(addr, Method::POST, "/raft/snapshot", &foreign, vec![0; 10]).await;
     tally.count("wrong cluster", "/raft/snapshot", answer, &[409]);
+    // Snapshot chunks: no header, a malformed one, a digest that names no file, bytes past
+    // the snapshot's end, another cluster's.
+    let digest = "0".repeat(32);
+    let chunk = |digest: &str, length: u64, offset: u64| {
+        (
+            "x-rbolt-raft-snapshot-chunk",
+            format!(r#"{{"length":{length},"digest":"{digest}","offset":{offset}}}"#),
+        )
+    };
+    let bad_chunks = [
+        (None, "no header"),
+        (
+            Some(("x-rbolt-raft-snapshot-chunk", "{".to_owned())),
+            "bad header",
+        ),
+        (Some(chunk("../../etc/passwd", 10, 0)), "bad digest"),
+        (Some(chunk(&digest, 5, 0)), "past the end"),
+        (Some(chunk(&digest, 100, u64::MAX - 4)), "offset overflows"),
+    ];
+    for (header, what) in bad_chunks {
+        let mut headers = sender.to_vec();
+        headers.extend(header);
+        let answer = raw(
+            addr,
+            Method::POST,
+            "/raft/snapshot/chunk",
+            &headers,
+            vec![0; 10],
+        )
+        .await;
+        tally.count("bad snapshot chunk", what, answer, &[400]);
+    }
+    let mut foreign = foreign[1..].to_vec();
+    foreign.push(chunk(&digest, 100, 0));
+    let answer = raw(
+        addr,
+        Method::POST,
+        "/raft/snapshot/chunk",
+        &foreign,
+        vec![0; 10],
+    )
+    .await;
+    tally.count("wrong cluster", "/raft/snapshot/chunk", answer, &[409]);
 }
 
 /// Future terms, posing as a member: Raft may take the term (a forged leader deposes the
@@ -323,7 +366,8 @@ pub fn forged_append(cluster: &str, leader: u64, term: u64, last_term: u64, last
 
 /// Forged peer messages, sent to every node of a quiet cluster without the peer secret or with
 /// a wrong one: the vote and append of a sender posing as the leader in a far future term
-/// (which Raft would take), a transfer, a hello, an alarm and a snapshot. Each must be refused (`401`)
+/// (which Raft would take), a transfer, a hello, an alarm, a snapshot and a snapshot chunk. Each
+/// must be refused (`401`)
 /// before Raft sees it, counted and logged; every node's term and log stay as they were, and
 /// no node holds `forged`.
 async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
@@ -397,6 +441,16 @@ async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
             with.extend_from_slice(headers);
             let answer = raw(&addr, Method::POST, "/raft/snapshot", &with, vec![0; 10]).await;
             tally.count("forged, no credentials", "/raft/snapshot", answer, &[401]);
+            with.push((
+                "x-rbolt-raft-snapshot-chunk",
+                format!(
+                    r#"{{"length":10,"digest":"{}","offset":0}}"#,
+                    "0".repeat(32)
+                ),
+            ));
+            let path = "/raft/snapshot/chunk";
+            let answer = raw(&addr, Method::POST, path, &with, vec![0; 10]).await;
+            tally.count("forged, no credentials", path, answer, &[401]);
         }
     }
     // Raft would have answered the vote and the append at once: give it as long again.
@@ -416,7 +470,7 @@ async fn forged_without_credentials(tally: &mut Tally, cluster: &mut Cluster) {
         );
         let (_, metrics) = raw(&cluster.addr(*id), Method::GET, "/metrics", &[], Vec::new()).await;
         for reason in ["no_secret", "wrong_secret"] {
-            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}} 6");
+            let line = format!("rbolt_raft_peer_rpcs_refused_total{{reason=\"{reason}\"}} 7");
             assert!(
                 metrics.contains(&line),
                 "node {id}: no {line:?} in\n{metrics}"
