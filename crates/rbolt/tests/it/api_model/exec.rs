@@ -120,8 +120,14 @@ impl Hooks {
     }
 
     /// After a commit: every pending hook ran once, in order, and each write it made is
-    /// applied to `model`.
-    pub fn committed(&mut self, model: &mut Model, tally: &mut Tally) -> Result<(), String> {
+    /// applied to `model`. Returns the state after each such write: each is a commit of its
+    /// own, which a power loss may keep (one that landed where a meta must sync is durable
+    /// whatever the handle's default).
+    pub fn committed(
+        &mut self,
+        model: &mut Model,
+        tally: &mut Tally,
+    ) -> Result<Vec<Model>, String> {
         let ran = std::mem::take(&mut *self.log.borrow_mut());
         let pending = std::mem::take(&mut self.pending);
         let ran_ids: Vec<u32> = ran.iter().map(|(id, _)| *id).collect();
@@ -131,6 +137,7 @@ impl Hooks {
                 "on_commit hooks {pending_ids:?} registered, {ran_ids:?} ran"
             ));
         }
+        let mut states = Vec::new();
         for ((_, result), (_, key)) in ran.iter().zip(&pending) {
             tally.event("hooks-run");
             let Some(key) = key else { continue };
@@ -148,8 +155,9 @@ impl Hooks {
             hooks
                 .entries
                 .insert(key.clone(), Item::Value(HOOK_VALUE.to_vec()));
+            states.push(model.clone());
         }
-        Ok(())
+        Ok(states)
     }
 
     /// After a rollback or a failed commit: no hook ran, and none will.

@@ -332,13 +332,15 @@ impl World {
             cx.fail(format_args!("commit: {e}"));
         }
         let before_hooks = model.clone();
-        if let Err(e) = hooks.committed(model, cx.tally) {
-            cx.fail(e);
-        }
-        self.record(before_hooks.clone(), durable);
-        if *model != before_hooks {
-            // A hook's own `update` commits with the handle's default durability.
-            self.record(model.clone(), !self.options.no_sync);
+        let after_each_hook = hooks
+            .committed(model, cx.tally)
+            .unwrap_or_else(|e| cx.fail(e));
+        self.record(before_hooks, durable);
+        for state in after_each_hook {
+            // A hook's own `update` is a commit of its own, with the handle's default
+            // durability (a power loss may keep any of them: the model found the first of two
+            // kept, its commit synced where a meta Go must read goes).
+            self.record(state, !self.options.no_sync);
         }
         self.committed = model.clone();
         if let Err(e) = verify(db, &self.committed) {
