@@ -532,6 +532,14 @@ fn a_one_sync_commit_that_syncs_twice_writes_no_freelist_and_the_close_writes_on
             false,
             "the open after a kill",
         );
+        // A close right after it writes the freelist the fallback's meta did not name.
+        let Ok(again) = fallen_back(page, None) else {
+            panic!("no crash was planned");
+        };
+        again.db.close().unwrap();
+        let image = again.sim.live_image().unwrap();
+        assert_go_form(&image, page, false, "the close right after a fallback");
+        assert_eq!(reopen(image), after, "{page}");
         // The commits after it, the last a one-sync one, then the close.
         let first_next = sim.op_count();
         let mut states = vec![after.clone()];
