@@ -358,50 +358,78 @@ fn a_close_that_fails_at_any_operation_leaves_a_file_rbolt_opens_and_go_reads_af
 }
 
 /// `max_size`: a one-sync commit writes no freelist page, but the durable point after it (the
-/// close, or the open after a crash, each a commit in Go's form) must have room for one. So
-/// one-sync commits on a file at its limit are refused before the last page the freelist page
-/// needs; the close then succeeds, and so does the open after a kill, with the same limit.
+/// close, or the open after a kill, each a commit in Go's form) must have room for one. Here
+/// the free pages are hundreds of single pages (every other leaf of a big tree emptied), so
+/// the freelist takes two pages, which only the high-water mark has in a row; one-sync
+/// commits of overflow values (runs no single page holds) grow the file towards its limit.
+/// They are refused while the freelist page would not fit after them; the close then
+/// succeeds, and so does the open after a kill, with the same limit.
 #[test]
 fn one_sync_commits_at_max_size_leave_room_for_the_freelist_the_close_writes() {
-    let max_size = 96 * 4096;
-    let options = Options::default().max_size(max_size).alloc_size(4096);
-    let (sim, db) = churned(options.clone(), 3);
-    let mut refused = 0;
-    for round in 0..200u32 {
-        let result = db.update(|tx| {
-            let mut b = tx.bucket_mut("b")?.unwrap();
-            // Grows by about a page a commit, and frees a few.
-            for i in 0..6u32 {
-                b.put(format!("m{round:04}{i}"), [round as u8; 600])?;
+    let options = Options::default().alloc_size(4096).one_sync(true);
+    let (sim, db) = sim_db(options.clone());
+    // A thousand buckets of one leaf each, side by side; every other one deleted: single free
+    // pages.
+    db.update(|tx| {
+        for i in 0..2000u32 {
+            let mut b = tx.create_bucket(format!("bucket{i:05}"))?;
+            for k in 0..20u32 {
+                b.put(k.to_be_bytes(), [1u8; 100])?;
             }
-            b.delete(format!("k{:05}", round % 900)).map(drop)
+        }
+        tx.create_bucket("b").map(drop)
+    })
+    .unwrap();
+    db.update(|tx| {
+        for i in (0..2000u32).step_by(2) {
+            tx.delete_bucket(format!("bucket{i:05}"))?;
+        }
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    let high_water = db.begin_read().unwrap().meta().pgid;
+    db.close().unwrap();
+    let max_size = (high_water + 78) * 4096;
+    let options = options.max_size(max_size);
+    let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+    let free = db.stats().free_page_n;
+    assert!(
+        free > 4096 / 8,
+        "{free} free pages: the freelist fits in one page"
+    );
+    let (mut refused, mut round) = (0, 0u32);
+    while refused < 14 && round < 200 {
+        // Values of 10 down to 4 pages by turns (runs the free pages do not hold): the file
+        // comes to its limit to a few pages.
+        let pages = 10 - (round as usize % 7);
+        let result = db.update(|tx| {
+            tx.bucket_mut("b")?
+                .unwrap()
+                .put(format!("v{round:04}"), vec![7u8; pages * 4096 - 100])
         });
         match result {
             Ok(()) => {}
             Err(rbolt::Error::MaxSizeReached { .. }) => refused += 1,
             Err(error) => panic!("round {round}: {error}"),
         }
-        if refused >= 5 {
-            break;
-        }
+        round += 1;
     }
-    assert!(refused >= 5, "the limit was never reached");
+    assert!(refused >= 14, "the limit was never reached");
     let (_, kind) = newest(&sim.live_image().unwrap(), 4096);
     assert_eq!(kind, MetaDurability::OneSync);
     let expected = content(&db);
     // A kill now: the open after it writes its commit in Go's form within the limit.
     let killed = sim.after_process_crash().unwrap();
-    let db2 = Db::open_storage(Arc::new(killed.clone()), options.clone()).unwrap();
-    assert_clean(&db2);
-    assert_eq!(content(&db2), expected);
-    db2.close().unwrap();
+    let reopened = Db::open_storage(Arc::new(killed.clone()), options).unwrap();
+    assert_clean(&reopened);
+    assert_eq!(content(&reopened), expected);
+    reopened.close().unwrap();
     assert_go_form(
         &killed.live_image().unwrap(),
         4096,
         false,
         "the open after a kill",
     );
-    assert!(killed.live_image().unwrap().len() as u64 <= max_size);
     db.close().unwrap();
     let image = sim.live_image().unwrap();
     assert_go_form(&image, 4096, false, "the close");
