@@ -226,8 +226,8 @@ fn a_crash_anywhere_in_the_close_after_one_sync_commits_loses_nothing() {
             let db = Db::open_storage(Arc::new(reopened.clone()), Options::default()).unwrap();
             assert_clean(&db);
             assert_eq!(content(&db), expected, "op {op}, {what}");
-            drop(db);
             assert_go_form(&reopened.live_image().unwrap(), 4096, false, what);
+            drop(db);
             assert_eq!(
                 reopen(reopened.durable_image()),
                 expected,
@@ -349,8 +349,8 @@ fn a_close_that_fails_at_any_operation_leaves_a_file_rbolt_opens_and_go_reads_af
                 let db = Db::open_storage(Arc::new(next.clone()), Options::default()).unwrap();
                 assert_clean(&db);
                 assert_eq!(content(&db), expected, "op {op} {error:?}, {what}");
-                drop(db);
                 assert_go_form(&next.live_image().unwrap(), 4096, false, what);
+                drop(db);
             }
         }
     }
@@ -423,13 +423,13 @@ fn one_sync_commits_at_max_size_leave_room_for_the_freelist_the_close_writes() {
     let reopened = Db::open_storage(Arc::new(killed.clone()), options).unwrap();
     assert_clean(&reopened);
     assert_eq!(content(&reopened), expected);
-    reopened.close().unwrap();
     assert_go_form(
         &killed.live_image().unwrap(),
         4096,
         false,
         "the open after a kill",
     );
+    reopened.close().unwrap();
     db.close().unwrap();
     let image = sim.live_image().unwrap();
     assert_go_form(&image, 4096, false, "the close");
@@ -553,13 +553,13 @@ fn a_one_sync_commit_that_syncs_twice_writes_no_freelist_and_the_close_writes_on
         let reopened = Db::open_storage(Arc::new(killed.clone()), Options::default()).unwrap();
         assert_clean(&reopened);
         assert_eq!(content(&reopened), after, "{page}");
-        drop(reopened);
         assert_go_form(
             &killed.live_image().unwrap(),
             page,
             false,
             "the open after a kill",
         );
+        drop(reopened);
         // A close right after it writes the freelist the fallback's meta did not name.
         let Ok(again) = fallen_back(page, None) else {
             panic!("no crash was planned");
