@@ -170,13 +170,12 @@ fn every_path_to_the_close_after_one_sync_commits_leaves_go_a_sound_freelist() {
 }
 
 /// The images a crash of `sim` can leave: the page cache as a killed process leaves it (same
-/// boot), and power losses that drop, keep by halves, or tear the writes since the last sync.
+/// boot; and cut inside the copy into the mapping it stopped, if any), and power losses that
+/// drop, keep by halves, tear or garble the writes since the last sync.
 fn crash_images(sim: &SimFile, seed: u64) -> Vec<(&'static str, Vec<u8>)> {
-    vec![
-        (
-            "a kill",
-            sim.after_process_crash().unwrap().live_image().unwrap(),
-        ),
+    let kill = sim.after_process_crash().unwrap().live_image().unwrap();
+    let mut images = vec![
+        ("a kill", kill),
         (
             "a power loss, nothing kept",
             sim.crash_image(CrashProfile::DropAll, seed),
@@ -193,7 +192,14 @@ fn crash_images(sim: &SimFile, seed: u64) -> Vec<(&'static str, Vec<u8>)> {
             "a power loss, garbled",
             sim.crash_image(CrashProfile::Garbage, seed),
         ),
-    ]
+    ];
+    // A kill inside a copy into the mapping leaves any 8-byte-aligned prefix of it.
+    if let Some(len) = sim.torn_copy_len() {
+        let cut = (seed as usize * 8) % len.max(8);
+        let copy = sim.after_process_crash_torn(cut).unwrap();
+        images.push(("a kill inside a copy", copy.live_image().unwrap()));
+    }
+    images
 }
 
 /// A crash at any operation of the close's commit in Go's form (its freelist page, the first
@@ -611,4 +617,38 @@ fn a_one_sync_commit_that_syncs_twice_writes_no_freelist_and_the_close_writes_on
             }
         }
     }
+}
+
+/// A hot backup (`ReadTx::write_to`) of a snapshot whose meta is a one-sync one names no
+/// freelist page either: both its metas are in Go's form with freelist "none", a file Go reads
+/// by walking it, and rbolt opens it clean, read-only and read-write (which writes a freelist).
+#[test]
+fn a_hot_backup_of_a_one_sync_snapshot_opens_clean_and_in_gos_form() {
+    let (_sim, db) = churned(Options::default(), 12);
+    let expected = content(&db);
+    let mut backup = Vec::new();
+    db.begin_read().unwrap().write_to(&mut backup).unwrap();
+    for slot in 0..2u64 {
+        let at = slot as usize * 4096;
+        let meta = read_meta(&backup[at..at + 4096], Pgid(slot)).expect("a meta in Go's form");
+        assert!(!meta.has_freelist());
+    }
+    let read_only = Db::open_storage(
+        Arc::new(SimFile::from_image(backup.clone()).unwrap()),
+        Options::default().read_only(true),
+    )
+    .unwrap();
+    assert_clean(&read_only);
+    assert_eq!(content(&read_only), expected);
+    drop(read_only);
+    let copy = SimFile::from_image(backup).unwrap();
+    let db = Db::open_storage(Arc::new(copy.clone()), Options::default()).unwrap();
+    assert_go_form(
+        &copy.live_image().unwrap(),
+        4096,
+        false,
+        "the backup opened",
+    );
+    drop(db);
+    assert_eq!(reopen(copy.live_image().unwrap()), expected);
 }
