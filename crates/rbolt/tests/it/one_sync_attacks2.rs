@@ -154,9 +154,17 @@ fn every_path_to_the_close_after_one_sync_commits_leaves_go_a_sound_freelist() {
     ];
     for (what, options, steps) in cases {
         let no_freelist = options.no_freelist_sync;
-        let (sim, db) = churned(options, 10);
+        let (sim, db) = churned(options.clone(), 10);
         steps(&db);
         let expected = content(&db);
+        // A kill instead of the close: the open after it (same boot) shows every commit,
+        // clean, and leaves a meta in Go's form.
+        let killed = sim.after_process_crash().unwrap();
+        let reopened = Db::open_storage(Arc::new(killed.clone()), options.clone()).unwrap();
+        assert_clean(&reopened);
+        assert_eq!(content(&reopened), expected, "{what}: after a kill");
+        assert_go_form(&killed.live_image().unwrap(), 4096, no_freelist, what);
+        drop(reopened);
         db.close().unwrap();
         let image = sim.live_image().unwrap();
         assert_go_form(&image, 4096, no_freelist, what);
