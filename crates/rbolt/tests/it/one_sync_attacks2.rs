@@ -66,7 +66,7 @@ fn churn(db: &Db, round: u32, durability: Option<Durability>) {
         b.delete(format!("k{:05}", (i * 11 + round * 17) % 900))
             .unwrap();
     }
-    if round % 3 == 0 {
+    if round.is_multiple_of(3) {
         b.put("overflow", vec![round as u8; 3 * 4096]).unwrap();
     } else {
         b.delete("overflow").unwrap();
