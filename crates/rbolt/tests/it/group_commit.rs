@@ -301,3 +301,41 @@ fn a_batch_whose_leader_cannot_begin_answers_every_caller() {
     }
     let _: &SimFile = &sim;
 }
+
+/// A call that asks for a commit without syncs (`WriteTx::set_durability(None)`) shares its
+/// transaction with the other calls of its batch: their callers, who asked for nothing of the
+/// kind, hear `Ok` only once their writes are durable all the same (a power loss right after
+/// keeps them).
+#[test]
+fn a_call_that_asks_for_no_syncs_does_not_take_the_other_calls_durability() {
+    for one_sync in [false, true] {
+        let (sim, db) = sim_db(group_options().one_sync(one_sync));
+        db.update(|tx| tx.create_bucket("b").map(drop)).unwrap();
+        let db = Arc::new(db);
+        let (held, results) = {
+            let db = db.clone();
+            within(HANG, move || {
+                behind_a_held_writer(
+                    &db,
+                    8,
+                    |caller, tx| {
+                        if caller % 2 == 1 {
+                            tx.set_durability(rbolt::Durability::None);
+                        }
+                        tx.bucket_mut("b")?.unwrap().put(key(caller, 0), "v")
+                    },
+                    || {},
+                )
+            })
+        };
+        held.unwrap();
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        let found = reopen(sim.durable_image());
+        for caller in (0..8).filter(|caller| caller % 2 == 0) {
+            assert!(
+                found.contains_key(&key(caller, 0)),
+                "one sync {one_sync}: caller {caller} heard Ok and its write is not durable"
+            );
+        }
+    }
+}
