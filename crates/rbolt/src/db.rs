@@ -432,7 +432,9 @@ impl Db {
     /// a commit syncs share the next commit's syncs; see `Options::max_batch_delay`).
     /// If the shared transaction fails, each call is run again alone, so `f` may run more
     /// than once and must only touch the database. Returns once the transaction holding
-    /// `f`'s changes is committed.
+    /// `f`'s changes is committed. Each call starts from the handle's durability, and the
+    /// shared commit is as durable as the most durable call asks: a call that sets
+    /// [`Durability::None`](crate::Durability::None) does not weaken the others' commit.
     ///
     /// `f` is `'static` because it may run on another caller's thread: move what it needs
     /// into it. Its error is the caller's own type, as for [`Db::update`]: a call that fails

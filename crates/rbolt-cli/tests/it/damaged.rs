@@ -379,3 +379,69 @@ fn a_one_sync_meta_whose_pages_do_not_give_its_digest_is_reported() {
     assert!(out.contains("digest"), "{out}");
     assert_eq!(contents(&crashed), bytes, "check wrote the file");
 }
+
+/// Issue 51, the second landing: a one-sync commit writes no freelist page (its meta says
+/// "none"). On a crashed file whose newest meta is such a one and whose free pages are hundreds
+/// (most of a tree deleted), `check` says OK, `info` shows no freelist, and `pages` marks as
+/// free exactly the pages nothing reaches, as the database's read-only open walks them; the
+/// commands write nothing.
+#[test]
+fn a_one_sync_meta_naming_no_freelist_reads_with_its_free_pages() {
+    let dir = Dir::new();
+    let path = dir.path("live.db");
+    let db = rbolt::Db::open_with(&path, rbolt::Options::default().one_sync(true)).unwrap();
+    db.update(|tx| {
+        let mut b = tx.create_bucket("b")?;
+        for i in 0..4000u32 {
+            b.put(i.to_be_bytes(), [7u8; 100])?;
+        }
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    for round in 0..4u32 {
+        db.update(|tx| {
+            let mut b = tx.bucket_mut("b")?.unwrap();
+            for i in (round * 900..(round + 1) * 900).filter(|i| i % 7 != 0) {
+                b.delete(i.to_be_bytes())?;
+            }
+            Ok::<_, rbolt::Error>(())
+        })
+        .unwrap();
+    }
+    let crashed = dir.path("crashed.db");
+    std::fs::copy(&path, &crashed).unwrap();
+    drop(db);
+    let bytes = contents(&crashed);
+    let (meta, kind) = (0..2u64)
+        .map(|slot| {
+            let page = &bytes[slot as usize * 4096..(slot as usize + 1) * 4096];
+            rbolt_page::read_meta_page(page, rbolt_page::Pgid(slot)).unwrap()
+        })
+        .max_by_key(|(meta, _)| meta.txid)
+        .unwrap();
+    assert_eq!(kind, rbolt_page::MetaDurability::OneSync);
+    assert!(!meta.has_freelist());
+    assert_eq!(rbolt(["check", arg(&crashed)]).ok(), "OK\n");
+    let info = rbolt(["info", arg(&crashed)]).ok();
+    assert!(info.contains("Freelist: <none>"), "{info}");
+    let listed = rbolt(["pages", arg(&crashed)]).ok();
+    let free: Vec<u64> = listed
+        .lines()
+        .skip(2)
+        .filter(|line| line.split_whitespace().nth(1) == Some("free"))
+        .map(|line| line.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    let db = rbolt::Db::open_with(&crashed, rbolt::Options::default().read_only(true)).unwrap();
+    let expected: Vec<u64> = db
+        .begin_read()
+        .unwrap()
+        .free_page_ids()
+        .unwrap()
+        .iter()
+        .map(|pgid| pgid.0)
+        .collect();
+    drop(db);
+    assert!(expected.len() > 50, "{} free pages", expected.len());
+    assert_eq!(free, expected);
+    assert_eq!(contents(&crashed), bytes, "a read command wrote the file");
+}

@@ -16,6 +16,7 @@
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::options::Durability;
 use crate::tx::WriteTx;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -198,6 +199,17 @@ fn lead(engine: &Engine, batcher: &Batcher) {
     run_calls(engine, tx, calls);
 }
 
+/// The stronger of two durabilities: the one that promises more when the commit returns.
+fn stronger(a: Durability, b: Durability) -> Durability {
+    let rank = |durability| match durability {
+        Durability::None => 0,
+        Durability::OneSync => 1,
+        // `Immediate`, and any durability to come: the strongest known.
+        _ => 2,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
 /// Runs `calls` in one transaction, the first try in `tx` (the writer, taken before the calls
 /// were), and answers each caller.
 fn run_calls<'db>(engine: &'db Engine, tx: Result<WriteTx<'db>>, mut calls: Vec<Call>) {
@@ -215,13 +227,24 @@ fn run_calls<'db>(engine: &'db Engine, tx: Result<WriteTx<'db>>, mut calls: Vec<
             let mut tx = first_try.unwrap_or_else(|| engine.begin_write())?;
             let committed = committed.clone();
             tx.on_commit(move || committed.store(true, Ordering::Release));
+            // Each call starts from the handle's durability, and the commit is the strongest
+            // any call asked for: a call that asks for no syncs must not take the durability
+            // of the others, whose callers hear `Ok` as for a commit of their own.
+            let default = tx.durability();
+            let mut wanted = None;
             for (index, call) in calls.iter().enumerate() {
+                tx.set_durability(default);
                 // A panic is a failure like an error: the call's solo run shows it.
                 if !catch_unwind(AssertUnwindSafe(|| (call.f)(&mut tx))).unwrap_or(false) {
                     failed = Some(index);
                     return Err(Abort::Call);
                 }
+                wanted = Some(stronger(
+                    wanted.unwrap_or(Durability::None),
+                    tx.durability(),
+                ));
             }
+            tx.set_durability(wanted.unwrap_or(default));
             tx.commit()?;
             Ok::<(), Abort>(())
         }));
