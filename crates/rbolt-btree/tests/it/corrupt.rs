@@ -1772,3 +1772,85 @@ fn a_damaged_byte_found_by_the_random_sweep_is_an_error() {
         assert!(!result.is_failure(), "{result:?}");
     });
 }
+
+/// `Tree::delete_where` and `Tree::touch_to_depth` keep the depth limit as every descent
+/// does: a chain of exactly `DEPTH_MAX` levels is walked (its entry deleted, each way) or
+/// touched down to its leaf; one level more is `TooDeep`, and the tree is left as it was.
+#[test]
+fn delete_where_and_touch_to_depth_keep_the_depth_limit() {
+    with_deadline(|| {
+        for (levels, walks) in [(DEPTH_MAX, true), (DEPTH_MAX + 1, false)] {
+            let image = chain(levels);
+            let pages = image.pages();
+            for direction in [Direction::Forward, Direction::Backward] {
+                let mut arena = Arena::new(PAGE_SIZE);
+                let mut tree = Tree::from_page(image.root);
+                let before = fingerprint(&tree, pages);
+                let outcome = tree.delete_where::<Corruption>(
+                    pages,
+                    &mut arena,
+                    std::ops::Bound::Unbounded,
+                    direction,
+                    &mut |_| Ok(Verdict::Delete),
+                );
+                let what = format!("{levels} levels, {direction:?}");
+                if walks {
+                    assert_eq!(outcome.unwrap(), 1, "{what}");
+                } else {
+                    let error = outcome.unwrap_err();
+                    assert!(is_too_deep(&error.reason), "{what}: {error}");
+                    assert_eq!(fingerprint(&tree, pages), before, "{what}");
+                }
+            }
+            let mut arena = Arena::new(PAGE_SIZE);
+            let mut tree = Tree::from_page(image.root);
+            let touched = tree.touch_to_depth(pages, &mut arena, b"key", DEPTH_MAX + 5);
+            if walks {
+                let leaf = touched.unwrap().expect("the leaf's page");
+                let page = PageRef::new(pages.page(Pgid(0), leaf).unwrap(), leaf).unwrap();
+                assert!(page.leaf().is_ok(), "touched down to the leaf");
+            } else {
+                let error = touched.unwrap_err();
+                assert!(
+                    is_too_deep(&error.reason),
+                    "touch, {levels} levels: {error}"
+                );
+                assert!(!tree.is_dirty(), "a failed touch changed the tree");
+            }
+        }
+    });
+}
+
+/// A branch whose children are all one leaf of two pages (a page and an overflow page): the
+/// walks that free or list a tree's pages count each visit's whole span against the file's
+/// pages and stop with an error once they have counted more pages than the file holds,
+/// never counting past zero.
+#[test]
+fn a_shared_overflow_leaf_is_an_error_for_free_all_and_for_each_page() {
+    with_deadline(|| {
+        let mut craft = Craft::new();
+        let leaf = craft.next_pgid();
+        let mut span = vec![0; 2 * PAGE_SIZE];
+        let mut builder = LeafBuilder::new(&mut span, leaf, 1, 1);
+        builder.push(0, b"a", &[7; 600]);
+        builder.finish();
+        craft.pages.push(span[..PAGE_SIZE].to_vec());
+        craft.pages.push(span[PAGE_SIZE..].to_vec());
+        let children: Vec<(Vec<u8>, Pgid)> = (0..4u8).map(|i| (vec![b'a', i], leaf)).collect();
+        let root = craft.branch(&children);
+        // An unused page: 6 pages, so the count goes 6, 5, 3, 1 and the next span of 2
+        // would pass zero.
+        craft.leaf(&[]);
+        let image = craft.image(root, Vec::new());
+        assert_eq!(image.high_water, Pgid(6));
+        let pages = image.pages();
+        let reaches_twice = |error: &Corruption| matches!(error.reason, Reason::Other(what) if what.contains("twice"));
+        let mut alloc = TestAlloc::new(pages, true);
+        let freed = Tree::from_page(root).free_all(pages, &mut alloc);
+        assert!(freed.as_ref().is_err_and(reaches_twice), "{freed:?}");
+        let mut named = 0;
+        let listed = Tree::from_page(root).for_each_page(pages, |_, _| named += 1);
+        assert!(listed.as_ref().is_err_and(reaches_twice), "{listed:?}");
+        assert_eq!(named, 3, "the root and the leaf twice");
+    });
+}

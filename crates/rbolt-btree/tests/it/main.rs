@@ -5,5 +5,8 @@ mod alloc_count;
 mod corrupt;
 mod edits;
 mod fixtures;
+mod free;
+mod pages;
 mod support;
+mod sweep;
 mod touch;
