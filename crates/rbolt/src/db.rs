@@ -155,10 +155,15 @@ impl Db {
             file_len = storage.len().map_err(io)?;
             found = read_metas(storage.as_ref(), path.as_deref(), file_len, boot_id)?;
         }
-        let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &options)?;
         // Beside a writer of another process, the metas on disk are the writer's to change:
         // the open reads the one it published (its pages are in the page cache, synced or not).
+        // A newest meta past the end of the file is then the writer's growth racing this read
+        // (the length was read before the metas), not a truncation: the metas give the page
+        // size only. (The kill loop of reader processes found a reader refused so.)
         let beside_writer = options.read_only && storage.reader_table().is_some();
+        let mut lenient = options.clone();
+        lenient.fallback_on_truncation |= beside_writer;
+        let (page_size, meta, durability) = found.choose(path.as_deref(), file_len, &lenient)?;
         let meta = match storage.reader_table() {
             Some(table) if beside_writer => {
                 crate::engine::processes::published_meta(table, page_size)?.0
