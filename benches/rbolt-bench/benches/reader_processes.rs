@@ -57,10 +57,25 @@ fn load(path: &Path, n: u64) {
     db.close().expect("close");
 }
 
-/// Random gets of loaded keys until `stop`, in transactions of `per_tx` gets; the gets done.
-fn read_loop(db: &Db, seed: u64, n: u64, per_tx: u64, stop: &AtomicBool) -> u64 {
+/// The calling thread's minor page faults so far (field 10 of `/proc/thread-self/stat`; 0
+/// where there is no such file).
+fn thread_minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    after
+        .split_whitespace()
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Random gets of loaded keys until `stop`, in transactions of `per_tx` gets: the gets done
+/// and the thread's minor page faults while doing them.
+fn read_loop(db: &Db, seed: u64, n: u64, per_tx: u64, stop: &AtomicBool) -> (u64, u64) {
     let mut rng = Rng::new(seed);
     let mut gets = 0;
+    let faults = thread_minor_faults();
     while !stop.load(Ordering::Relaxed) {
         let tx = db.begin_read().expect("begin");
         let b = tx.bucket("b").expect("bucket").expect("loaded");
@@ -70,7 +85,7 @@ fn read_loop(db: &Db, seed: u64, n: u64, per_tx: u64, stop: &AtomicBool) -> u64 
         }
         gets += per_tx;
     }
-    gets
+    (gets, thread_minor_faults() - faults)
 }
 
 /// The child: opens read-only beside the writer, says `ready`, reads from `go` on stdin until
@@ -83,18 +98,26 @@ fn child(path: &Path, n: u64, per_tx: u64, seed: u64) {
     println!("ready");
     stdin.read_line(&mut line).expect("go");
     let stop = AtomicBool::new(false);
-    let gets = std::thread::scope(|s| {
+    let (gets, faults) = std::thread::scope(|s| {
         let reader = s.spawn(|| read_loop(&db, seed, n, per_tx, &stop));
         line.clear();
         let _ = stdin.read_line(&mut line);
         stop.store(true, Ordering::Relaxed);
         reader.join().expect("reader")
     });
-    println!("gets {gets}");
+    println!("gets {gets} {faults}");
 }
 
-/// One run: (readers' gets/s, writer's keys/s).
-fn run(path: &Path, processes: bool, n: u64, per_tx: u64, secs: u64, seed: u64) -> (f64, f64) {
+/// One run's figures.
+struct Figures {
+    gets_per_sec: f64,
+    keys_per_sec: f64,
+    /// The readers' minor page faults per 1,000 gets.
+    faults_per_kget: f64,
+}
+
+/// One run.
+fn run(path: &Path, processes: bool, n: u64, per_tx: u64, secs: u64, seed: u64) -> Figures {
     let db = Db::open(path).expect("open the writer");
     let stop = AtomicBool::new(false);
     let keys = AtomicU64::new(0);
@@ -118,7 +141,7 @@ fn run(path: &Path, processes: bool, n: u64, per_tx: u64, secs: u64, seed: u64) 
         }
     }
     let start = Barrier::new(1 + if processes { 0 } else { READERS } + 1);
-    let (gets, elapsed) = std::thread::scope(|s| {
+    let figures = std::thread::scope(|s| {
         let writer = s.spawn(|| {
             let mut rng = Rng::new(seed ^ 0xABCD);
             start.wait();
@@ -156,25 +179,34 @@ fn run(path: &Path, processes: bool, n: u64, per_tx: u64, secs: u64, seed: u64) 
         }
         let elapsed = began.elapsed();
         writer.join().expect("writer");
-        let mut gets: u64 = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+        let (mut gets, mut faults) = (0, 0);
+        for (g, f) in readers.into_iter().map(|r| r.join().expect("reader")) {
+            gets += g;
+            faults += f;
+        }
         for (mut child, mut out) in children.drain(..) {
             let mut line = String::new();
             out.read_line(&mut line).expect("gets");
-            gets += line
+            let counts: Vec<u64> = line
                 .trim()
                 .strip_prefix("gets ")
                 .expect("gets line")
-                .parse::<u64>()
-                .expect("count");
+                .split(' ')
+                .map(|c| c.parse().expect("count"))
+                .collect();
+            gets += counts[0];
+            faults += counts[1];
             assert!(child.wait().expect("wait").success());
         }
-        (gets, elapsed)
+        (gets, faults, elapsed)
     });
+    let (gets, faults, elapsed) = figures;
     let secs = elapsed.as_secs_f64();
-    (
-        gets as f64 / secs,
-        keys.load(Ordering::Relaxed) as f64 / secs,
-    )
+    Figures {
+        gets_per_sec: gets as f64 / secs,
+        keys_per_sec: keys.load(Ordering::Relaxed) as f64 / secs,
+        faults_per_kget: faults as f64 * 1000.0 / gets.max(1) as f64,
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -211,25 +243,26 @@ fn main() {
             }
         }
     }
-    let gets = |cells: &[(f64, f64)]| median(cells.iter().map(|c| c.0).collect());
-    let keys = |cells: &[(f64, f64)]| median(cells.iter().map(|c| c.1).collect());
+    let gets = |cells: &[Figures]| median(cells.iter().map(|c| c.gets_per_sec).collect());
+    let keys = |cells: &[Figures]| median(cells.iter().map(|c| c.keys_per_sec).collect());
+    let faults = |cells: &[Figures]| median(cells.iter().map(|c| c.faults_per_kget).collect());
     println!(
         "N = {n}, {per_tx} gets a read transaction, medians of {repeat} interleaved runs of {secs} s"
     );
-    println!("| readers | gets/s (2 readers) | writer keys/s |");
-    println!("|---|---|---|");
     println!(
-        "| 2 threads | {:.0} | {:.0} |",
-        gets(&threads),
-        keys(&threads)
+        "| readers | gets/s (2 readers) | writer keys/s | readers' minor faults / 1,000 gets |"
     );
+    println!("|---|---|---|---|");
+    for (name, cells) in [("2 threads", &threads), ("2 processes", &processes)] {
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.2} |",
+            gets(cells),
+            keys(cells),
+            faults(cells)
+        );
+    }
     println!(
-        "| 2 processes | {:.0} | {:.0} |",
-        gets(&processes),
-        keys(&processes)
-    );
-    println!(
-        "| processes/threads | {:.3} | {:.3} |",
+        "| processes/threads | {:.3} | {:.3} | |",
         gets(&processes) / gets(&threads),
         keys(&processes) / keys(&threads)
     );
