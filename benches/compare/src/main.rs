@@ -12,6 +12,7 @@
 //! `rbolt-testkit`'s.
 
 mod engines;
+mod scale;
 mod workload;
 
 use std::process::ExitCode;
@@ -22,7 +23,17 @@ use std::time::Duration;
 static GLOBAL: rbolt_testkit::alloc::CountingAlloc = rbolt_testkit::alloc::CountingAlloc;
 
 const USAGE: &str = "usage: rbolt-compare --list
-       rbolt-compare --engine NAME [--n N] [--dir DIR] [--seed S] [--rw-secs SECS]";
+       rbolt-compare --engine NAME [--n N] [--dir DIR] [--seed S] [--rw-secs SECS]
+                     [--scale] [--load-tx-keys K]
+
+  --scale           add the rows that depend on the file's size (open after a clean close
+                    and after a kill, check, backup, compact, vacuum beside a writer) and
+                    load in transactions of 100,000 keys
+  --load-tx-keys K  keys per transaction of the loads (default: all N in one; 100,000
+                    with --scale)";
+
+/// Keys per load transaction of `--scale` (issue 52).
+const SCALE_LOAD_TX_KEYS: usize = 100_000;
 
 fn main() -> ExitCode {
     match try_main() {
@@ -41,7 +52,10 @@ fn try_main() -> Result<(), String> {
         seed: 0x5eed_0b01_7000_0001,
         dir: std::env::temp_dir().join(format!("rbolt-compare-{}", std::process::id())),
         rw: Duration::from_secs(5),
+        load_tx_keys: 0,
+        scale: false,
     };
+    let mut kill_child = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -57,6 +71,15 @@ fn try_main() -> Result<(), String> {
             "--n" => config.n = value()?.parse().map_err(|e| format!("--n: {e}"))?,
             "--seed" => config.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--dir" => config.dir = value()?.into(),
+            "--scale" => config.scale = true,
+            "--load-tx-keys" => {
+                config.load_tx_keys = value()?
+                    .parse()
+                    .map_err(|e| format!("--load-tx-keys: {e}"))?;
+            }
+            // The scale row "open after a kill" runs this binary again as the process that
+            // dies: not for use by hand.
+            "--kill-child" => kill_child = Some(std::path::PathBuf::from(value()?)),
             "--rw-secs" => {
                 let secs: f64 = value()?.parse().map_err(|e| format!("--rw-secs: {e}"))?;
                 config.rw = Duration::from_secs_f64(secs);
@@ -69,6 +92,18 @@ fn try_main() -> Result<(), String> {
         }
     }
     let engine = engine.ok_or_else(|| USAGE.to_string())?;
+    if let Some(dir) = kill_child {
+        let result = engines::kill_child(&engine, &dir, config.seed)
+            .ok_or_else(|| format!("engine {engine} has no kill child"))?;
+        return result.map_err(|e| format!("{engine} kill child: {e}"));
+    }
+    if config.load_tx_keys == 0 {
+        config.load_tx_keys = if config.scale {
+            SCALE_LOAD_TX_KEYS
+        } else {
+            config.n
+        };
+    }
     if config.n < 2 {
         return Err("--n must be at least 2".into());
     }

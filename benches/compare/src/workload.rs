@@ -40,6 +40,11 @@ pub struct Config {
     pub dir: PathBuf,
     /// How long phase (g) runs.
     pub rw: Duration,
+    /// The loads (a) and (a2) commit this many keys a transaction (all N in one by default;
+    /// the scale runs use 100,000, as issue 52 asks).
+    pub load_tx_keys: usize,
+    /// Adds the rows that depend on the file's size (`crate::scale`).
+    pub scale: bool,
 }
 
 /// The workloads' generator: `rbolt-testkit`'s SplitMix64, the same stream on every machine,
@@ -209,6 +214,9 @@ fn parse_schedstat(line: &str) -> Option<Sched> {
 #[derive(Clone, Copy)]
 struct Usage {
     written: u64,
+    /// Bytes read from the disk (`read_bytes`: reads and page faults the page cache did not
+    /// answer).
+    read: u64,
     mapped: u64,
     write_calls: u64,
     cpu_ticks: u64,
@@ -221,6 +229,7 @@ impl Usage {
         let stat = read_stat();
         Usage {
             written: written_bytes(),
+            read: proc_io("read_bytes:"),
             mapped: MAPPED_BYTES.load(Ordering::Relaxed),
             write_calls: write_calls(),
             cpu_ticks: stat_cpu_ticks(&stat),
@@ -230,7 +239,7 @@ impl Usage {
 }
 
 /// (apparent length, allocated bytes) of every file under `dir`.
-fn dir_size(dir: &Path) -> (u64, u64) {
+pub(crate) fn dir_size(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let mut total = (0, 0);
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -251,9 +260,10 @@ fn dir_size(dir: &Path) -> (u64, u64) {
 }
 
 /// Phase results in the order they ran.
-struct Phases {
+pub(crate) struct Phases {
     engine: &'static str,
-    dir: PathBuf,
+    /// The store's directory, whose size each phase records.
+    pub(crate) dir: PathBuf,
     list: Vec<(&'static str, Value)>,
     /// The usage at the end of the previous phase, or wherever [`Phases::restart`] was last
     /// called: a phase is charged with what happened since.
@@ -263,13 +273,13 @@ struct Phases {
 impl Phases {
     /// Starts the next phase's counters here, so that what ran since the last phase (setup,
     /// the sync reference, an untimed commit) is charged to no phase.
-    fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.since = Usage::now();
     }
 
     /// Records a phase that took `secs` and committed `txs` write transactions, with the
     /// store's size after it and what the process wrote and spent on the CPU during it.
-    fn record(&mut self, name: &'static str, secs: f64, txs: u64, extra: Value) {
+    pub(crate) fn record(&mut self, name: &'static str, secs: f64, txs: u64, extra: Value) {
         if std::env::var_os("RBOLT_COMPARE_MARKS").is_some() {
             // For `perf record -k CLOCK_MONOTONIC`: the phase's window on the clock `Instant`
             // reads on Linux, so a profile can be cut to one phase (`perf report --time`).
@@ -293,6 +303,7 @@ impl Phases {
             // What went to the file either way: by write system calls and through a mapping.
             "written_bytes": end.written - self.since.written + mapped,
             "mapped_bytes": mapped,
+            "read_bytes": end.read - self.since.read,
             "write_calls": end.write_calls - self.since.write_calls,
             "cpu_secs": (end.cpu_ticks - self.since.cpu_ticks) as f64 / USER_HZ,
             "sys_cpu_secs": (end.sys_ticks - self.since.sys_ticks) as f64 / USER_HZ,
@@ -308,7 +319,7 @@ impl Phases {
     }
 }
 
-fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
+pub(crate) fn time<T>(f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
     let start = Instant::now();
     let value = f()?;
     Ok((start.elapsed().as_secs_f64(), value))
@@ -339,10 +350,14 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     let page_size = db.page_size();
     phases.restart();
 
-    // (a) N random keys in one durable transaction.
-    let (secs, ()) = time(|| db.put_tx(&keys, false))?;
-    phases.record("load_random", secs, 1, json!({}));
+    // (a) N random keys in one durable transaction (or in transactions of
+    // `config.load_tx_keys`).
+    let (secs, txs) = time(|| load(&db, &keys, false, config.load_tx_keys))?;
+    phases.record("load_random", secs, txs, json!({}));
     let load_rss_kib = peak_rss_kib();
+    if config.scale {
+        db = crate::scale::after_load(db, &mut phases)?;
+    }
 
     // (b) N random point reads in one read transaction, allocations counted.
     start_counting();
@@ -473,7 +488,12 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         extra["writer_blocked_secs"] = json!(writer.blocked);
     }
     phases.record("read_write", secs, rw.txs, extra);
-    drop(db);
+    if config.scale {
+        crate::scale::vacuum_beside_writer(&db, &survivors, config, &mut phases)?;
+        crate::scale::open_after_kill(db, config, &mut phases)?;
+    } else {
+        drop(db);
+    }
     std::fs::remove_dir_all(&dir)?;
     drop(survivors);
 
@@ -485,8 +505,8 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
     phases.dir = dir.clone();
     let db = E::create(&dir)?;
     phases.restart();
-    let (secs, ()) = time(|| db.put_tx(&sorted, true))?;
-    phases.record("load_sorted", secs, 1, json!({}));
+    let (secs, txs) = time(|| load(&db, &sorted, true, config.load_tx_keys))?;
+    phases.record("load_sorted", secs, txs, json!({}));
     let step = (n / SORTED_CHECKS).max(1);
     let checked = db.get_tx(&sorted, &mut (0..n).step_by(step))?;
     if checked != n.div_ceil(step) as u64 {
@@ -520,6 +540,37 @@ pub fn run<E: Engine>(config: &Config) -> Result<Value> {
         },
     }))
 }
+
+/// Puts `keys` in durable transactions of `per_tx` keys; the transactions committed.
+fn load<E: Engine>(db: &E, keys: &[Key], sorted: bool, per_tx: usize) -> Result<u64> {
+    let chunks = keys.chunks(per_tx.max(1));
+    let txs = chunks.len() as u64;
+    chunks
+        .into_iter()
+        .try_for_each(|chunk| db.put_tx(chunk, sorted))?;
+    Ok(txs)
+}
+
+/// The child of the scale row "open after a kill": reopens the store in `dir`, commits
+/// `KILL_CHILD_TXS` transactions of `BATCH_KEYS` new keys without syncs, then ends the process
+/// at once (no destructor runs, nothing is closed or flushed: what a SIGKILL right after the
+/// last commit leaves). Returns only on an error.
+pub fn kill_child<E: Engine>(dir: &Path, seed: u64) -> Result<()> {
+    let mut db = E::open(dir)?;
+    db.set_sync(false)?;
+    let keys = keys(seed ^ 0xc1, KILL_CHILD_TXS * BATCH_KEYS);
+    for chunk in keys.chunks(BATCH_KEYS) {
+        db.put_tx(chunk, false)?;
+    }
+    eprintln!(
+        "[{}] kill child: {KILL_CHILD_TXS} commits without syncs, exiting",
+        E::NAME
+    );
+    std::process::exit(0);
+}
+
+/// Transactions the child of "open after a kill" commits without syncs before it dies.
+pub const KILL_CHILD_TXS: usize = 100;
 
 /// The median of `SYNC_REFERENCE_WRITES` 4 KiB `pwrite`s, each followed by `fdatasync`, to
 /// a scratch file beside the store, in microseconds.

@@ -274,6 +274,11 @@ fn run_engine(
         .arg(args.rw_secs.to_string())
         .arg("--dir")
         .arg(dir)
+        .args(if args.scale.is_empty() {
+            &[][..]
+        } else {
+            &["--scale"][..]
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -8,6 +8,7 @@ mod compare;
 mod machine;
 mod micro;
 mod report;
+mod scale;
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -66,6 +67,16 @@ pub struct BenchArgs {
     /// latest results; run nothing.
     #[arg(long)]
     replot: bool,
+    /// The comparison at growing N (`--scale-n`), loads in transactions of 100,000 keys, with
+    /// the rows that depend on the file's size (opens, check, backup, compact, vacuum beside a
+    /// writer); writes `target/bench-report/scale.md` and `scale.json`. Long (about 10 GB of
+    /// files at 50M); not part of CI.
+    #[arg(long, conflicts_with_all = ["replot", "only", "quick"])]
+    scale: bool,
+    /// The N of `--scale`, ascending (default 1M,10M; `m` and `k` suffixes allowed, e.g.
+    /// `1m,10m,50m`).
+    #[arg(long, value_name = "N,N,...", requires = "scale")]
+    scale_n: Option<String>,
     /// Write the comparison's table into docs/BENCHMARKS.md even when N is below 1,000,000
     /// (a full run, or a replot of one, always writes it).
     #[arg(long)]
@@ -87,7 +98,7 @@ fn parse_count(text: &str) -> Result<usize, String> {
         .map_err(|e| format!("{text:?}: {e}"))
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Args {
     pub replot: bool,
     /// Write the document's table whatever N.
@@ -103,6 +114,8 @@ pub struct Args {
     criterion_extra: Vec<String>,
     /// The command as typed, for the report.
     pub command: String,
+    /// `--scale`: the N to run at (empty without it).
+    pub scale: Vec<usize>,
 }
 
 impl BenchArgs {
@@ -131,6 +144,10 @@ impl BenchArgs {
         if n < 20_000 {
             bail!("--n must be at least 20,000 (the delete phase commits 10,000 keys at a time)");
         }
+        let scale = match (self.scale, self.scale_n.as_deref()) {
+            (false, _) => Vec::new(),
+            (true, list) => scale::parse_ns(list.unwrap_or("1m,10m"))?,
+        };
         let only = match self.only {
             Some(only) => only,
             None if self.quick => Only::Compare,
@@ -152,14 +169,19 @@ impl BenchArgs {
                 .filter(|secs| *secs > 0.0)
                 .unwrap_or(if self.quick { 1.0 } else { 5.0 }),
             repeat: self.repeat as usize,
-            timeout: Duration::from_secs(
-                self.timeout
-                    .filter(|secs| *secs > 0)
-                    .unwrap_or(if self.quick { 300 } else { 1200 }),
-            ),
+            timeout: Duration::from_secs(self.timeout.filter(|secs| *secs > 0).unwrap_or(
+                if self.quick {
+                    300
+                } else if self.scale {
+                    scale::TIMEOUT_SECS
+                } else {
+                    1200
+                },
+            )),
             baseline,
             criterion_extra: self.criterion_extra,
             command,
+            scale,
         })
     }
 }
@@ -258,6 +280,9 @@ pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
     }
     std::fs::create_dir_all(&layout.report)
         .with_context(|| format!("creating {}", layout.report.display()))?;
+    if !args.scale.is_empty() {
+        return scale::run(&layout, &args);
+    }
     let started = SystemTime::now();
     let machine = machine::Machine::probe(&layout.target);
 

@@ -6,12 +6,27 @@
 use super::{Engine, Notes, Result, value_ok};
 use crate::workload::{Key, value_of};
 use heed::types::Bytes;
-use heed::{Database, Env, EnvFlags, EnvOpenOptions, FlagSetMode, PutFlags};
+use heed::{CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, FlagSetMode, PutFlags};
 use std::path::Path;
 
 /// Address space for the map: far above what any workload here writes, so LMDB never runs
 /// out of map (it does not grow the file to this size; the file grows as pages are written).
 const MAP_SIZE: usize = 64 << 30;
+
+/// The environment in `dir`, created if it is not there.
+fn environment(dir: &Path) -> Result<Env> {
+    // SAFETY: heed marks opening unsafe because LMDB memory-maps the file: another process
+    // (or a second open in this one) changing it could break Rust's aliasing rules. The
+    // directory is private to this process (and, for the scale rows, to the one child that
+    // reopens it after this process dropped its handle), opened once at a time.
+    let env = unsafe {
+        EnvOpenOptions::new()
+            .map_size(MAP_SIZE)
+            .max_dbs(1)
+            .open(dir)?
+    };
+    Ok(env)
+}
 
 pub struct Lmdb<const NAMED: bool> {
     env: Env,
@@ -28,19 +43,37 @@ impl<const NAMED: bool> Engine for Lmdb<NAMED> {
     };
 
     fn create(dir: &Path) -> Result<Lmdb<NAMED>> {
-        // SAFETY: heed marks opening unsafe because LMDB memory-maps the file: another
-        // process (or a second open in this one) changing it could break Rust's aliasing
-        // rules. The directory is a fresh one private to this process, opened once.
-        let env = unsafe {
-            EnvOpenOptions::new()
-                .map_size(MAP_SIZE)
-                .max_dbs(1)
-                .open(dir)?
-        };
+        let env = environment(dir)?;
         let mut tx = env.write_txn()?;
         let db = env.create_database(&mut tx, NAMED.then_some("bench"))?;
         tx.commit()?;
         Ok(Lmdb { env, db })
+    }
+
+    const REOPENS: bool = true;
+
+    fn open(dir: &Path) -> Result<Lmdb<NAMED>> {
+        let env = environment(dir)?;
+        let tx = env.read_txn()?;
+        let db = env
+            .open_database(&tx, NAMED.then_some("bench"))?
+            .ok_or_else(|| super::fail("the store has no bench database"))?;
+        tx.commit()?;
+        Ok(Lmdb { env, db })
+    }
+
+    fn backup(&self, dir: &Path) -> Option<Result<()>> {
+        let copy = self
+            .env
+            .copy_to_path(dir.join("data.mdb"), CompactionOption::Disabled);
+        Some(copy.map(|_| ()).map_err(Into::into))
+    }
+
+    fn compact(&self, dir: &Path) -> Option<Result<()>> {
+        let copy = self
+            .env
+            .copy_to_path(dir.join("data.mdb"), CompactionOption::Enabled);
+        Some(copy.map(|_| ()).map_err(Into::into))
     }
 
     fn set_sync(&mut self, sync: bool) -> Result<()> {

@@ -65,6 +65,45 @@ pub trait Engine: Sized + Sync {
     /// `None` for an engine without fixed-size pages, whose "pages written" would mean
     /// nothing beside the others'.
     fn page_size(&self) -> Option<u64>;
+
+    // The scale rows (`--scale`, issue 52): what an engine offers for them. An engine without
+    // one reports no row for it; nothing is emulated.
+
+    /// Whether [`Engine::open`] reopens a store; without it the scale rows are skipped.
+    const REOPENS: bool = false;
+
+    /// Opens the store [`Engine::create`] made in `dir` again, durable commits on, after the
+    /// handle before was dropped or its process died.
+    fn open(_dir: &Path) -> Result<Self> {
+        Err(fail(format!("{} cannot reopen here", Self::NAME)))
+    }
+
+    /// Checks the whole store's structure with the engine's own checker; `None` where it has
+    /// none that runs beside an open handle.
+    fn check(&self) -> Option<Result<()>> {
+        None
+    }
+
+    /// Writes a consistent copy of the open store into `dir` (existing, empty), the engine's
+    /// hot backup; `None` where it has none.
+    fn backup(&self, _dir: &Path) -> Option<Result<()>> {
+        None
+    }
+
+    /// Writes a compacted copy of the open store into `dir` (existing, empty); `None` where
+    /// the engine cannot beside an open handle.
+    fn compact(&self, _dir: &Path) -> Option<Result<()>> {
+        None
+    }
+
+    /// Whether [`Engine::vacuum`] runs an online vacuum.
+    const VACUUMS: bool = false;
+
+    /// Runs the engine's online vacuum to its end while other threads go on writing; `None`
+    /// where it has none.
+    fn vacuum(&self) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// Checks a value read back against what was written for `key`.
@@ -109,6 +148,23 @@ pub fn run(name: &str, config: &crate::workload::Config) -> Option<Result<serde_
         "jammdb" => Some(go::<jammdb::Jammdb>(config)),
         #[cfg(feature = "bbolt-rs")]
         "bbolt-rs" => Some(go::<bbolt_rs::BboltRs>(config)),
+        _ => None,
+    }
+}
+
+/// The child of the scale row "open after a kill" on the engine called `name`: reopens the
+/// store in `dir`, commits without syncs, and ends the process without closing anything, as
+/// a SIGKILL after the last commit would. Returns only on an error.
+pub fn kill_child(name: &str, dir: &Path, seed: u64) -> Option<Result<()>> {
+    use crate::workload::kill_child as go;
+    match name {
+        "rbolt" => Some(go::<rbolt::Rbolt>(dir, seed)),
+        #[cfg(feature = "lmdb")]
+        "lmdb" => Some(go::<lmdb::Lmdb<false>>(dir, seed)),
+        #[cfg(feature = "lmdb")]
+        "lmdb-named" => Some(go::<lmdb::Lmdb<true>>(dir, seed)),
+        #[cfg(feature = "redb")]
+        "redb" => Some(go::<redb::Redb>(dir, seed)),
         _ => None,
     }
 }

@@ -33,6 +33,15 @@ impl Engine for Redb {
         })
     }
 
+    const REOPENS: bool = true;
+
+    fn open(dir: &Path) -> Result<Redb> {
+        Ok(Redb {
+            db: Database::open(data_file(dir))?,
+            sync: AtomicBool::new(true),
+        })
+    }
+
     fn set_sync(&mut self, sync: bool) -> Result<()> {
         self.sync.store(sync, Ordering::Relaxed);
         Ok(())

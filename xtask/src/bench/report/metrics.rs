@@ -20,7 +20,7 @@ pub struct Metric {
     pub get: fn(&Value) -> Option<f64>,
 }
 
-pub(super) fn phase(v: &Value, name: &str, field: &str) -> Option<f64> {
+pub(crate) fn phase(v: &Value, name: &str, field: &str) -> Option<f64> {
     v["phases"][name][field].as_f64()
 }
 

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 mod doc;
-mod metrics;
+pub(crate) mod metrics;
 pub use doc::{DOC_TABLE_N_MIN, write_doc};
 pub use metrics::{FAMILIES, METRICS, Metric};
 use metrics::{mib, phase};
@@ -496,14 +496,18 @@ pub fn utc_date(time: std::time::SystemTime) -> String {
 
 /// How a column's cells line up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 /// Writes a markdown table: the header row, the alignment row, then one line a row. A `|` in
 /// a cell is escaped, so no text can break the table.
-fn table(md: &mut String, header: &[(&str, Align)], rows: &[Vec<String>]) -> std::fmt::Result {
+pub(crate) fn table(
+    md: &mut String,
+    header: &[(&str, Align)],
+    rows: &[Vec<String>],
+) -> std::fmt::Result {
     let line = |md: &mut String, cells: &mut dyn Iterator<Item = String>| {
         md.push('|');
         for cell in cells {
