@@ -19,13 +19,19 @@
 //! `RBOLT_API_MODEL_SEED` replays a run, and `RBOLT_API_MODEL_MINUTES` runs seed after seed
 //! for that long (`cargo xtask soak` does).
 
+mod dump;
 mod exec;
 mod handles;
 mod many;
 mod model;
 mod ops;
+#[cfg(target_os = "linux")]
+mod process_test;
+mod reader_process;
 mod reads;
 mod session;
+
+pub use reader_process::child as reader_child;
 
 use model::{Class, ErrKind};
 use ops::Case;
