@@ -346,8 +346,9 @@ impl ReaderProcess {
 
 impl Drop for ReaderProcess {
     fn drop(&mut self) {
-        // A failed case: the process must not outlive it (its stdin closing ends it).
-        drop(self.stdin.take());
+        // A failed case (`finish` waited already otherwise): the process must not outlive it,
+        // nor keep the case waiting while it writes into a pipe no one reads.
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
