@@ -28,7 +28,15 @@ const CASES_SOAK: u64 = 300;
 /// reader process's checks, and the writer's work while it held a snapshot.
 const REQUIRED: &[(&str, &str)] = &[
     ("proc.commits-checked", "commits read in the reader process"),
+    (
+        "proc.newest-txids",
+        "new transactions that read the writer's newest txid",
+    ),
     ("proc.held-checks", "held snapshots checked"),
+    (
+        "proc.slots-checked",
+        "reader tables the writer listed as the reader holds",
+    ),
     ("proc.held.commits", "commits while it held a snapshot"),
     ("proc.held.vacuum-steps", "vacuum steps while it held one"),
     ("proc.held.shrinks", "shrinks of the file while it held one"),

@@ -103,38 +103,42 @@ impl Backing {
             && reader.is_none()
         {
             let mut process = ReaderProcess::start(path, len, cx);
-            process.now(committed, len, cx);
+            process.now(committed, None, len, cx);
             *reader = Some(process);
         }
     }
 
     /// After a commit (or the writer's reopen): a new read transaction in the reader process
-    /// reads `committed`, and every snapshot it holds still reads what it read.
-    pub fn after_commit(&mut self, committed: &Model, cx: &mut Cx<'_>) {
+    /// reads `committed`, the `writer`'s newest commit (when a writer is open), and every
+    /// snapshot it holds still reads what it read, in the slots the writer lists.
+    pub fn after_commit(&mut self, committed: &Model, writer: Option<&Db>, cx: &mut Cx<'_>) {
         let len = self.len();
         if let Some(reader) = self.reader() {
-            reader.now(committed, len, cx);
+            reader.now(committed, writer, len, cx);
             reader.check_held(cx);
+            if let Some(writer) = writer {
+                reader.check_slots(writer, cx);
+            }
         }
     }
 
     /// The reader process begins a transaction and holds it (at most `held_max`, the oldest
     /// let go first).
-    pub fn hold(&mut self, committed: &Model, held_max: usize, cx: &mut Cx<'_>) {
+    pub fn hold(&mut self, committed: &Model, held_max: usize, writer: &Db, cx: &mut Cx<'_>) {
         if let Some(reader) = self.reader() {
-            reader.hold(committed, held_max, cx);
+            reader.hold(committed, held_max, writer, cx);
         }
     }
 
     /// The reader process lets the snapshots it holds go and takes a new one (after a vacuum
     /// step: a cut of the file that waited for the old snapshots may then happen while the
     /// new one is held).
-    pub fn renew(&mut self, committed: &Model, cx: &mut Cx<'_>) {
+    pub fn renew(&mut self, committed: &Model, writer: &Db, cx: &mut Cx<'_>) {
         if let Some(reader) = self.reader() {
             while !reader.held.is_empty() {
                 reader.release_oldest(cx);
             }
-            reader.hold(committed, usize::MAX, cx);
+            reader.hold(committed, usize::MAX, writer, cx);
             cx.tally.event("proc.renewals");
         }
     }
@@ -161,8 +165,9 @@ pub struct ReaderProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    /// The model's text for each snapshot it holds, oldest first (as the process holds them).
-    held: Vec<Vec<String>>,
+    /// The txid and the model's text of each snapshot it holds, oldest first (as the process
+    /// holds them).
+    held: Vec<(u64, Vec<String>)>,
     /// The file's length at the last check, to see shrinks.
     len: u64,
 }
@@ -260,8 +265,9 @@ impl ReaderProcess {
         })
     }
 
-    /// Compares what the process sent for `command` with `wanted` (the model's text).
-    fn compare(&mut self, command: &str, wanted: &[String], what: &str, cx: &Cx<'_>) {
+    /// Compares what the process sent for `command` with `wanted` (the model's text); the
+    /// txid it read.
+    fn compare(&mut self, command: &str, wanted: &[String], what: &str, cx: &Cx<'_>) -> u64 {
         let sent = self.snapshot(command).unwrap_or_else(|e| cx.fail(e));
         if let Err(e) = dump::compare(&sent.lines, wanted) {
             cx.fail(format_args!(
@@ -276,16 +282,35 @@ impl ReaderProcess {
                 sent.errors.join("; ")
             ));
         }
+        sent.txid
     }
 
-    fn now(&mut self, committed: &Model, len: u64, cx: &mut Cx<'_>) {
+    /// A new transaction of the reader process reads `txid`: the `writer`'s newest commit.
+    fn newest(txid: u64, writer: Option<&Db>, cx: &mut Cx<'_>) {
+        if let Some(writer) = writer {
+            let newest = writer
+                .begin_read()
+                .map(|tx| tx.id().0)
+                .unwrap_or_else(|e| cx.fail(format_args!("the writer's begin_read: {e}")));
+            if txid != newest {
+                cx.fail(format_args!(
+                    "a new read transaction of the reader process reads txid {txid}, the \
+                     writer's newest commit is {newest}"
+                ));
+            }
+            cx.tally.event("proc.newest-txids");
+        }
+    }
+
+    fn now(&mut self, committed: &Model, writer: Option<&Db>, len: u64, cx: &mut Cx<'_>) {
         let wanted = dump::of_model(committed);
-        self.compare(
+        let txid = self.compare(
             "now",
             &wanted,
             "a new read transaction in the reader process",
             cx,
         );
+        ReaderProcess::newest(txid, writer, cx);
         cx.tally.event("proc.commits-checked");
         if len < self.len {
             cx.tally.event("proc.shrinks-seen");
@@ -296,19 +321,43 @@ impl ReaderProcess {
         self.len = len;
     }
 
-    fn hold(&mut self, committed: &Model, held_max: usize, cx: &mut Cx<'_>) {
+    fn hold(&mut self, committed: &Model, held_max: usize, writer: &Db, cx: &mut Cx<'_>) {
         if self.held.len() >= held_max {
             self.release_oldest(cx);
         }
         let wanted = dump::of_model(committed);
-        self.compare(
+        let txid = self.compare(
             "hold",
             &wanted,
             "a snapshot the reader process takes to hold",
             cx,
         );
+        ReaderProcess::newest(txid, Some(writer), cx);
         cx.tally.event("proc.holds");
-        self.held.push(wanted);
+        self.held.push((txid, wanted));
+    }
+
+    /// The writer lists the reader process's slots, one reading each held snapshot's txid.
+    fn check_slots(&mut self, writer: &Db, cx: &mut Cx<'_>) {
+        let pid = self.child.id();
+        let slots = writer
+            .reader_processes()
+            .unwrap_or_else(|e| cx.fail(format_args!("reader_processes: {e}")));
+        let mut listed: Vec<u64> = slots
+            .iter()
+            .filter(|slot| slot.pid == pid)
+            .filter_map(|slot| slot.txid)
+            .collect();
+        let mut held: Vec<u64> = self.held.iter().map(|(txid, _)| *txid).collect();
+        listed.sort_unstable();
+        held.sort_unstable();
+        if listed != held {
+            cx.fail(format_args!(
+                "the writer lists the reader process's slots reading {listed:?}, it holds \
+                 {held:?} (all slots: {slots:?})"
+            ));
+        }
+        cx.tally.event("proc.slots-checked");
     }
 
     fn release_oldest(&mut self, cx: &mut Cx<'_>) {
@@ -323,9 +372,12 @@ impl ReaderProcess {
 
     fn check_held(&mut self, cx: &mut Cx<'_>) {
         let held = std::mem::take(&mut self.held);
-        for (index, wanted) in held.iter().enumerate() {
+        for (index, (txid, wanted)) in held.iter().enumerate() {
             let what = format!("the snapshot the reader process holds (the {index}th)");
-            self.compare(&format!("check {index}"), wanted, &what, cx);
+            let read = self.compare(&format!("check {index}"), wanted, &what, cx);
+            if read != *txid {
+                cx.fail(format_args!("{what} moved from txid {txid} to {read}"));
+            }
             cx.tally.event("proc.held-checks");
         }
         self.held = held;

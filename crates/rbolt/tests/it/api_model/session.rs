@@ -129,7 +129,9 @@ pub fn run_on(backing: Backing, case: &Case, tally: &mut Tally) {
         world.backing.attach(&world.committed, &mut cx);
         // The reader process reads the reopened writer's newest commit, and its held
         // snapshots read as before.
-        world.backing.after_commit(&world.committed, &mut cx);
+        world
+            .backing
+            .after_commit(&world.committed, Some(&db), &mut cx);
         cx.detail = "(a second handle on the open storage)".into();
         cx.expect(
             "opening the storage again",
@@ -274,8 +276,9 @@ impl World {
                     if let Err(e) = verify(db, &self.committed) {
                         cx.fail(format_args!("after a vacuum step: {e}"));
                     }
-                    self.backing.after_commit(&self.committed, &mut cx);
-                    self.backing.renew(&self.committed, &mut cx);
+                    self.backing
+                        .after_commit(&self.committed, Some(db), &mut cx);
+                    self.backing.renew(&self.committed, db, &mut cx);
                     self.check_readers(&mut cx);
                     tx = Some(db.begin_write().expect("begin_write after a vacuum step"));
                 }
@@ -377,7 +380,7 @@ impl World {
             cx.fail(format_args!("after the commit: {e}"));
         }
         self.backing.while_held("proc.held.commits", cx.tally);
-        self.backing.after_commit(&self.committed, cx);
+        self.backing.after_commit(&self.committed, Some(db), cx);
         self.check_readers(cx);
     }
 
@@ -538,7 +541,7 @@ impl World {
         // The handle goes on: an empty commit, and a read.
         let tx = db.begin_write().expect("begin_write after MaxSizeReached");
         cx.same("an empty commit", &res(tx.commit()), &Ok(()));
-        self.backing.after_commit(&self.committed, cx);
+        self.backing.after_commit(&self.committed, Some(&db), cx);
         let after = db.file_len().expect("the file's length");
         if self.options.auto_shrink {
             // The commit may still write (a durable one after commits without syncs), and
@@ -597,7 +600,7 @@ impl World {
             if let Err(e) = verify(&db, &self.committed) {
                 cx.fail(format_args!("filling to the limit: {e}"));
             }
-            self.backing.after_commit(&self.committed, cx);
+            self.backing.after_commit(&self.committed, Some(&db), cx);
         }
         if refused {
             cx.tally.event("filled-to-max-size");
@@ -622,7 +625,7 @@ impl World {
         let before = self.backing.image();
         let db = self.open(self.options.clone().read_only(true));
         // No writer: the reader process reads the last one's last commit.
-        self.backing.after_commit(&self.committed, cx);
+        self.backing.after_commit(&self.committed, None, cx);
         let refused = Err((ErrKind::DatabaseReadOnly, Class::ReadOnly));
         cx.expect(
             "begin_write on a read-only handle",
@@ -690,7 +693,7 @@ impl World {
             oldest.handle.join().expect("a reader thread");
         }
         cx.tally.event("old-readers");
-        self.backing.hold(&self.committed, READERS_MAX, cx);
+        self.backing.hold(&self.committed, READERS_MAX, db, cx);
         let (requests, incoming) = mpsc::channel::<mpsc::Sender<Result<(), String>>>();
         let (ready, started) = mpsc::channel();
         let db = Arc::clone(db);
@@ -891,7 +894,7 @@ impl World {
         if let Err(e) = verify(db, &self.committed) {
             cx.fail(format_args!("after a batch: {e}"));
         }
-        self.backing.after_commit(&self.committed, cx);
+        self.backing.after_commit(&self.committed, Some(db), cx);
         self.check_readers(cx);
     }
 }
