@@ -32,11 +32,12 @@ mod model;
 mod ops;
 #[cfg(target_os = "linux")]
 mod process_test;
+mod reader_child;
 mod reader_process;
 mod reads;
 mod session;
 
-pub use reader_process::child as reader_child;
+pub use reader_child::child as reader_child;
 
 use model::{Class, ErrKind};
 use ops::Case;

@@ -34,6 +34,10 @@ const REQUIRED: &[(&str, &str)] = &[
     ),
     ("proc.held-checks", "held snapshots checked"),
     (
+        "proc.racing-snapshots",
+        "transactions begun while the writer worked",
+    ),
+    (
         "proc.slots-checked",
         "reader tables the writer listed as the reader holds",
     ),
