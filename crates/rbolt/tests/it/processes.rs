@@ -100,6 +100,7 @@ fn child_process() {
             Err(error) => format!("{:?} {error}", error.kind()),
         },
         "pin-warn" => super::tracing::child_pin_warn(&path),
+        "api-model-reader" => super::api_model::reader_child(&path),
         other => super::processes_kills::child(other, &path),
     };
     println!("CHILD {answer}");

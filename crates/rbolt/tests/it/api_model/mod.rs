@@ -14,18 +14,30 @@
 //! `write_to`, `copy_file` and `batch` run beside; after every commit the database checks
 //! clean.
 //!
+//! `every_commit_reads_the_same_in_a_reader_process` (`process_test.rs`, Linux) runs the same
+//! cases on a real file with a reader process beside the writer (issue 50): after every commit
+//! it reads the model's committed state, and the snapshots it holds read as they did across
+//! commits, vacuum steps, batches, compacts and the writer's reopens (`reader_process.rs`).
+//!
 //! The run prints one summary line and fails unless every kind of operation and every class
 //! of chosen failure occurred. `RBOLT_API_MODEL_CASES` sets the number of cases per seed,
 //! `RBOLT_API_MODEL_SEED` replays a run, and `RBOLT_API_MODEL_MINUTES` runs seed after seed
 //! for that long (`cargo xtask soak` does).
 
+mod dump;
 mod exec;
 mod handles;
 mod many;
 mod model;
 mod ops;
+#[cfg(target_os = "linux")]
+mod process_test;
+mod reader_child;
+mod reader_process;
 mod reads;
 mod session;
+
+pub use reader_child::child as reader_child;
 
 use model::{Class, ErrKind};
 use ops::Case;

@@ -8,9 +8,10 @@
 use super::exec::{self, Cx, Hooks};
 use super::model::{Class, ErrKind, Item, Model, res};
 use super::ops::{Case, Op, PAGE_SIZES, Rng};
+use super::reader_process::Backing;
 use super::reads::compare_tree;
 use super::{READERS_MAX, Tally};
-use rbolt::storage::{CrashProfile, SimFile, Storage};
+use rbolt::storage::{CrashProfile, SimFile};
 use rbolt::{
     ALLOC_SIZE_DEFAULT, BATCH_DELAY_MAX_DEFAULT, BATCH_SIZE_MAX_DEFAULT, Db, Durability, Error,
     FreelistKind, Options, WriteTx,
@@ -80,7 +81,7 @@ enum Next {
 
 /// One case's database and what it must hold.
 struct World {
-    sim: SimFile,
+    backing: Backing,
     page_size: usize,
     options: Options,
     committed: Model,
@@ -94,14 +95,22 @@ struct World {
 /// The operation a final commit or check is reported as.
 static FINAL: Op = Op::Commit;
 
-/// Runs `case`, counting into `tally`. Panics (with the operation) on a difference.
+/// Runs `case` on a simulated file, counting into `tally`. Panics (with the operation) on a
+/// difference.
 pub fn run(case: &Case, tally: &mut Tally) {
+    run_on(Backing::sim(), case, tally);
+}
+
+/// Runs `case` on `backing`: on a real file, with a reader process beside the writer from its
+/// first open (`reader_process.rs`); operations that need the simulated file are skipped there,
+/// counted.
+pub fn run_on(backing: Backing, case: &Case, tally: &mut Tally) {
     let options = Options::default()
         .page_size(case.page_size)
         .freelist(case.freelist)
         .no_freelist_sync(case.no_freelist_sync);
     let mut world = World {
-        sim: SimFile::new().expect("a simulated file"),
+        backing,
         page_size: case.page_size,
         options,
         committed: Model::default(),
@@ -113,8 +122,16 @@ pub fn run(case: &Case, tally: &mut Tally) {
     loop {
         let db = Arc::new(world.open(world.options.clone()));
         // One open handle per storage: a second one would be a second writer.
-        let second = open(&world.sim, Options::default().read_only(next % 2 == 0));
+        let second = world
+            .backing
+            .open(Options::default().read_only(next % 2 == 0));
         let mut cx = Cx::new(&mut *tally, next, &FINAL);
+        world.backing.attach(&world.committed, &mut cx);
+        // The reader process reads the reopened writer's newest commit, and its held
+        // snapshots read as before.
+        world
+            .backing
+            .after_commit(&world.committed, Some(&db), &mut cx);
         cx.detail = "(a second handle on the open storage)".into();
         cx.expect(
             "opening the storage again",
@@ -140,6 +157,7 @@ pub fn run(case: &Case, tally: &mut Tally) {
             }
             Next::Reopen(options) => {
                 tally.event("reopens");
+                world.backing.while_held("proc.held.reopens", tally);
                 world.options = options;
             }
             Next::ReadOnly { index, compact } => {
@@ -156,11 +174,14 @@ pub fn run(case: &Case, tally: &mut Tally) {
     // What was committed is there after a last reopen with default options.
     let db = world.open(Options::default());
     drop(db);
+    world.backing.finish();
 }
 
 impl World {
     fn open(&self, options: Options) -> Db {
-        let db = open(&self.sim, options.clone())
+        let db = self
+            .backing
+            .open(options.clone())
             .unwrap_or_else(|e| panic!("opening with {options:?}: {e}"));
         assert_eq!(db.page_size(), self.page_size, "a file keeps its page size");
         if let Err(e) = verify(&db, &self.committed) {
@@ -246,6 +267,7 @@ impl World {
                         // A step that commits is durable, and so is everything before it.
                         Ok(step) if step.committed => {
                             cx.tally.event("vacuum-steps");
+                            self.backing.while_held("proc.held.vacuum-steps", cx.tally);
                             self.history = vec![self.committed.clone()];
                         }
                         Ok(_) => {}
@@ -254,23 +276,34 @@ impl World {
                     if let Err(e) = verify(db, &self.committed) {
                         cx.fail(format_args!("after a vacuum step: {e}"));
                     }
+                    self.backing
+                        .after_commit(&self.committed, Some(db), &mut cx);
+                    self.backing.renew(&self.committed, db, &mut cx);
                     self.check_readers(&mut cx);
                     tx = Some(db.begin_write().expect("begin_write after a vacuum step"));
+                }
+                Op::Crash { process, .. } if self.backing.as_sim().is_none() => {
+                    cx.tally.skip(if *process {
+                        "process-crash (needs the simulated file's image after a crash)"
+                    } else {
+                        "power-loss (needs the simulated file's crash images)"
+                    });
                 }
                 Op::Crash { process, seed } => {
                     drop(tx.take());
                     self.discard(db, &mut model, &mut hooks, &mut cx);
                     // The image is taken before the handle goes: its clean close would make
                     // everything durable.
+                    let file = self.backing.as_sim().expect("a simulated file");
                     let (sim, allowed) = if *process {
                         cx.tally.event("process-crashes");
-                        let sim = self.sim.after_process_crash().expect("a simulated file");
+                        let sim = file.after_process_crash().expect("a simulated file");
                         (sim, vec![self.committed.clone()])
                     } else {
                         cx.tally.event("power-losses");
                         let mut rng = Rng::new(*seed, 11);
                         let profile = CrashProfile::ALL[rng.below(CrashProfile::ALL.len())];
-                        let image = self.sim.crash_image(profile, u64::from(*seed));
+                        let image = file.crash_image(profile, u64::from(*seed));
                         let sim = SimFile::from_image(image).expect("a simulated file");
                         (sim, self.history.clone())
                     };
@@ -346,6 +379,8 @@ impl World {
         if let Err(e) = verify(db, &self.committed) {
             cx.fail(format_args!("after the commit: {e}"));
         }
+        self.backing.while_held("proc.held.commits", cx.tally);
+        self.backing.after_commit(&self.committed, Some(db), cx);
         self.check_readers(cx);
     }
 
@@ -367,8 +402,8 @@ impl World {
     /// Opens the file a crash left: it must hold one of `allowed`, check clean, and then be
     /// what the world holds.
     fn reopen_after_crash(&mut self, sim: SimFile, allowed: Vec<Model>, cx: &mut Cx<'_>) {
-        self.sim = sim;
-        let db = match open(&self.sim, self.options.clone()) {
+        self.backing = Backing::Sim(sim);
+        let db = match self.backing.open(self.options.clone()) {
             Ok(db) => db,
             Err(e) => cx.fail(format_args!("the file does not open after a crash: {e}")),
         };
@@ -467,7 +502,9 @@ impl World {
     /// commits: `MaxSizeReached`, the database as before, the handle usable.
     fn max_size(&mut self, ops: &[Op], inner: Range<usize>, cx: &mut Cx<'_>) {
         cx.tally.event("max-size");
-        let len = self.sim.len().expect("the file's length");
+        self.backing
+            .while_held("proc.held.max-size-reopens", cx.tally);
+        let len = self.backing.len();
         let db = self.open(self.options.clone().max_size(len));
         let mut scratch = self.committed.clone();
         let mut hooks = Hooks::default();
@@ -504,6 +541,7 @@ impl World {
         // The handle goes on: an empty commit, and a read.
         let tx = db.begin_write().expect("begin_write after MaxSizeReached");
         cx.same("an empty commit", &res(tx.commit()), &Ok(()));
+        self.backing.after_commit(&self.committed, Some(&db), cx);
         let after = db.file_len().expect("the file's length");
         if self.options.auto_shrink {
             // The commit may still write (a durable one after commits without syncs), and
@@ -562,6 +600,7 @@ impl World {
             if let Err(e) = verify(&db, &self.committed) {
                 cx.fail(format_args!("filling to the limit: {e}"));
             }
+            self.backing.after_commit(&self.committed, Some(&db), cx);
         }
         if refused {
             cx.tally.event("filled-to-max-size");
@@ -581,8 +620,12 @@ impl World {
     /// the file's bytes as they were.
     fn read_only(&mut self, compact: bool, cx: &mut Cx<'_>) {
         cx.tally.event("read-only-reopens");
-        let before = self.sim.live_image().expect("the file's bytes");
+        self.backing
+            .while_held("proc.held.read-only-reopens", cx.tally);
+        let before = self.backing.image();
         let db = self.open(self.options.clone().read_only(true));
+        // No writer: the reader process reads the last one's last commit.
+        self.backing.after_commit(&self.committed, None, cx);
         let refused = Err((ErrKind::DatabaseReadOnly, Class::ReadOnly));
         cx.expect(
             "begin_write on a read-only handle",
@@ -605,7 +648,7 @@ impl World {
             self.write_to(&db, cx);
         }
         drop(db);
-        if self.sim.live_image().expect("the file's bytes") != before {
+        if self.backing.image() != before {
             cx.fail("a read-only handle changed the file");
         }
     }
@@ -650,6 +693,7 @@ impl World {
             oldest.handle.join().expect("a reader thread");
         }
         cx.tally.event("old-readers");
+        self.backing.hold(&self.committed, READERS_MAX, db, cx);
         let (requests, incoming) = mpsc::channel::<mpsc::Sender<Result<(), String>>>();
         let (ready, started) = mpsc::channel();
         let db = Arc::clone(db);
@@ -709,6 +753,7 @@ impl World {
     /// `compact` into a new file: the copy equals the last commit and checks clean.
     fn compact(&mut self, db: &Db, tx_max_size: u16, page: u8, cx: &mut Cx<'_>) {
         cx.tally.event("compacts");
+        self.backing.while_held("proc.held.compacts", cx.tally);
         let sim = SimFile::new().expect("a simulated file");
         let page_size = PAGE_SIZES[usize::from(page) % PAGE_SIZES.len()];
         let dst = open(&sim, Options::default().page_size(page_size)).expect("a new file");
@@ -777,6 +822,7 @@ impl World {
         cx: &mut Cx<'_>,
     ) {
         cx.tally.event("batches");
+        self.backing.while_held("proc.held.batches", cx.tally);
         // Each call: its puts, and whether it fails.
         type Call = (Vec<(Vec<u8>, Vec<u8>)>, bool);
         let calls: Vec<Call> = (0..threads)
@@ -848,6 +894,7 @@ impl World {
         if let Err(e) = verify(db, &self.committed) {
             cx.fail(format_args!("after a batch: {e}"));
         }
+        self.backing.after_commit(&self.committed, Some(db), cx);
         self.check_readers(cx);
     }
 }
