@@ -23,6 +23,7 @@ pub(crate) mod processes;
 pub(crate) mod readers;
 pub(crate) mod shrink;
 pub(crate) mod snapshot;
+pub(crate) mod turns;
 pub(crate) mod verify;
 
 use crate::engine::readers::Readers;
@@ -51,6 +52,9 @@ pub(crate) struct Engine {
     pub(crate) page_size: usize,
     pub(crate) current: RwLock<Snapshot>,
     pub(crate) writer: Mutex<Writer>,
+    /// Who waits for `writer` and who had it last: every taking of it goes through
+    /// [`Engine::lock_writer`], which takes turns ([`turns`]).
+    pub(crate) turns: turns::Turns,
     pub(crate) readers: Readers,
     pub(crate) poisoned: AtomicBool,
     /// The thread that holds the writer (`thread_id`), 0 when none does: a thread asking for
@@ -232,6 +236,7 @@ impl Engine {
             page_size,
             current: RwLock::new(snapshot),
             writer: Mutex::new(writer),
+            turns: turns::Turns::default(),
             readers: Readers::new(),
             poisoned: AtomicBool::new(false),
             writer_thread: AtomicU64::new(0),
@@ -276,9 +281,7 @@ impl Engine {
 
     /// The writer state, waiting for the write transaction under way to end.
     pub(crate) fn lock_writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.turns.lock(&self.writer)
     }
 
     /// An fdatasync; a failure poisons the handle (see [`crate::Db::sync`]).

@@ -440,7 +440,9 @@ impl Db {
             .saturating_mul(2)
             .saturating_add(SHRINK_STEPS_MAX as u64);
         loop {
+            let step_started = Instant::now();
             let step = self.vacuum_step(options.pages_per_step)?;
+            let step_took = step_started.elapsed();
             if !step.committed {
                 break;
             }
@@ -464,8 +466,10 @@ impl Db {
             if report.steps >= steps_max {
                 break;
             }
-            // Let a writer waiting for the lock take it between steps.
-            std::thread::yield_now();
+            // Writers that wait for the lock or take it get at least as long between steps
+            // as the step held it (without, a writer beside the vacuum could get almost no
+            // turn: issue 52's scale rows).
+            self.engine.turns.share(step_took);
         }
         self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
