@@ -1,0 +1,136 @@
+//! `restore` killed at every step: the directory it leaves is refused by the node with a
+//! message that says to run the restore again (never started as a half-restored node), and
+//! the same restore run again finishes; the node then holds exactly the backup's data. The
+//! crash points are rbolt-raft's (`RESTORE_CRASH_POINTS`, failpoints of the test build that
+//! abort the process where they stand, as a SIGKILL would).
+
+use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, node_exe};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use tokio::time::Instant;
+
+/// What the node says of a directory holding an unfinished restore.
+const UNFINISHED: &str = "a restore into this directory did not finish";
+
+/// Runs `restore` of `backup` into node 1's directory of `cluster` with `failpoints`; returns
+/// its exit status and stderr.
+fn run_restore(
+    cluster: &Cluster,
+    backup: &Path,
+    failpoints: &str,
+) -> (std::process::ExitStatus, String) {
+    let dir = cluster.nodes[&1].dir.display().to_string();
+    let output = Command::new(node_exe())
+        .args(["restore", "--backup"])
+        .arg(backup)
+        .args(["--id", "1", "--data-dir", &dir, "--peers", &cluster.peers])
+        .env("FAILPOINTS", failpoints)
+        .output()
+        .expect("restore runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status, stderr)
+}
+
+/// A backup of a one-node cluster holding `keys` writes; returns the file and what it holds.
+async fn backup_of(keys: usize, root: &Path) -> (std::path::PathBuf, BTreeMap<String, String>) {
+    let mut cluster = Cluster::new(1, TIMING_ARGS);
+    cluster.start(1);
+    cluster.wait_for_leader(&[1], 0).await;
+    let client = cluster.client(PATIENCE);
+    let mut written = BTreeMap::new();
+    for n in 0..keys {
+        let (key, value) = (
+            format!("r-{n:04}"),
+            format!("value {n} {}", "v".repeat(200)),
+        );
+        client
+            .put(&cluster.addr(1), &key, &value)
+            .await
+            .expect("write");
+        written.insert(key, value);
+    }
+    let file = root.join("backup.db");
+    let output = Command::new(node_exe())
+        .args(["snapshot", "save"])
+        .arg(&file)
+        .args(["--node", &cluster.addr(1)])
+        .output()
+        .expect("snapshot save runs");
+    assert!(output.status.success(), "{output:?}");
+    cluster.kill(1);
+    (file, written)
+}
+
+/// Starts node 1 on a directory a killed restore left: it must exit at once, saying the
+/// restore did not finish; returns its log.
+async fn refused_start(cluster: &mut Cluster) -> String {
+    cluster.start(1);
+    let code = cluster.wait_exit(1).await;
+    let log = cluster.log_text(1);
+    assert!(
+        code.is_some_and(|c| c != 0) && log.contains(UNFINISHED),
+        "exit {code:?}, log:\n{log}"
+    );
+    log
+}
+
+/// Each crash point of `restore` in turn: the restore aborts there; the node refuses the
+/// directory (no leader, no data: it exits naming the unfinished restore); the same restore
+/// run again succeeds; the node then starts, leads its one-node cluster and holds exactly the
+/// backup's data, and takes a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_killed_at_any_step_is_refused_by_the_node_and_finishes_when_run_again() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let (backup, written) = backup_of(300, root.path()).await;
+    for point in rbolt_raft::RESTORE_CRASH_POINTS {
+        let mut cluster = Cluster::new(1, TIMING_ARGS);
+        let (status, stderr) = run_restore(&cluster, &backup, &format!("{point}=return"));
+        assert!(
+            status.code().is_none(),
+            "{point}: the restore was not stopped there ({status}): {stderr}"
+        );
+        refused_start(&mut cluster).await;
+        let (status, stderr) = run_restore(&cluster, &backup, "");
+        assert!(status.success(), "{point}: the rerun failed: {stderr}");
+        assert!(
+            !cluster.nodes[&1]
+                .dir
+                .join(rbolt_raft::RESTORING_FILE)
+                .exists(),
+            "{point}: the marker outlived the restore"
+        );
+        cluster.start(1);
+        cluster.wait_for_leader(&[1], 0).await;
+        let client = cluster.client(PATIENCE);
+        let data = client
+            .dump(&cluster.addr(1), false)
+            .await
+            .unwrap_or_else(|e| panic!("{point}: dump: {e}"));
+        assert_eq!(data, written, "{point}: the restored data");
+        client
+            .put(&cluster.addr(1), "after", point)
+            .await
+            .unwrap_or_else(|e| panic!("{point}: a write after the restore: {e}"));
+        cluster.kill(1);
+        eprintln!("{point}: refused, rerun, {} keys", data.len());
+    }
+    // A restore into a finished node's directory is still refused, and leaves it whole.
+    let mut cluster = Cluster::new(1, TIMING_ARGS);
+    let (status, _) = run_restore(&cluster, &backup, "");
+    assert!(status.success());
+    let (status, stderr) = run_restore(&cluster, &backup, "");
+    assert!(
+        !status.success() && stderr.contains("holds a node already"),
+        "{status}: {stderr}"
+    );
+    cluster.start(1);
+    cluster.wait_for_leader(&[1], 0).await;
+    eprintln!(
+        "{} crash points, {:.1?}",
+        rbolt_raft::RESTORE_CRASH_POINTS.len(),
+        started.elapsed()
+    );
+}
