@@ -21,6 +21,7 @@ mod readme;
 mod regressions;
 mod restore_crash;
 mod snapshot;
+mod snapshot_attacks;
 mod snapshot_transfer;
 mod space;
 mod sweep;

@@ -1,8 +1,9 @@
 //! `restore` killed at every step: the directory it leaves is refused by the node with a
-//! message that says to run the restore again (never started as a half-restored node), and
-//! the same restore run again finishes; the node then holds exactly the backup's data. The
-//! crash points are rbolt-raft's (`RESTORE_CRASH_POINTS`, failpoints of the test build that
-//! abort the process where they stand, as a SIGKILL would).
+//! message that says to run the restore again (never started as a half-restored node), a
+//! rerun killed at the same step leaves it so again, and the same restore run again
+//! finishes; the node then holds exactly the backup's data. The crash points are
+//! rbolt-raft's (`RESTORE_CRASH_POINTS`, failpoints of the test build that abort the process
+//! where they stand, as a SIGKILL would).
 
 use crate::cluster::{Cluster, PATIENCE, SERIAL, TIMING_ARGS, node_exe};
 use std::collections::BTreeMap;
@@ -76,8 +77,8 @@ async fn refused_start(cluster: &mut Cluster) -> String {
 }
 
 /// Each crash point of `restore` in turn: the restore aborts there; the node refuses the
-/// directory (no leader, no data: it exits naming the unfinished restore); the same restore
-/// run again succeeds; the node then starts, leads its one-node cluster and holds exactly the
+/// directory (no leader, no data: it exits naming the unfinished restore); a rerun aborted at
+/// the same point leaves it refused; the same restore run again succeeds; the node then starts, leads its one-node cluster and holds exactly the
 /// backup's data, and takes a write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_killed_at_any_step_is_refused_by_the_node_and_finishes_when_run_again() {
@@ -91,6 +92,13 @@ async fn a_restore_killed_at_any_step_is_refused_by_the_node_and_finishes_when_r
         assert!(
             status.code().is_none(),
             "{point}: the restore was not stopped there ({status}): {stderr}"
+        );
+        refused_start(&mut cluster).await;
+        // The rerun killed at the same step: still refused, still rerunnable.
+        let (status, stderr) = run_restore(&cluster, &backup, &format!("{point}=return"));
+        assert!(
+            status.code().is_none(),
+            "{point}: the rerun ran through: {stderr}"
         );
         refused_start(&mut cluster).await;
         let (status, stderr) = run_restore(&cluster, &backup, "");

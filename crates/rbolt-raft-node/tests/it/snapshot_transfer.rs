@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The chunk size: small, so the snapshot is many chunks.
-const CHUNK_BYTES: &str = "65536";
+pub(crate) const CHUNK_BYTES: &str = "65536";
 
 /// Keys written while node 3 is down, and their values' size: a snapshot of a few MiB.
 const KEYS: usize = 2000;
-const VALUE_BYTES: usize = 1000;
+pub(crate) const VALUE_BYTES: usize = 1000;
 
 /// Node 3 is down while 2000 keys of 1000 bytes are written and the leader purges its log;
 /// restarted, it needs the snapshot, sent in 64 KiB chunks. Its fourth data chunk is cut half
@@ -85,7 +85,7 @@ async fn a_cut_and_damaged_snapshot_transfer_resumes_and_is_checked_before_insta
 }
 
 /// Node `id`'s counter `name` (`rbolt_raft_<name>_total`), 0 if it is not there.
-async fn counter(cluster: &Cluster, id: u64, name: &str) -> u64 {
+pub(crate) async fn counter(cluster: &Cluster, id: u64, name: &str) -> u64 {
     let (_, metrics) = crate::cluster::raw(
         &cluster.addr(id),
         hyper::Method::GET,
@@ -104,7 +104,7 @@ async fn counter(cluster: &Cluster, id: u64, name: &str) -> u64 {
 
 /// The partial snapshot in node `id`'s directory, and its length, if there is one (either
 /// form of its name: `.tmp` was the suffix before partials were kept across restarts).
-fn partial_of(cluster: &Cluster, id: u64) -> Option<(String, u64)> {
+pub(crate) fn partial_of(cluster: &Cluster, id: u64) -> Option<(String, u64)> {
     let dir = &cluster.nodes[&id].dir;
     cluster.dir_entries(id).into_iter().find_map(|name| {
         let partial = name.ends_with(".partial") || name.ends_with(rbolt_raft::TMP_SUFFIX);
@@ -119,11 +119,13 @@ fn partial_of(cluster: &Cluster, id: u64) -> Option<(String, u64)> {
 }
 
 /// The `held` and `length` of the last "resumed" line in `log`.
-fn last_resume(log: &str) -> Option<(u64, u64)> {
-    let line = log
-        .lines()
-        .rfind(|l| l.contains("snapshot transfer resumed where the peer's copy ends"))?;
-    let field = |name: &str| -> Option<u64> {
+pub(crate) fn last_resume(log: &str) -> Option<(u64, u64)> {
+    resumes(log).pop()
+}
+
+/// The `held` and `length` of every "resumed" line in `log`.
+pub(crate) fn resumes(log: &str) -> Vec<(u64, u64)> {
+    let field = |line: &str, name: &str| -> Option<u64> {
         let at = line.find(&format!("{name}="))? + name.len() + 1;
         let digits: String = line[at..]
             .chars()
@@ -131,12 +133,15 @@ fn last_resume(log: &str) -> Option<(u64, u64)> {
             .collect();
         digits.parse().ok()
     };
-    Some((field("held")?, field("length")?))
+    log.lines()
+        .filter(|l| l.contains("snapshot transfer resumed where the peer's copy ends"))
+        .filter_map(|line| Some((field(line, "held")?, field(line, "length")?)))
+        .collect()
 }
 
 /// A cluster of 3 whose node 3 is down while the others take [`KEYS`] writes and purge their
 /// log, so that node 3 needs a snapshot when it comes back; node 3 runs with `failpoints`.
-async fn lagging_node_3(failpoints: &str) -> (Cluster, crate::cluster::Ledger, u64) {
+pub(crate) async fn lagging_node_3(failpoints: &str) -> (Cluster, crate::cluster::Ledger, u64) {
     let mut args = TIMING_ARGS.to_vec();
     args.extend(["--snapshot-chunk-bytes", CHUNK_BYTES]);
     let mut cluster = Cluster::new(3, &args);
@@ -166,7 +171,10 @@ async fn lagging_node_3(failpoints: &str) -> (Cluster, crate::cluster::Ledger, u
 
 /// Starts node 3 and SIGKILLs it once its partial snapshot holds at least `at_least` bytes;
 /// returns the partial's name and length after the kill.
-async fn kill_node_3_mid_transfer(cluster: &mut Cluster, at_least: u64) -> (String, u64) {
+pub(crate) async fn kill_node_3_mid_transfer(
+    cluster: &mut Cluster,
+    at_least: u64,
+) -> (String, u64) {
     cluster.start(3);
     let deadline = Instant::now() + PATIENCE;
     while partial_of(cluster, 3).is_none_or(|(_, held)| held < at_least) {
