@@ -4,7 +4,9 @@
 //! joined by a stale partial of another snapshot; while it receives, a chunk of garbage is
 //! forged at the offset it holds. Each time the follower must end with exactly the others'
 //! data (nothing acknowledged lost), having resumed from what it held where that is sound and
-//! refused by the digest what is not.
+//! refused by the digest what is not. And a resume onto a full disk (node 3's directory a
+//! tmpfs of its own, filled while it is down; root only, as `space`): node 3 stays up, and
+//! once the disk has room the transfer goes on from what it held.
 
 use crate::cluster::{Cluster, Ledger, Load, PATIENCE, check_data};
 use crate::snapshot_transfer::{
@@ -265,4 +267,97 @@ async fn a_partial_snapshot_cut_garbled_grown_or_forged_never_installs_wrong_dat
         one_attack(&mut cluster, &ledger, attack).await;
     }
     eprintln!("snapshot attacks: {:.1?}", started.elapsed());
+}
+
+/// Fills the filesystem of `dir` with a file `name` until a write fails; returns its path.
+fn fill_disk(dir: &Path, name: &str) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    let mut file = std::fs::File::create(&path).expect("filler");
+    let block = vec![0x55u8; 64 << 10];
+    while file.write_all(&block).is_ok() {}
+    let _ = file.sync_all();
+    path
+}
+
+/// Node 3, killed part way through a transfer, comes back on a full disk: its chunks fail
+/// (it answers 500, the leader retries) and it stays up; once the filler is deleted the
+/// transfer goes on from at least what it held at the kill (not from 0), and node 3 ends with
+/// exactly the others' data, no acknowledged write lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_onto_a_full_disk_waits_for_room_and_goes_on() {
+    let _serial = crate::cluster::SERIAL.lock().await;
+    let started = Instant::now();
+    let mut args = crate::cluster::TIMING_ARGS.to_vec();
+    args.extend([
+        "--snapshot-chunk-bytes",
+        crate::snapshot_transfer::CHUNK_BYTES,
+        "--space-reserve-bytes",
+        "1048576",
+    ]);
+    let mut cluster = Cluster::new(3, &args);
+    let disk = match crate::space::Tmpfs::mount(&cluster.nodes[&3].dir, 48 << 20) {
+        Ok(disk) => disk,
+        Err(e) => {
+            assert!(
+                !crate::space::is_root(),
+                "root could not mount a tmpfs: {e}"
+            );
+            eprintln!("snapshot attacks: NOT RUN: a full disk needs root to mount a tmpfs");
+            return;
+        }
+    };
+    cluster
+        .env
+        .insert(3, vec![("FAILPOINTS".to_owned(), SLOW.to_owned())]);
+    for id in cluster.ids() {
+        cluster.start(id);
+    }
+    cluster.wait_for_leader(&cluster.ids(), 0).await;
+    let mut ledger = Ledger::default();
+    lag_again(&mut cluster, &mut ledger, 2000, "f").await;
+    let (name, held) = kill_node_3_mid_transfer(&mut cluster, 4 * 65536).await;
+    let filler = fill_disk(&cluster.nodes[&3].dir, "filler");
+    let leader = cluster.leader().await.expect("a leader").id;
+    let resumes_before = resumes(&cluster.log_text(leader)).len();
+    cluster.env.remove(&3);
+    cluster.start(3);
+    // Chunks find no room for a while; node 3 must stay up.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.check_alive();
+    let during = partial_of(&cluster, 3).map_or(0, |(_, h)| h);
+    std::fs::remove_file(&filler).expect("free the disk");
+    let data = cluster.wait_converged().await;
+    let lost = check_data(&data, &ledger, &BTreeSet::new());
+    let all = resumes(&cluster.log_text(leader));
+    let new = &all[resumes_before.min(all.len())..];
+    let received = counter(&cluster, 3, "snapshot_bytes_received").await;
+    eprintln!(
+        "snapshot attacks: full disk: {name} held {held} at the kill, {during} while the disk \
+         was full; resumes {new:?}; node 3 received {received} bytes; {} acknowledged, {lost} \
+         lost; {:.1?}",
+        ledger.acked.len(),
+        started.elapsed()
+    );
+    assert_eq!(lost, 0, "acknowledged writes lost");
+    assert!(
+        new.first().is_some_and(|(at, _)| *at >= held),
+        "the transfer did not resume from what node 3 held: {new:?}"
+    );
+    let length = new.first().map_or(0, |(_, l)| *l);
+    assert_eq!(
+        received,
+        length - held,
+        "node 3 received only what it lacked"
+    );
+    assert!(partial_of(&cluster, 3).is_none(), "a partial left");
+    // Clear whatever alarm the full disk raised, for the nodes' sake (not checked here).
+    let _ = cluster
+        .client(PATIENCE)
+        .disarm_alarms(&cluster.addr(1))
+        .await;
+    for id in cluster.ids() {
+        cluster.kill(id);
+    }
+    drop(disk);
 }
