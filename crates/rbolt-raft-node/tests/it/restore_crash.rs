@@ -142,3 +142,85 @@ async fn a_restore_killed_at_any_step_is_refused_by_the_node_and_finishes_when_r
         started.elapsed()
     );
 }
+
+/// How a directory that a killed restore left stands: a node's (the restore finished: its
+/// files, no marker), a marked one (refused), or one without any node file (the kill came
+/// before the marker: nothing restored). Anything else is a half-restored directory.
+fn standing(dir: &Path) -> Result<&'static str, String> {
+    let has = |name: &str| dir.join(name).exists();
+    let files = [
+        rbolt_raft::STATE_FILE,
+        rbolt_raft::LOG_FILE,
+        rbolt_raft::SNAPSHOT_FILE,
+        "node-id",
+        "cluster-id",
+        "initial-peers",
+    ];
+    let present: Vec<&str> = files.iter().copied().filter(|f| has(f)).collect();
+    if has(rbolt_raft::RESTORING_FILE) {
+        Ok("marked")
+    } else if present.len() == files.len() {
+        Ok("finished")
+    } else if present.is_empty() {
+        Ok("nothing")
+    } else {
+        Err(format!("half restored, unmarked: {present:?}"))
+    }
+}
+
+/// SIGKILLs of `restore` at random moments over a backup of about a MiB (no failpoints): each
+/// leaves a directory that is finished, marked as unfinished, or without any node file,
+/// never half restored; a rerun then finishes; the last one's node serves the backup's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_sigkilled_at_random_moments_leave_no_half_restored_directory() {
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let (backup, written) = backup_of(3000, root.path()).await;
+    let mut rng = crate::cluster::Rng::from_env_or_time("restore kills");
+    let timed = Instant::now();
+    let probe = Cluster::new(1, TIMING_ARGS);
+    assert!(run_restore(&probe, &backup, "").0.success());
+    let whole = timed.elapsed().as_micros() as u64;
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut cluster = Cluster::new(1, TIMING_ARGS);
+    for _ in 0..12 {
+        cluster = Cluster::new(1, TIMING_ARGS);
+        let dir = cluster.nodes[&1].dir.clone();
+        let mut child = Command::new(node_exe())
+            .args(["restore", "--backup"])
+            .arg(&backup)
+            .args(["--id", "1", "--data-dir"])
+            .arg(&dir)
+            .args(["--peers", &cluster.peers])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("restore starts");
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(whole + 1)));
+        let _ = child.kill();
+        let _ = child.wait();
+        let state = standing(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        *seen.entry(state).or_default() += 1;
+        if state != "finished" {
+            let (status, stderr) = run_restore(&cluster, &backup, "");
+            assert!(
+                status.success(),
+                "the rerun after a kill ({state}): {stderr}"
+            );
+        }
+        assert_eq!(standing(&dir), Ok("finished"));
+    }
+    cluster.start(1);
+    cluster.wait_for_leader(&[1], 0).await;
+    let data = cluster
+        .client(PATIENCE)
+        .dump(&cluster.addr(1), false)
+        .await
+        .expect("dump");
+    assert_eq!(data, written, "the last restored node's data");
+    eprintln!(
+        "restore kills: a whole restore took {whole} µs; 12 kills left {seen:?}; {:.1?}",
+        started.elapsed()
+    );
+}
