@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand};
 use rbolt_raft_node::app::Access;
 use rbolt_raft_node::client::Client;
 use rbolt_raft_node::identity::{
-    self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, check_node_id, cluster_id_for, peers_text,
-    write_record,
+    self, CLUSTER_ID_FILE, INITIAL_PEERS_FILE, NODE_ID_FILE, cluster_id_for, peers_text,
+    read_record,
 };
 use rbolt_raft_node::kv::KvConfig;
 use rbolt_raft_node::limits::{Limits, MAX_REQUEST_BYTES_DEFAULT};
@@ -463,6 +463,16 @@ fn save_backup(file: &Path, bytes: Option<&[u8]>, data_dir: Option<&Path>) -> an
     written
 }
 
+/// Refuses `dir` if it is recorded as another node's than `id`.
+fn check_node_id_if_any(dir: &Path, id: u64) -> anyhow::Result<()> {
+    match read_record(dir, NODE_ID_FILE)? {
+        Some(found) if found.trim() != id.to_string() => {
+            bail!("{} belongs to node {found}, not node {id}", dir.display())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn restore(
     backup: &Path,
     id: u64,
@@ -486,17 +496,28 @@ fn restore(
     let (last, _) = rbolt_raft::check_backup::<KvConfig>(backup)
         .with_context(|| format!("{} is not a sound backup", backup.display()))?;
     let term = last.as_ref().map_or(0, |l| l.leader_id.term);
-    let start = rbolt_raft::restore::<KvConfig>(
+    let index = last.as_ref().map_or(0, |l| l.index);
+    // A directory of another node's id is refused before anything changes (not when it holds
+    // an unfinished restore: that starts over).
+    if !data_dir.join(rbolt_raft::RESTORING_FILE).exists() {
+        check_node_id_if_any(data_dir, id)?;
+    }
+    let cluster = cluster_id_for(token, &peers, &format!("restored {index}"));
+    let (id_text, peers_text) = (format!("{id}\n"), format!("{}\n", peers_text(&peers)));
+    let cluster_text = format!("{cluster}\n");
+    // The records go in with the restore, so a crash part way leaves the directory marked as
+    // an unfinished restore (a node refuses it; this command, run again, starts over).
+    let start = rbolt_raft::restore_with::<KvConfig>(
         backup,
         data_dir,
         membership,
         openraft::Vote::new(term, id),
+        &[
+            (NODE_ID_FILE, id_text.as_bytes()),
+            (CLUSTER_ID_FILE, cluster_text.as_bytes()),
+            (INITIAL_PEERS_FILE, peers_text.as_bytes()),
+        ],
     )?;
-    check_node_id(data_dir, id)?;
-    let salt = format!("restored {}", start.index);
-    let cluster = cluster_id_for(token, &peers, &salt);
-    write_record(data_dir, CLUSTER_ID_FILE, &cluster)?;
-    write_record(data_dir, INITIAL_PEERS_FILE, &peers_text(&peers))?;
     Ok(serde_json::json!({
         "data_dir": data_dir.display().to_string(),
         "cluster": cluster,

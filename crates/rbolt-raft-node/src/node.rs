@@ -12,6 +12,7 @@ use crate::limits::{Limits, REPLICATION_BATCH_BYTES};
 use crate::network::Network;
 use crate::observe::Metrics;
 use crate::server;
+use crate::snapshot_transfer::Partial;
 use crate::space::Space;
 use crate::space::StoreObserver;
 use crate::tls::TlsFiles;
@@ -259,6 +260,16 @@ fn open_storage(
     let fresh = !dir.join(NODE_ID_FILE).exists();
     let (log, state) = rbolt_raft::open::<KvConfig, _>(dir, KvMachine)?;
     check_node_id(dir, options.id)?;
+    for partial in crate::snapshot_transfer::keep_partials(dir) {
+        match partial {
+            Partial::Kept { name, held, length } => {
+                tracing::info!(%name, held, length, "a partial snapshot kept: its transfer resumes");
+            }
+            Partial::Deleted { name, why } => {
+                tracing::warn!(%name, why, "a partial snapshot deleted");
+            }
+        }
+    }
     if let Some(index) = read_record(dir, REMOVED_FILE)? {
         bail!(
             "node {} was removed from its cluster (membership change at index {index}, \

@@ -117,6 +117,9 @@ pub struct Metrics {
     pub entries_refused: Counter,
     /// Snapshots built and installed.
     pub snapshots: Family<ReasonLabel, Counter>,
+    /// Bytes of snapshot chunks this node appended to the snapshots it receives (a transfer
+    /// resumed from a partial copy kept across a restart adds only what it lacked).
+    pub snapshot_bytes_received: Counter,
     /// Seconds from proposing a client write to its acknowledgement (committed and applied).
     pub commit_seconds: Histogram,
     /// Seconds an apply batch took, its durable commit included.
@@ -165,6 +168,7 @@ impl Metrics {
             peer_rpcs_refused: Family::default(),
             entries_refused: Counter::default(),
             snapshots: Family::default(),
+            snapshot_bytes_received: Counter::default(),
             commit_seconds: latency_histogram(),
             apply_seconds: latency_histogram(),
             fsync_seconds: latency_histogram(),
@@ -237,6 +241,11 @@ impl Metrics {
             "snapshots",
             "Snapshots built and installed",
             metrics.snapshots.clone(),
+        );
+        r.register(
+            "snapshot_bytes_received",
+            "Bytes of snapshot chunks this node received and kept",
+            metrics.snapshot_bytes_received.clone(),
         );
         r.register(
             "commit_seconds",

@@ -6,7 +6,9 @@
 //! chunks of `--snapshot-chunk-bytes` ([`crate::api::PATH_SNAPSHOT_CHUNK`]), each request with its own
 //! timeout; the follower appends each chunk at the offset it holds, keeps what it received
 //! across attempts (a file named by the snapshot's length and digest), and answers how much it
-//! holds, so an attempt cut anywhere (a chunk half written included) goes on from there. Once
+//! holds, so an attempt cut anywhere (a chunk half written included) goes on from there, and so
+//! does one whose receiver was killed and restarted: the partial file is kept across a restart
+//! ([`keep_partials`] checks its name and length at start). Once
 //! the follower holds every byte, the leader asks it to install ([`crate::api::PATH_SNAPSHOT`]): it checks
 //! the file's length and XXH3-128 digest against what the leader computed from its own copy
 //! (nothing in an rbolt file checks a value's bytes), then the file as an rbolt state file,
@@ -74,14 +76,91 @@ pub fn read_chunk(file: &File, offset: u64, max: usize) -> std::io::Result<Vec<u
     Ok(buf)
 }
 
-/// Where this node keeps the bytes of the snapshot of `length` and `digest` it receives. The
-/// name starts with `received-` and ends in the temporary suffix: the state machine deletes
-/// such files when it opens.
+/// The suffix of a partial snapshot's name. Not [`rbolt_raft::TMP_SUFFIX`]: the state machine
+/// deletes those when it opens, and a partial copy is worth keeping across a restart.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// The prefix of a partial snapshot's name.
+const PARTIAL_PREFIX: &str = "received-";
+
+/// Where this node keeps the bytes of the snapshot of `length` and `digest` it receives:
+/// `received-{digest}-{length}.partial`, kept across a restart (see [`keep_partials`]).
 fn partial_path(app: &App, length: u64, digest: &str) -> PathBuf {
-    app.ctx.dir.join(format!(
-        "received-{digest}-{length}{}",
-        rbolt_raft::TMP_SUFFIX
-    ))
+    app.ctx
+        .dir
+        .join(format!("{PARTIAL_PREFIX}{digest}-{length}{PARTIAL_SUFFIX}"))
+}
+
+/// Whether `name` is a partial snapshot's, of either form (`.tmp`: before partials were kept).
+fn is_partial_name(name: &str) -> bool {
+    name.starts_with(PARTIAL_PREFIX)
+        && (name.ends_with(PARTIAL_SUFFIX) || name.ends_with(rbolt_raft::TMP_SUFFIX))
+}
+
+/// The digest and length a partial snapshot's file name gives, if it is one
+/// [`partial_path`] makes.
+fn parse_partial_name(name: &str) -> Option<(String, u64)> {
+    let rest = name
+        .strip_prefix(PARTIAL_PREFIX)?
+        .strip_suffix(PARTIAL_SUFFIX)?;
+    let (digest, length) = rest.split_once('-')?;
+    let length: u64 = length.parse().ok()?;
+    (well_formed(digest) && length.to_string() == rest[digest.len() + 1..])
+        .then(|| (digest.to_owned(), length))
+}
+
+/// A partial snapshot found at start ([`keep_partials`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Partial {
+    /// Kept: `held` of its `length` bytes, to resume from.
+    Kept {
+        name: String,
+        held: u64,
+        length: u64,
+    },
+    /// Deleted, and why.
+    Deleted { name: String, why: &'static str },
+}
+
+/// At start: keeps the partial snapshots in `dir` a transfer can resume from, and deletes the
+/// others — a name [`partial_path`] does not make, or a file longer than the snapshot its name
+/// gives (a file as long as it is kept: the digest checked before the install decides). What
+/// is kept is a prefix of the snapshot only if its bytes are right, which nothing checks
+/// before the end: a damaged prefix fails the digest there, is deleted, and the next transfer
+/// starts over.
+pub fn keep_partials(dir: &Path) -> Vec<Partial> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_partial_name(&name) {
+            continue;
+        }
+        let held = entry
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        let verdict = match (parse_partial_name(&name), held) {
+            (None, _) => Err("not a name this node gives a partial snapshot"),
+            (_, None) => Err("not a file"),
+            (Some((_, length)), Some(held)) if held > length => {
+                Err("longer than the snapshot its name gives")
+            }
+            (Some((_, length)), Some(held)) => Ok((held, length)),
+        };
+        match verdict {
+            Ok((held, length)) => found.push(Partial::Kept { name, held, length }),
+            Err(why) => {
+                let _ = std::fs::remove_file(entry.path());
+                found.push(Partial::Deleted { name, why });
+            }
+        }
+    }
+    found.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    found
 }
 
 /// Deletes the partial snapshots in `dir` other than `keep`: one transfer at a time is kept.
@@ -91,11 +170,7 @@ fn remove_other_partials(dir: &Path, keep: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("received-")
-            && name.ends_with(rbolt_raft::TMP_SUFFIX)
-            && entry.path() != keep
-        {
+        if is_partial_name(&name.to_string_lossy()) && entry.path() != keep {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -200,10 +275,20 @@ pub async fn receive_chunk(app: &App, request: hyper::Request<Incoming>) -> Answ
             failpoint("snapshot::chunk-flip"),
         )
     };
-    let appended =
-        tokio::task::spawn_blocking(move || append_chunk(&path, chunk.offset, &bytes, cut, flip))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let at = (chunk.offset, chunk.length);
+    let appended = tokio::task::spawn_blocking(move || {
+        // Test builds: a slow chunk (a kill can land in the middle of a transfer).
+        if !bytes.is_empty() {
+            failpoint("snapshot::chunk-slow");
+        }
+        append_chunk(&path, at, &bytes, cut, flip)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let appended = appended.map(|(held, cut, added)| {
+        app.ctx.metrics.snapshot_bytes_received.inc_by(added);
+        (held, cut)
+    });
     match appended {
         Ok((_, true)) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -217,24 +302,30 @@ pub async fn receive_chunk(app: &App, request: hyper::Request<Incoming>) -> Answ
     }
 }
 
-/// Appends `bytes` to the partial snapshot at `path` if it holds `offset` bytes; answers what
-/// it holds then, and whether the chunk was cut (`cut`: only half of it written). `flip`
-/// damages a byte of it first. Deletes the partial snapshots of other transfers.
+/// Appends `bytes` to the partial snapshot of `length` bytes at `path` if it holds `offset`
+/// bytes; answers what it holds then, and whether the chunk was cut (`cut`: only half of it
+/// written). `flip` damages a byte of it first. Deletes the partial snapshots of other
+/// transfers, and empties this one if it is longer than the snapshot (so it starts over).
+/// The third value: the bytes appended.
 fn append_chunk(
     path: &Path,
-    offset: u64,
+    (offset, length): (u64, u64),
     bytes: &[u8],
     cut: bool,
     flip: bool,
-) -> std::io::Result<(u64, bool)> {
+) -> std::io::Result<(u64, bool, u64)> {
     remove_other_partials(path.parent().unwrap_or(Path::new(".")), path);
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)?;
-    let held = file.metadata()?.len();
+    let mut held = file.metadata()?.len();
+    if held > length {
+        file.set_len(0)?;
+        held = 0;
+    }
     if held != offset || bytes.is_empty() {
-        return Ok((held, false));
+        return Ok((held, false, 0));
     }
     let mut data = bytes.to_vec();
     if flip {
@@ -243,7 +334,7 @@ fn append_chunk(
     }
     let keep = if cut { data.len() / 2 } else { data.len() };
     file.write_all(&data[..keep])?;
-    Ok((held + keep as u64, cut))
+    Ok((held + keep as u64, cut, keep as u64))
 }
 
 /// `POST /raft/snapshot`: installs the snapshot whose bytes this node received in chunks,
@@ -389,15 +480,21 @@ impl Outgoing {
 
 #[cfg(test)]
 mod tests {
-    use super::{append_chunk, digest_of, remove_other_partials, well_formed};
+    use super::{
+        Partial, append_chunk, digest_of, keep_partials, remove_other_partials, well_formed,
+    };
 
     #[test]
     fn a_chunk_is_appended_only_where_the_copy_ends() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("received-a.tmp");
+        let path = dir.path().join("received-a.partial");
         let check = |offset: u64, bytes: &[u8], cut: bool, expected: (u64, bool)| {
+            let (held, was_cut, added) =
+                append_chunk(&path, (offset, 10), bytes, cut, false).expect("append");
+            let appended = if offset == held - added { added } else { 0 };
+            assert_eq!(added, appended, "at {offset}: counted what was appended");
             assert_eq!(
-                append_chunk(&path, offset, bytes, cut, false).expect("append"),
+                (held, was_cut),
                 expected,
                 "at {offset}, {} bytes, cut {cut}",
                 bytes.len()
@@ -410,6 +507,54 @@ mod tests {
         check(4, b"efgh", true, (6, true)); // cut half way
         check(6, b"ghij", false, (10, false)); // resumed where the copy ends
         assert_eq!(std::fs::read(&path).expect("read"), b"abcdefghij");
+        // A copy longer than the snapshot (damaged on disk) starts over.
+        std::fs::write(&path, b"abcdefghijkl").expect("write");
+        check(0, b"ab", false, (2, false));
+        assert_eq!(std::fs::read(&path).expect("read"), b"ab");
+    }
+
+    #[test]
+    fn the_partials_kept_at_start_are_the_ones_a_transfer_can_resume() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let digest = "0123456789abcdef0123456789abcdef";
+        let files: [(String, usize); 6] = [
+            (format!("received-{digest}-100.partial"), 40), // kept: 40 of 100
+            (format!("received-{digest}-10.partial"), 11),  // longer than its snapshot
+            (format!("received-{}-100.partial", "A".repeat(32)), 1), // not a digest
+            (format!("received-{digest}-010.partial"), 1),  // not a length this node writes
+            (format!("received-{digest}.partial"), 1),      // no length
+            ("state.db".to_owned(), 1),                     // not a partial
+        ];
+        for (name, len) in &files {
+            std::fs::write(dir.path().join(name), vec![7u8; *len]).expect("write");
+        }
+        std::fs::create_dir(dir.path().join(format!("received-{digest}-5.partial")))
+            .expect("mkdir");
+        let found = keep_partials(dir.path());
+        let kept: Vec<&Partial> = found
+            .iter()
+            .filter(|p| matches!(p, Partial::Kept { .. }))
+            .collect();
+        assert_eq!(
+            kept,
+            [&Partial::Kept {
+                name: files[0].0.clone(),
+                held: 40,
+                length: 100
+            }],
+            "{found:?}"
+        );
+        assert_eq!(found.len(), 6, "{found:?}");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut expected = vec![files[0].0.clone(), "state.db".to_owned()];
+        expected.sort();
+        // The directory stays (not a file: it is reported, `remove_file` cannot delete it).
+        left.retain(|name| !name.ends_with("-5.partial"));
+        assert_eq!(left, expected);
     }
 
     #[test]
@@ -417,8 +562,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
         let bytes: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
-        append_chunk(&good, 0, &bytes, false, false).expect("append");
-        append_chunk(&bad, 0, &bytes, false, true).expect("append");
+        append_chunk(&good, (0, 5000), &bytes, false, false).expect("append");
+        append_chunk(&bad, (0, 5000), &bytes, false, true).expect("append");
         let digest = |path| digest_of(std::fs::File::open(path).expect("open")).expect("digest");
         let (length, sound) = digest(&good);
         assert_eq!(length, 5000);
@@ -437,20 +582,21 @@ mod tests {
     fn only_the_current_transfer_is_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
         let names = [
-            "received-a-1.tmp",
-            "received-b-2.tmp",
+            "received-a-1.partial",
+            "received-b-2.partial",
+            "received-b-3.tmp",
             "state.db",
             "received-c",
         ];
         for name in names {
             std::fs::write(dir.path().join(name), b"x").expect("write");
         }
-        remove_other_partials(dir.path(), &dir.path().join("received-a-1.tmp"));
+        remove_other_partials(dir.path(), &dir.path().join("received-a-1.partial"));
         let left: std::collections::BTreeSet<String> = std::fs::read_dir(dir.path())
             .expect("list")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
-        let expected = ["received-a-1.tmp", "received-c", "state.db"];
+        let expected = ["received-a-1.partial", "received-c", "state.db"];
         assert_eq!(left, expected.iter().map(|s| (*s).to_owned()).collect());
     }
 }

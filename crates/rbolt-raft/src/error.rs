@@ -54,6 +54,21 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The directory holds a restore that did not finish (a crash part way through
+    /// [`crate::restore`]; its marker file [`crate::RESTORING_FILE`] is there): it is not a
+    /// node. Run the same restore again (it starts over) or delete the directory.
+    #[error(
+        "{}: a restore into this directory did not finish (the marker {} is there): it is not \
+         a node; run the same restore command again, which starts over, or delete the directory",
+        .dir.display(),
+        .marker.display()
+    )]
+    RestoreUnfinished {
+        /// The directory.
+        dir: PathBuf,
+        /// The marker file in it.
+        marker: PathBuf,
+    },
     /// The blocking task running an rbolt call panicked or was cancelled.
     #[error("blocking task failed")]
     Join(#[source] io::Error),
@@ -93,7 +108,10 @@ impl Error {
                     | Kind::MoveIntoSelf
             ),
             Error::Encode { .. } | Error::Decode { .. } | Error::Invalid(_) => true,
-            Error::Damaged { .. } | Error::Io { .. } | Error::Join(_) => false,
+            Error::Damaged { .. }
+            | Error::Io { .. }
+            | Error::Join(_)
+            | Error::RestoreUnfinished { .. } => false,
         }
     }
 }
@@ -131,9 +149,10 @@ impl Error {
 impl From<Error> for io::Error {
     fn from(error: Error) -> io::Error {
         let kind = match &error {
-            Error::Decode { .. } | Error::Invalid(_) | Error::Damaged { .. } => {
-                io::ErrorKind::InvalidData
-            }
+            Error::Decode { .. }
+            | Error::Invalid(_)
+            | Error::Damaged { .. }
+            | Error::RestoreUnfinished { .. } => io::ErrorKind::InvalidData,
             Error::Io { source, .. } => source.kind(),
             _ => io::ErrorKind::Other,
         };

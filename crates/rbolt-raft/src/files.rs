@@ -18,6 +18,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// new file being created) end in this; any left by a crash are deleted at open.
 pub const TMP_SUFFIX: &str = ".tmp";
 
+/// The marker file of a restore under way: `restore_with` writes it (durably) before
+/// anything else in the directory and deletes it last, so a restore killed at any point leaves
+/// it behind. A directory that holds it is not a node: opening it is refused
+/// ([`Error::RestoreUnfinished`]), and a restore into it starts over.
+pub const RESTORING_FILE: &str = "restoring";
+
+/// Refuses `dir` if it holds a restore that did not finish ([`RESTORING_FILE`]).
+pub(crate) fn refuse_unfinished(dir: &Path) -> Result<()> {
+    let marker = dir.join(RESTORING_FILE);
+    if marker.exists() {
+        return Err(Error::RestoreUnfinished {
+            dir: dir.to_path_buf(),
+            marker,
+        });
+    }
+    Ok(())
+}
+
 /// Numbers the temporary files of this process's file creations.
 static CREATE_SEQ: AtomicU64 = AtomicU64::new(0);
 

@@ -179,12 +179,12 @@ mod restore;
 mod state_machine;
 
 pub use error::{Error, Result};
-pub use files::TMP_SUFFIX;
+pub use files::{RESTORING_FILE, TMP_SUFFIX};
 pub use log_store::{
     LIMITED_READ_BYTES_MAX, LOG_BUCKET, LOG_META_BUCKET, LogCounters, LogReader, LogStore,
 };
 pub use observe::{LogWrite, Observer};
-pub use restore::{check_backup, restore};
+pub use restore::{RESTORE_CRASH_POINTS, check_backup, restore, restore_with};
 pub use state_machine::{
     APPLY_BATCH_ENTRIES_MAX, ApplyCounters, Machine, SM_META_BUCKET, SNAPSHOT_FILE, STATE_FILE,
     SnapshotBuilder, StateMachine,
@@ -215,7 +215,8 @@ pub fn rbolt_options() -> rbolt::Options {
 }
 
 /// Opens (creating if missing) a node's storage in directory `dir`: the log in [`LOG_FILE`]
-/// and the state machine, with `machine`, in [`STATE_FILE`] and [`SNAPSHOT_FILE`].
+/// and the state machine, with `machine`, in [`STATE_FILE`] and [`SNAPSHOT_FILE`]. A directory
+/// that holds a [`restore`] that did not finish is refused ([`Error::RestoreUnfinished`]).
 ///
 /// The directory, its missing parents and the files are made durable as they are created
 /// (see "Durability" above), so a crash during the first start leaves a directory that opens.

@@ -3,7 +3,7 @@
 
 use crate::codec::{FORMAT, KEY_FORMAT, blocking, check_format, decode, encode};
 use crate::error::{Error, Result};
-use crate::files::{TMP_SUFFIX, create_dir_durable, open_or_create, sync_dir};
+use crate::files::{TMP_SUFFIX, create_dir_durable, open_or_create, refuse_unfinished, sync_dir};
 use crate::observe::{NoObserver, Observer, retry_no_space};
 use futures_util::TryStreamExt;
 use openraft::entry::RaftEntry;
@@ -551,7 +551,8 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
 
     /// Opens the state machine in directory `dir` with `options` for its rbolt files. The
     /// directory belongs to the state machine: files in it ending in [`TMP_SUFFIX`] are
-    /// deleted.
+    /// deleted. A directory holding a [`crate::restore`] that did not finish is refused
+    /// ([`crate::Error::RestoreUnfinished`]), before anything in it changes.
     ///
     /// Missing directories are created with their parents synced, and a new state file is
     /// built under a temporary name and given its name only once it is complete and durable,
@@ -562,6 +563,7 @@ impl<C: RaftTypeConfig, M: Machine<C>> StateMachine<C, M> {
         options: rbolt::Options,
     ) -> Result<StateMachine<C, M>> {
         let dir = dir.as_ref().to_path_buf();
+        refuse_unfinished(&dir)?;
         create_dir_durable(&dir)?;
         let state_path = dir.join(STATE_FILE);
         // Opening the state file takes its lock first, so no other handle is using the

@@ -678,6 +678,11 @@ impl Load {
         lock(&self.ledger).acked.len()
     }
 
+    /// The keys acknowledged so far.
+    pub fn acked_keys(&self) -> Vec<String> {
+        lock(&self.ledger).acked.iter().cloned().collect()
+    }
+
     /// Stops the writers (each finishes the write it is on) and returns what they did.
     pub async fn stop(self) -> Ledger {
         self.stop.store(true, Ordering::Relaxed);

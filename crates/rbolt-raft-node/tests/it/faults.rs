@@ -23,6 +23,14 @@
 //!
 //! Partitions are sets of rules: a node isolated (both directions of its links dropped), a
 //! one-way cut, a bridge (two halves that only one node reaches).
+//!
+//! The links between clients and each node have rules too ([`Faults::set_client_link`]), for
+//! clients that reach a node through its proxy (its address in `--peers`, where redirects
+//! point): `Drop` on a client's bytes to the node cuts its connections (a request part way
+//! through included) and refuses new ones; `Drop` on the node's bytes to its clients holds
+//! its answers (a request that took effect, its answer lost to a client that gives up: an
+//! ambiguous outcome); `Delay` delays either way. Clients' requests are never replayed (TCP
+//! does not deliver a request twice).
 
 use crate::cluster::{Cluster, Rng, TIMING_ARGS, free_port, lock};
 use bytes::Bytes;
@@ -68,10 +76,25 @@ fn node_of(ip: IpAddr) -> Option<u64> {
     }
 }
 
+/// Every rule: between nodes, and between clients and each node (`clients[node - 1]`: the
+/// clients' bytes to the node, then the node's bytes to its clients).
+#[derive(Clone, Copy)]
+pub struct Rules {
+    nodes: Links,
+    clients: [[Link; 2]; NODES as usize],
+}
+
+impl Rules {
+    const PASS: Rules = Rules {
+        nodes: [[Link::Pass; NODES as usize]; NODES as usize],
+        clients: [[Link::Pass; 2]; NODES as usize],
+    };
+}
+
 /// The rules, shared by the proxies: every change is broadcast, so that open connections a
 /// new `Drop` cuts close.
 pub struct Faults {
-    links: watch::Sender<Links>,
+    links: watch::Sender<Rules>,
     rng: Mutex<Rng>,
     /// Requests re-sent by `Replay` rules, by path and the status of their answer.
     replayed: Mutex<BTreeMap<String, u64>>,
@@ -80,35 +103,40 @@ pub struct Faults {
 impl Faults {
     pub fn new(seed: u64) -> Arc<Faults> {
         Arc::new(Faults {
-            links: watch::channel([[Link::Pass; NODES as usize]; NODES as usize]).0,
+            links: watch::channel(Rules::PASS).0,
             rng: Mutex::new(Rng::new(seed)),
             replayed: Mutex::new(BTreeMap::new()),
         })
     }
 
-    /// The rule for `from → to` (a client's bytes always pass).
-    fn link(links: &Links, from: Option<u64>, to: Option<u64>) -> Link {
+    /// The rule for `from → to` (`None`: the clients).
+    fn link(rules: &Rules, from: Option<u64>, to: Option<u64>) -> Link {
         match (from, to) {
-            (Some(from), Some(to)) if from != to => links[from as usize - 1][to as usize - 1],
+            (Some(from), Some(to)) if from != to => rules.nodes[from as usize - 1][to as usize - 1],
+            (None, Some(to)) => rules.clients[to as usize - 1][0],
+            (Some(from), None) => rules.clients[from as usize - 1][1],
             _ => Link::Pass,
         }
     }
 
-    /// Sets every rule at once.
-    pub fn set(&self, links: Links) {
-        self.links.send_replace(links);
-    }
-
     /// Sets the rule for `from → to`.
     pub fn set_link(&self, from: u64, to: u64, link: Link) {
-        self.links.send_modify(|links| {
-            links[from as usize - 1][to as usize - 1] = link;
+        self.links.send_modify(|rules| {
+            rules.nodes[from as usize - 1][to as usize - 1] = link;
         });
     }
 
-    /// Every link passes.
+    /// Sets the rules between clients and node `node`: `up` for the clients' bytes to it,
+    /// `down` for its answers (`Replay` passes: clients' requests are not replayed).
+    pub fn set_client_link(&self, node: u64, up: Link, down: Link) {
+        self.links.send_modify(|rules| {
+            rules.clients[node as usize - 1] = [up, down];
+        });
+    }
+
+    /// Every link passes, the clients' included.
     pub fn heal(&self) {
-        self.set([[Link::Pass; NODES as usize]; NODES as usize]);
+        self.links.send_replace(Rules::PASS);
     }
 
     /// Cuts node `id` off from every other, both ways (a minority of one; the rest a
@@ -186,6 +214,7 @@ async fn connection(
     };
     let (in_read, in_write) = inbound.into_split();
     let (out_read, out_write) = outbound.into_split();
+    // Only nodes' requests are replayed.
     let tap = from.map(|_| Tap::new(target));
     let up = pump(in_read, out_write, from, Some(to), tap, Arc::clone(&faults));
     let down = pump(

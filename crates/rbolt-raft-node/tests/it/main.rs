@@ -3,7 +3,7 @@
 //! snapshot installs and during their first start, and partitioned (an isolated leader; the
 //! partition suite: faults between the nodes while clients write and read, every key checked
 //! linearizable); a regression test for each defect of issue 23; a sweep of bad input over
-//! every route and RPC; health, metrics, logs, backups and restores; plus the client API and
+//! every route and RPC; health, metrics, logs, backups and restores (killed at every step); plus the client API and
 //! the command line.
 //!
 //! The cluster tests run one at a time ([`cluster::SERIAL`]): each is timing-sensitive, and
@@ -19,7 +19,9 @@ mod partition;
 mod partition_suite;
 mod readme;
 mod regressions;
+mod restore_crash;
 mod snapshot;
+mod snapshot_attacks;
 mod snapshot_transfer;
 mod space;
 mod sweep;

@@ -80,7 +80,10 @@ fn first_start_state(entries: &BTreeSet<String>) -> &'static str {
 /// The temporary file that shows a snapshot being received or installed, if there is one.
 fn installing(entries: &BTreeSet<String>) -> Option<&'static str> {
     entries.iter().find_map(|name| {
-        if !name.ends_with(rbolt_raft::TMP_SUFFIX) {
+        // A partial snapshot being received (kept across restarts: `.partial`).
+        if name.starts_with("received-") && name.ends_with(".partial") {
+            Some("receiving")
+        } else if !name.ends_with(rbolt_raft::TMP_SUFFIX) {
             None
         } else if name.starts_with("received-") {
             Some("receiving")

@@ -24,10 +24,10 @@ const RESERVE_BYTES: u64 = 4 << 20;
 const QUOTA_BYTES: u64 = 384 << 10;
 
 /// A tmpfs mounted at `dir`, lazily unmounted when dropped.
-struct Tmpfs(PathBuf);
+pub(crate) struct Tmpfs(PathBuf);
 
 impl Tmpfs {
-    fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
+    pub(crate) fn mount(dir: &Path, bytes: u64) -> Result<Tmpfs, String> {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
@@ -61,7 +61,7 @@ impl Drop for Tmpfs {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .find_map(|l| l.strip_prefix("Uid:"))

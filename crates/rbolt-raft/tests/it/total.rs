@@ -244,3 +244,80 @@ async fn a_backup_seeds_a_node_whose_state_snapshot_and_log_agree() {
         .expect_err("a truncated backup");
     assert!(!other.join(rbolt_raft::STATE_FILE).exists());
 }
+
+/// What a restore killed part way leaves (its marker, a state file, a half-copied temporary
+/// file, a record of the caller's) is refused by the open with a typed error that says to run
+/// the restore again, and the restore run again clears it and finishes; a record name that is
+/// not a plain name of the caller's is refused before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_restore_is_refused_by_the_open_and_finished_by_a_rerun() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_log, mut state) = open(&dir.path().join("old"));
+    apply(&mut state, (1..=5).map(|i| entry(2, i)).collect())
+        .await
+        .expect("apply");
+    let backup = dir.path().join("backup.db");
+    state
+        .backup_to(std::fs::File::create(&backup).expect("create"))
+        .expect("backup");
+    let before = data(&state);
+    let voters = BTreeSet::from([7]);
+    let membership = Membership::new_with_defaults(vec![voters.clone()], voters);
+
+    let new_dir = dir.path().join("new");
+    std::fs::create_dir(&new_dir).expect("mkdir");
+    for (name, bytes) in [
+        (rbolt_raft::RESTORING_FILE, &b"x"[..]),
+        (
+            rbolt_raft::STATE_FILE,
+            &std::fs::read(&backup).expect("read")[..],
+        ),
+        ("restoring-snapshot.tmp", &b"half"[..]),
+        ("node-id", &b"9\n"[..]),
+    ] {
+        std::fs::write(new_dir.join(name), bytes).expect("write");
+    }
+    let refused = rbolt_raft::open::<TestConfig, _>(&new_dir, TestMachine).err();
+    assert!(
+        matches!(refused, Some(rbolt_raft::Error::RestoreUnfinished { .. })),
+        "{refused:?}"
+    );
+    let message = refused.expect("refused").to_string();
+    assert!(
+        message.contains("run the same restore command again"),
+        "{message}"
+    );
+
+    for bad in ["", "../x", "log.db", "restoring", "a.tmp", "."] {
+        let error = rbolt_raft::restore_with::<TestConfig>(
+            &backup,
+            &new_dir,
+            membership.clone(),
+            Vote::new(2, 7),
+            &[(bad, b"1\n")],
+        )
+        .expect_err("a bad record name");
+        assert!(error.to_string().contains("cannot be a record"), "{error}");
+    }
+    let start = rbolt_raft::restore_with::<TestConfig>(
+        &backup,
+        &new_dir,
+        membership,
+        Vote::new(2, 7),
+        &[("node-id", b"7\n")],
+    )
+    .expect("the rerun finishes");
+    assert_eq!(start, log_id(2, 5));
+    assert_eq!(
+        std::fs::read(new_dir.join("node-id")).expect("read"),
+        b"7\n"
+    );
+    let left: BTreeSet<String> = std::fs::read_dir(&new_dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    let expected = ["log.db", "node-id", "snapshot.db", "state.db"];
+    assert_eq!(left, expected.iter().map(|s| (*s).to_owned()).collect());
+    let (_log, restored) = open(&new_dir);
+    assert_eq!(data(&restored), before);
+}
