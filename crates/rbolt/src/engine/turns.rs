@@ -7,8 +7,9 @@
 //! waited longer than [`FAIR_AFTER`], until that one has had it (at most [`STEP_BACK_MAX`]),
 //! so uncontended and briefly contended writers pay one atomic load, and a thread waiting
 //! behind a busy one gets a turn within about a millisecond of the holder's next release.
-//! [`Turns::share`] is the vacuum's side: between its steps it leaves the writer to other
-//! threads while they use it, up to as long as its last step held it.
+//! [`Turns::share`] is the vacuum's side: between its steps it hands the writer to a thread
+//! waiting for it and leaves it to other threads while they hold it, take it or wait for it,
+//! up to as long as its last step held it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
@@ -105,11 +106,11 @@ impl Turns {
         }
     }
 
-    /// The vacuum's pause between steps: first, while a thread waits for the writer, until
-    /// one has taken it (at most [`HANDOVER_MAX`]); then, while other threads go on taking it
-    /// or waiting for it, up to `up_to` in all (polling every [`SHARE_POLL`]), so writers get
-    /// at least as much of the writer as the vacuum. Returns at once when nobody else uses it.
-    pub(crate) fn share(&self, up_to: Duration) {
+    /// The vacuum's pause between steps: first, while a thread waits for `mutex`, until one
+    /// has taken it (at most [`HANDOVER_MAX`]); then, while other threads hold it, take it or
+    /// wait for it, up to `up_to` in all (looking every [`SHARE_POLL`]), so writers get at
+    /// least as much of the writer as the vacuum. Returns at once when nobody else uses it.
+    pub(crate) fn share<T>(&self, mutex: &Mutex<T>, up_to: Duration) {
         let start = Instant::now();
         let taken = self.taken.load(Ordering::Relaxed);
         while self.waiting.load(Ordering::Acquire) > 0
@@ -127,7 +128,11 @@ impl Turns {
                 return;
             }
             std::thread::sleep(SHARE_POLL.min(left));
-            if waiting == 0
+            // Held now: a probe that takes the lock for an instant when it is free (a guard
+            // dropped at once; a poisoned lock counts as free, as everywhere here).
+            let held = matches!(mutex.try_lock(), Err(TryLockError::WouldBlock));
+            if !held
+                && waiting == 0
                 && self.waiting.load(Ordering::Acquire) == 0
                 && self.taken.load(Ordering::Relaxed) == taken
             {
@@ -177,7 +182,7 @@ mod tests {
     fn share_returns_at_once_when_nobody_else_takes_the_writer() {
         let turns = Turns::default();
         let start = Instant::now();
-        turns.share(Duration::from_secs(5));
+        turns.share(&Mutex::new(()), Duration::from_secs(5));
         assert!(start.elapsed() < Duration::from_secs(1));
     }
 
@@ -198,7 +203,7 @@ mod tests {
                 std::thread::yield_now();
             }
             let start = Instant::now();
-            turns.share(Duration::from_millis(50));
+            turns.share(&mutex, Duration::from_millis(50));
             assert!(start.elapsed() >= Duration::from_millis(50));
             stop.store(true, Ordering::Relaxed);
         });

@@ -469,7 +469,7 @@ impl Db {
             // Writers that wait for the lock or take it get at least as long between steps
             // as the step held it (without, a writer beside the vacuum could get almost no
             // turn: issue 52's scale rows).
-            self.engine.turns.share(step_took);
+            self.engine.turns.share(&self.engine.writer, step_took);
         }
         self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
