@@ -26,8 +26,13 @@ pub(crate) const STEP_BACK_MAX: Duration = Duration::from_millis(5);
 /// not scheduled for that long is not held up for).
 const HANDOVER_MAX: Duration = Duration::from_millis(50);
 
-/// How often [`Turns::share`] looks whether other threads still take the writer.
-const SHARE_POLL: Duration = Duration::from_micros(100);
+/// How often [`Turns::share`] looks whether a waiting thread took the writer.
+const HANDOVER_POLL: Duration = Duration::from_micros(100);
+
+/// How long [`Turns::share`] looks whether other threads still hold, take or wait for the
+/// writer before it ends: a writer committing one transaction after another takes it many
+/// times over in this window.
+const SHARE_POLL: Duration = Duration::from_millis(1);
 
 /// The bookkeeping of who waits for the writer and who had it last.
 #[derive(Debug)]
@@ -107,9 +112,10 @@ impl Turns {
     }
 
     /// The vacuum's pause between steps: first, while a thread waits for `mutex`, until one
-    /// has taken it (at most [`HANDOVER_MAX`]); then, while other threads hold it, take it or
-    /// wait for it, up to `up_to` in all (looking every [`SHARE_POLL`]), so writers get at
-    /// least as much of the writer as the vacuum. Returns at once when nobody else uses it.
+    /// has taken it (at most [`HANDOVER_MAX`], looking every [`HANDOVER_POLL`]); then, while
+    /// other threads hold it, take it or wait for it, up to `up_to` in all (looking every
+    /// [`SHARE_POLL`]), so writers get at least as much of the writer as the vacuum. Returns
+    /// when nobody else has used it for a [`SHARE_POLL`].
     pub(crate) fn share<T>(&self, mutex: &Mutex<T>, up_to: Duration) {
         let start = Instant::now();
         let taken = self.taken.load(Ordering::Relaxed);
@@ -117,7 +123,7 @@ impl Turns {
             && self.taken.load(Ordering::Relaxed) == taken
             && start.elapsed() < HANDOVER_MAX
         {
-            std::thread::sleep(SHARE_POLL);
+            std::thread::sleep(HANDOVER_POLL);
         }
         let until = start + up_to;
         loop {
@@ -191,11 +197,13 @@ mod tests {
         let turns = Turns::default();
         let mutex = Mutex::new(());
         let stop = AtomicBool::new(false);
-        std::thread::scope(|s| {
+        // Measured inside, asserted outside: a failed assertion inside the scope would wait
+        // for the other thread forever.
+        let waited = std::thread::scope(|s| {
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     drop(turns.lock(&mutex));
-                    std::thread::sleep(Duration::from_micros(20));
+                    std::thread::yield_now();
                 }
             });
             // Let the other thread start taking it.
@@ -204,8 +212,10 @@ mod tests {
             }
             let start = Instant::now();
             turns.share(&mutex, Duration::from_millis(50));
-            assert!(start.elapsed() >= Duration::from_millis(50));
+            let waited = start.elapsed();
             stop.store(true, Ordering::Relaxed);
+            waited
         });
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
     }
 }
