@@ -155,3 +155,113 @@ impl fmt::Debug for Mapping {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{FileOptions, FileStorage, Storage};
+
+    /// A file of `len` bytes of `byte`, its storage and a mapping of `map_len` bytes.
+    fn mapped(
+        len: usize,
+        byte: u8,
+        map_len: usize,
+    ) -> (tempfile::TempDir, FileStorage, super::Mapping) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+        storage.write_all_at(&vec![byte; len], 0).unwrap();
+        let map = storage.map(map_len).unwrap();
+        (dir, storage, map)
+    }
+
+    /// This process's `name:` line of /proc/self/status, in kB (`None` where there is none).
+    fn status_kb(name: &str) -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// The `VmFlags` of the mapping that starts at `addr`, from /proc/self/smaps.
+    fn vm_flags(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let start = format!("{addr:x}-");
+        let mut lines = smaps.lines().skip_while(|line| !line.starts_with(&start));
+        lines.next()?;
+        lines
+            .find_map(|line| line.strip_prefix("VmFlags:"))
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn a_mapping_reads_the_file_by_deref_and_as_ref_and_says_its_length() {
+        let (_dir, _storage, map) = mapped(8192, 0x5a, 8192);
+        assert_eq!(map.len(), 8192);
+        assert!(!map.is_empty());
+        let bytes: &[u8] = map.as_ref();
+        assert_eq!(bytes.len(), 8192);
+        assert!(bytes.iter().all(|&b| b == 0x5a));
+        assert_eq!(&map[..], bytes);
+        let shown = format!("{map:?}");
+        assert!(shown.starts_with("Mapping {"), "{shown}");
+        assert!(shown.contains("len: 8192"), "{shown}");
+        assert!(shown.contains(&format!("{:?}", map.as_ptr())), "{shown}");
+    }
+
+    #[test]
+    fn an_empty_mapping_is_empty() {
+        let (_dir, _storage, map) = mapped(4096, 1, 0);
+        assert!(map.is_empty());
+        assert_eq!(map.len(), 0);
+    }
+
+    /// `lock` pins the pages it is asked for (the process's `VmLck` grows by them), `unlock`
+    /// lets them go, a lock past the end of the file fails (its pages cannot be faulted in),
+    /// and a lock of nothing does nothing. Linux only (`VmLck`); where `RLIMIT_MEMLOCK` is
+    /// too small for 16 KiB the lock's refusal is the tested error instead.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn lock_pins_the_pages_asked_for_and_unlock_lets_them_go() {
+        let (_dir, _storage, map) = mapped(16384, 3, 1 << 20);
+        let before = status_kb("VmLck:").expect("VmLck in /proc/self/status");
+        match map.lock(16384) {
+            Ok(()) => {
+                let locked = status_kb("VmLck:").unwrap();
+                assert!(locked >= before + 16, "VmLck {before} kB, then {locked} kB");
+                map.unlock().unwrap();
+                let after = status_kb("VmLck:").unwrap();
+                assert!(
+                    after + 16 <= locked,
+                    "VmLck {locked} kB after unlock: {after} kB"
+                );
+            }
+            Err(e) => assert!(matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::OutOfMemory
+            )),
+        }
+        map.lock(0).unwrap();
+        assert_eq!(
+            status_kb("VmLck:").unwrap(),
+            before,
+            "a lock of nothing locked something"
+        );
+        // Past the file's 16 KiB: the kernel cannot fault those pages in.
+        let past = map.lock(1 << 20);
+        assert!(past.is_err(), "a lock past the end of the file succeeded");
+        map.unlock().unwrap();
+    }
+
+    /// `advise_random` sets the mapping's random-access advice (`rr` in its `VmFlags`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn advise_random_marks_the_mapping_for_random_access() {
+        let (_dir, _storage, map) = mapped(8192, 9, 8192);
+        let addr = map.as_ptr() as usize;
+        let flags = vm_flags(addr).expect("the mapping in /proc/self/smaps");
+        assert!(!flags.split_whitespace().any(|f| f == "rr"), "{flags}");
+        map.advise_random().unwrap();
+        let flags = vm_flags(addr).unwrap();
+        assert!(flags.split_whitespace().any(|f| f == "rr"), "{flags}");
+    }
+}
