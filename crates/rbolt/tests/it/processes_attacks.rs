@@ -256,7 +256,7 @@ fn slots_run_out_cleanly_and_thousands_of_opens_leak_none() {
     let path = dir.path().join("db");
     let db = Db::open_with(&path, Options::default().no_sync(true)).unwrap();
     commit_rounds(&db, 1..3);
-    let opens = tier::size("RBOLT_ATTACK_OPENS", 200, 2_000, 20_000);
+    let opens = tier::size("RBOLT_ATTACK_OPENS", 1_000, 10_000, 100_000);
     let mut command = child_command("attack-slots", &path);
     command.env("RBOLT_ATTACK_OPENS", opens.to_string());
     let mut reader = Process::start(command);
