@@ -170,7 +170,12 @@ impl ReaderTable {
         // The umask may have cleared bits the database file has: readers that may read it
         // must be able to write their slots.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        if file.metadata()?.len() < LOCK_FILE_LEN as u64 {
+        // Allocated, not sparse: a store into a hole of a shared mapping on a full filesystem
+        // (a full tmpfs) raises SIGBUS where the allocation fails with ENOSPC, and the writer
+        // then runs without a table.
+        if !crate::fdio::allocate_in_place(&file, LOCK_FILE_LEN as u64)?
+            && file.metadata()?.len() < LOCK_FILE_LEN as u64
+        {
             file.set_len(LOCK_FILE_LEN as u64)?;
         }
         let table = ReaderTable::map(file, path)?;

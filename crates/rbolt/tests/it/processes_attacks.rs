@@ -18,6 +18,10 @@ pub(super) fn child(what: &str, path: &Path) -> String {
     match what {
         "attack-which" => child_which(path),
         "attack-slots" => child_slots(path),
+        "attack-open-writer" => match Db::open(path) {
+            Ok(db) => format!("opened {}", db.reader_processes().is_ok()),
+            Err(error) => format!("{:?} {error}", error.kind()),
+        },
         other => panic!("unknown child action {other}"),
     }
 }
@@ -368,4 +372,65 @@ fn a_lock_file_replaced_while_in_use_fails_new_readers_closed() {
             assert_eq!(answer, "name db", "{replacement}: rebuilt");
         }
     }
+}
+
+/// A tmpfs of `size` mounted on a new directory in `dir`, unmounted when dropped; `None` where
+/// this process may not mount (not root, or in a container that forbids it).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        let at = dir.join("tmpfs");
+        std::fs::create_dir(&at).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then_some(Tmpfs(at))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The lock file is made with its space allocated, not as a sparse file: on a full filesystem
+/// (the database on a tmpfs that filled up, the lock file deleted meanwhile), the writer's
+/// first store into a hole of its shared mapping raised SIGBUS and killed the writer at its
+/// open. Where this process can mount a tmpfs (root), the full one is tried for real in a child
+/// writer process (red before the fix: the child died of SIGBUS); elsewhere only the lock
+/// file's blocks are checked, which the writer's reset of the slots allocates too, so that half
+/// alone does not catch a sparse lock file.
+#[test]
+fn a_full_filesystem_fails_the_lock_file_instead_of_killing_the_writer() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let lock = std::fs::metadata(rbolt::storage::lock_file_path(&path)).unwrap();
+    assert!(
+        lock.blocks() * 512 >= rbolt::storage::LOCK_FILE_LEN as u64,
+        "the lock file is sparse: {} blocks",
+        lock.blocks()
+    );
+    drop(db);
+    let Some(tmpfs) = Tmpfs::mount(dir.path(), "256k") else {
+        println!("cannot mount a tmpfs here: the full-filesystem half did not run");
+        return;
+    };
+    let path = tmpfs.0.join("db");
+    let db = Db::open(&path).unwrap();
+    commit_rounds(&db, 1..3);
+    drop(db);
+    std::fs::remove_file(rbolt::storage::lock_file_path(&path)).unwrap();
+    let mut filler = std::fs::File::create(tmpfs.0.join("filler")).unwrap();
+    while filler.write_all(&[1u8; 4096]).is_ok() {}
+    drop(filler);
+    let answer = Process::start(child_command("attack-open-writer", &path)).finish();
+    assert_eq!(answer, "opened true", "the writer opens, without a table");
+    drop(tmpfs);
 }
