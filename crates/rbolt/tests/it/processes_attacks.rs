@@ -45,8 +45,8 @@ fn child_which(path: &Path) -> String {
 
 /// Opens and closes a read-only handle `RBOLT_ATTACK_OPENS` times, each reading a snapshot
 /// checked against the model; then takes every slot of the table with transactions held by
-/// eight threads of one handle, says whether one more begins, and on a line of stdin lets
-/// them go and begins again.
+/// eight threads of one handle, says whether one more begins, and on a line of stdin checks
+/// every held snapshot again (the writer committed meanwhile), lets them go and begins again.
 fn child_slots(path: &Path) -> String {
     let opens: u64 = std::env::var("RBOLT_ATTACK_OPENS")
         .unwrap()
@@ -68,11 +68,13 @@ fn child_slots(path: &Path) -> String {
             scope.spawn(move || {
                 let count = slots / 8 + usize::from(thread < slots % 8);
                 let txs: Vec<_> = (0..count).map(|_| db.begin_read().unwrap()).collect();
-                for tx in &txs {
-                    check_snapshot(tx).unwrap();
-                }
+                let rounds: Vec<u64> = txs.iter().map(|tx| check_snapshot(tx).unwrap()).collect();
                 held.wait();
                 go.wait();
+                // The writer churned meanwhile: every snapshot still reads the same.
+                for (tx, round) in txs.iter().zip(rounds) {
+                    assert_eq!(check_snapshot(tx), Ok(round), "after the writer's commits");
+                }
             });
         }
         held.wait();
@@ -273,10 +275,10 @@ fn slots_run_out_cleanly_and_thousands_of_opens_leak_none() {
         db.reader_processes().unwrap().len(),
         rbolt::storage::READER_SLOTS
     );
-    commit_rounds(&db, 3..40);
+    commit_rounds(&db, 3..140);
     assert_eq!(reader.ask(), "done");
     assert!(reader.child.wait().unwrap().success());
-    commit_rounds(&db, 40..42);
+    commit_rounds(&db, 140..142);
     assert_eq!(db.reader_processes().unwrap(), vec![]);
 }
 
