@@ -436,3 +436,36 @@ fn a_full_filesystem_fails_the_lock_file_instead_of_killing_the_writer() {
     assert_eq!(answer, "opened true", "the writer opens, without a table");
     drop(tmpfs);
 }
+
+/// The lock file takes the database file's permissions, whatever the writer's umask and
+/// whatever mode a stale lock file had: readers allowed to read the database can write their
+/// slots, and no one else can. The writer is a child process run under `umask 077`.
+#[test]
+fn the_lock_file_takes_the_database_files_permissions_under_any_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let lock = rbolt::storage::lock_file_path(&path);
+    drop(Db::open(&path).unwrap());
+    let mode_of = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for (mode, fresh) in [(0o664, true), (0o640, false), (0o600, false), (0o666, true)] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        if fresh {
+            std::fs::remove_file(&lock).unwrap();
+        }
+        let child = child_command("attack-open-writer", &path);
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg("umask 077 && exec \"$0\" \"$@\"")
+            .arg(child.get_program())
+            .args(child.get_args())
+            .envs(child.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        assert_eq!(Process::start(command).finish(), "opened true");
+        assert_eq!(
+            mode_of(&lock),
+            mode,
+            "the lock file's mode (database {mode:o})"
+        );
+        assert_eq!(mode_of(&path), mode, "the database's mode is left alone");
+    }
+}
