@@ -9,7 +9,8 @@
 //! ```text
 //! bytes 0..512      header: magic "rboltRT1", version, slot count, the writer's pid (0: no
 //!                   writer), the published record's generation (odd while it is written or
-//!                   before the writer's first publication), the record's length, and at
+//!                   before the writer's first publication), the record's length, the
+//!                   device and inode of the database file the writer holds, and at
 //!                   byte 64 the record itself (at most PUBLISHED_BYTES_MAX bytes: the meta of
 //!                   the writer's newest snapshot)
 //! bytes 512..8192   READER_SLOTS slots of 64 bytes: pid, handle id, txid + 1 (0: no
@@ -65,6 +66,8 @@ const H_SLOTS: usize = 2;
 const H_WRITER_PID: usize = 3;
 const H_GENERATION: usize = 4;
 const H_PUBLISHED_LEN: usize = 5;
+const H_DB_DEV: usize = 6;
+const H_DB_INO: usize = 7;
 const H_PUBLISHED: usize = 8;
 
 // Slot words, from the slot's first word.
@@ -144,19 +147,35 @@ impl ReaderTable {
     /// The writer's table: opens or creates the lock file beside `db_path` with `mode`, takes
     /// the writer's lock, and resets the slots when no live process holds one (else keeps
     /// them and repairs a damaged header). The published record is marked unavailable until
-    /// the writer's first [`publish`](ReaderTable::publish).
-    pub(crate) fn open_for_writer(db_path: &Path, mode: u32) -> io::Result<ReaderTable> {
+    /// the writer's first [`publish`](ReaderTable::publish). `db_file` is the database
+    /// file's device and inode, kept in the header so that readers of another file of the
+    /// same name (the database replaced by a rename while this writer runs) do not attach.
+    ///
+    /// The lock file is opened without following a symbolic link and must be a regular
+    /// file: else the writer would extend, chmod and write into whatever the link names.
+    pub(crate) fn open_for_writer(
+        db_path: &Path,
+        mode: u32,
+        db_file: (u64, u64),
+    ) -> io::Result<ReaderTable> {
         let path = lock_file_path(db_path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)?;
+        regular_file(&file, &path)?;
         // The umask may have cleared bits the database file has: readers that may read it
         // must be able to write their slots.
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        if file.metadata()?.len() < LOCK_FILE_LEN as u64 {
+        // Allocated, not sparse: a store into a hole of a shared mapping on a full filesystem
+        // (a full tmpfs) raises SIGBUS where the allocation fails with ENOSPC, and the writer
+        // then runs without a table.
+        if !crate::fdio::allocate_in_place(&file, LOCK_FILE_LEN as u64)?
+            && file.metadata()?.len() < LOCK_FILE_LEN as u64
+        {
             file.set_len(LOCK_FILE_LEN as u64)?;
         }
         let table = ReaderTable::map(file, path)?;
@@ -166,6 +185,8 @@ impl ReaderTable {
             table.reset_slots();
             ofd::unlock(&table.shared.file, HEADER_BYTES as u64, 0)?;
         }
+        table.word(H_DB_DEV).store(db_file.0, Ordering::SeqCst);
+        table.word(H_DB_INO).store(db_file.1, Ordering::SeqCst);
         table.write_header();
         table
             .word(H_WRITER_PID)
@@ -192,8 +213,13 @@ impl ReaderTable {
     }
 
     /// A reader's table beside a live writer: fails with the reason when the lock file is
-    /// missing, cannot be opened for writing, is damaged, or no rbolt writer holds it.
-    pub(crate) fn open_for_reader(db_path: &Path) -> Result<ReaderTable, AttachError> {
+    /// missing, cannot be opened for writing, is damaged, no rbolt writer holds it, or its
+    /// writer holds another file than `db_file` (device and inode of the reader's database
+    /// file: the name was given to another file while that writer ran).
+    pub(crate) fn open_for_reader(
+        db_path: &Path,
+        db_file: (u64, u64),
+    ) -> Result<ReaderTable, AttachError> {
         let path = lock_file_path(db_path);
         let why = |what: &str, error: io::Error| {
             AttachError(format!("{what} {}: {error}", path.display()))
@@ -201,8 +227,10 @@ impl ReaderTable {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&path)
             .map_err(|e| why("cannot open the lock file", e))?;
+        regular_file(&file, &path).map_err(|e| why("cannot use", e))?;
         let len = file.metadata().map_err(|e| why("cannot stat", e))?.len();
         if len < LOCK_FILE_LEN as u64 {
             return Err(AttachError(format!(
@@ -223,6 +251,18 @@ impl ReaderTable {
             return Err(AttachError(format!(
                 "the lock file {} has no valid header",
                 path.display()
+            )));
+        }
+        let writers_file = (
+            table.word(H_DB_DEV).load(Ordering::SeqCst),
+            table.word(H_DB_INO).load(Ordering::SeqCst),
+        );
+        if writers_file != db_file {
+            return Err(AttachError(format!(
+                "the writer holding the lock file {} has another file open than {} \
+                 (replaced while it runs)",
+                path.display(),
+                db_path.display()
             )));
         }
         Ok(table)
@@ -476,6 +516,17 @@ impl ReaderTable {
         }
         Ok(slots)
     }
+}
+
+/// Fails unless `file` is a regular file (not a FIFO, a device or a directory).
+fn regular_file(file: &File, path: &Path) -> io::Result<()> {
+    if file.metadata()?.file_type().is_file() {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("the lock file {} is not a regular file", path.display()),
+    ))
 }
 
 /// The byte of the lock file whose lock marks slot `index` live.

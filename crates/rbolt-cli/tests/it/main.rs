@@ -2,6 +2,7 @@
 //! copies of them.
 
 mod bench;
+mod beside_attacks;
 mod beside_writer;
 mod cli;
 mod damaged;

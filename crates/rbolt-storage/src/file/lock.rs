@@ -4,7 +4,7 @@
 
 use std::fs::{File, TryLockError};
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -51,6 +51,13 @@ pub(super) fn lock_for(
     options: &FileOptions,
 ) -> Result<(LockMode, Option<ReaderTable>), OpenError> {
     let timeout = options.lock_timeout;
+    let db_file = file
+        .metadata()
+        .map(|m| (m.dev(), m.ino()))
+        .map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
     if !options.read_only {
         lock(file, path, true, timeout)?;
         if !options.reader_table {
@@ -59,7 +66,7 @@ pub(super) fn lock_for(
         let mode = file
             .metadata()
             .map_or(options.mode, |m| m.permissions().mode() & 0o777);
-        return Ok(match ReaderTable::open_for_writer(path, mode) {
+        return Ok(match ReaderTable::open_for_writer(path, mode, db_file) {
             Ok(table) => (LockMode::Writer, Some(table)),
             Err(_) => (LockMode::WriterWithoutReaderTable, None),
         });
@@ -70,7 +77,7 @@ pub(super) fn lock_for(
     }
     let attached = match try_lock_shared(file, path)? {
         true => return Ok((LockMode::Shared, None)),
-        false => ReaderTable::open_for_reader(path),
+        false => ReaderTable::open_for_reader(path, db_file),
     };
     let reason = match attached {
         Ok(table) => return Ok((LockMode::BesideWriter, Some(table))),

@@ -3,15 +3,18 @@
 
 use super::*;
 
+/// The database file the tests' tables stand for (device, inode): any, the same for all.
+const DB_FILE: (u64, u64) = (1, 2);
+
 fn writer(dir: &Path) -> ReaderTable {
-    ReaderTable::open_for_writer(&dir.join("db"), 0o600).unwrap()
+    ReaderTable::open_for_writer(&dir.join("db"), 0o600, DB_FILE).unwrap()
 }
 
 #[test]
 fn a_reader_attaches_only_while_a_writer_holds_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let missing = ReaderTable::open_for_reader(&db).unwrap_err();
+    let missing = ReaderTable::open_for_reader(&db, DB_FILE).unwrap_err();
     assert!(
         missing.0.contains("cannot open the lock file"),
         "{}",
@@ -19,7 +22,7 @@ fn a_reader_attaches_only_while_a_writer_holds_the_table() {
     );
     let table = writer(dir.path());
     assert_eq!(table.writer_pid(), std::process::id());
-    let reader = ReaderTable::open_for_reader(&db).unwrap();
+    let reader = ReaderTable::open_for_reader(&db, DB_FILE).unwrap();
     let mut buf = [0u8; PUBLISHED_BYTES_MAX];
     assert_eq!(
         reader.read_published(&mut buf),
@@ -34,7 +37,7 @@ fn a_reader_attaches_only_while_a_writer_holds_the_table() {
     table.publish(b"meta of txid 8, longer than the one before");
     assert!(reader.generation() > generation);
     drop(table);
-    let gone = ReaderTable::open_for_reader(&db).unwrap_err();
+    let gone = ReaderTable::open_for_reader(&db, DB_FILE).unwrap_err();
     assert!(gone.0.contains("no rbolt writer"), "{}", gone.0);
 }
 
@@ -42,7 +45,7 @@ fn a_reader_attaches_only_while_a_writer_holds_the_table() {
 fn the_writer_sees_live_slots_and_clears_dead_ones() {
     let dir = tempfile::tempdir().unwrap();
     let table = writer(dir.path());
-    let reader = ReaderTable::open_for_reader(&dir.path().join("db")).unwrap();
+    let reader = ReaderTable::open_for_reader(&dir.path().join("db"), DB_FILE).unwrap();
     let slot = reader.claim_slot(41).unwrap();
     let idle = reader.claim_slot(42).unwrap();
     assert_ne!(slot.index(), idle.index());
@@ -102,7 +105,7 @@ fn a_writer_resets_a_table_no_live_reader_holds_and_repairs_a_torn_header() {
     assert!(table.generation() > generation, "generations never go back");
     assert_eq!(table.generation() % 2, 1, "unavailable until published");
     // With a live reader the slots stay, and a torn header is written again.
-    let reader = ReaderTable::open_for_reader(&db).unwrap();
+    let reader = ReaderTable::open_for_reader(&db, DB_FILE).unwrap();
     let slot = reader.claim_slot(1).unwrap();
     slot.begin(4, 4096);
     table.word(H_VERSION).store(77, Ordering::SeqCst);
@@ -130,7 +133,7 @@ fn a_writer_resets_a_table_no_live_reader_holds_and_repairs_a_torn_header() {
 fn every_slot_taken_is_an_error_not_a_wait() {
     let dir = tempfile::tempdir().unwrap();
     let _table = writer(dir.path());
-    let reader = ReaderTable::open_for_reader(&dir.path().join("db")).unwrap();
+    let reader = ReaderTable::open_for_reader(&dir.path().join("db"), DB_FILE).unwrap();
     let slots: Vec<ClaimedSlot> = (0..READER_SLOTS as u64)
         .map(|h| reader.claim_slot(h).unwrap())
         .collect();
@@ -154,7 +157,7 @@ fn the_lock_file_has_the_documented_layout() {
     let table = writer(dir.path());
     assert_eq!(table.path(), lock_file_path(&db));
     table.publish(b"a meta of 19 bytes.");
-    let reader = ReaderTable::open_for_reader(&db).unwrap();
+    let reader = ReaderTable::open_for_reader(&db, DB_FILE).unwrap();
     let first = reader.claim_slot(7).unwrap();
     let second = reader.claim_slot(8).unwrap();
     assert_eq!((first.index(), second.index()), (0, 1));
@@ -217,7 +220,7 @@ fn a_writer_waits_a_little_for_a_held_writer_lock() {
     let db = dir.path().join("db");
     let earlier = writer(dir.path());
     let start = std::time::Instant::now();
-    let busy = ReaderTable::open_for_writer(&db, 0o600).unwrap_err();
+    let busy = ReaderTable::open_for_writer(&db, 0o600, DB_FILE).unwrap_err();
     assert_eq!(busy.kind(), io::ErrorKind::ResourceBusy, "{busy}");
     assert!(
         start.elapsed() >= WRITER_LOCK_WAIT,
@@ -228,7 +231,7 @@ fn a_writer_waits_a_little_for_a_held_writer_lock() {
         std::thread::sleep(std::time::Duration::from_millis(20));
         drop(earlier);
     });
-    let table = ReaderTable::open_for_writer(&db, 0o600).unwrap();
+    let table = ReaderTable::open_for_writer(&db, 0o600, DB_FILE).unwrap();
     release.join().unwrap();
     assert_eq!(table.writer_pid(), std::process::id());
 }
@@ -238,7 +241,7 @@ fn a_reader_refuses_a_short_lock_file_or_a_damaged_header() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     std::fs::write(lock_file_path(&db), [0u8; 100]).unwrap();
-    let short = ReaderTable::open_for_reader(&db).unwrap_err();
+    let short = ReaderTable::open_for_reader(&db, DB_FILE).unwrap_err();
     assert!(short.0.contains("is 100 bytes"), "{}", short.0);
 
     let table = writer(dir.path());
@@ -249,7 +252,7 @@ fn a_reader_refuses_a_short_lock_file_or_a_damaged_header() {
     ] {
         let good = table.word(index).load(Ordering::SeqCst);
         table.word(index).store(good ^ 0x100, Ordering::SeqCst);
-        let damaged = ReaderTable::open_for_reader(&db).unwrap_err();
+        let damaged = ReaderTable::open_for_reader(&db, DB_FILE).unwrap_err();
         assert!(
             damaged.0.contains("no valid header"),
             "{what}: {}",
@@ -257,7 +260,7 @@ fn a_reader_refuses_a_short_lock_file_or_a_damaged_header() {
         );
         table.word(index).store(good, Ordering::SeqCst);
     }
-    assert!(ReaderTable::open_for_reader(&db).is_ok());
+    assert!(ReaderTable::open_for_reader(&db, DB_FILE).is_ok());
 }
 
 #[test]
@@ -267,7 +270,7 @@ fn a_writer_that_never_published_leaves_no_record_to_read() {
     let mut buf = [0u8; PUBLISHED_BYTES_MAX];
     for _ in 0..3 {
         let _table = writer(dir.path());
-        let reader = ReaderTable::open_for_reader(&db).unwrap();
+        let reader = ReaderTable::open_for_reader(&db, DB_FILE).unwrap();
         assert_eq!(reader.read_published(&mut buf), None);
         assert_eq!(reader.generation() % 2, 1);
     }
@@ -277,7 +280,7 @@ fn a_writer_that_never_published_leaves_no_record_to_read() {
 fn a_reader_sees_the_writer_close() {
     let dir = tempfile::tempdir().unwrap();
     let table = writer(dir.path());
-    let reader = ReaderTable::open_for_reader(&dir.path().join("db")).unwrap();
+    let reader = ReaderTable::open_for_reader(&dir.path().join("db"), DB_FILE).unwrap();
     assert_eq!(reader.writer_pid(), std::process::id());
     table.writer_closed();
     assert_eq!(reader.writer_pid(), 0);
@@ -289,7 +292,7 @@ fn a_reader_sees_the_writer_close() {
 fn the_writer_checks_only_slots_older_than_its_newest_txid() {
     let dir = tempfile::tempdir().unwrap();
     let table = writer(dir.path());
-    let reader = ReaderTable::open_for_reader(&dir.path().join("db")).unwrap();
+    let reader = ReaderTable::open_for_reader(&dir.path().join("db"), DB_FILE).unwrap();
     let (older, newest) = (reader.claim_slot(1).unwrap(), reader.claim_slot(2).unwrap());
     older.begin(9, 4096);
     newest.begin(10, 4096);
@@ -318,7 +321,7 @@ fn the_writer_checks_only_slots_older_than_its_newest_txid() {
 fn a_live_slot_of_a_pid_not_seen_from_here_is_listed_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let table = writer(dir.path());
-    let reader = ReaderTable::open_for_reader(&dir.path().join("db")).unwrap();
+    let reader = ReaderTable::open_for_reader(&dir.path().join("db"), DB_FILE).unwrap();
     let ours = reader.claim_slot(1).unwrap();
     let theirs = reader.claim_slot(2).unwrap();
     // Above Linux's largest possible process id (2^22).

@@ -20,6 +20,7 @@ mod one_sync_attacks;
 mod one_sync_attacks2;
 mod open;
 mod processes;
+mod processes_attacks;
 mod processes_kills;
 mod ranges;
 mod readme;

@@ -101,6 +101,7 @@ fn child_process() {
         },
         "pin-warn" => super::tracing::child_pin_warn(&path),
         "api-model-reader" => super::api_model::reader_child(&path),
+        attack if attack.starts_with("attack-") => super::processes_attacks::child(attack, &path),
         other => super::processes_kills::child(other, &path),
     };
     println!("CHILD {answer}");
@@ -181,13 +182,13 @@ pub(super) fn child_command(what: &str, path: &Path) -> Command {
 
 /// A child process of this test binary.
 pub(super) struct Process {
-    child: Child,
+    pub(super) child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
 impl Process {
-    fn spawn(what: &str, path: &Path) -> Process {
+    pub(super) fn spawn(what: &str, path: &Path) -> Process {
         Process::start(child_command(what, path))
     }
 
@@ -237,7 +238,7 @@ impl Process {
 }
 
 /// The parts of a `held` answer: round, txid, bytes its snapshot reads.
-fn held(answer: &str) -> (u64, u64, u64) {
+pub(super) fn held(answer: &str) -> (u64, u64, u64) {
     let parts: Vec<u64> = answer
         .strip_prefix("held ")
         .unwrap_or_else(|| panic!("not a held answer: {answer}"))
