@@ -173,10 +173,14 @@ impl ReaderTable {
         // Allocated, not sparse: a store into a hole of a shared mapping on a full filesystem
         // (a full tmpfs) raises SIGBUS where the allocation fails with ENOSPC, and the writer
         // then runs without a table.
-        if !crate::fdio::allocate_in_place(&file, LOCK_FILE_LEN as u64)?
-            && file.metadata()?.len() < LOCK_FILE_LEN as u64
-        {
-            file.set_len(LOCK_FILE_LEN as u64)?;
+        // Where there is no `fallocate` (the portable storage), the missing bytes are written
+        // as zeros, which allocates them as well; a `set_len` would leave the hole.
+        if !crate::fdio::allocate_in_place(&file, LOCK_FILE_LEN as u64)? {
+            let len = file.metadata()?.len();
+            if len < LOCK_FILE_LEN as u64 {
+                let zeros = vec![0u8; LOCK_FILE_LEN - len as usize];
+                std::os::unix::fs::FileExt::write_all_at(&file, &zeros, len)?;
+            }
         }
         let table = ReaderTable::map(file, path)?;
         table.take_writer_lock()?;
