@@ -172,9 +172,8 @@ impl ReaderTable {
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         // Allocated, not sparse: a store into a hole of a shared mapping on a full filesystem
         // (a full tmpfs) raises SIGBUS where the allocation fails with ENOSPC, and the writer
-        // then runs without a table.
-        // Where there is no `fallocate` (the portable storage), the missing bytes are written
-        // as zeros, which allocates them as well; a `set_len` would leave the hole.
+        // then runs without a table. Without `fallocate` (the portable storage) the missing
+        // bytes are written as zeros, which allocates them too; `set_len` would leave a hole.
         if !crate::fdio::allocate_in_place(&file, LOCK_FILE_LEN as u64)? {
             let len = file.metadata()?.len();
             if len < LOCK_FILE_LEN as u64 {
