@@ -207,7 +207,7 @@ async fn sigkill_loop(mut cluster: Cluster, label: &str, plan: &Plan) {
     for kill in 0..plan.kills {
         tokio::time::sleep(rng.millis(200, 1200)).await;
         // Under an alarm, the kill and the restart come before the operator's cleanup.
-        let alarmed = plan.operator && operator.alarmed().await;
+        let alarmed = plan.operator && operator.surely_alarmed().await;
         let victim = kill_one(&mut cluster, &mut rng, kill, &load, &mut k).await;
         if alarmed {
             alarm_survived(&cluster, victim).await;
@@ -292,6 +292,9 @@ struct Operator {
     alarms_seen: usize,
     /// Kills (and restarts) while an alarm was raised.
     kills_under_alarm: usize,
+    /// Whether the last cleanup's disarm went unanswered: it may still take effect (until a
+    /// later disarm is acknowledged, which settles it one way or the other).
+    disarm_in_doubt: bool,
     disarms: usize,
     vacuums: usize,
     /// The alarms each node reported before the last cleanup (they must agree).
@@ -313,6 +316,7 @@ impl Operator {
             maybe_deleted: BTreeSet::new(),
             alarms_seen: 0,
             kills_under_alarm: 0,
+            disarm_in_doubt: false,
             disarms: 0,
             vacuums: 0,
             last_alarms: BTreeMap::new(),
@@ -345,6 +349,24 @@ impl Operator {
         false
     }
 
+    /// Whether an alarm is raised and only the operator can clear it: no disarm of the
+    /// operator's is in doubt, and all three nodes report an alarm. (One node reporting it is
+    /// not enough: a node that has not yet applied the operator's last disarm reports the
+    /// alarm that disarm cleared. The node that acknowledged the disarm had applied it, so
+    /// an alarm it reports since was raised again, through the log.)
+    async fn surely_alarmed(&self) -> bool {
+        if self.disarm_in_doubt {
+            return false;
+        }
+        for addr in &self.addrs {
+            match self.client.status(addr).await {
+                Ok(status) if !status.alarms.is_empty() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     /// One round between kills: if a node reports an alarm, [`Operator::clean`].
     async fn tend(&mut self, load: &Load) {
         if self.alarmed().await {
@@ -367,8 +389,10 @@ impl Operator {
         for addr in &self.addrs {
             if self.client.disarm_alarms(addr).await.is_ok() {
                 self.disarms += 1;
+                self.disarm_in_doubt = false;
                 break;
             }
+            self.disarm_in_doubt = true;
         }
     }
 

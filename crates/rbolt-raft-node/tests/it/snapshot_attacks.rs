@@ -10,7 +10,8 @@
 
 use crate::cluster::{Cluster, Ledger, Load, PATIENCE, check_data};
 use crate::snapshot_transfer::{
-    VALUE_BYTES, counter, kill_node_3_mid_transfer, lagging_node_3, partial_of, resumes,
+    CHUNK_BYTES, VALUE_BYTES, counter, kill_node_3_mid_transfer, lagging_node_3, partial_of,
+    resumes,
 };
 use hyper::Method;
 use rbolt_raft_node::api::{HEADER_CLUSTER, HEADER_FROM, HEADER_SNAPSHOT_CHUNK};
@@ -90,9 +91,15 @@ fn attack_on_disk(cluster: &Cluster, attack: Attack, name: &str, held: u64) -> O
     }
 }
 
-/// Sends node 3 chunks of garbage at the offset it holds of the snapshot `name` (asked with
-/// an empty chunk first) until one is appended (the leader's own chunks race them), at most
-/// 50 tries; returns whether one was.
+/// Sends node 3 a chunk of garbage at the offset it will hold once the leader's chunk under
+/// way lands, at most 50 tries; returns whether one was appended.
+///
+/// Node 3 receives one chunk at a time (a fair lock, held through the slow chunk's sleep),
+/// and the leader sends its next chunk only when the last one is answered. So while a
+/// leader's chunk at `held` (what the partial holds on disk) sleeps in node 3, a chunk sent to
+/// `held + CHUNK_BYTES` queues before the leader's next and lands. (Asking node 3 what it holds
+/// first and then sending there raced the leader's next chunk, and lost 50 times on a loaded
+/// machine.) A try between two of the leader's chunks misses and changes nothing.
 async fn forge_chunk(cluster: &Cluster, name: &str) -> bool {
     let status = cluster.status(3).await.expect("node 3 answers");
     let rest = name
@@ -101,6 +108,7 @@ async fn forge_chunk(cluster: &Cluster, name: &str) -> bool {
         .expect("a partial's name");
     let (digest, length) = rest.split_once('-').expect("digest-length");
     let length: u64 = length.parse().expect("length");
+    let chunk_bytes: u64 = CHUNK_BYTES.parse().expect("chunk bytes");
     let send = |offset: u64, body: Vec<u8>| {
         let chunk = format!(r#"{{"length":{length},"digest":"{digest}","offset":{offset}}}"#);
         let headers = [
@@ -117,19 +125,21 @@ async fn forge_chunk(cluster: &Cluster, name: &str) -> bool {
                 .and_then(|v| v["held"].as_u64())
         }
     };
-    for _ in 0..50 {
-        let Some(held) = send(0, Vec::new()).await else {
+    for tried in 1..=50 {
+        let Some((partial, held)) = partial_of(cluster, 3) else {
             return false;
         };
-        if held >= length {
+        let next = held + chunk_bytes;
+        if partial != name || next >= length {
             return false;
         }
-        let garbage = vec![0xeeu8; 4096.min((length - held) as usize)];
-        let after = held + garbage.len() as u64;
-        if send(held, garbage).await == Some(after) {
-            eprintln!("snapshot attacks: a forged chunk appended at {held}");
+        let garbage = vec![0xeeu8; 4096.min((length - next) as usize)];
+        let after = next + garbage.len() as u64;
+        if send(next, garbage).await == Some(after) {
+            eprintln!("snapshot attacks: a forged chunk appended at {next} (try {tried})");
             return true;
         }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     false
 }
