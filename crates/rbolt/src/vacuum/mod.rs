@@ -40,7 +40,7 @@ use crate::db::Db;
 use crate::engine::Truncate;
 use crate::engine::shrink::truncate_if_unseen;
 use crate::error::{Error, Result};
-use plan::{REPACK_PAGES_MAX, bucket_names, plan};
+use plan::{Kept, REPACK_PAGES_MAX, bucket_names, plan, survey};
 use rbolt_page::Pgid;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -170,6 +170,9 @@ pub struct VacuumStep {
     /// finished vacuum can leave a few: spans of several pages (large values) for which no
     /// run of free pages below is long enough.
     pub pages_to_go: u64,
+    /// Whether the step walked every tree of the file to plan: always for a `vacuum_step`;
+    /// in a [`Db::vacuum`], its first step and one whose walk had nothing left to plan.
+    pub walked: bool,
 }
 
 /// Where a [`Db::vacuum`] stands: passed to its progress callback after every step, and
@@ -228,6 +231,9 @@ pub struct VacuumProgress {
     pub file_len_before: u64,
     /// The file's length now.
     pub file_len: u64,
+    /// Whole-file walks the steps planned from (see [`VacuumStep::walked`]): a few per
+    /// vacuum, not one per step.
+    pub walks: u64,
     /// Time since the vacuum began.
     pub elapsed: Duration,
     /// Whether the vacuum ran to its end (not stopped by the callback).
@@ -281,19 +287,47 @@ impl Db {
     /// # Ok::<(), rbolt::Error>(())
     /// ```
     pub fn vacuum_step(&self, pages_max: usize) -> Result<VacuumStep> {
+        self.step_with(pages_max, &mut None)
+    }
+
+    /// A [`vacuum_step`](Db::vacuum_step) planned from `kept` (walked first when `None` or,
+    /// if it is older than the snapshot, when the plan it gives does nothing); `kept` is
+    /// updated with what the step did. A step from an older walk that cannot commit (the
+    /// file has no room below its mark for what it rewrites) leaves `kept` as `None`: the
+    /// next step walks again.
+    fn step_with(&self, pages_max: usize, kept: &mut Option<Kept>) -> Result<VacuumStep> {
         let mut tx = self.begin_write()?;
-        let plan = {
+        let mut walked = false;
+        let plan = loop {
             let alloc = tx.allocation_plan();
             let (pages, meta, freelist) = tx.vacuum_view();
-            plan(
+            let kept_now = match kept {
+                Some(kept) => kept,
+                None => {
+                    walked = true;
+                    kept.insert(survey(pages, meta)?)
+                }
+            };
+            let writes_freelist = !self.engine.options.no_freelist_sync;
+            let plan = plan(
                 pages,
                 meta,
                 freelist,
                 alloc,
                 pages_max,
-                !self.engine.options.no_freelist_sync,
-            )?
+                writes_freelist,
+                kept_now,
+            )?;
+            if plan.does_something() || kept_now.fresh {
+                break plan;
+            }
+            // Nothing left to do by the old walk: walk the snapshot as it is now.
+            *kept = None;
         };
+        let Some(kept_now) = kept.as_mut() else {
+            unreachable!("the loop above keeps a walk");
+        };
+        let fresh = kept_now.fresh;
         let mark = tx.vacuum_view().1.pgid;
         let mut step = VacuumStep {
             pages_moved: plan.pages_moved,
@@ -302,6 +336,7 @@ impl Db {
             high_water: mark,
             live_pages: plan.live_pages,
             pages_to_go: plan.pages_to_go,
+            walked,
         };
         if !plan.does_something() {
             tx.rollback();
@@ -312,9 +347,10 @@ impl Db {
         tx.allocator_mut()
             .vacuum_step(&plan.spans, plan.cut.map(Pgid), Pgid(mark));
         for (path, key, depth) in &plan.moves {
-            let names = bucket_names(&plan.paths, *path);
+            let names = bucket_names(&kept_now.paths, *path);
+            // A bucket another writer deleted since an older walk: nothing to move.
             let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(false, "a bucket the walk found is missing");
+                debug_assert!(!fresh, "a bucket the walk found is missing");
                 continue;
             };
             let shared = bucket.tx;
@@ -326,9 +362,9 @@ impl Db {
                 .touch_to_depth(pages, &mut core.arena, key, *depth)?;
         }
         for (path, key) in &plan.merges {
-            let names = bucket_names(&plan.paths, *path);
+            let names = bucket_names(&kept_now.paths, *path);
             let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(false, "a bucket the walk found is missing");
+                debug_assert!(!fresh, "a bucket the walk found is missing");
                 continue;
             };
             let shared = bucket.tx;
@@ -359,10 +395,14 @@ impl Db {
             {
                 step.pages_moved = 0;
                 step.pages_merged = 0;
+                if !fresh {
+                    *kept = None;
+                }
                 return Ok(step);
             }
             Err(error) => return Err(error),
         }
+        kept_now.record(&plan);
         step.committed = true;
         step.high_water = self.engine.snapshot().meta.pgid;
         // Pages meant to move that landed at or past the cut after all did not move.
@@ -439,11 +479,19 @@ impl Db {
             .pgid
             .saturating_mul(2)
             .saturating_add(SHRINK_STEPS_MAX as u64);
+        // The walk of the snapshot the steps plan from, kept while it serves (see `Kept`).
+        let mut kept = None;
         loop {
             let step_started = Instant::now();
-            let step = self.vacuum_step(options.pages_per_step)?;
+            let from_old_walk = kept.as_ref().is_some_and(|kept: &Kept| !kept.fresh);
+            let step = self.step_with(options.pages_per_step, &mut kept)?;
             let step_took = step_started.elapsed();
+            report.walks += u64::from(step.walked);
             if !step.committed {
+                if from_old_walk && kept.is_none() {
+                    // Planned from an old walk, and it could not commit: walk again.
+                    continue;
+                }
                 break;
             }
             report.pages_moved += step.pages_moved;
@@ -524,14 +572,9 @@ impl Db {
         let plan = {
             let alloc = tx.allocation_plan();
             let (pages, meta, freelist) = tx.vacuum_view();
-            plan(
-                pages,
-                meta,
-                freelist,
-                alloc,
-                1,
-                !self.engine.options.no_freelist_sync,
-            )?
+            let kept = survey(pages, meta)?;
+            let writes_freelist = !self.engine.options.no_freelist_sync;
+            plan(pages, meta, freelist, alloc, 1, writes_freelist, &kept)?
         };
         tx.rollback();
         Ok((plan.live_pages, plan.pages_to_go))

@@ -22,10 +22,10 @@ pub(super) const REPACK_PAGES_MAX: usize = 16;
 struct Live {
     pgid: u64,
     n_pages: u64,
-    /// Index in `Survey::lives` of the page that points at it: its parent branch, or for the
+    /// Index in `Kept::lives` of the page that points at it: its parent branch, or for the
     /// root of a nested bucket the leaf that holds the bucket. `None`: the root bucket's root.
     parent: Option<usize>,
-    /// Index of its bucket in `Survey::paths`.
+    /// Index of its bucket in `Kept::paths`.
     path: usize,
     /// Its depth in its bucket's tree (0: the root).
     depth: usize,
@@ -47,30 +47,58 @@ struct Sparse {
     entries: Vec<u32>,
 }
 
-/// What a survey of the snapshot found: every live tree page, the free runs, the freelist.
-struct Survey {
+/// What a walk of the snapshot's trees found: every live tree page.
+struct Walked {
     /// The buckets, each as (index of its parent here, its name); index 0 is the root bucket.
     /// Parent links rather than whole paths, so deep nesting costs no more than its buckets.
     paths: Vec<(usize, Vec<u8>)>,
     lives: Vec<Live>,
-    /// The allocator's planning face: where the step's allocations land, asked of a copy.
-    alloc: Allocator<FreeRuns>,
-    /// Free pages just below the high-water mark: what the commit cuts off.
-    tail_free: u64,
-    /// The freelist page and its pages, if the file keeps one.
-    freelist: Option<(u64, u64)>,
-    /// Ids the freelist holds (free and pending).
-    freelist_count: usize,
-    live_pages: u64,
-    pages_to_go: u64,
+    /// The pages of every tree.
+    tree_pages: u64,
     /// A leaf that uses fewer bytes is sparse: `REPACK_FULL_PERCENT` of a page.
     full: usize,
+}
+
+/// A walk of the snapshot's trees and what the planner derives from it, kept across the steps
+/// of one `Db::vacuum`: walking every page for every step made a vacuum cost its steps times
+/// the file (341 s at 10M keys; issue 52). A step plans from what is kept: the groups of
+/// sparse leaves not merged yet, the pages not rewritten yet, highest first, each found again
+/// by its bucket, key and depth (so a page another writer moved or split since is still
+/// reached); the free set, the freelist and the figures are the step's own. Nothing the
+/// commit writes depends on the walk being current: it bounds where pages land (the cut,
+/// and never past the mark), and a step planned from an old walk that finds nothing to do
+/// or cannot commit walks again (see the parent module).
+pub(super) struct Kept {
+    pub(super) paths: Vec<(usize, Vec<u8>)>,
+    lives: Vec<Live>,
+    tree_pages: u64,
+    /// The groups of sparse leaves worth merging, highest first; those before `groups_done`
+    /// were merged by a step.
+    groups: Vec<Group>,
+    groups_done: usize,
+    /// Indexes in `lives`, the highest page first.
+    order: Vec<usize>,
+    /// Lives a step rewrote since the walk (moved below its cut, merged, or on the path of
+    /// either): no longer where the walk found them.
+    rewritten: Vec<bool>,
+    /// Whether no step has committed since the walk: its page ids are the snapshot's.
+    pub(super) fresh: bool,
+}
+
+impl Kept {
+    /// Records what a committed step did: the lives it rewrote and the groups it merged.
+    pub(super) fn record(&mut self, plan: &Plan) {
+        for &index in &plan.rewritten {
+            self.rewritten[index] = true;
+        }
+        self.groups_done += plan.groups_taken;
+        self.fresh = false;
+    }
 }
 
 /// What a vacuum step will do, and the figures it reports.
 #[derive(Default)]
 pub(super) struct Plan {
-    pub(super) paths: Vec<(usize, Vec<u8>)>,
     /// Pages to move: (bucket path, key, depth), deduplicated.
     pub(super) moves: BTreeSet<(usize, Vec<u8>, usize)>,
     /// Sparse leaves to repack with their sparse right siblings: (bucket path, first key).
@@ -90,6 +118,10 @@ pub(super) struct Plan {
     pub(super) tail_free: u64,
     /// The freelist page would move down: first fit has a lower run for it.
     pub(super) freelist_moves: bool,
+    /// Indexes in the kept lives of every page the step rewrites (see [`Kept::record`]).
+    rewritten: Vec<usize>,
+    /// Groups of the kept ones the step merges: the next ones.
+    groups_taken: usize,
 }
 
 impl Plan {
@@ -102,15 +134,15 @@ impl Plan {
     }
 }
 
-/// Where a page of the survey hangs: the index in `Survey::lives` of what points at it (none
-/// for the root bucket's root), and the index of its bucket in `Survey::paths`.
+/// Where a page of the survey hangs: the index in `Kept::lives` of what points at it (none
+/// for the root bucket's root), and the index of its bucket in `Kept::paths`.
 #[derive(Clone, Copy)]
 struct Under {
     live: Option<usize>,
     path: usize,
 }
 
-impl<'a> Visitor<'a> for Survey {
+impl<'a> Visitor<'a> for Walked {
     type Token = Under;
     type Error = Error;
 
@@ -120,7 +152,7 @@ impl<'a> Visitor<'a> for Survey {
 
     fn page(&mut self, at: &PageAt<'a>, under: Under) -> Result<Option<Under>> {
         let n_pages = u64::from(at.page.header().overflow) + 1;
-        self.live_pages += n_pages;
+        self.tree_pages += n_pages;
         let index = self.lives.len();
         // Its first key and whether it is sparse, once its kind is read (`branch`, `leaf`).
         self.lives.push(Live {
@@ -194,38 +226,63 @@ impl<'a> Visitor<'a> for Survey {
     }
 }
 
-/// Surveys every tree of the snapshot (`pages`, `meta`) with the page walker.
-fn survey(
-    pages: Pages<'_>,
-    meta: &Meta,
-    freelist: &AnyFreelist,
-    alloc: Allocator<FreeRuns>,
-) -> Result<Survey> {
-    let tail_free = alloc.free_set().tail_len(Pgid(meta.pgid));
-    let mut found = Survey {
+/// Walks every tree of the snapshot (`pages`, `meta`) with the page walker, and derives what
+/// the steps plan with.
+pub(super) fn survey(pages: Pages<'_>, meta: &Meta) -> Result<Kept> {
+    let mut walked = Walked {
         paths: vec![(0, Vec::new())],
         lives: Vec::new(),
-        alloc,
-        tail_free,
-        freelist: freelist_span(pages, meta)?.map(|(pgid, n_pages)| (pgid.0, n_pages)),
-        freelist_count: freelist.count(),
-        live_pages: 2,
-        pages_to_go: 0,
+        tree_pages: 0,
         full: pages.page_size() * rbolt_btree::REPACK_FULL_PERCENT / 100,
     };
-    found.live_pages += found.freelist.map_or(0, |(_, n_pages)| n_pages);
     let root = Under {
         live: None,
         path: 0,
     };
-    PageWalk::new(pages).tree(&mut found, Pgid(0), meta.root_pgid(), root)?;
-    let in_use = found.freelist.iter().copied();
-    let in_use = in_use.chain(found.lives.iter().map(|live| (live.pgid, live.n_pages)));
-    found.pages_to_go = in_use
-        .filter(|&(pgid, _)| pgid >= found.live_pages)
-        .map(|(_, n_pages)| n_pages)
-        .sum();
-    Ok(found)
+    PageWalk::new(pages).tree(&mut walked, Pgid(0), meta.root_pgid(), root)?;
+    let groups = merge_groups(&walked.lives, pages.page_size());
+    let lives = walked.lives;
+    let mut order: Vec<usize> = (0..lives.len()).collect();
+    order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
+    Ok(Kept {
+        paths: walked.paths,
+        rewritten: vec![false; lives.len()],
+        lives,
+        tree_pages: walked.tree_pages,
+        groups,
+        groups_done: 0,
+        order,
+        fresh: true,
+    })
+}
+
+/// The pages in use (metas, freelist, trees) and those of them at or past where a packed file
+/// would end. From the walk while it is current; after a step, from the freelist: every page
+/// below the mark is in use or on the freelist (free or pending).
+fn figures(
+    kept: &Kept,
+    meta: &Meta,
+    freelist: &AnyFreelist,
+    span: Option<(u64, u64)>,
+) -> (u64, u64) {
+    if kept.fresh {
+        let live_pages = 2 + span.map_or(0, |(_, n_pages)| n_pages) + kept.tree_pages;
+        let in_use = span.into_iter();
+        let in_use = in_use.chain(kept.lives.iter().map(|live| (live.pgid, live.n_pages)));
+        let to_go = in_use
+            .filter(|&(pgid, _)| pgid >= live_pages)
+            .map(|(_, n_pages)| n_pages)
+            .sum();
+        return (live_pages, to_go);
+    }
+    let live_pages = meta.pgid.saturating_sub(freelist.count() as u64);
+    let on_freelist = freelist.free_ids().chain(freelist.pending().ids());
+    let unused_past = on_freelist.filter(|pgid| pgid.0 >= live_pages).count() as u64;
+    let to_go = meta
+        .pgid
+        .saturating_sub(live_pages)
+        .saturating_sub(unused_past);
+    (live_pages, to_go)
 }
 
 /// The pages a commit writes for the pages it rewrites: single pages and runs.
@@ -304,7 +361,7 @@ fn place(
 /// Sparse sibling leaves that `Tree::repack_key` merges from the first: consecutive under one
 /// parent, each less than `REPACK_FULL_PERCENT` full, together within `REPACK_PAGES_MAX` pages.
 struct Group {
-    /// Indexes in `Survey::lives`, the first leaf first; and the sibling after the last, which
+    /// Indexes in `Kept::lives`, the first leaf first; and the sibling after the last, which
     /// the merge reads (makes a node of) to see that it does not fit, so the commit rewrites
     /// it too.
     leaves: Vec<usize>,
@@ -316,16 +373,14 @@ struct Group {
 }
 
 /// The groups of sparse leaves worth merging (they give back a page or more).
-fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
-    let mut sparse: Vec<(&Sparse, usize)> = found
-        .lives
+fn merge_groups(lives: &[Live], page_size: usize) -> Vec<Group> {
+    let mut sparse: Vec<(&Sparse, usize)> = lives
         .iter()
         .enumerate()
         .filter_map(|(index, live)| live.sparse.as_ref().map(|sparse| (sparse, index)))
         .collect();
     sparse.sort_unstable_by_key(|&(leaf, _)| (leaf.parent, leaf.slot));
-    let by_slot: std::collections::HashMap<(Pgid, usize), usize> = found
-        .lives
+    let by_slot: std::collections::HashMap<(Pgid, usize), usize> = lives
         .iter()
         .enumerate()
         .filter_map(|(index, live)| live.slot.map(|slot| (slot, index)))
@@ -355,11 +410,7 @@ fn merge_groups(found: &Survey, page_size: usize) -> Vec<Group> {
             .collect();
         let after = pieces_of(&sizes, page_size);
         if leaves.len() as u64 > after {
-            let top = leaves
-                .iter()
-                .map(|&i| found.lives[i].pgid)
-                .max()
-                .unwrap_or(0);
+            let top = leaves.iter().map(|&i| lives[i].pgid).max().unwrap_or(0);
             let stopper = by_slot
                 .get(&(leaf.parent, leaf.slot + leaves.len()))
                 .copied();
@@ -420,12 +471,12 @@ fn longest_fitting(n: usize, fits: impl Fn(usize) -> bool) -> usize {
     low
 }
 
-/// Plans a vacuum step within `pages_max` pages: first merges of sparse sibling leaves, which
-/// give pages back while free pages are there to merge into (a packed file has none), highest
-/// first; then, with the rest of the budget, moves of the live pages at the top of the file
-/// below the lowest of them (the cut), as many as fit there with the pages above them that
-/// the commit rewrites too. The model is what the commit allocates: reserved runs for
-/// multi-page pages, the lowest free pages for single ones, then the freelist.
+/// Plans a vacuum step within `pages_max` pages from `kept`: first merges of sparse sibling
+/// leaves, which give pages back while free pages are there to merge into (a packed file has
+/// none), highest first; then, with the rest of the budget, moves of the live pages at the top
+/// of the file below the lowest of them (the cut), as many as fit there with the pages above
+/// them that the commit rewrites too. The model is what the commit allocates: reserved runs
+/// for multi-page pages, the lowest free pages for single ones, then the freelist.
 pub(super) fn plan(
     pages: Pages<'_>,
     meta: &Meta,
@@ -433,33 +484,36 @@ pub(super) fn plan(
     alloc: Allocator<FreeRuns>,
     pages_max: usize,
     writes_freelist: bool,
+    kept: &Kept,
 ) -> Result<Plan> {
-    let found = survey(pages, meta, freelist, alloc)?;
+    let span = freelist_span(pages, meta)?.map(|(pgid, n_pages)| (pgid.0, n_pages));
+    let (live_pages, pages_to_go) = figures(kept, meta, freelist, span);
+    let tail_free = alloc.free_set().tail_len(Pgid(meta.pgid));
     let pages_max = pages_max.max(1) as u64;
     let page_size = pages.page_size();
-    let lives = &found.lives;
-    let limit = meta.pgid - found.tail_free;
+    let lives = &kept.lives;
+    let limit = meta.pgid - tail_free;
     // The freelist after the step holds at most what it holds now, its own old pages and what
     // the merges give back: every other page freed is one allocated from the free set.
-    let old_freelist = found.freelist.map_or(0, |(_, n_pages)| n_pages);
+    let old_freelist = span.map_or(0, |(_, n_pages)| n_pages);
+    let freelist_count = freelist.count();
     let freelist_pages = |demand: &Demand| -> u64 {
         if !writes_freelist {
             return 0;
         }
-        let count = found.freelist_count + (old_freelist + demand.given_back) as usize + 1;
+        let count = freelist_count + (old_freelist + demand.given_back) as usize + 1;
         pages_for(freelist_page_size(count), page_size) as u64
     };
-    let fit = |cut: u64, demand: &Demand| {
-        place(&found.alloc, meta.pgid, cut, demand, freelist_pages(demand))
-    };
+    let fit =
+        |cut: u64, demand: &Demand| place(&alloc, meta.pgid, cut, demand, freelist_pages(demand));
 
     // Merges, highest first, while the budget lasts and their pages fit below the free tail.
-    let groups = merge_groups(&found, page_size);
+    let groups = &kept.groups[kept.groups_done..];
     let mut dirty = vec![false; lives.len()];
     let mut demand = Demand::default();
     let mut merge_demands: Vec<Demand> = Vec::new();
     let mut merged_leaves = 0;
-    for group in &groups {
+    for group in groups {
         merged_leaves += group.leaves.len() as u64;
         if merged_leaves > pages_max {
             break;
@@ -491,11 +545,9 @@ pub(super) fn plan(
     // Moves: the highest pages first. A page no free run below it can take is pinned where
     // it is: the pages under it can still move, to make room for it later. The budget counts
     // the pages chosen to move (at least one when nothing merges), not those above them.
-    let mut order: Vec<usize> = (0..lives.len()).collect();
-    order.sort_unstable_by_key(|&index| std::cmp::Reverse(lives[index].pgid));
+    // Pages a step of this vacuum rewrote are below its cut already.
     let fits_below = |live: &Live| {
-        let below = found
-            .alloc
+        let below = alloc
             .free_set()
             .first_fit_below(live.n_pages as usize, Pgid(live.pgid));
         below.is_some()
@@ -504,9 +556,9 @@ pub(super) fn plan(
     let mut trial_dirty = dirty.clone();
     let mut trial = demand.clone();
     let mut moving = 0;
-    for &index in &order {
+    for &index in &kept.order {
         let live = &lives[index];
-        if !fits_below(live) {
+        if kept.rewritten[index] || !fits_below(live) {
             continue;
         }
         moving += live.n_pages;
@@ -526,16 +578,19 @@ pub(super) fn plan(
 
     let mut plan = Plan {
         cut,
-        live_pages: found.live_pages,
-        pages_to_go: found.pages_to_go,
-        tail_free: found.tail_free,
+        live_pages,
+        pages_to_go,
+        tail_free,
+        groups_taken: merges,
         ..Plan::default()
     };
     for &(index, _) in &prefixes[..chosen] {
         let live = &lives[index];
         plan.pages_moved += live.n_pages;
         plan.moves.insert((live.path, live.key.clone(), live.depth));
+        dirty_path(lives, index, &mut dirty, &mut Demand::default());
     }
+    plan.rewritten = (0..lives.len()).filter(|&index| dirty[index]).collect();
     for group in &groups[..merges] {
         let first = &lives[group.leaves[0]];
         plan.pages_merged += group.given_back;
@@ -548,9 +603,9 @@ pub(super) fn plan(
     plan.skip_freelist = writes_freelist && freelist_fit == FreelistFit::Nowhere;
     let freelist_after = freelist_pages(&demand);
     // A step that writes no freelist needs no pages for it: then any free page below counts.
-    plan.freelist_moves = found.freelist.is_some_and(|(pgid, _)| {
+    plan.freelist_moves = span.is_some_and(|(pgid, _)| {
         let n_pages = freelist_after.max(1) as usize;
-        let free = found.alloc.free_set();
+        let free = alloc.free_set();
         free.first_fit_below(n_pages, Pgid(pgid)).is_some()
     });
     // Cutting the free tail helps only if the freelist page does not take all of its place;
@@ -558,7 +613,7 @@ pub(super) fn plan(
     // write it past the mark again).
     let tail_useful = match freelist_fit {
         FreelistFit::Below => true,
-        FreelistFit::Tail => found.tail_free > freelist_after,
+        FreelistFit::Tail => tail_free > freelist_after,
         FreelistFit::Nowhere => moves_pages,
     };
     if !tail_useful {
@@ -567,7 +622,6 @@ pub(super) fn plan(
     if !moves_pages && freelist_fit == FreelistFit::Nowhere {
         plan.skip_freelist = false;
     }
-    plan.paths = found.paths;
     Ok(plan)
 }
 

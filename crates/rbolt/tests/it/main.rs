@@ -29,3 +29,4 @@ mod support;
 mod tracing;
 mod typed;
 mod vacuum;
+mod vacuum_walks;

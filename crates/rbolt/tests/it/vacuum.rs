@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// Opens a database on `sim`.
-fn open(sim: &SimFile, options: Options) -> Db {
+pub(crate) fn open(sim: &SimFile, options: Options) -> Db {
     Db::open_storage(Arc::new(sim.clone()), options).unwrap()
 }
 
@@ -34,7 +34,7 @@ fn fill_bucket(db: &Db, name: &[u8], n: u32, byte: u8) {
 /// not), small values and values larger than a page; then deletes about `delete_percent` of
 /// the values and some whole buckets, in several commits, so that free pages are spread over
 /// the file and its end.
-fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
+pub(crate) fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
     let mut rng = Rng::new(seed);
     let page_size = db.page_size();
     db.update(|tx| {
@@ -96,7 +96,7 @@ fn fill_and_thin(db: &Db, seed: u64, n_keys: u64, delete_percent: u64) {
 
 /// Go bbolt's rules for a file: the freelist lists only ids below the high-water mark (the
 /// read fails otherwise), and the file holds every page below it.
-fn assert_go_compatible(db: &Db) {
+pub(crate) fn assert_go_compatible(db: &Db) {
     db.view(|tx| {
         let high_water = tx.meta().pgid;
         let free = tx.free_page_ids()?;
@@ -118,7 +118,7 @@ fn assert_sound(db: &Db, model: &Model) {
 }
 
 /// Runs a vacuum whose progress callback checks the database after every step.
-fn checked_vacuum(db: &Db, model: &Model, pages_per_step: usize) -> VacuumProgress {
+pub(crate) fn checked_vacuum(db: &Db, model: &Model, pages_per_step: usize) -> VacuumProgress {
     let mut calls = 0u64;
     let report = db
         .vacuum(
@@ -701,6 +701,7 @@ fn crash_anywhere_in_a_vacuum(options: Options) {
     );
     let mut images = 0;
     let mut shrink_points = 0;
+    let mut unnoticed_last_cuts = 0;
     for (op, kind) in log.iter().enumerate().skip(start) {
         if !matches!(
             kind,
@@ -728,9 +729,17 @@ fn crash_anywhere_in_a_vacuum(options: Options) {
         });
         // The close too (after one-sync commits it writes a meta in Go's form).
         let closed = db.close();
+        let noticed = result.is_err() || between_failed || closed.is_err();
+        // One class goes unnoticed, by design: the file's last operation, when it is the cut
+        // the close makes after its commit in Go's form has published (giving back what the
+        // callback's last one-sync commit grew). A commit that took effect cannot fail, so
+        // its cut is best effort, and a crash there leaves a longer file, which the images
+        // below check like any other.
+        let last_cut = *kind == OpKind::Shrink && op + 1 == log.len();
+        unnoticed_last_cuts += usize::from(!noticed && last_cut);
         assert!(
-            result.is_err() || between_failed || closed.is_err(),
-            "op {op} ({kind:?}): the crash did not stop the vacuum"
+            noticed || last_cut,
+            "op {op} ({kind:?}): the crash did not stop the vacuum: {result:?}"
         );
         assert_eq!(sim.crashed_at(), Some(op as u64), "not deterministic");
         for (profile, seed) in [
@@ -751,6 +760,10 @@ fn crash_anywhere_in_a_vacuum(options: Options) {
     }
     assert!(shrink_points >= 1);
     assert!(images > 20, "{images}");
+    eprintln!(
+        "crash anywhere in a vacuum: {images} images; {unnoticed_last_cuts} crash at the file's \
+         last operation, a best-effort cut after the close's commit, unnoticed by design"
+    );
 }
 
 /// Issue 21, defect 5: on a nearly packed file with multi-page values the vacuum did not
