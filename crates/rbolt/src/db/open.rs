@@ -548,22 +548,16 @@ pub(super) fn unsynced_pages_intact(
     // Free in `durable`: free or pending then, or past its high-water mark.
     let free_before = load_freelist(&before, page_size, options, None).ok()?;
     let pages = Pages::new(map, page_size, newest.high_water()).ok()?;
-    let reachable = crate::walk::reachable_pages(pages, newest).ok()?;
+    let older_pages = Pages::new(map, page_size, durable.high_water()).ok()?;
+    // Only what changed since `durable` is walked (see `walk::since`).
+    let since =
+        crate::walk::reachable_since(pages, newest, older_pages, durable, &free_before).ok()?;
     let mut sum = 0u128;
-    let mut extents = Vec::new();
-    // The first page past the last extent summed: its overflow pages are not extents.
-    let mut next = 0u64;
-    for pgid in reachable.ids() {
-        let written_since = pgid.0 >= durable.pgid || free_before.is_freed(pgid);
-        if pgid.0 < next || !written_since {
-            continue;
-        }
+    for &pgid in &since.written {
         let span = pages.page(Pgid(0), pgid).ok()?;
         sum = sum.wrapping_add(page_digest(pgid, span));
-        next = pgid.0 + (span.len() / page_size) as u64;
-        extents.push(pgid);
     }
-    (sum.to_le_bytes() == *digest).then_some((reachable, extents))
+    (sum.to_le_bytes() == *digest).then_some((since.reachable, since.written))
 }
 
 /// Writes the meta of `txid` (its head, as the page cache holds it) again where the device

@@ -192,14 +192,27 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(1));
     }
 
+    /// Best of 5: on a loaded machine the other thread can sit unscheduled for longer than a
+    /// `SHARE_POLL`, and then nobody is taking the writer, rightly ending the share (CI's
+    /// two cores saw 33 ms of 50). A share that never waits fails all five.
     #[test]
     fn share_waits_while_another_thread_takes_the_writer() {
+        let runs: Vec<Duration> = (0..5).map(|_| share_beside_a_taker()).collect();
+        assert!(
+            runs.iter()
+                .any(|&waited| waited >= Duration::from_millis(50)),
+            "{runs:?}"
+        );
+    }
+
+    /// How long a share of 50 ms waited while another thread kept taking the writer.
+    fn share_beside_a_taker() -> Duration {
         let turns = Turns::default();
         let mutex = Mutex::new(());
         let stop = AtomicBool::new(false);
         // Measured inside, asserted outside: a failed assertion inside the scope would wait
         // for the other thread forever.
-        let waited = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
                     drop(turns.lock(&mutex));
@@ -215,7 +228,6 @@ mod tests {
             let waited = start.elapsed();
             stop.store(true, Ordering::Relaxed);
             waited
-        });
-        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        })
     }
 }

@@ -1,17 +1,20 @@
 //! Whole-file walks. `page_walk.rs`: the one page walker (`PageWalk`, and the `Visitor` it
 //! calls back) that check (`check.rs`), bucket stats (`stats.rs`), the vacuum's planner
 //! (`vacuum/plan.rs`) and the reachable-page set here walk the file's pages with.
-//! `page_set.rs`: `PageSet`, the bit set of pages a walk reached. `buckets.rs`: the public
+//! `page_set.rs`: `PageSet`, the bit set of pages a walk reached. `since.rs`: the pages a
+//! newer meta reaches, from an older one's, walking only what changed between them. `buckets.rs`: the public
 //! [`Walk`], over a bucket's keys and the buckets nested in it (through cursors, not pages),
 //! that copies, exports and dumps use.
 
 mod buckets;
 mod page_set;
 mod page_walk;
+mod since;
 
 pub use buckets::{Walk, WalkStep};
 pub(crate) use page_set::PageSet;
 pub(crate) use page_walk::{Damage, EntryAt, PageAt, PageWalk, Visitor};
+pub(crate) use since::reachable_since;
 
 use crate::error::{Error, Result};
 use rbolt_btree::Pages;

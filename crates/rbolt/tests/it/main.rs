@@ -28,5 +28,6 @@ mod regressions;
 mod support;
 mod tracing;
 mod typed;
+mod unsynced_open;
 mod vacuum;
 mod vacuum_walks;
