@@ -259,7 +259,6 @@ const FUNCTIONS_TO_SPLIT: &[(&str, &str)] = &[
     ("crates/rbolt/src/db.rs", "open_storage"),
     ("crates/rbolt/src/engine/commit.rs", "commit_inner"),
     ("crates/rbolt/src/tx/mod.rs", "move_bucket"),
-    ("crates/rbolt/src/vacuum/mod.rs", "vacuum_step"),
     ("harness/rbolt-reliability/src/failpoints.rs", "return_mode"),
     ("harness/rbolt-reliability/src/fuzz.rs", "ops"),
     ("harness/rbolt-reliability/src/hostile/case.rs", "evaluate"),

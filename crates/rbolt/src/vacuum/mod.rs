@@ -297,35 +297,9 @@ impl Db {
     /// next step walks again.
     fn step_with(&self, pages_max: usize, kept: &mut Option<Kept>) -> Result<VacuumStep> {
         let mut tx = self.begin_write()?;
-        let mut walked = false;
-        let plan = loop {
-            let alloc = tx.allocation_plan();
-            let (pages, meta, freelist) = tx.vacuum_view();
-            let kept_now = match kept {
-                Some(kept) => kept,
-                None => {
-                    walked = true;
-                    kept.insert(survey(pages, meta)?)
-                }
-            };
-            let writes_freelist = !self.engine.options.no_freelist_sync;
-            let plan = plan(
-                pages,
-                meta,
-                freelist,
-                alloc,
-                pages_max,
-                writes_freelist,
-                kept_now,
-            )?;
-            if plan.does_something() || kept_now.fresh {
-                break plan;
-            }
-            // Nothing left to do by the old walk: walk the snapshot as it is now.
-            *kept = None;
-        };
+        let (plan, walked) = self.plan_step(&mut tx, pages_max, kept)?;
         let Some(kept_now) = kept.as_mut() else {
-            unreachable!("the loop above keeps a walk");
+            unreachable!("planning keeps a walk");
         };
         let fresh = kept_now.fresh;
         let mark = tx.vacuum_view().1.pgid;
@@ -346,42 +320,7 @@ impl Db {
         // (the plan made this same call on the allocator's planning face).
         tx.allocator_mut()
             .vacuum_step(&plan.spans, plan.cut.map(Pgid), Pgid(mark));
-        for (path, key, depth) in &plan.moves {
-            let names = bucket_names(&kept_now.paths, *path);
-            // A bucket another writer deleted since an older walk: nothing to move.
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!fresh, "a bucket the walk found is missing");
-                continue;
-            };
-            let shared = bucket.tx;
-            let pages = shared.pages();
-            let mut core = shared.core.borrow_mut();
-            let state = bucket.state_mut();
-            state
-                .tree
-                .touch_to_depth(pages, &mut core.arena, key, *depth)?;
-        }
-        for (path, key) in &plan.merges {
-            let names = bucket_names(&kept_now.paths, *path);
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!fresh, "a bucket the walk found is missing");
-                continue;
-            };
-            let shared = bucket.tx;
-            let pages = shared.pages();
-            let mut core = shared.core.borrow_mut();
-            let core = &mut *core;
-            let state = bucket.state_mut();
-            // Full pages where the step merges sparse leaves, as compaction writes them.
-            state.tree.set_fill_percent(1.0);
-            state.tree.repack_key(
-                pages,
-                &mut core.arena,
-                &mut core.writes,
-                key,
-                REPACK_PAGES_MAX * self.engine.page_size,
-            )?;
-        }
+        self.rewrite_planned(&mut tx, &plan, kept_now)?;
         tx.commit_unchanged = true;
         tx.shrink = true;
         tx.skip_freelist = plan.skip_freelist;
@@ -416,6 +355,91 @@ impl Db {
         } = step;
         crate::trace::vacuum_step(path, true, moved, merged, step.high_water, step.pages_to_go);
         Ok(step)
+    }
+
+    /// The plan of a step in `tx` from `kept` (walked first when `None`, or again when it is
+    /// older than the snapshot and has nothing left to plan); whether it walked.
+    fn plan_step(
+        &self,
+        tx: &mut crate::WriteTx<'_>,
+        pages_max: usize,
+        kept: &mut Option<Kept>,
+    ) -> Result<(plan::Plan, bool)> {
+        let mut walked = false;
+        loop {
+            let alloc = tx.allocation_plan();
+            let (pages, meta, freelist) = tx.vacuum_view();
+            let kept_now = match kept {
+                Some(kept) => kept,
+                None => {
+                    walked = true;
+                    kept.insert(survey(pages, meta)?)
+                }
+            };
+            let writes_freelist = !self.engine.options.no_freelist_sync;
+            let plan = plan(
+                pages,
+                meta,
+                freelist,
+                alloc,
+                pages_max,
+                writes_freelist,
+                kept_now,
+            )?;
+            if plan.does_something() || kept_now.fresh {
+                return Ok((plan, walked));
+            }
+            // Nothing left to do by the old walk: walk the snapshot as it is now.
+            *kept = None;
+        }
+    }
+
+    /// Rewrites in `tx` what `plan` moves (the pages on each planned path, to its depth) and
+    /// merges (sparse leaves repacked from each planned key), finding buckets by `kept`'s
+    /// paths.
+    fn rewrite_planned(
+        &self,
+        tx: &mut crate::WriteTx<'_>,
+        plan: &plan::Plan,
+        kept: &Kept,
+    ) -> Result<()> {
+        for (path, key, depth) in &plan.moves {
+            let names = bucket_names(&kept.paths, *path);
+            // A bucket another writer deleted since an older walk: nothing to move.
+            let Some(mut bucket) = tx.bucket_at(&names)? else {
+                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+                continue;
+            };
+            let shared = bucket.tx;
+            let pages = shared.pages();
+            let mut core = shared.core.borrow_mut();
+            let state = bucket.state_mut();
+            state
+                .tree
+                .touch_to_depth(pages, &mut core.arena, key, *depth)?;
+        }
+        for (path, key) in &plan.merges {
+            let names = bucket_names(&kept.paths, *path);
+            let Some(mut bucket) = tx.bucket_at(&names)? else {
+                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+                continue;
+            };
+            let shared = bucket.tx;
+            let pages = shared.pages();
+            let mut core = shared.core.borrow_mut();
+            let core = &mut *core;
+            let state = bucket.state_mut();
+            // Full pages where the step merges sparse leaves, as compaction writes them.
+            state.tree.set_fill_percent(1.0);
+            state.tree.repack_key(
+                pages,
+                &mut core.arena,
+                &mut core.writes,
+                key,
+                REPACK_PAGES_MAX * self.engine.page_size,
+            )?;
+        }
+        Ok(())
     }
 
     /// Vacuums the database online: [`vacuum_step`](Db::vacuum_step)s of
@@ -519,6 +543,19 @@ impl Db {
             // turn: issue 52's scale rows).
             self.engine.turns.share(&self.engine.writer, step_took);
         }
+        self.finish_vacuum(&mut report, mark_before, started)?;
+        let _ = progress(&report);
+        Ok(report)
+    }
+
+    /// The end of a vacuum that ran to its end: the freelist written if a step dropped it,
+    /// the file cut to its mark, and `report` made the file's as the vacuum leaves it.
+    fn finish_vacuum(
+        &self,
+        report: &mut VacuumProgress,
+        mark_before: u64,
+        started: Instant,
+    ) -> Result<()> {
         self.write_freelist_if_dropped(mark_before)?;
         self.truncate_to_high_water()?;
         // A step's figures are those it began with; the last report is of the file as the
@@ -534,8 +571,7 @@ impl Db {
         report.finished = true;
         let path = self.engine.storage.path();
         crate::trace::vacuum_done(path, report.steps, report.file_len_before, report.file_len);
-        let _ = progress(&report);
-        Ok(report)
+        Ok(())
     }
 
     /// A step with no room for the freelist page below its cut wrote none; once the vacuum is

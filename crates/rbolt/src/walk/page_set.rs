@@ -45,7 +45,6 @@ impl PageSet {
     }
 
     /// The ids in the set, ascending.
-    #[cfg(test)]
     pub(crate) fn ids(&self) -> impl Iterator<Item = Pgid> + '_ {
         self.bits.iter().enumerate().flat_map(|(index, &word)| {
             let base = index as u64 * 64;

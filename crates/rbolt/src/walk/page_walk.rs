@@ -181,6 +181,14 @@ pub(crate) trait Visitor<'a> {
     /// Damage found: `Err` ends the walk with it; `Ok` walks on past it.
     fn damage(&mut self, damage: Damage) -> Result<(), Self::Error>;
 
+    /// A tree page about to be entered (a branch's child, a bucket's root), within the
+    /// file's bounds: `true` leaves it out of the walk unread — not checked, not marked as
+    /// reached, nothing below it walked. For walks that decide by the id alone, without the
+    /// cost of reading the page.
+    fn skip(&mut self, _pgid: Pgid, _token: Self::Token) -> bool {
+        false
+    }
+
     /// A tree page entered, before its kind is read: returns the token for what hangs below
     /// it, or `None` to leave it there (its kind unread, nothing below it walked).
     fn page(
@@ -332,6 +340,9 @@ impl<'a> PageWalk<'a> {
                 owner,
                 high_water,
             });
+        }
+        if visitor.skip(pgid, token) {
+            return Ok(());
         }
         let page = match self
             .pages

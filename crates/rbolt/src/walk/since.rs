@@ -36,9 +36,15 @@ pub(crate) fn reachable_since(
     older: &Meta,
     free_before: &AnyFreelist,
 ) -> Result<Since> {
+    // The older meta's free and pending pages, one bit each: the walks ask of every child
+    // of every page they enter.
+    let mut free = PageSet::new(older.high_water());
+    for pgid in free_before.free_ids().chain(free_before.pending().ids()) {
+        free.insert(pgid.0);
+    }
     let mut newer_side = Newer {
         older_mark: older.pgid,
-        free_before,
+        free: &free,
         written: Vec::new(),
         kept: PageSet::new(older.high_water()),
     };
@@ -52,7 +58,7 @@ pub(crate) fn reachable_since(
     // In use in the older meta: below its mark and not on its freelist (and below the newer
     // mark: nothing past it is reachable).
     reachable.fill_below(older.pgid.min(newer.pgid));
-    for pgid in free_before.free_ids().chain(free_before.pending().ids()) {
+    for pgid in free.ids() {
         reachable.remove(pgid.0);
     }
     let older_freelist = freelist_span(older_pages, older)?;
@@ -79,10 +85,10 @@ pub(crate) fn reachable_since(
 }
 
 /// The newer tree's side: walks into the pages written since the older meta, stops at the
-/// others.
+/// others without reading them.
 struct Newer<'f> {
     older_mark: u64,
-    free_before: &'f AnyFreelist,
+    free: &'f PageSet,
     written: Vec<(Pgid, u64)>,
     kept: PageSet,
 }
@@ -95,20 +101,24 @@ impl<'a> Visitor<'a> for Newer<'_> {
         Err(damage.into())
     }
 
-    fn page(&mut self, at: &PageAt<'a>, (): ()) -> Result<Option<()>> {
-        let pgid = at.pgid();
-        if pgid.0 >= self.older_mark || self.free_before.is_freed(pgid) {
-            let span = at.span();
-            self.written.push((pgid, span.end() - span.start() + 1));
-            Ok(Some(()))
-        } else {
+    fn skip(&mut self, pgid: Pgid, (): ()) -> bool {
+        let written = pgid.0 >= self.older_mark || self.free.contains(pgid.0);
+        if !written {
             self.kept.insert(pgid.0);
-            Ok(None)
         }
+        !written
+    }
+
+    fn page(&mut self, at: &PageAt<'a>, (): ()) -> Result<Option<()>> {
+        let span = at.span();
+        self.written
+            .push((at.pgid(), span.end() - span.start() + 1));
+        Ok(Some(()))
     }
 }
 
-/// The older tree's side: stops at the pages the newer tree kept, walks into the others.
+/// The older tree's side: stops at the pages the newer tree kept (without reading them),
+/// walks into the others.
 struct Older<'k> {
     kept: &'k PageSet,
     replaced: Vec<(Pgid, u64)>,
@@ -122,13 +132,14 @@ impl<'a> Visitor<'a> for Older<'_> {
         Err(damage.into())
     }
 
+    fn skip(&mut self, pgid: Pgid, (): ()) -> bool {
+        self.kept.contains(pgid.0)
+    }
+
     fn page(&mut self, at: &PageAt<'a>, (): ()) -> Result<Option<()>> {
-        let pgid = at.pgid();
-        if self.kept.contains(pgid.0) {
-            return Ok(None);
-        }
         let span = at.span();
-        self.replaced.push((pgid, span.end() - span.start() + 1));
+        self.replaced
+            .push((at.pgid(), span.end() - span.start() + 1));
         Ok(Some(()))
     }
 }
