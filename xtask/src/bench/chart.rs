@@ -57,7 +57,8 @@ pub fn write(dir: &Path, compare: &Compare) -> Result<Vec<PathBuf>> {
     Ok(paths)
 }
 
-fn colour(name: &str, index: usize) -> RGBColor {
+/// rbolt's colour, or the colour of the `index`th peer.
+pub fn colour(name: &str, index: usize) -> RGBColor {
     if name == "rbolt" {
         RBOLT
     } else {

@@ -9,6 +9,7 @@ mod machine;
 mod micro;
 mod report;
 mod scale;
+mod scale_chart;
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -69,16 +70,19 @@ pub struct BenchArgs {
     replot: bool,
     /// The comparison at growing N (`--scale-n`), loads in transactions of 100,000 keys, with
     /// the rows that depend on the file's size (opens, check, backup, compact, vacuum beside a
-    /// writer); writes `target/bench-report/scale.md` and `scale.json`. Long (about 10 GB of
-    /// files at 50M); not part of CI.
-    #[arg(long, conflicts_with_all = ["replot", "only", "quick"])]
+    /// writer); writes `target/bench-report/scale.md`, `scale.svg` and `scale.json` (with
+    /// `--replot`: scale.md and scale.svg again from that scale.json; with `--doc`: also the
+    /// "At scale" section of docs/BENCHMARKS.md). Long (about 10 GB of files at 50M); not
+    /// part of CI.
+    #[arg(long, conflicts_with_all = ["only", "quick"])]
     scale: bool,
     /// The N of `--scale`, ascending (default 1M,10M; `m` and `k` suffixes allowed, e.g.
     /// `1m,10m,50m`).
     #[arg(long, value_name = "N,N,...", requires = "scale")]
     scale_n: Option<String>,
     /// Write the comparison's table into docs/BENCHMARKS.md even when N is below 1,000,000
-    /// (a full run, or a replot of one, always writes it).
+    /// (a full run, or a replot of one, always writes it); with `--scale`, write the scale
+    /// table and chart into its "At scale" section (only then).
     #[arg(long)]
     doc: bool,
     /// Passed to criterion: save the micro results as NAME.
@@ -250,33 +254,11 @@ pub fn cargo() -> String {
 pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
     let args = args.resolve(command_line(raw))?;
     let layout = layout()?;
+    if args.replot && !args.scale.is_empty() {
+        return scale::replot(&layout, &args);
+    }
     if args.replot {
-        let compare = compare::load(&layout.report.join("compare.json"))?;
-        // Only when the run that wrote compare.json ran the micro benchmarks too.
-        let ran_micro = parse(
-            &compare
-                .command
-                .split_whitespace()
-                .skip(3)
-                .map(String::from)
-                .collect::<Vec<_>>(),
-        )
-        .is_ok_and(|run| run.only == Only::Both);
-        let micro = micro::latest(&layout).filter(|_| ran_micro);
-        let args = Args {
-            command: compare.command.clone(),
-            ..args
-        };
-        let machine = machine::Machine::probe(&layout.target);
-        let summary = report::write(&layout, &args, &machine, micro.as_ref(), Some(&compare))?;
-        for path in chart::write(&layout.report, &compare)? {
-            eprintln!("wrote {}", path.display());
-        }
-        eprintln!("wrote {}", summary.display());
-        let written = std::fs::metadata(layout.report.join("compare.json"))
-            .and_then(|m| m.modified())
-            .map_or_else(|_| report::utc_now(), report::utc_date);
-        return write_doc(&layout, &args, &compare, &written);
+        return replot(&layout, args);
     }
     std::fs::create_dir_all(&layout.report)
         .with_context(|| format!("creating {}", layout.report.display()))?;
@@ -322,6 +304,37 @@ pub fn main(args: BenchArgs, raw: &[String]) -> Result<()> {
         Some(compare) => write_doc(&layout, &args, compare, &report::utc_now()),
         None => Ok(()),
     }
+}
+
+/// `--replot` of the comparison: summary.md, the charts and the document's table again from
+/// the last `compare.json` (and criterion's latest results); runs nothing.
+fn replot(layout: &Layout, args: Args) -> Result<()> {
+    let compare = compare::load(&layout.report.join("compare.json"))?;
+    // Only when the run that wrote compare.json ran the micro benchmarks too.
+    let ran_micro = parse(
+        &compare
+            .command
+            .split_whitespace()
+            .skip(3)
+            .map(String::from)
+            .collect::<Vec<_>>(),
+    )
+    .is_ok_and(|run| run.only == Only::Both);
+    let micro = micro::latest(layout).filter(|_| ran_micro);
+    let args = Args {
+        command: compare.command.clone(),
+        ..args
+    };
+    let machine = machine::Machine::probe(&layout.target);
+    let summary = report::write(layout, &args, &machine, micro.as_ref(), Some(&compare))?;
+    for path in chart::write(&layout.report, &compare)? {
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!("wrote {}", summary.display());
+    let written = std::fs::metadata(layout.report.join("compare.json"))
+        .and_then(|m| m.modified())
+        .map_or_else(|_| report::utc_now(), report::utc_date);
+    write_doc(layout, &args, &compare, &written)
 }
 
 /// Writes the comparison's table into `docs/BENCHMARKS.md` after a full run (N of at least

@@ -59,12 +59,26 @@ pub fn block(compare: &Compare, date: &str) -> Result<String> {
 
 /// Replaces what lies between the markers of `text` with `block`.
 pub fn replace_block(text: &str, block: &str) -> Result<String> {
-    let Some(begin) = text.find(BEGIN) else {
-        bail!("no line {BEGIN}");
+    replace_between(text, BEGIN, END, block)
+}
+
+/// Replaces what lies between the lines `begin_line` and `end_line` of `text` with `block`
+/// (the scale section of `--scale --doc` has its own markers).
+pub fn replace_between(
+    text: &str,
+    begin_line: &str,
+    end_line: &str,
+    block: &str,
+) -> Result<String> {
+    let Some(begin) = text.find(begin_line) else {
+        bail!("no line {begin_line}");
     };
-    let after_begin = begin + BEGIN.len();
-    let Some(end) = text[after_begin..].find(END).map(|at| after_begin + at) else {
-        bail!("no line {END} after {BEGIN}");
+    let after_begin = begin + begin_line.len();
+    let Some(end) = text[after_begin..]
+        .find(end_line)
+        .map(|at| after_begin + at)
+    else {
+        bail!("no line {end_line} after {begin_line}");
     };
     Ok(format!(
         "{}\n{}{}",

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 mod doc;
 pub(crate) mod metrics;
-pub use doc::{DOC_TABLE_N_MIN, write_doc};
+pub use doc::{DOC_TABLE_N_MIN, replace_between, write_doc};
 pub use metrics::{FAMILIES, METRICS, Metric};
 use metrics::{mib, phase};
 
