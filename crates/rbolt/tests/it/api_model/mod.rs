@@ -251,7 +251,7 @@ impl Tally {
             "pop_last",
         ]);
         kinds.push("on_commit.update");
-        kinds.extend(["set_durability", "sync", "vacuum_step"]);
+        kinds.extend(["set_durability", "sync", "vacuum_step", "vacuum"]);
         let events = [
             "commits",
             "rollbacks",

@@ -207,6 +207,12 @@ pub enum Op {
     VacuumStep {
         pages: u8,
     },
+    /// Commits, then a `Db::vacuum` of steps of up to `pages` pages, stopped by its callback
+    /// after `steps` steps (its steps plan from one walk kept across them).
+    Vacuum {
+        pages: u8,
+        steps: u8,
+    },
     /// A crash, without the handle's clean close: of the process (every commit is there
     /// after the reopen) or a power loss (a crash image picked by `seed`: the reopen holds
     /// the last durable commit or a later one).
@@ -314,6 +320,7 @@ const WEIGHTS: &[(u16, &str)] = &[
     (25, "durability"),
     (8, "sync"),
     (5, "vacuum-step"),
+    (3, "vacuum"),
     (6, "crash"),
 ];
 
@@ -461,6 +468,10 @@ impl Arbitrary for Op {
             "sync" => Op::Sync,
             "vacuum-step" => Op::VacuumStep {
                 pages: 1 + u8::arbitrary(g) % 32,
+            },
+            "vacuum" => Op::Vacuum {
+                pages: 1 + u8::arbitrary(g) % 16,
+                steps: 1 + u8::arbitrary(g) % 12,
             },
             "crash" => Op::Crash {
                 process: bool::arbitrary(g),

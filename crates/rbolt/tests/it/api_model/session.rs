@@ -282,6 +282,42 @@ impl World {
                     self.check_readers(&mut cx);
                     tx = Some(db.begin_write().expect("begin_write after a vacuum step"));
                 }
+                Op::Vacuum { pages, steps } => {
+                    self.commit(db, tx.take(), &mut model, &mut hooks, &mut cx);
+                    cx.tally.kind("vacuum");
+                    let options =
+                        rbolt::VacuumOptions::default().pages_per_step(usize::from(*pages));
+                    let mut left = *steps;
+                    let vacuumed = db.vacuum(options, |progress| {
+                        if progress.finished {
+                            return std::ops::ControlFlow::Continue(());
+                        }
+                        left -= 1;
+                        if left == 0 {
+                            std::ops::ControlFlow::Break(())
+                        } else {
+                            std::ops::ControlFlow::Continue(())
+                        }
+                    });
+                    match vacuumed {
+                        // Its steps are durable, and so is everything before them.
+                        Ok(report) if report.steps > 0 => {
+                            cx.tally.event("vacuum-steps");
+                            self.backing.while_held("proc.held.vacuum-steps", cx.tally);
+                            self.history = vec![self.committed.clone()];
+                        }
+                        Ok(_) => {}
+                        Err(e) => cx.fail(format_args!("vacuum: {e}")),
+                    }
+                    if let Err(e) = verify(db, &self.committed) {
+                        cx.fail(format_args!("after a vacuum: {e}"));
+                    }
+                    self.backing
+                        .after_commit(&self.committed, Some(db), &mut cx);
+                    self.backing.renew(&self.committed, db, &mut cx);
+                    self.check_readers(&mut cx);
+                    tx = Some(db.begin_write().expect("begin_write after a vacuum"));
+                }
                 Op::Crash { process, .. } if self.backing.as_sim().is_none() => {
                     cx.tally.skip(if *process {
                         "process-crash (needs the simulated file's image after a crash)"
