@@ -176,21 +176,10 @@ impl FileStorage {
         let mut open = OpenOptions::new();
         open.read(true).write(!options.read_only).mode(options.mode);
         let create = options.create && !options.read_only;
-        let (file, created) = loop {
-            match open.open(path) {
-                Ok(file) => break (file, false),
-                Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
-                Err(error) => return Err(open_error(error)),
-            }
-            // Missing: create it, and know that we did (O_EXCL), so that the directory entry
-            // is made durable by the one who made it. Another process may win the race to
-            // create it: then open what it created.
-            match open.clone().create_new(true).open(path) {
-                Ok(file) => break (file, true),
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(open_error(error)),
-            }
-        };
+        let (file, created) = open_or_create(path, create, |create_new| {
+            open.clone().create_new(create_new).open(path)
+        })
+        .map_err(open_error)?;
         if created {
             // A new file's name is durable only once its directory is synced; a crash before
             // that could lose the file after its first commits were acknowledged.
@@ -323,6 +312,38 @@ impl FileStorage {
             Err(read_only_error(op))
         } else {
             Ok(())
+        }
+    }
+}
+
+/// Opens the file at `path` with `open(false)`, or, when it is missing and `create` says so,
+/// creates it with `open(true)` (`O_EXCL`): `(file, true)` when this call created it, so
+/// that the directory entry is made durable by the one who made it. Another process may win
+/// the race to create it: then it opens what that one created.
+fn open_or_create(
+    path: &Path,
+    create: bool,
+    open: impl Fn(bool) -> io::Result<File>,
+) -> io::Result<(File, bool)> {
+    loop {
+        match open(false) {
+            Ok(file) => return Ok((file, false)),
+            Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        match open(true) {
+            Ok(file) => return Ok((file, true)),
+            // A symbolic link to a missing file: `O_EXCL` never follows a link, so it finds
+            // the name taken while the open finds no file, forever. Open it once more (its
+            // target may have been made meanwhile), and fail with that open's `NotFound`.
+            Err(error)
+                if error.kind() == io::ErrorKind::AlreadyExists
+                    && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
+            {
+                return open(false).map(|file| (file, false));
+            }
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
         }
     }
 }
@@ -509,7 +530,7 @@ fn parse_uuid(text: &str) -> Option<BootId> {
 
 #[cfg(test)]
 mod tests {
-    use super::{FileOptions, FileStorage, kernel_boot_id, parse_uuid};
+    use super::{FileOptions, FileStorage, OpenError, kernel_boot_id, parse_uuid};
     use crate::Storage;
     use std::os::unix::fs::MetadataExt;
     use std::path::Path;
@@ -761,5 +782,26 @@ mod tests {
         );
         let status = spawner.join().unwrap().unwrap();
         assert!(status.success(), "{status}");
+    }
+
+    /// A symbolic link to a missing file: the open fails with `NotFound` (it used to spin
+    /// forever, the open finding no file and the `O_EXCL` create finding the name taken), and
+    /// nothing is created through the link.
+    #[test]
+    fn an_open_of_a_symbolic_link_to_nothing_fails_instead_of_spinning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let target = dir.path().join("missing");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        match FileStorage::open(&path, FileOptions::new()) {
+            Err(OpenError::Open { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{source}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        assert!(!target.exists());
+        // Once the target exists, the link opens it.
+        std::fs::write(&target, b"").unwrap();
+        assert!(FileStorage::open(&path, FileOptions::new()).is_ok());
     }
 }
