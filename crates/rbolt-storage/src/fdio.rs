@@ -29,8 +29,13 @@ pub(super) fn len(file: &File) -> io::Result<u64> {
     Ok(file.metadata()?.len())
 }
 
-/// Fills `buf` from `offset`, retrying on `EINTR` and continuing short reads.
-pub(super) fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+/// Fills `buf` from `offset`, retrying on `EINTR` and continuing short reads. (Over any
+/// [`FileExt`], so that a test can interrupt and shorten its reads.)
+pub(super) fn read_exact_at(
+    file: &impl FileExt,
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> io::Result<()> {
     while !buf.is_empty() {
         match file.read_at(buf, offset) {
             Ok(0) => {
@@ -200,17 +205,31 @@ pub(super) fn anonymous_file() -> io::Result<File> {
     not(all(target_os = "linux", not(feature = "portable-fallback")))
 ))]
 fn portable_anonymous_file() -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir();
-    loop {
-        let name = format!(
-            "rbolt-simfile-{}-{}",
-            std::process::id(),
+    let pid = std::process::id();
+    create_unlinked(&std::env::temp_dir(), || {
+        format!(
+            "rbolt-simfile-{pid}-{}",
             NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = dir.join(name);
+        )
+    })
+}
+
+/// A new file in `dir` under the first of the `names` that no file has yet, unlinked at once,
+/// so that nothing is left behind. (Built for the tests on every system, so that the Linux
+/// runs test the portable code too.)
+#[cfg(any(
+    test,
+    all(
+        feature = "sim",
+        not(all(target_os = "linux", not(feature = "portable-fallback")))
+    )
+))]
+fn create_unlinked(dir: &std::path::Path, mut names: impl FnMut() -> String) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    loop {
+        let path = dir.join(names());
         match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -329,10 +348,11 @@ fn write_zero() -> io::Error {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::io::{self, IoSlice};
+    use std::os::unix::fs::FileExt;
 
-    use super::{PositionedWrite, write_all_at, write_vectored_at};
+    use super::{PositionedWrite, create_unlinked, read_exact_at, write_all_at, write_vectored_at};
     use crate::{IOV_MAX, WRITE_BYTES_MAX};
 
     /// A file in memory that records each call's buffers and bytes, writes at most `short`
@@ -426,5 +446,247 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::WriteZero);
         let error = write_all_at(&file, b"abc", 0).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::WriteZero);
+    }
+
+    /// A file in memory that reads at most `short` bytes per call and fails every third call
+    /// with `EINTR`, or, with `broken`, fails every call with `EIO`; panics past 10,000 calls
+    /// (a loop that retries an error it should return).
+    struct Reader {
+        bytes: Vec<u8>,
+        short: usize,
+        broken: bool,
+        calls: Cell<usize>,
+    }
+
+    impl Reader {
+        fn new(bytes: Vec<u8>, short: usize, broken: bool) -> Reader {
+            let calls = Cell::new(0);
+            Reader {
+                bytes,
+                short,
+                broken,
+                calls,
+            }
+        }
+    }
+
+    impl FileExt for Reader {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let calls = self.calls.get() + 1;
+            self.calls.set(calls);
+            assert!(calls <= 10_000, "an error retried forever");
+            if self.broken {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::IO.raw_os_error(),
+                ));
+            }
+            if calls.is_multiple_of(3) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let start = usize::try_from(offset).unwrap().min(self.bytes.len());
+            let take = buf.len().min(self.short).min(self.bytes.len() - start);
+            buf[..take].copy_from_slice(&self.bytes[start..start + take]);
+            Ok(take)
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
+            unreachable!("a reader is not written")
+        }
+    }
+
+    #[test]
+    fn reads_continue_where_a_short_read_stopped_and_retry_interrupted_calls() {
+        let bytes: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
+        for short in [usize::MAX, 1000, 7] {
+            let file = Reader::new(bytes.clone(), short, false);
+            let mut buf = vec![0; 3000];
+            read_exact_at(&file, &mut buf, 1500).unwrap();
+            assert_eq!(buf, bytes[1500..4500], "reads of at most {short} bytes");
+            // Past the end: an error, after reading what there is.
+            let mut buf = vec![0; 600];
+            let error = read_exact_at(&file, &mut buf, 4500).unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
+        }
+    }
+
+    #[test]
+    fn an_error_other_than_eintr_is_returned_not_retried() {
+        let file = Reader::new(vec![0; 100], usize::MAX, true);
+        let error = read_exact_at(&file, &mut [0; 10], 0).unwrap_err();
+        assert_eq!(
+            error.raw_os_error(),
+            Some(rustix::io::Errno::IO.raw_os_error())
+        );
+        assert_eq!(file.calls.get(), 1);
+    }
+
+    /// A file whose every write fails with `EIO`; panics past 100 calls.
+    #[derive(Default)]
+    struct Broken {
+        calls: Cell<usize>,
+    }
+
+    impl Broken {
+        fn fail(&self) -> io::Result<usize> {
+            self.calls.set(self.calls.get() + 1);
+            assert!(self.calls.get() <= 100, "an error retried forever");
+            Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::IO.raw_os_error(),
+            ))
+        }
+    }
+
+    impl PositionedWrite for Broken {
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
+            self.fail()
+        }
+        fn write_slices_at(&self, _: &[IoSlice<'_>], _: u64) -> io::Result<usize> {
+            self.fail()
+        }
+    }
+
+    #[test]
+    fn a_write_error_other_than_eintr_is_returned_not_retried() {
+        let eio = Some(rustix::io::Errno::IO.raw_os_error());
+        let file = Broken::default();
+        assert_eq!(
+            write_all_at(&file, b"abc", 0).unwrap_err().raw_os_error(),
+            eio
+        );
+        assert_eq!(file.calls.get(), 1);
+        let file = Broken::default();
+        let error = write_vectored_at(&file, &[b"abc", b"de"], 0).unwrap_err();
+        assert_eq!(error.raw_os_error(), eio);
+        assert_eq!(file.calls.get(), 1);
+    }
+
+    /// A run of pages goes in as few calls as the caps allow: full calls of 64 KiB (16 pages
+    /// of 4 KiB), or of IOV_MAX buffers, then the rest; not a call per buffer.
+    #[test]
+    fn vectored_writes_fill_each_call_up_to_the_caps() {
+        let page = [5u8; 4096];
+        let tiny = [6u8; 1];
+        let pages: Vec<&[u8]> = vec![&page; 33];
+        let tinies: Vec<&[u8]> = vec![&tiny; 2 * IOV_MAX + 1];
+        let cases = [
+            (pages, [(16, 65536), (16, 65536), (1, 4096), (1, 4096)]),
+            (
+                tinies,
+                [(IOV_MAX, IOV_MAX), (IOV_MAX, IOV_MAX), (1, 1), (1, 1)],
+            ),
+        ];
+        // (The third call of each fails with EINTR and is made again.)
+        for (bufs, calls) in cases {
+            let file = Recorder {
+                short: usize::MAX,
+                ..Recorder::default()
+            };
+            write_vectored_at(&file, &bufs, 0).unwrap();
+            assert_eq!(*file.calls.borrow(), calls);
+            assert_eq!(*file.bytes.borrow(), bufs.concat());
+        }
+    }
+
+    /// The portable `SimFile` backing: names already taken are skipped (not truncated), and
+    /// the file is unlinked at once, its handle still reading and writing.
+    #[test]
+    fn an_anonymous_file_skips_names_taken_and_leaves_no_name_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        for taken in ["a", "b"] {
+            std::fs::write(dir.path().join(taken), b"old").unwrap();
+        }
+        let mut names = ["a", "b", "c"].into_iter();
+        let file = create_unlinked(dir.path(), || names.next().unwrap().to_owned()).unwrap();
+        assert_eq!(names.next(), None, "a free name was skipped");
+        FileExt::write_at(&file, b"new", 0).unwrap();
+        let mut buf = [0; 3];
+        file.read_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"new");
+        for taken in ["a", "b"] {
+            assert_eq!(std::fs::read(dir.path().join(taken)).unwrap(), b"old");
+        }
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a", "b"]);
+    }
+
+    #[test]
+    fn an_anonymous_file_fails_on_an_error_other_than_a_taken_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tries = 0;
+        let error = create_unlinked(&dir.path().join("missing"), || {
+            tries += 1;
+            assert!(tries <= 100, "an error retried forever");
+            format!("file-{tries}")
+        })
+        .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert_eq!(tries, 1);
+    }
+
+    /// Which of the first `pages` system pages of the file under `map` the page cache holds.
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    fn cached(map: &crate::Mapping, pages: usize) -> Vec<bool> {
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `map` is a live mapping of at least `pages` system pages (the caller maps
+        // that many), and `vec` has one byte for each; `mincore` only writes those bytes and
+        // touches no page of the mapping.
+        let rc = unsafe {
+            libc::mincore(
+                map.as_ptr().cast_mut().cast(),
+                pages * crate::system_page_size(),
+                vec.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        vec.iter().map(|&byte| byte & 1 == 1).collect()
+    }
+
+    /// Linux: a durable read reads the device (`O_DIRECT`), not the page cache, which it
+    /// leaves as it was (a read through the cache would fill it), and takes any range within
+    /// one 4 KiB block, up to the block's last byte. Where the filesystem refuses `O_DIRECT`
+    /// or keeps the dropped pages cached, there is nothing to check.
+    #[cfg(all(target_os = "linux", not(feature = "portable-fallback")))]
+    #[test]
+    fn a_durable_read_bypasses_the_page_cache_up_to_the_end_of_its_block() {
+        use crate::{FileOptions, FileStorage, Storage};
+        use rustix::fs::Advice;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let page = crate::system_page_size();
+        let bytes: Vec<u8> = (0..2 * page).map(|i| (i % 251) as u8).collect();
+        let storage = FileStorage::open(&path, FileOptions::new()).unwrap();
+        storage.write_all_at(&bytes, 0).unwrap();
+        storage.sync_all().unwrap();
+        let mut buf = [0u8; 16];
+        if !super::read_durable(&path, &mut buf, 0).unwrap() {
+            eprintln!("no O_DIRECT on {}: nothing to check", dir.path().display());
+            return;
+        }
+        assert_eq!(buf, bytes[..16]);
+        assert!(super::read_durable(&path, &mut buf, 4080).unwrap());
+        assert_eq!(buf, bytes[4080..4096]);
+        assert!(!super::read_durable(&path, &mut [0; 17], 4080).unwrap());
+        let map = storage.map(2 * page).unwrap();
+        rustix::fs::fadvise(
+            std::fs::File::open(&path).unwrap(),
+            0,
+            None,
+            Advice::DontNeed,
+        )
+        .unwrap();
+        if cached(&map, 2)[1] {
+            eprintln!("the page cache kept a dropped page: nothing to check");
+            return;
+        }
+        let at = (page + 100) as u64;
+        assert!(super::read_durable(&path, &mut buf, at).unwrap());
+        assert_eq!(buf, bytes[page + 100..page + 116]);
+        assert!(
+            !cached(&map, 2)[1],
+            "the durable read went through the page cache"
+        );
     }
 }

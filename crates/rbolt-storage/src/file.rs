@@ -176,21 +176,10 @@ impl FileStorage {
         let mut open = OpenOptions::new();
         open.read(true).write(!options.read_only).mode(options.mode);
         let create = options.create && !options.read_only;
-        let (file, created) = loop {
-            match open.open(path) {
-                Ok(file) => break (file, false),
-                Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
-                Err(error) => return Err(open_error(error)),
-            }
-            // Missing: create it, and know that we did (O_EXCL), so that the directory entry
-            // is made durable by the one who made it. Another process may win the race to
-            // create it: then open what it created.
-            match open.clone().create_new(true).open(path) {
-                Ok(file) => break (file, true),
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(error) => return Err(open_error(error)),
-            }
-        };
+        let (file, created) = open_or_create(path, create, |create_new| {
+            open.clone().create_new(create_new).open(path)
+        })
+        .map_err(open_error)?;
         if created {
             // A new file's name is durable only once its directory is synced; a crash before
             // that could lose the file after its first commits were acknowledged.
@@ -323,6 +312,38 @@ impl FileStorage {
             Err(read_only_error(op))
         } else {
             Ok(())
+        }
+    }
+}
+
+/// Opens the file at `path` with `open(false)`, or, when it is missing and `create` says so,
+/// creates it with `open(true)` (`O_EXCL`): `(file, true)` when this call created it, so
+/// that the directory entry is made durable by the one who made it. Another process may win
+/// the race to create it: then it opens what that one created.
+fn open_or_create(
+    path: &Path,
+    create: bool,
+    open: impl Fn(bool) -> io::Result<File>,
+) -> io::Result<(File, bool)> {
+    loop {
+        match open(false) {
+            Ok(file) => return Ok((file, false)),
+            Err(error) if create && error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
+        }
+        match open(true) {
+            Ok(file) => return Ok((file, true)),
+            // A symbolic link to a missing file: `O_EXCL` never follows a link, so it finds
+            // the name taken while the open finds no file, forever. Open it once more (its
+            // target may have been made meanwhile), and fail with that open's `NotFound`.
+            Err(error)
+                if error.kind() == io::ErrorKind::AlreadyExists
+                    && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
+            {
+                return open(false).map(|file| (file, false));
+            }
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
         }
     }
 }
@@ -509,7 +530,10 @@ fn parse_uuid(text: &str) -> Option<BootId> {
 
 #[cfg(test)]
 mod tests {
-    use super::{FileOptions, FileStorage, kernel_boot_id, parse_uuid};
+    use super::{
+        FileOptions, FileStorage, OpenError, kernel_boot_id, open_or_create, parse_uuid,
+        sync_parent_dir,
+    };
     use crate::Storage;
     use std::os::unix::fs::MetadataExt;
     use std::path::Path;
@@ -761,5 +785,165 @@ mod tests {
         );
         let status = spawner.join().unwrap().unwrap();
         assert!(status.success(), "{status}");
+    }
+
+    /// The process's table of open files counts readers: with one of two readers closed, the
+    /// file is still open in this process, and a writer's open fails at once as `AlreadyOpen`
+    /// (not after waiting for its own process's shared lock).
+    #[test]
+    fn a_file_stays_open_in_the_process_until_its_last_reader_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        drop(FileStorage::open(&path, FileOptions::new()).unwrap());
+        let read_only = FileOptions::new().read_only(true);
+        let first = FileStorage::open(&path, read_only).unwrap();
+        let second = FileStorage::open(&path, read_only).unwrap();
+        drop(first);
+        let once = FileOptions::new().lock_timeout(Some(std::time::Duration::ZERO));
+        let writer = FileStorage::open(&path, once);
+        assert!(
+            matches!(writer, Err(OpenError::AlreadyOpen { .. })),
+            "{:?}",
+            writer.map(|_| ())
+        );
+        drop(second);
+        assert!(FileStorage::open(&path, once).is_ok());
+    }
+
+    /// A writer with a reader table marks it closed (writer pid 0) when it closes, so that a
+    /// reader attached beside it sees it gone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_writer_marks_its_reader_table_closed_when_it_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let writer =
+            FileStorage::open(&path, FileOptions::new().readers_beside_writer(true)).unwrap();
+        assert_eq!(writer.lock_mode(), super::LockMode::Writer);
+        let stat = std::fs::metadata(&path).unwrap();
+        let reader = crate::ReaderTable::open_for_reader(&path, (stat.dev(), stat.ino())).unwrap();
+        assert_eq!(reader.writer_pid(), std::process::id());
+        let table = writer.reader_table().map(crate::ReaderTable::path);
+        assert_eq!(table, Some(crate::lock_file_path(&path).as_path()));
+        drop(writer);
+        assert_eq!(reader.writer_pid(), 0);
+    }
+
+    /// Another process may create the file between this open's `NotFound` and its `O_EXCL`
+    /// create: the create's `AlreadyExists` then means "open what the other one made".
+    #[test]
+    fn a_file_another_process_created_first_is_opened_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let calls = std::cell::RefCell::new(Vec::new());
+        let (file, created) = open_or_create(&path, true, |create_new| {
+            calls.borrow_mut().push(create_new);
+            if calls.borrow().len() == 2 {
+                std::fs::write(&path, b"theirs").unwrap(); // the other process, first
+            }
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(create_new)
+                .open(&path)
+        })
+        .unwrap();
+        assert!(!created);
+        assert_eq!(*calls.borrow(), [false, true, false]);
+        assert_eq!(std::io::read_to_string(file).unwrap(), "theirs");
+    }
+
+    /// The other process may also remove the file it made before this open finds it: the
+    /// open then goes round again, and creates it. (Only a symbolic link to nothing stops
+    /// the loop at a taken name.)
+    #[test]
+    fn a_file_made_and_removed_in_the_race_is_created_on_the_next_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let calls = std::cell::RefCell::new(Vec::new());
+        let (_file, created) = open_or_create(&path, true, |create_new| {
+            calls.borrow_mut().push(create_new);
+            let round = calls.borrow().len();
+            match round {
+                1 | 3 => Err(std::io::ErrorKind::NotFound.into()),
+                2 => Err(std::io::ErrorKind::AlreadyExists.into()),
+                _ => std::fs::File::create_new(&path),
+            }
+        })
+        .unwrap();
+        assert!(created);
+        assert_eq!(*calls.borrow(), [false, true, false, true]);
+    }
+
+    /// A create that fails for another reason than a name taken fails the open with its own
+    /// error, at once.
+    #[test]
+    fn a_create_that_fails_otherwise_fails_the_open_with_its_error() {
+        let calls = std::cell::RefCell::new(Vec::new());
+        let error = open_or_create(std::path::Path::new("file"), true, |create_new| {
+            calls.borrow_mut().push(create_new);
+            let kind = if create_new {
+                std::io::ErrorKind::PermissionDenied
+            } else {
+                std::io::ErrorKind::NotFound
+            };
+            Err(kind.into())
+        })
+        .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(*calls.borrow(), [false, true]);
+    }
+
+    /// A symbolic link to a missing file: the open fails with `NotFound` (it used to spin
+    /// forever, the open finding no file and the `O_EXCL` create finding the name taken), and
+    /// nothing is created through the link.
+    #[test]
+    fn an_open_of_a_symbolic_link_to_nothing_fails_instead_of_spinning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let target = dir.path().join("missing");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        match FileStorage::open(&path, FileOptions::new()) {
+            Err(OpenError::Open { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{source}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        assert!(!target.exists());
+        // Once the target exists, the link opens it.
+        std::fs::write(&target, b"").unwrap();
+        assert!(FileStorage::open(&path, FileOptions::new()).is_ok());
+    }
+
+    /// The directory synced is the path's own parent: a missing one, or a file in its place,
+    /// is an error, not a sync of another directory.
+    #[test]
+    fn sync_parent_dir_syncs_the_paths_parent_or_says_why_it_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        sync_parent_dir(&dir.path().join("new")).unwrap();
+        let missing = sync_parent_dir(&dir.path().join("missing/new")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound, "{missing}");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let not_dir = sync_parent_dir(&file.join("new")).unwrap_err();
+        assert_eq!(
+            not_dir.kind(),
+            std::io::ErrorKind::NotADirectory,
+            "{not_dir}"
+        );
+    }
+
+    /// On Linux a file storage names the kernel's boot id, as
+    /// /proc/sys/kernel/random/boot_id gives it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_storage_names_the_kernels_boot_id() {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        let id = parse_uuid(text.trim()).unwrap();
+        assert_ne!(id, [0; 16]);
+        assert_eq!(kernel_boot_id(), Some(id));
+        let dir = tempfile::tempdir().unwrap();
+        let storage = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+        assert_eq!(storage.boot_id(), Some(id));
     }
 }

@@ -379,3 +379,102 @@ impl io::Write for StorageWriter<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{self, Write as _};
+    use std::path::Path;
+
+    use super::{
+        BootId, Claim, FileOptions, FileStorage, Mapping, Storage, StorageWriter, system_page_size,
+    };
+
+    /// A storage that implements only the trait's required methods (delegated to a file), so
+    /// that the provided ones run as a storage outside this crate would get them.
+    #[derive(Debug)]
+    struct Minimal(FileStorage);
+
+    impl Storage for Minimal {
+        fn len(&self) -> io::Result<u64> {
+            self.0.len()
+        }
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.0.read_exact_at(buf, offset)
+        }
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_all_at(buf, offset)
+        }
+        fn write_whole_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_whole_at(buf, offset)
+        }
+        fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+            self.0.write_vectored_at(bufs, offset)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.0.sync_data()
+        }
+        fn sync_all(&self) -> io::Result<()> {
+            self.0.sync_all()
+        }
+        fn grow(&self, len: u64) -> io::Result<()> {
+            self.0.grow(len)
+        }
+        fn map(&self, len: usize) -> io::Result<Mapping> {
+            self.0.map(len)
+        }
+        fn path(&self) -> Option<&Path> {
+            self.0.path()
+        }
+        fn claim(&self) -> io::Result<Claim> {
+            self.0.claim()
+        }
+    }
+
+    fn minimal() -> (tempfile::TempDir, Minimal) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = FileStorage::open(dir.path().join("file"), FileOptions::new()).unwrap();
+        (dir, Minimal(file))
+    }
+
+    #[test]
+    fn the_system_page_is_at_least_4_kib_and_a_power_of_two() {
+        // Every system the crate builds on has pages of 4 KiB or more.
+        let size = system_page_size();
+        assert!(size >= 4096 && size.is_power_of_two(), "{size}");
+    }
+
+    #[test]
+    fn is_empty_says_whether_the_file_has_a_byte() {
+        let (_dir, storage) = minimal();
+        assert!(storage.is_empty().unwrap());
+        storage.write_all_at(b"x", 0).unwrap();
+        assert!(!storage.is_empty().unwrap());
+    }
+
+    /// The provided methods: no durable read (the buffer untouched), no shrink (the file
+    /// untouched), no boot id, no reader table.
+    #[test]
+    fn a_storage_without_the_optional_methods_cannot_read_durably_shrink_or_name_a_boot() {
+        let (_dir, storage) = minimal();
+        storage.write_all_at(&[7; 8192], 0).unwrap();
+        let mut buf = [1u8; 16];
+        assert!(!storage.read_durable(&mut buf, 0).unwrap());
+        assert_eq!(buf, [1; 16]);
+        let error = storage.shrink(4096).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::Unsupported);
+        assert_eq!(storage.len().unwrap(), 8192);
+        assert_eq!(storage.boot_id(), None::<BootId>);
+        assert!(storage.reader_table().is_none());
+    }
+
+    #[test]
+    fn a_storage_writer_shows_its_offset_and_what_it_buffers() {
+        let (_dir, storage) = minimal();
+        let mut writer = StorageWriter::new(&storage);
+        writer.write_all(&[1; 100]).unwrap();
+        writer.flush().unwrap();
+        writer.write_all(&[2; 10]).unwrap();
+        let shown = format!("{writer:?}");
+        assert_eq!(shown, "StorageWriter { offset: 100, buffered: 10, .. }");
+    }
+}

@@ -307,3 +307,185 @@ fn rewrites_in_place(file: &File) -> bool {
 fn rewrites_in_place(_file: &File) -> bool {
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{File, OpenOptions};
+    use std::time::Instant;
+
+    use super::{GRAIN, MAP_MIN, WriteMap, rewrites_in_place};
+    use crate::fdio;
+
+    const PAGE: u64 = GRAIN;
+
+    /// A file of `pages` pages in a temporary directory, and a write map over it (`enabled`
+    /// as the system allows, or off).
+    fn file_and_map(pages: u64, enabled: bool) -> (tempfile::TempDir, File, WriteMap) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("file"))
+            .unwrap();
+        let mut map = WriteMap::new(&file, enabled);
+        grow(&file, &mut map, pages);
+        (dir, file, map)
+    }
+
+    /// Grows the file to `pages` pages as `FileStorage::grow` does: `true` when its blocks
+    /// were allocated.
+    fn grow(file: &File, map: &mut WriteMap, pages: u64) -> bool {
+        let allocated = fdio::allocate(file, pages * PAGE).unwrap();
+        if allocated {
+            map.allocated_to(pages * PAGE);
+        }
+        allocated
+    }
+
+    /// Cuts the file to `pages` pages as `FileStorage::shrink` does.
+    fn cut(file: &File, map: &mut WriteMap, pages: u64) {
+        map.cut_to(pages * PAGE);
+        file.set_len(pages * PAGE).unwrap();
+    }
+
+    /// Writes `byte` over page `page` through `map`, and reads it back: `true` when the write
+    /// was a copy, `false` when it was the system call. (The dirty set's epoch is reset first:
+    /// these tests are about which pages count as dirty, not about how long.)
+    fn put(map: &mut WriteMap, file: &File, page: u64, byte: u8) -> bool {
+        map.epoch = Instant::now();
+        let copies = map.copies();
+        let buf = [byte; PAGE as usize];
+        let mut called = false;
+        map.write(file, &[&buf], page * PAGE, || {
+            called = true;
+            fdio::write_all_at(file, &buf, page * PAGE)
+        })
+        .unwrap();
+        let copied = map.copies() > copies;
+        assert_ne!(
+            called, copied,
+            "page {page}: a copy and a system call, or neither"
+        );
+        let mut back = [0; PAGE as usize];
+        fdio::read_exact_at(file, &mut back, page * PAGE).unwrap();
+        assert_eq!(back, buf, "page {page}");
+        copied
+    }
+
+    #[test]
+    fn a_map_that_is_not_enabled_never_copies() {
+        let (_dir, file, mut map) = file_and_map(4, false);
+        assert!(!map.enabled());
+        for byte in 1..4 {
+            assert!(!put(&mut map, &file, 1, byte));
+        }
+        assert!(map.map.is_none());
+    }
+
+    #[test]
+    fn an_empty_write_is_the_system_call_not_a_copy() {
+        let (_dir, file, mut map) = file_and_map(4, true);
+        put(&mut map, &file, 1, 1);
+        for offset in [PAGE, PAGE + 10] {
+            let mut called = false;
+            map.write(&file, &[], offset, || {
+                called = true;
+                Ok(())
+            })
+            .unwrap();
+            assert!(called, "an empty write at {offset} went nowhere");
+        }
+        assert_eq!(map.copies(), 0);
+    }
+
+    /// Only the pages written count as dirty: not the ones below them.
+    #[test]
+    fn only_the_pages_written_are_copied_into() {
+        let (_dir, file, mut map) = file_and_map(16, true);
+        let on = map.enabled();
+        assert!(!put(&mut map, &file, 12, 1));
+        assert!(!put(&mut map, &file, 2, 2), "page 2 was never written");
+        assert_eq!(put(&mut map, &file, 12, 3), on);
+        assert_eq!(put(&mut map, &file, 2, 4), on);
+    }
+
+    /// Far into a grown file (past twice the smallest mapping, where a write not yet allocated
+    /// is not remembered), a page written once is copied into when written again.
+    #[test]
+    fn pages_far_into_a_grown_file_are_copied_into_when_rewritten() {
+        let pages = 2 * MAP_MIN / PAGE + 16;
+        let (_dir, file, mut map) = file_and_map(1, true);
+        let on = grow(&file, &mut map, pages) && map.enabled();
+        let far = pages - 8;
+        assert!(!put(&mut map, &file, far, 1));
+        assert_eq!(put(&mut map, &file, far, 2), on);
+    }
+
+    /// A cut forgets the pages past it, which are no longer cached (grown back, they are
+    /// written with the system call), and keeps those below it, whether or not it falls on a
+    /// word of the dirty set's bits (64 pages).
+    #[test]
+    fn a_cut_forgets_the_pages_past_it_and_keeps_those_below() {
+        for (pages, kept) in [(16, 8), (128, 64), (128, 70)] {
+            let (_dir, file, mut map) = file_and_map(pages, true);
+            let on = map.enabled();
+            for page in 0..pages {
+                put(&mut map, &file, page, 1);
+            }
+            cut(&file, &mut map, kept);
+            grow(&file, &mut map, pages);
+            for page in [kept - 1, kept - 5, 3] {
+                assert_eq!(
+                    put(&mut map, &file, page, 2),
+                    on,
+                    "{page} below a cut at {kept}"
+                );
+            }
+            for page in [kept, kept + 3, pages - 1] {
+                assert!(
+                    !put(&mut map, &file, page, 2),
+                    "{page} past a cut at {kept}"
+                );
+            }
+        }
+    }
+
+    /// A mapping long enough for a copy is used again, not remade (doubling).
+    #[test]
+    fn a_mapping_long_enough_is_kept() {
+        let (_dir, file, mut map) = file_and_map(4, true);
+        for byte in 1..6 {
+            put(&mut map, &file, 1, byte);
+        }
+        let len = map.map.as_ref().map(|map| map.len() as u64);
+        assert_eq!(len, map.enabled().then_some(MAP_MIN));
+    }
+
+    /// Copies go only to files on ext4 or tmpfs, on 64-bit Linux with 4 KiB pages, without
+    /// the portable fallback; never to a file of another filesystem (procfs here).
+    #[test]
+    fn only_files_on_ext4_and_tmpfs_are_copied_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("file")).unwrap();
+        #[cfg(target_os = "linux")]
+        let expected = {
+            #[allow(
+                clippy::unnecessary_cast,
+                reason = "the field's type differs between architectures"
+            )]
+            let kind = rustix::fs::fstatfs(&file).unwrap().f_type as u64;
+            crate::LINUX_CALLS
+                && cfg!(target_pointer_width = "64")
+                && rustix::param::page_size() as u64 == GRAIN
+                && matches!(kind, 0xEF53 | 0x0102_1994)
+        };
+        #[cfg(not(target_os = "linux"))]
+        let expected = false;
+        assert_eq!(rewrites_in_place(&file), expected);
+        #[cfg(target_os = "linux")]
+        assert!(!rewrites_in_place(
+            &File::open("/proc/self/status").unwrap()
+        ));
+    }
+}
