@@ -340,7 +340,13 @@ fn open_or_create(
                 if error.kind() == io::ErrorKind::AlreadyExists
                     && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink()) =>
             {
-                return open(false).map(|file| (file, false));
+                return open(false).map(|file| (file, false)).map_err(|error| {
+                    if error.kind() == io::ErrorKind::NotFound {
+                        io::Error::new(error.kind(), "a symbolic link to a missing file")
+                    } else {
+                        error
+                    }
+                });
             }
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
             Err(error) => return Err(error),

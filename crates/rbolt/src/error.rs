@@ -360,8 +360,9 @@ fn io_hint(error: &io::Error) -> &'static str {
              open it with Options::read_only(true), or fix the permissions"
         }
         io::ErrorKind::NotFound => {
-            "; a database is created in an existing directory: create the directory first \
-             (or, for a read-only open, name an existing file)"
+            "; a database is created in an existing directory, and never through a symbolic \
+             link to a missing file: create the directory (or the link's target) first (or, \
+             for a read-only open, name an existing file)"
         }
         io::ErrorKind::IsADirectory => "; the path is a directory: name a file inside it",
         _ => "",

@@ -207,7 +207,7 @@ fn an_open_that_fails_says_why_and_what_to_do() {
     for part in [
         "no-such-dir",
         "No such file or directory",
-        "create the directory first",
+        "create the directory",
     ] {
         assert!(message.contains(part), "{message:?} lacks {part:?}");
     }

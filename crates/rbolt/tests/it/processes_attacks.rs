@@ -469,3 +469,27 @@ fn the_lock_file_takes_the_database_files_permissions_under_any_umask() {
         assert_eq!(mode_of(&path), mode, "the database's mode is left alone");
     }
 }
+
+/// The database path a symbolic link to a missing file (helper-22's finding in the storage
+/// crate, seen here through `Db::open`): the open spun forever, the exclusive create finding
+/// the link's name taken and the plain open finding nothing behind it. It now fails, creating
+/// nothing through the link. (The open runs on a thread: a regression hangs it, and the test
+/// fails after a minute instead of hanging the suite.)
+#[test]
+fn a_database_path_that_is_a_link_to_nothing_fails_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let target = dir.path().join("missing");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    let (done, result) = std::sync::mpsc::channel();
+    let opener = path.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(Db::open(&opener).map(drop).map_err(|e| e.to_string()));
+    });
+    let opened = result
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the open of a link to nothing still spins");
+    let error = opened.expect_err("a link to nothing opened");
+    assert!(!target.exists(), "a file was created through the link");
+    eprintln!("a link to nothing: {error}");
+}
