@@ -404,10 +404,8 @@ impl Db {
         kept: &Kept,
     ) -> Result<()> {
         for (path, key, depth) in &plan.moves {
-            let names = bucket_names(&kept.paths, *path);
             // A bucket another writer deleted since an older walk: nothing to move.
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+            let Some(mut bucket) = planned_bucket(tx, kept, *path)? else {
                 continue;
             };
             let shared = bucket.tx;
@@ -419,9 +417,7 @@ impl Db {
                 .touch_to_depth(pages, &mut core.arena, key, *depth)?;
         }
         for (path, key) in &plan.merges {
-            let names = bucket_names(&kept.paths, *path);
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+            let Some(mut bucket) = planned_bucket(tx, kept, *path)? else {
                 continue;
             };
             let shared = bucket.tx;
@@ -660,5 +656,24 @@ impl Db {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The bucket at the kept walk's path `path` in `tx`, or `None` where another writer deleted
+/// it since an older walk, or put a value under one of its names (`IncompatibleValue` from the
+/// path, which is no error of the vacuum's: there is nothing to move there).
+fn planned_bucket<'t>(
+    tx: &'t mut crate::WriteTx<'_>,
+    kept: &Kept,
+    path: usize,
+) -> Result<Option<crate::BucketMut<'t>>> {
+    let names = bucket_names(&kept.paths, path);
+    match tx.bucket_at(&names) {
+        Ok(None) | Err(Error::IncompatibleValue) if !kept.fresh => Ok(None),
+        Ok(None) => {
+            debug_assert!(false, "a bucket the walk found is missing");
+            Ok(None)
+        }
+        found => found,
     }
 }

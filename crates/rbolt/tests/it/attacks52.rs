@@ -1,0 +1,261 @@
+//! Attacks on issue 52's two changes, from outside: the vacuum's walk kept across its steps
+//! (another writer changing the trees it planned from between steps), and the open after a
+//! kill with commits made without syncs (`walk::since`: the newer tree walked only into pages
+//! written since the durable meta), here after commits that lower the high-water mark
+//! (`auto_shrink`), with and without a freelist, at several page sizes.
+
+use crate::support::{assert_clean, read_db};
+use crate::vacuum::{assert_go_compatible, fill_and_thin, open};
+use rbolt::storage::SimFile;
+use rbolt::{Db, Durability, Options, VacuumOptions};
+use rbolt_fixtures::rng::Rng;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+/// Replaces every nested bucket `nested` of `t0`..`t2` with a plain value under the same key
+/// (a bucket path the vacuum's kept walk found now names a value), and makes `inline` a
+/// bucket of many pages.
+fn replace_buckets_with_values(db: &Db) {
+    db.update(|tx| {
+        for top in 0..3u8 {
+            let mut bucket = tx.bucket_mut([b't', b'0' + top])?.unwrap();
+            if bucket.bucket(b"nested")?.is_some() {
+                bucket.delete_bucket(b"nested")?;
+                bucket.put(b"nested", b"a value where a bucket was")?;
+            }
+        }
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+}
+
+/// A vacuum plans its next steps from a walk that found the nested buckets `t*/nested`
+/// (and their pages, among the highest of the file); between steps another writer deletes
+/// them and puts plain values under the same keys. The vacuum must not fail (the bucket it
+/// planned to touch is gone: nothing to move there), and must end sound, with the contents
+/// of a twin given the same change.
+#[test]
+fn a_vacuum_goes_on_when_a_planned_bucket_became_a_value() {
+    for page_size in [512, 4096] {
+        let options = Options::default().page_size(page_size);
+        let db = open(&SimFile::new().unwrap(), options.clone());
+        fill_and_thin(&db, 52, 1200, 90);
+        let twin = open(&SimFile::new().unwrap(), options);
+        fill_and_thin(&twin, 52, 1200, 90);
+        let mut calls = 0u32;
+        let report = db
+            .vacuum(VacuumOptions::default().pages_per_step(4), |_| {
+                if calls == 0 {
+                    replace_buckets_with_values(&db);
+                    replace_buckets_with_values(&twin);
+                }
+                calls += 1;
+                assert_clean(&db);
+                ControlFlow::Continue(())
+            })
+            .unwrap_or_else(|e| panic!("page size {page_size}: the vacuum failed: {e}"));
+        assert!(report.steps >= 2, "too few steps to matter: {report:?}");
+        assert_clean(&db);
+        assert_go_compatible(&db);
+        assert!(read_db(&db).unwrap() == read_db(&twin).unwrap());
+    }
+}
+
+/// Between every step, another writer deletes every top-level bucket and makes it again
+/// small (its nested bucket inline, or absent), or large again with other keys: every page
+/// the kept walk found is gone, the buckets at its paths are other trees (shallower, inline).
+/// The vacuum stays sound at every step, ends, and matches a twin.
+#[test]
+fn a_vacuum_survives_every_bucket_dropped_and_made_again_between_steps() {
+    let change = |db: &Db, round: u32| {
+        db.update(|tx| {
+            for top in 0..4u8 {
+                let name = [b't', b'0' + top];
+                if tx.bucket(name)?.is_some() {
+                    tx.delete_bucket(name)?;
+                }
+                let mut bucket = tx.create_bucket(name)?;
+                let n = if (round + u32::from(top)).is_multiple_of(2) {
+                    3
+                } else {
+                    300
+                };
+                for i in 0..n {
+                    bucket.put(format!("k{i:06}"), [round as u8; 70])?;
+                }
+                if round.is_multiple_of(3) {
+                    bucket.create_bucket(b"nested")?.put(b"one", b"inline")?;
+                }
+            }
+            Ok::<_, rbolt::Error>(())
+        })
+        .unwrap();
+    };
+    let db = open(&SimFile::new().unwrap(), Options::default());
+    fill_and_thin(&db, 9, 1500, 90);
+    let twin = open(&SimFile::new().unwrap(), Options::default());
+    fill_and_thin(&twin, 9, 1500, 90);
+    let mut rounds = 0u32;
+    let reader = db.begin_read().unwrap();
+    let report = db
+        .vacuum(VacuumOptions::default().pages_per_step(6), |_| {
+            assert_clean(&db);
+            assert_go_compatible(&db);
+            change(&db, rounds);
+            change(&twin, rounds);
+            rounds += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    drop(reader);
+    assert!(rounds >= 2, "too few steps: {report:?}");
+    assert_clean(&db);
+    assert!(read_db(&db).unwrap() == read_db(&twin).unwrap());
+    // Run again without a reader: it ends, sound.
+    db.vacuum(VacuumOptions::default().pages_per_step(16), |_| {
+        assert_clean(&db);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_clean(&db);
+    assert!(read_db(&db).unwrap() == read_db(&twin).unwrap());
+}
+
+/// One commit without a sync on `db`: keys added at the end of `t0`/`t1` (some values of many
+/// pages), or the newest of them deleted (the pages at the end of the file freed, so that
+/// `auto_shrink` lowers the mark, and the next commits allocate past the lower mark), or the
+/// bucket `t2` dropped or made again.
+fn shrinking_commit(db: &Db, rng: &mut Rng, round: u64, top: &mut [u64; 2]) {
+    let page_size = db.page_size() as u64;
+    let mut tx = db.begin_write().unwrap();
+    tx.set_durability(Durability::None);
+    for (b, end) in top.iter_mut().enumerate() {
+        let mut bucket = tx
+            .create_bucket_if_not_exists([b't', b'0' + b as u8])
+            .unwrap();
+        if rng.chance(1, 2) {
+            for _ in 0..rng.range(1, 200) {
+                let len = if rng.chance(1, 20) {
+                    (page_size + rng.below(3 * page_size)) as usize
+                } else {
+                    rng.range(1, 120) as usize
+                };
+                bucket
+                    .put(format!("k{:07}", *end), vec![round as u8; len])
+                    .unwrap();
+                *end += 1;
+            }
+        } else {
+            for _ in 0..rng.range(1, 400).min(*end) {
+                *end -= 1;
+                bucket.delete(format!("k{:07}", *end)).unwrap();
+            }
+        }
+    }
+    if tx.bucket(b"t2").unwrap().is_some() && rng.chance(1, 2) {
+        tx.delete_bucket(b"t2").unwrap();
+    } else if tx.bucket(b"t2").unwrap().is_none() {
+        let mut t2 = tx.create_bucket(b"t2").unwrap();
+        for i in 0..rng.below(600) {
+            t2.put(format!("x{i:05}"), [round as u8; 50]).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// Durable commits, then commits without syncs that lower the mark (`auto_shrink`) and grow
+/// past it again, with or without a reader from the durable point, and the process dies: the
+/// open must take the newest commit, check clean, and write on over what it found free.
+fn shrink_then_kill(options: &Options, rng: &mut Rng, case: u64) {
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+    let mut top = [0u64; 2];
+    for round in 0..4 {
+        shrinking_commit(&db, rng, round, &mut top);
+    }
+    db.sync().unwrap();
+    let reader = rng.chance(1, 3).then(|| db.begin_read().unwrap());
+    for round in 0..rng.range(2, 20) {
+        shrinking_commit(&db, rng, 10 + round, &mut top);
+    }
+    let model = read_db(&db).unwrap();
+    drop(reader);
+    let reopened = sim.after_process_crash().unwrap();
+    drop(db);
+    let db = Db::open_storage(Arc::new(reopened), options.clone()).unwrap();
+    assert!(
+        read_db(&db).unwrap() == model,
+        "case {case} ({options:?}): the open did not take the newest commit"
+    );
+    assert_clean(&db);
+    for round in 0..4 {
+        shrinking_commit(&db, rng, 100 + round, &mut top);
+        assert_clean(&db);
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn the_open_after_unsynced_commits_that_shrank_and_grew_the_file_is_exact() {
+    let seed = rbolt_testkit::tier::number::<u64>("RBOLT_ATTACKS52_SEED").unwrap_or(5252);
+    let mut rng = Rng::new(seed);
+    let mut case = 0;
+    for page_size in [512, 4096, 65536] {
+        for no_freelist_sync in [false, true] {
+            let options = Options::default()
+                .page_size(page_size)
+                .auto_shrink(true)
+                .no_freelist_sync(no_freelist_sync);
+            let cases = if page_size == 65536 { 2 } else { 5 };
+            for _ in 0..cases {
+                shrink_then_kill(&options, &mut rng, case);
+                case += 1;
+            }
+        }
+    }
+}
+
+/// A vacuum whose callback commits without syncs between its (durable) steps, with changes
+/// that free and reuse pages and lower the mark; the process is killed after some step (a
+/// copy of what the kill leaves, taken there). Each copy opens at the callback's last commit,
+/// checks clean, and takes more commits soundly.
+#[test]
+fn a_kill_after_unsynced_commits_between_vacuum_steps_opens_exactly() {
+    for (page_size, no_freelist_sync) in [(512, false), (4096, true), (4096, false)] {
+        let options = Options::default()
+            .page_size(page_size)
+            .auto_shrink(true)
+            .no_freelist_sync(no_freelist_sync);
+        let sim = SimFile::new().unwrap();
+        let db = open(&sim, options.clone());
+        fill_and_thin(&db, 77, 900, 85);
+        let mut rng = Rng::new(page_size as u64);
+        let mut top = [0u64; 2];
+        let mut calls = 0u64;
+        let mut kills = Vec::new();
+        db.vacuum(VacuumOptions::default().pages_per_step(8), |_| {
+            shrinking_commit(&db, &mut rng, calls, &mut top);
+            if calls % 3 == 1 {
+                let model = read_db(&db).unwrap();
+                kills.push((sim.after_process_crash().unwrap(), model, top));
+            }
+            calls += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(!kills.is_empty(), "no step to kill after");
+        drop(db);
+        for (at, (image, model, mut top)) in kills.into_iter().enumerate() {
+            let db = Db::open_storage(Arc::new(image), options.clone()).unwrap();
+            assert!(
+                read_db(&db).unwrap() == model,
+                "kill {at} (page size {page_size}): not the callback's last commit"
+            );
+            assert_clean(&db);
+            for round in 0..3 {
+                shrinking_commit(&db, &mut rng, 200 + round, &mut top);
+                assert_clean(&db);
+            }
+        }
+    }
+}
