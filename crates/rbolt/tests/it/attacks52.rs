@@ -259,3 +259,201 @@ fn a_kill_after_unsynced_commits_between_vacuum_steps_opens_exactly() {
         }
     }
 }
+
+/// A durable start and then 1-12 commits without syncs (with a reader from the durable point
+/// in some cases): the file, the contents at the durable point and after each commit since,
+/// and the handle (still open: the caller kills it by dropping it after taking an image).
+fn unsynced_history(
+    options: &Options,
+    rng: &mut Rng,
+) -> (SimFile, Vec<rbolt_fixtures::Bucket>, Db) {
+    let sim = SimFile::new().unwrap();
+    let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+    let mut top = [0u64; 2];
+    for round in 0..4 {
+        shrinking_commit(&db, rng, round, &mut top);
+    }
+    db.sync().unwrap();
+    let mut models = vec![read_db(&db).unwrap()];
+    let reader = rng.chance(1, 3).then(|| db.begin_read().unwrap());
+    for round in 0..rng.range(1, 12) {
+        shrinking_commit(&db, rng, 10 + round, &mut top);
+        models.push(read_db(&db).unwrap());
+    }
+    drop(reader);
+    (sim, models, db)
+}
+
+fn options_matrix() -> Vec<Options> {
+    let mut all = Vec::new();
+    for page_size in [512, 4096] {
+        for (no_freelist_sync, auto_shrink) in [(false, false), (true, false), (false, true)] {
+            all.push(
+                Options::default()
+                    .page_size(page_size)
+                    .no_freelist_sync(no_freelist_sync)
+                    .auto_shrink(auto_shrink),
+            );
+        }
+    }
+    all
+}
+
+/// The contents a power loss now brings back: the durable point (a commit without syncs may
+/// have been made durable after all).
+fn power_loss_model(sim: &SimFile, options: &Options) -> rbolt_fixtures::Bucket {
+    let lost = SimFile::from_image(sim.durable_image()).unwrap();
+    read_db(&Db::open_storage(Arc::new(lost), options.clone()).unwrap()).unwrap()
+}
+
+/// Opens `image`: it must give one of `allowed`, check clean, and, after a power loss right
+/// after the open (the open made what it took durable), give the same again.
+fn open_one_of(
+    image: &SimFile,
+    options: &Options,
+    allowed: &[&rbolt_fixtures::Bucket],
+    what: &str,
+) {
+    let db = Db::open_storage(Arc::new(image.clone()), options.clone()).unwrap();
+    let got = read_db(&db).unwrap();
+    assert!(
+        allowed.iter().any(|m| **m == got),
+        "{what}: opened contents no commit had"
+    );
+    assert_clean(&db);
+    let lost = SimFile::from_image(image.crash_image(rbolt::storage::CrashProfile::DropAll, 0));
+    drop(db);
+    let db = Db::open_storage(Arc::new(lost.unwrap()), options.clone()).unwrap();
+    assert!(
+        read_db(&db).unwrap() == got,
+        "{what}: the open's choice was not made durable"
+    );
+    assert_clean(&db);
+}
+
+/// Commits without syncs, then a sync that fails (Linux drops some written pages, keeps
+/// others clean in the cache) and the process dies. The open takes a commit whose pages are
+/// whole (the newest, an earlier one, or the durable one), never a mix; and makes it durable.
+#[test]
+fn a_failed_sync_after_unsynced_commits_opens_a_whole_commit() {
+    let mut rng = Rng::new(0x52f5);
+    for (n, options) in options_matrix().iter().enumerate() {
+        for case in 0..4u64 {
+            let (sim, models, db) = unsynced_history(options, &mut rng);
+            let image = sim.after_failed_sync(case * 31 + n as u64).unwrap();
+            let durable = power_loss_model(&sim, options);
+            drop(db);
+            let allowed = [&durable, models.last().unwrap()];
+            open_one_of(
+                &image,
+                options,
+                &allowed,
+                &format!("options {n} case {case}"),
+            );
+        }
+    }
+}
+
+/// Commits without syncs and a kill; then one page the commits since the durable point wrote
+/// is garbled before the open (another writer, a bad sector). The open takes the newest
+/// commit if that page is not one it reaches, else the durable one: never the garbled page.
+#[test]
+fn a_garbled_page_written_since_the_durable_meta_falls_back_to_it() {
+    let mut rng = Rng::new(0x52a7);
+    let mut fell_back = 0;
+    for (n, options) in options_matrix().iter().enumerate() {
+        for case in 0..5u64 {
+            let (sim, models, db) = unsynced_history(options, &mut rng);
+            let image = sim.after_process_crash().unwrap();
+            // Before the handle's close syncs `sim`; and what a power loss brings back (a
+            // commit without syncs may have been made durable after all).
+            let durable = sim.durable_image();
+            let first = power_loss_model(&sim, options);
+            drop(db);
+            let page_size = options.page_size;
+            let live = image.live_image().unwrap();
+            let changed: Vec<usize> = (2..live.len() / page_size)
+                .filter(|&p| {
+                    let at = p * page_size..(p + 1) * page_size;
+                    durable.get(at.clone()) != live.get(at)
+                })
+                .collect();
+            let last = models.last().unwrap();
+            if changed.is_empty() {
+                // The commits were made durable after all (nothing to garble).
+                open_one_of(
+                    &image,
+                    options,
+                    &[last],
+                    &format!("options {n} case {case}"),
+                );
+                continue;
+            }
+            let page = changed[rng.below(changed.len() as u64) as usize];
+            let at = page * page_size + 16 + rng.below(page_size as u64 - 16) as usize;
+            rbolt::storage::Storage::write_all_at(&image, &[live[at] ^ 0x5a], at as u64).unwrap();
+            let db = Db::open_storage(Arc::new(image.clone()), options.clone()).unwrap();
+            fell_back += usize::from(read_db(&db).unwrap() == first && first != *last);
+            drop(db);
+            open_one_of(
+                &image,
+                options,
+                &[&first, last],
+                &format!("options {n} case {case}"),
+            );
+        }
+    }
+    assert!(
+        fell_back > 0,
+        "no garbled page was one the newest commit reached"
+    );
+}
+
+/// Commits without syncs grow the file; the process dies, and every page they wrote is then
+/// garbled, so the open falls back to the durable meta. That open's close cuts the file to
+/// the durable meta's pages (`auto_shrink`), below the newest (non-durable) meta's mark, which
+/// is still in its slot. The next open must take the durable meta again, not fail with
+/// `Truncated` (found by the garbled-page attack above).
+#[test]
+fn a_fallback_opens_again_after_its_close_cut_the_file() {
+    for page_size in [512, 4096] {
+        let options = Options::default().page_size(page_size).auto_shrink(true);
+        let sim = SimFile::new().unwrap();
+        let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+        let mut rng = Rng::new(7);
+        let mut top = [0u64; 2];
+        shrinking_commit(&db, &mut rng, 0, &mut top);
+        db.sync().unwrap();
+        let durable_model = read_db(&db).unwrap();
+        let durable = sim.durable_image();
+        let tx = db.begin_write().unwrap();
+        tx.set_durability(Durability::None);
+        let mut big = tx.create_bucket(b"big").unwrap();
+        for i in 0..300u32 {
+            big.put(i.to_be_bytes(), vec![3; 2 * page_size]).unwrap();
+        }
+        drop(big);
+        tx.commit().unwrap();
+        let image = sim.after_process_crash().unwrap();
+        drop(db);
+        let live = image.live_image().unwrap();
+        assert!(
+            live.len() > durable.len() + 64 * page_size,
+            "the file did not grow"
+        );
+        for page in 2..live.len() / page_size {
+            let at = page * page_size..(page + 1) * page_size;
+            if durable.get(at.clone()) != live.get(at.clone()) {
+                let garbage = vec![0xa5; page_size];
+                rbolt::storage::Storage::write_all_at(&image, &garbage, at.start as u64).unwrap();
+            }
+        }
+        for open_number in 0..2 {
+            let db = Db::open_storage(Arc::new(image.clone()), options.clone())
+                .unwrap_or_else(|e| panic!("page size {page_size}, open {open_number}: {e}"));
+            assert!(read_db(&db).unwrap() == durable_model);
+            assert_clean(&db);
+            db.close().unwrap();
+        }
+    }
+}
