@@ -576,3 +576,117 @@ fn a_vacuum_converges_after_another_writer_reshaped_the_planned_keys() {
         assert!(read_db(&db).unwrap() == read_db(&twin).unwrap());
     }
 }
+
+/// A durable start and 8 commits without syncs from `seed` on `sim`, stopped by the first
+/// failure (a kill by the fault plan); the contents at the durable point and after each commit
+/// since, and the operation count at the durable point.
+fn killed_history(
+    sim: &SimFile,
+    options: &Options,
+    seed: u64,
+) -> (Vec<rbolt_fixtures::Bucket>, u64) {
+    let mut rng = Rng::new(seed);
+    let mut models = Vec::new();
+    let mut durable_at = 0;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let db = Db::open_storage(Arc::new(sim.clone()), options.clone()).unwrap();
+        let mut top = [0u64; 2];
+        for round in 0..3 {
+            shrinking_commit(&db, &mut rng, round, &mut top);
+        }
+        db.sync().unwrap();
+        durable_at = sim.op_count();
+        models.push(read_db(&db).unwrap());
+        for round in 0..8 {
+            shrinking_commit(&db, &mut rng, 10 + round, &mut top);
+            models.push(read_db(&db).unwrap());
+        }
+        // Killed: no close.
+        std::mem::forget(db);
+    }));
+    (models, durable_at)
+}
+
+/// A kill at a storage operation among commits without syncs (sampled through them): the
+/// next open in the same boot takes one of the commits, whole, checks clean, and goes on.
+#[test]
+fn a_kill_at_any_operation_among_unsynced_commits_opens_a_whole_commit() {
+    for options in [
+        Options::default().page_size(512).auto_shrink(true),
+        Options::default().page_size(4096).no_freelist_sync(true),
+    ] {
+        let reference = SimFile::new().unwrap();
+        let (all, durable_at) = killed_history(&reference, &options, 99);
+        let total = reference.op_count();
+        let mut checked = 0;
+        for op in (durable_at..total).step_by(((total - durable_at) / 30).max(1) as usize) {
+            let sim = SimFile::new().unwrap();
+            sim.set_fault_plan(rbolt::storage::FaultPlan::new().crash_at(op));
+            let (models, _) = killed_history(&sim, &options, 99);
+            assert!(
+                !models.is_empty(),
+                "op {op}: killed before the durable point"
+            );
+            let image = sim.after_process_crash().unwrap();
+            let db = Db::open_storage(Arc::new(image), options.clone())
+                .unwrap_or_else(|e| panic!("op {op}: {e}"));
+            let got = read_db(&db).unwrap();
+            assert!(all.contains(&got), "op {op}: contents no commit had");
+            assert_clean(&db);
+            let mut rng = Rng::new(op);
+            let mut top = [4000u64; 2];
+            shrinking_commit(&db, &mut rng, 77, &mut top);
+            assert_clean(&db);
+            checked += 1;
+        }
+        assert!(checked >= 10, "only {checked} kills checked");
+    }
+}
+
+/// A vacuum of a file at its `max_size`, while another writer fills every page the steps give
+/// back (its commits fail with `MaxSizeReached` once the file is full again): no step may
+/// fail for want of room, every step stays sound, and every commit the writer made is there.
+#[test]
+fn a_vacuum_of_a_full_file_beside_a_writer_that_fills_it() {
+    let sim = SimFile::new().unwrap();
+    let db = open(&sim, Options::default().page_size(1024));
+    fill_and_thin(&db, 31, 1200, 85);
+    let full = db.file_len().unwrap();
+    db.close().unwrap();
+    let db = open(&sim, Options::default().max_size(full));
+    let mut written = Vec::new();
+    let mut round = 0u32;
+    let mut refused = 0;
+    let report = db
+        .vacuum(VacuumOptions::default().pages_per_step(8), |_| {
+            for batch in 0..400u32 {
+                let key = format!("fill{round:04}-{batch:03}");
+                let put = db.update(|tx| tx.bucket_mut(b"t1")?.unwrap().put(&key, [9; 300]));
+                match put {
+                    Ok(()) => written.push(key),
+                    Err(rbolt::Error::MaxSizeReached { .. }) => {
+                        refused += 1;
+                        break;
+                    }
+                    Err(e) => panic!("the writer failed: {e}"),
+                }
+            }
+            round += 1;
+            assert_clean(&db);
+            assert_go_compatible(&db);
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(report.steps >= 2, "{report:?}");
+    assert!(refused >= 2, "the file was never full again: {report:?}");
+    assert!(db.file_len().unwrap() <= full);
+    db.view(|tx| {
+        let t1 = tx.bucket(b"t1")?.unwrap();
+        for key in &written {
+            assert!(t1.get(key)?.is_some(), "{key} lost");
+        }
+        Ok::<_, rbolt::Error>(())
+    })
+    .unwrap();
+    assert_clean(&db);
+}
