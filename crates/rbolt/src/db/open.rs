@@ -134,6 +134,11 @@ enum MetaState {
     /// outside the file): its one sync did not finish before a power loss, so it is not
     /// opened, and the other meta, which its commit could not have touched, is.
     Unverified(Meta),
+    /// Intact, written without a sync in this boot, but its high-water mark lies past the end
+    /// of the file: pages it reaches are gone (the file was cut since, as the close of an open
+    /// that fell back from it to the durable meta may cut it), so it is not opened, and the
+    /// durable meta it built on is.
+    Cut(Meta),
     /// Not a meta: torn, absent or of another format.
     Broken(Corruption),
 }
@@ -146,7 +151,8 @@ impl MetaState {
             | MetaState::PastEnd(meta)
             | MetaState::Unsound(meta, _)
             | MetaState::Stale(meta)
-            | MetaState::Unverified(meta) => Some(meta),
+            | MetaState::Unverified(meta)
+            | MetaState::Cut(meta) => Some(meta),
             MetaState::Broken(_) => None,
         }
     }
@@ -154,7 +160,7 @@ impl MetaState {
     /// The meta, if it is intact and may be opened (not stale).
     fn trusted(&self) -> Option<&Meta> {
         match self {
-            MetaState::Stale(_) | MetaState::Unverified(_) => None,
+            MetaState::Stale(_) | MetaState::Unverified(_) | MetaState::Cut(_) => None,
             state => state.intact(),
         }
     }
@@ -232,6 +238,9 @@ impl FoundMetas {
             MetaState::Unverified(meta) if meta.txid > chosen.txid => {
                 Some("the newest commit's one sync did not finish: its pages are not all there")
             }
+            MetaState::Cut(meta) if meta.txid > chosen.txid => {
+                Some("the newest commits were made without syncs, and the file was cut since")
+            }
             _ => None,
         }
     }
@@ -304,7 +313,7 @@ impl FoundMetas {
             .iter()
             .find_map(|state| match state {
                 MetaState::Unsound(_, error) | MetaState::Broken(error) => Some(error.clone()),
-                MetaState::Stale(meta) => {
+                MetaState::Stale(meta) | MetaState::Cut(meta) => {
                     Some(Corruption::new(Pgid(meta.txid % 2), Reason::NoDurableMeta))
                 }
                 MetaState::Unverified(meta) => Some(Corruption::new(
@@ -436,7 +445,14 @@ pub(super) fn read_metas(
             match meta.validate_fields(pgid, file_len) {
                 Ok(()) => MetaState::Valid(meta),
                 Err(error) if matches!(error.reason, Reason::HighWaterPastEnd { .. }) => {
-                    MetaState::PastEnd(meta)
+                    if matches!(
+                        durability[index as usize],
+                        MetaDurability::NonDurable { .. }
+                    ) {
+                        MetaState::Cut(meta)
+                    } else {
+                        MetaState::PastEnd(meta)
+                    }
                 }
                 Err(error) => MetaState::Unsound(meta, error),
             }

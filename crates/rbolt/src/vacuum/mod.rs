@@ -404,10 +404,8 @@ impl Db {
         kept: &Kept,
     ) -> Result<()> {
         for (path, key, depth) in &plan.moves {
-            let names = bucket_names(&kept.paths, *path);
             // A bucket another writer deleted since an older walk: nothing to move.
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+            let Some(mut bucket) = planned_bucket(tx, kept, *path)? else {
                 continue;
             };
             let shared = bucket.tx;
@@ -419,9 +417,7 @@ impl Db {
                 .touch_to_depth(pages, &mut core.arena, key, *depth)?;
         }
         for (path, key) in &plan.merges {
-            let names = bucket_names(&kept.paths, *path);
-            let Some(mut bucket) = tx.bucket_at(&names)? else {
-                debug_assert!(!kept.fresh, "a bucket the walk found is missing");
+            let Some(mut bucket) = planned_bucket(tx, kept, *path)? else {
                 continue;
             };
             let shared = bucket.tx;
@@ -493,8 +489,11 @@ impl Db {
         // A step that commits moves pages below its cut, merges sparse leaves or cuts the free
         // tail; the vacuum goes on while that shows as progress — a lower mark, fewer pages
         // to go or fewer pages in use — and stops after a few steps in a row without.
-        let mut best = (u64::MAX, u64::MAX, u64::MAX);
-        let mut stalls = 0;
+        let mut stalls = Stalls {
+            best: (u64::MAX, u64::MAX, u64::MAX),
+            count: 0,
+            rewalked: false,
+        };
         // A bound whatever happens: every page of the file moved a few times over.
         let steps_max = self
             .engine
@@ -523,14 +522,8 @@ impl Db {
             report.steps += 1;
             self.fill_progress(&mut report, &step, started)?;
             let now = (step.high_water, step.pages_to_go, step.live_pages);
-            if now.0 < best.0 || now.1 < best.1 || now.2 < best.2 {
-                best = (best.0.min(now.0), best.1.min(now.1), best.2.min(now.2));
-                stalls = 0;
-            } else {
-                stalls += 1;
-                if stalls >= SHRINK_STEPS_MAX {
-                    break;
-                }
+            if stalls.stop(now, &mut kept) {
+                break;
             }
             if progress(&report).is_break() {
                 return Ok(report);
@@ -660,5 +653,61 @@ impl Db {
             })?;
         }
         Ok(())
+    }
+}
+
+/// The bucket at the kept walk's path `path` in `tx`, or `None` where another writer deleted
+/// it since an older walk, or put a value under one of its names (`IncompatibleValue` from the
+/// path, which is no error of the vacuum's: there is nothing to move there).
+fn planned_bucket<'t>(
+    tx: &'t mut crate::WriteTx<'_>,
+    kept: &Kept,
+    path: usize,
+) -> Result<Option<crate::BucketMut<'t>>> {
+    let names = bucket_names(&kept.paths, path);
+    match tx.bucket_at(&names) {
+        Ok(None) | Err(Error::IncompatibleValue) if !kept.fresh => Ok(None),
+        Ok(None) => {
+            debug_assert!(false, "a bucket the walk found is missing");
+            Ok(None)
+        }
+        found => found,
+    }
+}
+
+/// A [`Db::vacuum`]'s stop rule: the best figures its steps reached (mark, pages to go, pages
+/// in use), and how many steps in a row bettered none.
+struct Stalls {
+    best: (u64, u64, u64),
+    count: usize,
+    /// Whether the kept walk was dropped for this run of stalls already.
+    rewalked: bool,
+}
+
+impl Stalls {
+    /// Takes a committed step's figures `now`; whether the vacuum stops. Steps planned from
+    /// an old walk stall where a fresh one would not (the pages at the top are no longer the
+    /// ones it found, after merges and moves): such a stall walks again, once, before it
+    /// stops the vacuum (a vacuum of a disturbed file ended with 9% more pages than one that
+    /// walked for every step).
+    fn stop(&mut self, now: (u64, u64, u64), kept: &mut Option<Kept>) -> bool {
+        let best = self.best;
+        if now.0 < best.0 || now.1 < best.1 || now.2 < best.2 {
+            self.best = (best.0.min(now.0), best.1.min(now.1), best.2.min(now.2));
+            self.count = 0;
+            self.rewalked = false;
+            return false;
+        }
+        self.count += 1;
+        if self.count < SHRINK_STEPS_MAX {
+            return false;
+        }
+        if !self.rewalked && kept.as_ref().is_some_and(|kept| !kept.fresh) {
+            *kept = None;
+            self.count = 0;
+            self.rewalked = true;
+            return false;
+        }
+        true
     }
 }

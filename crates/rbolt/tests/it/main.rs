@@ -3,6 +3,7 @@
 mod api;
 mod api_model;
 mod async_tx;
+mod attacks52;
 mod basics;
 mod buffers;
 mod check;
