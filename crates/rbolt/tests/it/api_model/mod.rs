@@ -405,3 +405,29 @@ fn a_power_loss_may_keep_the_commit_of_one_on_commit_hook_of_several() {
     // A tally of its own: the random test counts the cases it ran in `TOTAL`.
     session::run(&case, &mut Tally::default());
 }
+
+/// CI's seed 1796688532933262189, shrunk: two threads' batch calls on a reopened handle, then a
+/// power loss; the file held none of the states the model allows.
+#[test]
+fn a_power_loss_after_two_threads_batch_calls_keeps_a_committed_state() {
+    use ops::{Case, Op};
+    let case = Case {
+        page_size: 256,
+        freelist: rbolt::FreelistKind::Array,
+        no_freelist_sync: false,
+        ops: vec![
+            Op::Reopen {
+                options: 1660374099,
+            },
+            Op::Batch {
+                threads: 2,
+                failing: false,
+            },
+            Op::Crash {
+                process: false,
+                seed: 253208644,
+            },
+        ],
+    };
+    session::run(&case, &mut Tally::default());
+}
